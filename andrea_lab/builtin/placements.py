@@ -1,0 +1,48 @@
+"""The built-in norm placements: ``pre`` (GPT-2, ANDREA) and ``post`` (the 2017 Transformer)."""
+
+import torch
+from torch import nn
+
+from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
+
+
+class PreNorm(NormPlacement):
+    """Pre-norm: ``x + sublayer(LN(x))``; the residual stream itself is never normalised.
+
+    Because the stream is never normalised inside the trunk, its scale grows with depth, and the
+    stack ends in a final LayerNorm before the output head (``final_norm = True``).
+    """
+
+    description = "x + f(LN(x)); final LayerNorm (GPT-2, ANDREA)"
+    final_norm = True
+
+    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
+                 bias: bool = True):
+        super().__init__(d_model, sublayer, backend, eps, bias)
+        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.sublayer(self.norm(x))
+
+
+class PostNorm(NormPlacement):
+    """Post-norm, the 2017 wiring: ``LN(x + sublayer(x))``.
+
+    No final LayerNorm (``final_norm = False``): the last block's output is already the output of
+    a LayerNorm, so another one would only compose two affine maps of the same normalised vector,
+    and the 2017 Transformer has none. ANDREA-120M with ``post`` therefore has 24 LayerNorms, not 25.
+    """
+
+    description = "LN(x + f(x)); no final LayerNorm (the 2017 Transformer)"
+    final_norm = False
+
+    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
+                 bias: bool = True):
+        super().__init__(d_model, sublayer, backend, eps, bias)
+        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
+        self.backend = backend
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, normed = self.backend.add_layer_norm(x, self.sublayer(x), self.norm.weight, self.norm.bias,
+                                                self.norm.eps)
+        return normed

@@ -1,0 +1,129 @@
+"""AndreaConfig: every architectural choice of ANDREA as one typed, serialisable dataclass.
+
+The field defaults *are* the ANDREA-120M spec (``shared/design/ANDREA.md``), so an empty config is
+the full model and a YAML only lists what it changes. Components are stored as names (strings)
+and resolved through the plugin registry when the model is built, which keeps the config
+serialisable into YAML, checkpoints and TensorBoard hparams.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+from andrea_lab.registry import PluginError, resolve
+
+#: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
+#: tensor cores and vector units. At ratio 4 (any d_model) and 8/3 with d_model a multiple of 24
+#: (e.g. 768 → 2048) the rounding changes nothing.
+MLP_HIDDEN_MULTIPLE = 8
+
+
+class ConfigError(ValueError):
+    """An invalid model configuration; the message names the field, the value and what is valid."""
+
+
+def mlp_hidden_size(d_model: int, mlp_ratio: float) -> int:
+    """``mlp_ratio · d_model`` rounded to the nearest multiple of :data:`MLP_HIDDEN_MULTIPLE` (at least one).
+
+    Rounding to the *nearest* multiple (not up) keeps a SwiGLU MLP at 8/3 as close as possible to
+    the parameter count of a GELU MLP at 4×: for d_model 128, 341.3 → 344 (+0.8 %).
+    """
+    exact = mlp_ratio * d_model
+    return max(MLP_HIDDEN_MULTIPLE, MLP_HIDDEN_MULTIPLE * round(exact / MLP_HIDDEN_MULTIPLE))
+
+
+@dataclass
+class AndreaConfig:
+    """The architecture of an ANDREA model. Defaults: ANDREA-120M exactly as specified."""
+
+    vocab_size: int = 8449
+    """Token ids: 256 bytes + 8192 BPE merges + 1 end-of-text (must match the tokenizer)."""
+    block_size: int = 1024
+    """Context length: the number of learned position embeddings."""
+    d_model: int = 768
+    """Width of the residual stream."""
+    n_layer: int = 12
+    """Number of transformer blocks."""
+    n_head: int = 12
+    """Attention heads; d_model must be divisible by it."""
+    mlp_ratio: Optional[float] = None
+    """MLP hidden size ÷ d_model; None takes the activation's default (4, or 8/3 if gated)."""
+    norm_placement: str = "pre"
+    """Plugin from entry-point group andrea_lab.norm_placement (built-ins: pre, post)."""
+    activation: str = "gelu"
+    """Plugin from entry-point group andrea_lab.activation (built-ins: gelu, relu, swiglu)."""
+    kernel_backend: str = "torch"
+    """Plugin from entry-point group andrea_lab.kernel_backend (built-in: torch)."""
+    bias: bool = True
+    """Biases in every linear layer and LayerNorm (GPT-2 style)."""
+    dropout: float = 0.0
+    """Dropout on embeddings, attention and residual branches."""
+    layer_norm_eps: float = 1e-5
+    """LayerNorm epsilon."""
+    init_std: float = 0.02
+    """Standard deviation of the GPT-2 initialisation; residual projections get std/sqrt(2·n_layer)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field; raise one :class:`ConfigError` naming the first bad value and what is valid."""
+        for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_head:
+            divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
+            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
+                              f"valid n_head for this d_model include {', '.join(map(str, divisors))}")
+        if self.mlp_ratio is not None and not (isinstance(self.mlp_ratio, (int, float))
+                                               and math.isfinite(self.mlp_ratio) and self.mlp_ratio > 0):
+            raise ConfigError(f"mlp_ratio must be a number > 0 (or null for the activation's default), "
+                              f"got {self.mlp_ratio!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not self.layer_norm_eps > 0:
+            raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if not self.init_std > 0:
+            raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
+        for kind in ("norm_placement", "activation", "kernel_backend"):
+            try:
+                resolve(kind, getattr(self, kind))
+            except PluginError as exc:
+                raise ConfigError(str(exc)) from None
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def resolved_mlp_ratio(self) -> float:
+        return self.mlp_ratio if self.mlp_ratio is not None else resolve("activation", self.activation).default_mlp_ratio
+
+    @property
+    def mlp_hidden(self) -> int:
+        return mlp_hidden_size(self.d_model, self.resolved_mlp_ratio)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_changes(self, **changes) -> "AndreaConfig":
+        return replace(self, **changes)
+
+
+#: Named configurations. ``andrea-120m`` is the spec; the small ones are for CPUs and tests.
+PRESETS: dict[str, dict] = {
+    "andrea-120m": {},
+    "andrea-small": dict(d_model=512, n_layer=8, n_head=8, block_size=512),
+    "andrea-tiny": dict(d_model=128, n_layer=4, n_head=4, block_size=128),
+    "andrea-micro": dict(vocab_size=257, d_model=64, n_layer=2, n_head=2, block_size=64),
+}
+
+
+def preset(name: str, **overrides) -> AndreaConfig:
+    """Build a preset config, optionally changing some fields (``preset("andrea-tiny", activation="swiglu")``)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    return AndreaConfig(**{**PRESETS[name], **overrides})

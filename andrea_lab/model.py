@@ -1,0 +1,159 @@
+"""ANDREA: a GPT-2-shaped, decoder-only transformer, read top to bottom like the spec.
+
+    x = token_embed(ids) + position_embed(positions)
+    for block in blocks:  x = block(x)      # each block: attention sublayer, then MLP sublayer
+    x = final_norm(x)                        # if the norm placement keeps one
+    logits = x · token_embed.T               # tied input/output embedding
+
+Which norm placement, activation and kernel backend are used is decided by the config's names,
+resolved through the plugin registry; this file never branches on a name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from andrea_lab.config import AndreaConfig
+from andrea_lab.contracts import KernelBackend, LayerNorm
+from andrea_lab.registry import resolve
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``."""
+
+    def __init__(self, config: AndreaConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.dropout = config.dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.proj.is_residual_projection = True  # scaled at init, see Andrea._init_weights
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.proj(y))
+
+
+class MLP(nn.Module):
+    """Expand to the hidden size, apply the activation plugin, contract back to d_model.
+
+    A gated activation gets a first projection twice as wide (gate and value side by side).
+    """
+
+    def __init__(self, config: AndreaConfig, backend: KernelBackend):
+        super().__init__()
+        activation_cls = resolve("activation", config.activation)
+        hidden = config.mlp_hidden
+        self.fc = nn.Linear(config.d_model, hidden * (2 if activation_cls.gated else 1), bias=config.bias)
+        self.activation = activation_cls(backend)
+        self.proj = nn.Linear(hidden, config.d_model, bias=config.bias)
+        self.proj.is_residual_projection = True
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(self.activation(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Two sublayers, attention then MLP, each wired to its norm and the residual by the placement plugin."""
+
+    def __init__(self, config: AndreaConfig, backend: KernelBackend):
+        super().__init__()
+        placement = resolve("norm_placement", config.norm_placement)
+        eps, bias = config.layer_norm_eps, config.bias
+        self.attn = placement(config.d_model, CausalSelfAttention(config), backend, eps=eps, bias=bias)
+        self.mlp = placement(config.d_model, MLP(config, backend), backend, eps=eps, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.attn(x))
+
+
+class Andrea(nn.Module):
+    """The ANDREA language model. ``forward(idx, targets=None)`` → ``(logits, loss or None)``."""
+
+    def __init__(self, config: AndreaConfig):
+        super().__init__()
+        self.config = config
+        backend_cls = resolve("kernel_backend", config.kernel_backend)
+        availability = backend_cls.availability()
+        if not availability:
+            raise RuntimeError(f"kernel backend {config.kernel_backend!r} is not available here: "
+                               f"{availability.reason}")
+        backend = backend_cls()
+        self.token_embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.position_embed = nn.Embedding(config.block_size, config.d_model)
+        self.embed_dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config, backend) for _ in range(config.n_layer))
+        final_norm = resolve("norm_placement", config.norm_placement).final_norm
+        self.final_norm = (LayerNorm(config.d_model, backend, eps=config.layer_norm_eps, bias=config.bias)
+                           if final_norm else nn.Identity())
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases; the projections
+        that write into the residual stream get std / sqrt(2·n_layer), so the stream's variance does
+        not grow with depth at initialisation (each of the 2·n_layer sublayers adds one delta)."""
+        std = self.config.init_std
+        if isinstance(module, nn.Linear):
+            if getattr(module, "is_residual_projection", False):
+                std = std / math.sqrt(2 * self.config.n_layer)
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence length {T} exceeds the model's context (block_size "
+                             f"{self.config.block_size}); use at most {self.config.block_size} tokens")
+        positions = torch.arange(T, device=idx.device)
+        x = self.embed_dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.final_norm(x))  # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits, loss
+
+    def num_parameters(self) -> int:
+        """Parameters stored (the tied embedding counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Sample ``max_new_tokens`` tokens after ``idx`` (B, T); keeps the last block_size as context."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        if top_k is not None and top_k <= 0:
+            raise ValueError(f"top_k must be a positive integer or None, got {top_k}")
+        for _ in range(max_new_tokens):
+            context = idx[:, -self.config.block_size:]
+            logits, _ = self(context)
+            logits = logits[:, -1, :].float()
+            if temperature == 0:
+                next_id = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+            idx = torch.cat((idx, next_id), dim=1)
+        return idx

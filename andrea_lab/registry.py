@@ -1,0 +1,232 @@
+"""Find, load and check plugins from the ``andrea_lab.*`` entry-point groups.
+
+Every variant — including the built-ins, which andrea-lab registers in its own ``pyproject.toml``
+exactly as a third party would — is discovered with :mod:`importlib.metadata`. There is no table of
+names in the code: installing a distribution that declares an entry point is the only way to add one.
+
+Selecting a plugin by name accepts three forms:
+
+* ``gelu`` — the name registered in the group (an error if two distributions register it);
+* ``andrea-lab-example:squared_relu`` — the name as registered by one named distribution,
+  which settles a clash between two distributions;
+* ``my_module:MyActivation`` — an import path, for a variant that is not packaged yet.
+
+A plugin whose import fails never takes the tool down: it is reported by :func:`list_plugins`
+(and ``andrea plugins``), and only selecting it fails, with the original exception. Setting the
+environment variable ``ANDREA_LAB_STRICT_PLUGINS=1`` turns any broken plugin into an error
+everywhere, for CI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+
+from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+
+#: The plugin kinds, each the suffix of an entry-point group ``andrea_lab.<kind>``.
+KINDS: tuple[str, ...] = tuple(GROUP_CONTRACTS)
+STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
+
+
+class PluginError(ValueError):
+    """A plugin could not be selected; the message says which, why, and what would be valid."""
+
+
+def group_name(kind: str) -> str:
+    if kind not in GROUP_CONTRACTS:
+        raise PluginError(f"unknown plugin kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+    return f"andrea_lab.{kind}"
+
+
+def strict_mode() -> bool:
+    return os.environ.get(STRICT_ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One registered entry point, loaded or not, as ``andrea plugins`` shows it."""
+
+    kind: str
+    name: str
+    target: str  # the "module:attr" the entry point points to
+    distribution: str
+    version: str
+    description: str = ""
+    error: str | None = None  # why loading or checking it failed
+
+    @property
+    def group(self) -> str:
+        return group_name(self.kind)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.distribution}:{self.name}"
+
+
+def _entry_points(kind: str) -> list[metadata.EntryPoint]:
+    return sorted(metadata.entry_points(group=group_name(kind)), key=lambda ep: (ep.name, _dist_name(ep)))
+
+
+def _dist_name(ep: metadata.EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "<unknown distribution>"
+
+
+def _dist_version(ep: metadata.EntryPoint) -> str:
+    return ep.dist.version if ep.dist is not None else "?"
+
+
+def _normalise_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def registered_names(kind: str) -> list[str]:
+    """The names installed in a group, sorted, each once (whether or not it loads)."""
+    return sorted({ep.name for ep in _entry_points(kind)})
+
+
+def _describe(obj: object) -> str:
+    text = getattr(obj, "description", "") or inspect.getdoc(obj) or ""
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _check_contract(kind: str, obj: object, label: str) -> None:
+    """Refuse an object that does not implement the contract of its group, saying what is missing."""
+    base, required = GROUP_CONTRACTS[kind]
+    if not inspect.isclass(obj):
+        raise PluginError(f"{label} is not a class (got {type(obj).__name__}); "
+                          f"a {kind} plugin must be a class implementing {base.__module__}.{base.__name__}")
+    missing = [attr for attr in required if not hasattr(obj, attr)]
+    if missing:
+        raise PluginError(f"{label} does not satisfy the {kind} contract: missing {', '.join(missing)} "
+                          f"(subclass {base.__module__}.{base.__name__} to inherit them)")
+    version = getattr(obj, "contract_version")
+    if version != CONTRACT_VERSION:
+        raise PluginError(f"{label} was written for plugin contract version {version}, but this andrea-lab "
+                          f"provides contract version {CONTRACT_VERSION}; upgrade the plugin or andrea-lab")
+    probe_args = {
+        "norm_placement": ((8, None, None), {"eps": 1e-5, "bias": True}),
+        "activation": ((None,), {}),
+        "kernel_backend": ((), {}),
+    }[kind]
+    try:
+        inspect.signature(obj).bind(*probe_args[0], **probe_args[1])
+    except TypeError as exc:
+        expected = {"norm_placement": "(d_model, sublayer, backend, eps=..., bias=...)",
+                    "activation": "(backend)", "kernel_backend": "()"}[kind]
+        raise PluginError(f"{label} has the wrong constructor signature for a {kind} plugin: "
+                          f"{exc}; expected {expected}") from None
+    if kind == "kernel_backend" and not callable(getattr(obj, "availability")):
+        raise PluginError(f"{label} has no callable availability() check; a kernel backend must say "
+                          f"whether it can run here")
+
+
+def _load_entry_point(kind: str, ep: metadata.EntryPoint) -> type:
+    label = f"{kind} plugin {ep.name!r} ({ep.value}) from {_dist_name(ep)} {_dist_version(ep)}"
+    try:
+        obj = ep.load()
+    except Exception as exc:  # a plugin's import may raise anything; report it, never crash
+        raise PluginError(f"{label} failed to load: {type(exc).__name__}: {exc}") from exc
+    _check_contract(kind, obj, label)
+    return obj
+
+
+def _load_import_path(kind: str, spec: str) -> type:
+    module_name, _, attr = spec.partition(":")
+    label = f"{kind} plugin {spec!r}"
+    try:
+        obj = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PluginError(f"{label}: cannot import it ({type(exc).__name__}: {exc}); an import path "
+                          f"must be 'module:Attribute' on the Python path") from exc
+    _check_contract(kind, obj, label)
+    return obj
+
+
+def _matching_entry_points(kind: str, name: str) -> tuple[list[metadata.EntryPoint], str | None]:
+    """Entry points a name selects, and the distribution it was qualified with (if any)."""
+    eps = _entry_points(kind)
+    if ":" in name:
+        dist, _, plain = name.partition(":")
+        chosen = [ep for ep in eps if ep.name == plain and _normalise_dist(_dist_name(ep)) == _normalise_dist(dist)]
+        return chosen, dist
+    return [ep for ep in eps if ep.name == name], None
+
+
+def _warn_or_raise_broken(kind: str) -> None:
+    broken = [info for info in list_plugins(kind) if info.error]
+    if not broken:
+        return
+    text = "; ".join(f"{info.qualified_name}: {info.error}" for info in broken)
+    if strict_mode():
+        raise PluginError(f"broken {kind} plugins ({STRICT_ENV_VAR} is set): {text}")
+    warnings.warn(f"ignoring broken {kind} plugins: {text}", RuntimeWarning, stacklevel=3)
+
+
+@cache
+def resolve(kind: str, name: str) -> type:
+    """Return the plugin class that ``name`` selects in group ``andrea_lab.<kind>``.
+
+    Raises :class:`PluginError` with the installed names when nothing matches, both
+    distributions when two match, the original exception when it fails to import, and what
+    is missing when it does not satisfy the contract.
+    """
+    group = group_name(kind)
+    if not isinstance(name, str) or not name.strip():
+        raise PluginError(f"{kind} must be a non-empty name; installed in {group}: "
+                          f"{', '.join(registered_names(kind)) or '(none)'}")
+    matches, dist = _matching_entry_points(kind, name)
+    if len(matches) > 1:
+        sources = " and ".join(f"{_dist_name(ep)} {_dist_version(ep)} ({ep.value})" for ep in matches)
+        raise PluginError(f"{kind} {name!r} is registered by more than one distribution: {sources}; "
+                          f"select one explicitly, e.g. '{_dist_name(matches[0])}:{name}'")
+    if matches:
+        _warn_or_raise_broken(kind)
+        return _load_entry_point(kind, matches[0])
+    if ":" in name and dist is not None and "." not in name.partition(":")[2] and _is_distribution(dist):
+        raise PluginError(f"distribution {dist!r} registers no {kind} named {name.partition(':')[2]!r}; "
+                          f"installed in {group}: {', '.join(_qualified(kind)) or '(none)'}")
+    if ":" in name:
+        return _load_import_path(kind, name)
+    raise PluginError(f"unknown {kind} {name!r}; installed in {group}: "
+                      f"{', '.join(registered_names(kind)) or '(none)'} "
+                      f"(or give an import path 'module:Class')")
+
+
+def _is_distribution(name: str) -> bool:
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _qualified(kind: str) -> list[str]:
+    return [f"{_dist_name(ep)}:{ep.name}" for ep in _entry_points(kind)]
+
+
+def list_plugins(kind: str | None = None) -> list[PluginInfo]:
+    """Every registered entry point (of one kind, or all), each loaded and checked; failures kept."""
+    infos = []
+    for k in ([kind] if kind else KINDS):
+        for ep in _entry_points(k):
+            try:
+                obj = _load_entry_point(k, ep)
+                description, error = _describe(obj), None
+            except PluginError as exc:
+                description, error = "", str(exc)
+            infos.append(PluginInfo(k, ep.name, ep.value, _dist_name(ep), _dist_version(ep), description, error))
+    return infos
+
+
+def clear_cache() -> None:
+    """Forget resolved plugins (after installing or removing a distribution in-process)."""
+    resolve.cache_clear()
