@@ -1,0 +1,1 @@
+"""Reading models and runs: parameter breakdowns, run comparison."""

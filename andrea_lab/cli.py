@@ -1,0 +1,73 @@
+"""The ``andrea`` command.
+
+``andrea fit|validate|test|predict`` is LightningCLI, unchanged in behaviour (repeated ``--config``,
+dotted overrides, ``--print_config``, ``config.yaml`` saved in the run directory). Our own tools are
+further subcommands, each a module ``andrea_lab.commands.<name>`` with ``main(argv) -> int``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+#: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
+OWN_COMMANDS = {
+    "params": "parameter breakdown of a preset or config",
+    "generate": "sample text from a checkpoint",
+    "plugins": "list installed plugins (and broken ones)",
+}
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
+
+
+def _usage() -> str:
+    lines = ["usage: andrea <command> [options]", "", "Lightning commands (see `andrea fit --help`):"]
+    lines += [f"  {name}" for name in LIGHTNING_COMMANDS]
+    lines += ["", "andrea-lab commands:"]
+    lines += [f"  {name:<10} {help_}" for name, help_ in OWN_COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """User errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set."""
+    from andrea_lab.config import ConfigError
+    from andrea_lab.registry import PluginError
+
+    errors: list[type[BaseException]] = [ConfigError, PluginError, FileNotFoundError]
+    try:
+        from andrea_lab.data import CorpusError, TokenFileError
+        errors += [CorpusError, TokenFileError]
+    except ImportError:  # pragma: no cover - data package always present in a full install
+        pass
+    return tuple(errors)
+
+
+def run_lightning(argv: list[str]) -> int:
+    from andrea_lab.lightning_cli import AndreaCLI
+
+    AndreaCLI(args=argv)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    command = argv[0]
+    try:
+        if command in OWN_COMMANDS:
+            module = importlib.import_module(f"andrea_lab.commands.{command}")
+            return module.main(argv[1:])
+        return run_lightning(argv)
+    except _expected_errors() as exc:
+        if os.environ.get(DEBUG_ENV_VAR):
+            raise
+        print(f"andrea {command}: error: {exc}", file=sys.stderr)
+        print(f"(set {DEBUG_ENV_VAR}=1 for the full traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

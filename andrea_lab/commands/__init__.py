@@ -1,0 +1,1 @@
+"""andrea-lab's own subcommands (`andrea params`, `andrea generate`, ...): one module each, ``main(argv) -> int``."""

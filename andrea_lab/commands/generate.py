@@ -1,0 +1,67 @@
+"""`andrea generate --ckpt PATH --prompt TEXT`: sample text from a training checkpoint.
+
+The checkpoint carries everything needed: the model's hyperparameters (``save_hyperparameters``)
+and the tokenizer (saved by ``AndreaDataModule.state_dict``), so no config or corpus is required.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+
+def load_checkpoint(path: str) -> dict:
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"checkpoint {path!r} does not exist; pass the path of a .ckpt file, "
+                                f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt")
+    try:
+        # weights_only=False: Lightning checkpoints hold optimizer and loop state; only load your own.
+        return torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ValueError(f"{path} is not a readable PyTorch checkpoint: {type(exc).__name__}: {exc}") from None
+
+
+def tokenizer_from_checkpoint(checkpoint: dict, path: str):
+    from tokenizers import Tokenizer
+
+    state = checkpoint.get("AndreaDataModule") or {}
+    if "tokenizer_json" not in state:
+        raise ValueError(f"{path} carries no tokenizer (it was not saved by an AndreaDataModule fit)")
+    return Tokenizer.from_str(state["tokenizer_json"])
+
+
+def main(argv: list[str]) -> int:
+    from andrea_lab.module import AndreaLM
+
+    parser = argparse.ArgumentParser(prog="andrea generate", description=__doc__)
+    parser.add_argument("--ckpt", required=True, help="path of a checkpoint written by `andrea fit`")
+    parser.add_argument("--prompt", default="", help="text to continue (empty: start from end-of-text)")
+    parser.add_argument("--max_new_tokens", type=int, default=200)
+    parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    parser.add_argument("--top_k", type=int, default=50, help="sample among the k most likely (0 = all)")
+    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+    if args.max_new_tokens < 0:
+        parser.error(f"--max_new_tokens must be >= 0, got {args.max_new_tokens}")
+
+    checkpoint = load_checkpoint(args.ckpt)
+    tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
+    module = AndreaLM(**checkpoint["hyper_parameters"])
+    module.load_state_dict(checkpoint["state_dict"])
+    model = module.model.to(args.device).eval()
+
+    ids = tokenizer.encode(args.prompt).ids if args.prompt else [tokenizer.get_vocab_size() - 1]
+    if len(ids) > model.config.block_size:
+        raise ValueError(f"the prompt is {len(ids)} tokens, longer than the model's context "
+                         f"(block_size {model.config.block_size}); shorten it to at most "
+                         f"{model.config.block_size} tokens")
+    generator = torch.Generator(device=args.device).manual_seed(args.seed)
+    idx = torch.tensor([ids], dtype=torch.long, device=args.device)
+    out = model.generate(idx, args.max_new_tokens, temperature=args.temperature,
+                         top_k=args.top_k or None, generator=generator)
+    print(tokenizer.decode(out[0].tolist(), skip_special_tokens=False))
+    return 0

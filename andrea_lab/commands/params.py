@@ -1,0 +1,55 @@
+"""`andrea params`: the parameter breakdown of a preset or of an experiment's model config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+from andrea_lab.analysis.params import format_breakdown, parameter_breakdown, spec_check
+from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, preset
+
+
+def config_from_yaml(path: str) -> AndreaConfig:
+    """The ``model.config`` section of an experiment YAML (plain or class_path/init_args form)."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"config file {path!r} does not exist")
+    try:
+        document = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    model = document.get("model") or {}
+    model = model.get("init_args", model)
+    section = model.get("config") or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: model.config must be a mapping of AndreaConfig fields, got {section!r}")
+    try:
+        return AndreaConfig(**section)
+    except TypeError as exc:
+        valid = ", ".join(AndreaConfig.__dataclass_fields__)
+        raise ConfigError(f"{path}: {exc}; valid model.config keys: {valid}") from None
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="andrea params", description=__doc__)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--preset", default=None, help=f"one of: {', '.join(PRESETS)} (default andrea-120m)")
+    source.add_argument("--config", help="an experiment YAML; its model.config section is used")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    args = parser.parse_args(argv)
+    if args.config:
+        config, name = config_from_yaml(args.config), args.config
+    else:
+        name = args.preset or "andrea-120m"
+        config = preset(name)
+    breakdown = parameter_breakdown(config)
+    if args.json:
+        print(json.dumps({"name": name, "config": config.to_dict(), **breakdown.as_dict()}, indent=2))
+        return 0
+    print(format_breakdown(breakdown, name))
+    if name == "andrea-120m":
+        print(spec_check(breakdown))
+    return 0

@@ -1,0 +1,40 @@
+"""AndreaCLI: LightningCLI with ANDREA's model and data, linked so nothing is said twice.
+
+``model.config.block_size`` and ``model.config.vocab_size`` are linked to the data module, so a
+YAML states the context length and vocabulary once. Runs go to ``runs/<experiment>/version_N/``
+through a TensorBoard logger, with a checkpoint callback whose arguments are config keys too.
+"""
+
+from __future__ import annotations
+
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from andrea_lab.data import AndreaDataModule
+from andrea_lab.module import AndreaLM
+
+DEFAULT_LOGGER = {
+    "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+    # No placeholder hp_metric: the HParams dashboard should only show real results.
+    "init_args": {"save_dir": "runs", "name": "default", "default_hp_metric": False},
+}
+
+
+class AndreaCLI(LightningCLI):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("trainer_defaults", {"logger": DEFAULT_LOGGER, "log_every_n_steps": 10})
+        kwargs.setdefault("save_config_kwargs", {"overwrite": False})
+        kwargs.setdefault("parser_kwargs", {"default_env": False})
+        super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("model.config.block_size", "data.block_size")
+        parser.link_arguments("model.config.vocab_size", "data.vocab_size")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({
+            "checkpoint.monitor": "val/loss",
+            "checkpoint.mode": "min",
+            "checkpoint.save_last": True,
+            "checkpoint.filename": "step{step}-val{val/loss:.3f}",
+            "checkpoint.auto_insert_metric_name": False,
+        })

@@ -1,0 +1,71 @@
+import pytest
+
+from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
+
+
+def test_defaults_are_the_120m_spec():
+    c = AndreaConfig()
+    assert (c.vocab_size, c.d_model, c.n_layer, c.n_head, c.block_size) == (8449, 768, 12, 12, 1024)
+    assert (c.norm_placement, c.activation, c.kernel_backend, c.bias) == ("pre", "gelu", "torch", True)
+    assert c.mlp_hidden == 3072 and c.head_size == 64
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_builds(name):
+    assert preset(name).d_model % preset(name).n_head == 0
+
+
+@pytest.mark.parametrize("field,value,fragment", [
+    ("d_model", 0, "d_model must be a positive integer, got 0"),
+    ("n_layer", -1, "n_layer must be a positive integer, got -1"),
+    ("vocab_size", 2.5, "vocab_size must be a positive integer"),
+    ("block_size", True, "block_size must be a positive integer"),
+    ("mlp_ratio", 0.0, "mlp_ratio must be a number > 0"),
+    ("mlp_ratio", float("nan"), "mlp_ratio must be a number > 0"),
+    ("dropout", 1.0, "dropout must be in [0, 1)"),
+    ("layer_norm_eps", 0.0, "layer_norm_eps must be > 0"),
+])
+def test_invalid_values_are_named(field, value, fragment):
+    with pytest.raises(ConfigError, match=None) as info:
+        AndreaConfig(**{field: value})
+    assert fragment in str(info.value)
+
+
+def test_heads_must_divide_d_model_and_valid_choices_are_listed():
+    with pytest.raises(ConfigError) as info:
+        AndreaConfig(d_model=100, n_head=12)
+    message = str(info.value)
+    assert "d_model (100) must be divisible by n_head (12)" in message
+    assert "4, 5, 10" in message
+
+
+@pytest.mark.parametrize("kind,installed", [
+    ("activation", ["gelu", "relu", "swiglu"]),
+    ("norm_placement", ["post", "pre"]),
+    ("kernel_backend", ["torch"]),
+])
+def test_unknown_plugin_name_lists_installed_ones(kind, installed):
+    with pytest.raises(ConfigError) as info:
+        AndreaConfig(**{kind: "no_such_variant"})
+    message = str(info.value)
+    assert "'no_such_variant'" in message and f"andrea_lab.{kind}" in message
+    for name in installed:
+        assert name in message
+
+
+def test_mlp_ratio_defaults_to_the_activation():
+    assert AndreaConfig(activation="gelu").resolved_mlp_ratio == 4
+    assert AndreaConfig(activation="swiglu").resolved_mlp_ratio == pytest.approx(8 / 3)
+    assert AndreaConfig(activation="swiglu", mlp_ratio=2.0).mlp_hidden == 1536
+
+
+def test_hidden_size_rounds_to_nearest_multiple_of_8():
+    assert mlp_hidden_size(768, 8 / 3) == 2048  # exact
+    assert mlp_hidden_size(128, 8 / 3) == 344   # 341.33 -> 344
+    assert mlp_hidden_size(100, 4.0) == 400
+    assert mlp_hidden_size(4, 0.5) == 8         # never below one multiple
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="unknown preset 'andrea-7b'; valid presets: andrea-120m"):
+        preset("andrea-7b")
