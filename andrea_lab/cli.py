@@ -46,7 +46,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 def run_lightning(argv: list[str]) -> int:
     from andrea_lab.lightning_cli import AndreaCLI
 
-    AndreaCLI(args=argv)
+    # LightningCLI reads sys.argv itself; pass args only when called from Python with other ones.
+    AndreaCLI(args=None if argv == sys.argv[1:] else argv)
     return 0
 
 

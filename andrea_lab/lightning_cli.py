@@ -25,6 +25,8 @@ class AndreaCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", {"logger": DEFAULT_LOGGER, "log_every_n_steps": 10})
         kwargs.setdefault("save_config_kwargs", {"overwrite": False})
         kwargs.setdefault("parser_kwargs", {"default_env": False})
+        # AndreaLM.configure_optimizers is the one optimizer setup; no competing CLI keys.
+        kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

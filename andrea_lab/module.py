@@ -116,6 +116,13 @@ class AndreaLM(L.LightningModule):
         self.log(f"{stage}/loss", self.val_loss, prog_bar=True)
         self.log(f"{stage}/perplexity", self.val_perplexity)
 
+    def on_validation_epoch_end(self) -> None:
+        # Lightning discards what is logged during the sanity check. Its loss is the loss at
+        # initialisation (about ln(vocab_size)), the natural first point of every curve: log it at step 0.
+        if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
+            self.logger.log_metrics({"val/loss": float(self.val_loss.compute()),
+                                     "val/perplexity": float(self.val_perplexity.compute())}, step=0)
+
     def configure_optimizers(self):
         decay = [p for p in self.model.parameters() if p.dim() >= 2]
         no_decay = [p for p in self.model.parameters() if p.dim() < 2]
