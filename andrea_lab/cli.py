@@ -16,6 +16,9 @@ OWN_COMMANDS = {
     "params": "parameter breakdown of a preset or config",
     "generate": "sample text from a checkpoint",
     "plugins": "list installed plugins (and broken ones)",
+    "sweep": "run every variant x learning rate x seed of a suite (resumable)",
+    "compare": "compare finished runs: tables, CSV/Markdown and plots",
+    "trace": "follow one token through every block of a checkpoint",
 }
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
