@@ -14,7 +14,7 @@ from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
 
 DEFAULT_LOGGER = {
-    "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+    "class_path": "andrea_lab.loggers.AndreaTensorBoardLogger",
     # No placeholder hp_metric: the HParams dashboard should only show real results.
     "init_args": {"save_dir": "runs", "name": "default", "default_hp_metric": False},
 }
