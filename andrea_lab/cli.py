@@ -22,6 +22,8 @@ OWN_COMMANDS = {
 }
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
+#: Exit status of a fit stopped by the divergence policy (distinct from 1 = crash, 2 = bad input).
+DIVERGED_EXIT_STATUS = 3
 
 
 def _usage() -> str:
@@ -49,8 +51,13 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 def run_lightning(argv: list[str]) -> int:
     from andrea_lab.lightning_cli import AndreaCLI
 
-    # LightningCLI reads sys.argv itself; pass args only when called from Python with other ones.
-    AndreaCLI(args=None if argv == sys.argv[1:] else argv)
+    # LightningCLI reads sys.argv; when called from Python with other arguments, present them there.
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "andrea", *argv]
+    try:
+        AndreaCLI()
+    finally:
+        sys.argv = saved
     return 0
 
 
@@ -60,11 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0 if argv else 2
     command = argv[0]
+    from andrea_lab.errors import DivergenceError
+
     try:
         if command in OWN_COMMANDS:
             module = importlib.import_module(f"andrea_lab.commands.{command}")
             return module.main(argv[1:])
         return run_lightning(argv)
+    except DivergenceError as exc:
+        if os.environ.get(DEBUG_ENV_VAR):
+            raise
+        print(f"andrea {command}: {exc}", file=sys.stderr)
+        return DIVERGED_EXIT_STATUS
     except _expected_errors() as exc:
         if os.environ.get(DEBUG_ENV_VAR):
             raise

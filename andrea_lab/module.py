@@ -7,8 +7,12 @@ typed parameters (and the nested :class:`AndreaConfig`) into config keys and ``-
 from __future__ import annotations
 
 import math
+import random
+import warnings
 from dataclasses import asdict
-from typing import Optional, Union
+from typing import Literal, Optional
+
+import numpy as np
 
 import lightning as L
 import torch
@@ -16,6 +20,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
 from andrea_lab.config import AndreaConfig, ConfigError
+from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
 
 
@@ -42,6 +47,9 @@ class AndreaLM(L.LightningModule):
         weight_decay: AdamW weight decay, applied to weight matrices and embeddings only.
         betas: AdamW betas.
         eps: AdamW epsilon.
+        on_nonfinite: What to do when the loss or gradient norm is NaN/inf: ``stop`` (raise
+            DivergenceError; the last good checkpoint is kept) or ``skip`` (drop that step's update).
+        max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
     """
 
     def __init__(
@@ -54,20 +62,29 @@ class AndreaLM(L.LightningModule):
         weight_decay: float = 0.1,
         betas: tuple[float, float] = (0.9, 0.95),
         eps: float = 1e-8,
+        on_nonfinite: Literal["stop", "skip"] = "stop",
+        max_skipped_steps: int = 10,
     ):
         super().__init__()
         if isinstance(config, dict):  # as stored in a checkpoint's hyperparameters
             config = AndreaConfig(**config)
         self._check_training_args(lr, warmup_steps, decay_steps, min_lr_ratio, weight_decay, betas, eps)
+        if on_nonfinite not in ("stop", "skip"):
+            raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {on_nonfinite!r}")
+        if max_skipped_steps < 0:
+            raise ConfigError(f"max_skipped_steps must be >= 0, got {max_skipped_steps!r}")
         # The config is saved as a plain dict: checkpoints and hparams.yaml stay readable without
         # unpickling andrea-lab classes, and load_from_checkpoint rebuilds it above.
         self.save_hyperparameters({"config": asdict(config), "lr": lr, "warmup_steps": warmup_steps,
                                    "decay_steps": decay_steps, "min_lr_ratio": min_lr_ratio,
-                                   "weight_decay": weight_decay, "betas": tuple(betas), "eps": eps})
+                                   "weight_decay": weight_decay, "betas": tuple(betas), "eps": eps,
+                                   "on_nonfinite": on_nonfinite, "max_skipped_steps": max_skipped_steps})
         self.config = config
         self.model = Andrea(config)
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity()
+        self.skipped_steps = 0
+        self._last_train_loss: torch.Tensor | None = None
 
     @staticmethod
     def _check_training_args(lr, warmup_steps, decay_steps, min_lr_ratio, weight_decay, betas, eps) -> None:
@@ -90,6 +107,7 @@ class AndreaLM(L.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         _, loss = self.model(x, y)
+        self._last_train_loss = loss.detach()
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
         self.log("train/tokens", float((self.global_step + 1) * x.numel() * self.trainer.world_size))
@@ -98,9 +116,51 @@ class AndreaLM(L.LightningModule):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Called after backward and before clipping: this is the raw gradient norm.
         grads = [p.grad for p in self.parameters() if p.grad is not None]
-        if grads:
-            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-            self.log("train/grad_norm", norm)
+        if not grads:
+            return
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        self.log("train/grad_norm", norm)
+        loss = self._last_train_loss if self._last_train_loss is not None else norm
+        # One host sync per step; the progress bar already reads the loss every step anyway.
+        if not bool(torch.isfinite(norm) & torch.isfinite(loss)):
+            self._handle_nonfinite(optimizer, float(loss), float(norm))
+
+    def _handle_nonfinite(self, optimizer: torch.optim.Optimizer, loss: float, norm: float) -> None:
+        step = self.global_step
+        checkpoint = getattr(self.trainer.checkpoint_callback, "last_model_path", "") or "none written yet"
+        if self.hparams.on_nonfinite == "skip" and self.skipped_steps < self.hparams.max_skipped_steps:
+            self.skipped_steps += 1
+            optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
+            self.log("train/skipped_steps", float(self.skipped_steps))
+            warnings.warn(f"step {step}: non-finite loss {loss} / gradient norm {norm}; update skipped "
+                          f"({self.skipped_steps} of at most {self.hparams.max_skipped_steps})", RuntimeWarning)
+            return
+        reason = (f"more than max_skipped_steps={self.hparams.max_skipped_steps} non-finite steps"
+                  if self.hparams.on_nonfinite == "skip" else "on_nonfinite=stop")
+        raise DivergenceError(f"training diverged at step {step}: loss {loss}, gradient norm {norm} "
+                              f"({reason}). The last good checkpoint is kept: {checkpoint}. Try a lower "
+                              f"model.lr, more model.warmup_steps, or trainer.gradient_clip_val.")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Dropout masks and any sampling depend on the RNGs: save them so a resumed run continues
+        # exactly as an uninterrupted one would.
+        checkpoint["rng_states"] = {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+        }
+        checkpoint["skipped_steps"] = self.skipped_steps
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        states = checkpoint.get("rng_states")
+        if states:
+            torch.set_rng_state(states["torch"])
+            if states["cuda"] and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(states["cuda"])
+            np.random.set_state(states["numpy"])
+            random.setstate(states["python"])
+        self.skipped_steps = checkpoint.get("skipped_steps", 0)
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "val")
