@@ -37,15 +37,12 @@ def _usage() -> str:
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """User errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set."""
     from andrea_lab.config import ConfigError
+    from andrea_lab.data import CorpusError, DataConfigError, TokenFileError, TokenizerError
+    from andrea_lab.errors import UsageError
     from andrea_lab.registry import PluginError
 
-    errors: list[type[BaseException]] = [ConfigError, PluginError, FileNotFoundError]
-    try:
-        from andrea_lab.data import CorpusError, TokenFileError
-        errors += [CorpusError, TokenFileError]
-    except ImportError:  # pragma: no cover - data package always present in a full install
-        pass
-    return tuple(errors)
+    return (UsageError, ConfigError, PluginError, CorpusError, DataConfigError, TokenFileError, TokenizerError,
+            FileNotFoundError)
 
 
 def run_lightning(argv: list[str]) -> int:

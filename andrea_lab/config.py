@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
+from andrea_lab.errors import UsageError
 from andrea_lab.registry import PluginError, resolve
 
 #: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
@@ -20,7 +21,7 @@ from andrea_lab.registry import PluginError, resolve
 MLP_HIDDEN_MULTIPLE = 8
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     """An invalid model configuration; the message names the field, the value and what is valid."""
 
 

@@ -3,3 +3,7 @@
 
 class DivergenceError(RuntimeError):
     """Training produced a non-finite loss or gradient and the policy says stop (exit status 3)."""
+
+
+class UsageError(ValueError):
+    """Something the user passed is invalid; the message names it and what would be valid (exit status 2)."""

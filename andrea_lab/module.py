@@ -153,6 +153,7 @@ class AndreaLM(L.LightningModule):
         checkpoint["skipped_steps"] = self.skipped_steps
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._check_same_architecture(checkpoint.get("hyper_parameters", {}).get("config"))
         states = checkpoint.get("rng_states")
         if states:
             torch.set_rng_state(states["torch"])
@@ -182,6 +183,23 @@ class AndreaLM(L.LightningModule):
         if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
             self.logger.log_metrics({"val/loss": float(self.val_loss.compute()),
                                      "val/perplexity": float(self.val_perplexity.compute())}, step=0)
+
+    #: Fields that decide the shapes and meaning of the weights; the others (kernel backend,
+    #: dropout, ...) may change between a checkpoint and the run that resumes from it.
+    ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
+                           "norm_placement", "activation", "bias")
+
+    def _check_same_architecture(self, saved: dict | None) -> None:
+        """Refuse a checkpoint of another architecture with the differing fields, not a shape traceback."""
+        if not saved:
+            return
+        current = asdict(self.config)
+        differences = [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
+                       for name in self.ARCHITECTURE_FIELDS if saved.get(name) != current[name]]
+        if differences:
+            raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
+                              + "; ".join(differences) + "); use the run's own config.yaml with this "
+                              "checkpoint, or start a new fit without ckpt_path")
 
     def configure_optimizers(self):
         decay = [p for p in self.model.parameters() if p.dim() >= 2]

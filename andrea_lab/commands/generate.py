@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from andrea_lab.errors import UsageError
+
 
 def load_checkpoint(path: str) -> dict:
     file = Path(path)
@@ -21,16 +23,17 @@ def load_checkpoint(path: str) -> dict:
         # weights_only=False: Lightning checkpoints hold optimizer and loop state; only load your own.
         return torch.load(file, map_location="cpu", weights_only=False)
     except Exception as exc:
-        raise ValueError(f"{path} is not a readable PyTorch checkpoint: {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"{path} is not a readable PyTorch checkpoint: {type(exc).__name__}: {exc}") from None
 
 
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):
-    from tokenizers import Tokenizer
+    from andrea_lab.data import AndreaDataModule
 
-    state = checkpoint.get("AndreaDataModule") or {}
-    if "tokenizer_json" not in state:
-        raise ValueError(f"{path} carries no tokenizer (it was not saved by an AndreaDataModule fit)")
-    return Tokenizer.from_str(state["tokenizer_json"])
+    tokenizer = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+    if tokenizer is None:
+        raise UsageError(f"{path} carries no tokenizer (it was trained on a token file without a "
+                         f"tokenizer.json, or not by an AndreaDataModule fit); nothing to decode with")
+    return tokenizer
 
 
 def main(argv: list[str]) -> int:
@@ -54,9 +57,10 @@ def main(argv: list[str]) -> int:
     module.load_state_dict(checkpoint["state_dict"])
     model = module.model.to(args.device).eval()
 
-    ids = tokenizer.encode(args.prompt).ids if args.prompt else [tokenizer.get_vocab_size() - 1]
+    eot = (checkpoint.get("AndreaDataModule") or {}).get("eot_id", tokenizer.get_vocab_size() - 1)
+    ids = tokenizer.encode(args.prompt).ids if args.prompt else [eot]
     if len(ids) > model.config.block_size:
-        raise ValueError(f"the prompt is {len(ids)} tokens, longer than the model's context "
+        raise UsageError(f"the prompt is {len(ids)} tokens, longer than the model's context "
                          f"(block_size {model.config.block_size}); shorten it to at most "
                          f"{model.config.block_size} tokens")
     generator = torch.Generator(device=args.device).manual_seed(args.seed)

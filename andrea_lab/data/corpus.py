@@ -1,0 +1,254 @@
+"""Turn a corpus spec string into a concrete, deterministic list of documents.
+
+A spec is what a user types after ``--data.corpus``:
+
+* ``"stdlib"``: the Python standard library's own ``.py`` sources. It is on
+  every machine that can run us, needs no download, and is about 11 MB of
+  real, varied code on Python 3.11: a good default corpus for a small model.
+* a text file, a directory (scanned recursively) or a glob pattern;
+* an llm.c token file, i.e. a corpus that is already tokenized.
+
+Each document is one file. Files are kept in sorted order of their names
+relative to a common root, so the same spec always yields the same corpus,
+and the fingerprint (the cache key) does not depend on where it lives.
+"""
+
+from __future__ import annotations
+
+import codecs
+import glob
+import hashlib
+import os
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from andrea_lab.data.token_file import is_token_file, read_token_file
+
+# Why these are left out of the "stdlib" corpus:
+# * site-packages / dist-packages hold third-party code that varies per machine,
+#   so the corpus (and every experiment on it) would not be reproducible;
+# * test / tests: the test suite is larger than the library itself and highly
+#   repetitive (and holds deliberately broken or oddly encoded files);
+# * idlelib: a GUI application, not library code, with its own test tree.
+STDLIB_EXCLUDED_DIRS = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib"})
+
+BINARY_SNIFF_BYTES = 8192
+_READ_CHUNK = 1 << 20
+_GLOB_CHARS = ("*", "?", "[")
+_VALID_SPECS = "'stdlib', a text file, a directory, a glob pattern, or an llm.c token file"
+
+
+class CorpusError(ValueError):
+    """The corpus spec does not name usable training text."""
+
+
+@dataclass
+class Corpus:
+    """A resolved corpus: either text documents (``files``) or one ``token_file``.
+
+    ``root`` is the directory that document names are relative to; names (not
+    absolute paths) feed the fingerprint and the train/val split, so moving a
+    corpus does not change either. ``val_token_file`` is the llm.c validation
+    shard found beside a ``*_train*.bin`` token file, if any.
+    """
+
+    files: list[Path]
+    token_file: Optional[Path]
+    description: str
+    root: Optional[Path] = None
+    skipped_binary: int = 0
+    skipped_empty: int = 0
+    val_token_file: Optional[Path] = None
+
+    @property
+    def is_tokenized(self) -> bool:
+        """Whether the corpus is already token ids (an llm.c token file)."""
+        return self.token_file is not None
+
+    def relative_names(self) -> list[str]:
+        """Document names relative to ``root``, in '/' form, in corpus order."""
+        if self.root is None:
+            return [path.name for path in self.files]
+        return [path.relative_to(self.root).as_posix() for path in self.files]
+
+    def iter_documents(self) -> Iterator[str]:
+        """Yield each document's text, decoded as UTF-8, in corpus order."""
+        for path in self.files:
+            yield read_document(path)
+
+    def total_bytes(self) -> int:
+        """Size of the corpus on disk: the text bytes, or the token file's size."""
+        if self.token_file is not None:
+            return self.token_file.stat().st_size
+        return sum(path.stat().st_size for path in self.files)
+
+    def fingerprint(self) -> str:
+        """A sha256 over the names and contents: the key of the tokenized cache.
+
+        Streaming keeps it cheap in memory; lengths are hashed before each
+        name and body so no two different corpora can produce the same stream.
+        """
+        digest = hashlib.sha256()
+        if self.token_file is not None:
+            digest.update(b"token-file\0")
+            _hash_file(digest, self.token_file.name, self.token_file)
+        else:
+            digest.update(b"text-files\0")
+            for name, path in zip(self.relative_names(), self.files):
+                _hash_file(digest, name, path)
+        return digest.hexdigest()
+
+
+def resolve_corpus(spec: str) -> Corpus:
+    """Resolve a corpus spec (see the module docstring) into a ``Corpus``.
+
+    Raises ``CorpusError`` with one sentence saying what is wrong and what
+    would be valid, so a typo on the command line is obvious at once.
+    """
+    if spec == "stdlib":
+        return _stdlib_corpus()
+    expanded = os.path.expanduser(spec)
+    path = Path(expanded)
+    if path.is_dir():
+        return _directory_corpus(path)
+    if path.is_file():
+        return _single_file_corpus(path)
+    if any(char in expanded for char in _GLOB_CHARS):
+        return _glob_corpus(expanded)
+    raise CorpusError(f"corpus {spec!r} does not exist; valid corpora are {_VALID_SPECS}")
+
+
+def read_document(path: Path) -> str:
+    """Read one document as UTF-8, naming the file if it is not valid text."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        reason = f"{error.reason} at byte {error.start}"
+        raise CorpusError(f"corpus file {path} is not valid UTF-8 text ({reason})") from None
+
+
+def find_val_token_file(train_file: Path) -> Optional[Path]:
+    """The llm.c validation shard beside a training shard, or None.
+
+    llm.c names shards ``<name>_train[_NNNNNN].bin`` and ``<name>_val[_NNNNNN].bin``;
+    the first (sorted) ``<name>_val*.bin`` that is a token file is used.
+    """
+    name = train_file.name
+    if "_train" not in name:
+        return None
+    prefix = name[: name.rindex("_train")]
+    candidates = sorted(train_file.parent.glob(f"{glob.escape(prefix)}_val*.bin"))
+    for candidate in candidates:
+        if candidate != train_file and is_token_file(candidate):
+            read_token_file(candidate)
+            return candidate
+    return None
+
+
+def _stdlib_corpus() -> Corpus:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    candidates = [
+        path
+        for path in root.rglob("*.py")
+        if path.is_file() and not STDLIB_EXCLUDED_DIRS.intersection(path.relative_to(root).parts[:-1])
+    ]
+    return _text_corpus(candidates, root, f"stdlib ({root})", source="the stdlib")
+
+
+def _directory_corpus(directory: Path) -> Corpus:
+    candidates = []
+    for current, dirnames, filenames in os.walk(directory):
+        # Hidden directories are VCS metadata, caches and editor state, not corpus.
+        dirnames[:] = [name for name in dirnames if not name.startswith(".")]
+        candidates.extend(Path(current, name) for name in filenames if not name.startswith("."))
+    if not candidates:
+        raise CorpusError(f"corpus directory {directory} contains no files")
+    return _text_corpus(candidates, directory, f"directory {directory}", source=f"directory {directory}")
+
+
+def _glob_corpus(pattern: str) -> Corpus:
+    candidates = [Path(name) for name in glob.glob(pattern, recursive=True) if os.path.isfile(name)]
+    if not candidates:
+        raise CorpusError(f"corpus glob {pattern!r} matches no files")
+    root = Path(os.path.commonpath([str(path.parent.absolute()) for path in candidates]))
+    candidates = [path.absolute() for path in candidates]
+    return _text_corpus(candidates, root, f"glob {pattern!r}", source=f"glob {pattern!r}")
+
+
+def _single_file_corpus(path: Path) -> Corpus:
+    if is_token_file(path):
+        read_token_file(path)  # validates the header now, with the file's name in any error
+        val_file = find_val_token_file(path)
+        description = f"token file {path}" + (f" (validation: {val_file.name})" if val_file else "")
+        return Corpus(files=[], token_file=path, description=description, root=path.parent, val_token_file=val_file)
+    kind = _classify(path)
+    if kind == "binary":
+        raise CorpusError(
+            f"corpus file {path} is binary (a NUL byte or invalid UTF-8), not text; "
+            "pre-tokenized data must be an llm.c token file"
+        )
+    if kind == "empty":
+        raise CorpusError(f"corpus file {path} is empty")
+    return Corpus(files=[path], token_file=None, description=f"file {path}", root=path.parent)
+
+
+def _text_corpus(candidates: list[Path], root: Path, description: str, source: str) -> Corpus:
+    """Keep the text files among ``candidates``, counting what was skipped."""
+    files, binary, empty = [], 0, 0
+    for path in candidates:
+        kind = _classify(path)
+        if kind == "text":
+            files.append(path)
+        elif kind == "binary":
+            binary += 1
+        else:
+            empty += 1
+    if not files:
+        if binary:
+            raise CorpusError(f"{source} has no text files: all {binary + empty} files are binary or empty")
+        raise CorpusError(f"corpus {source} is empty: all {empty} files are empty")
+    files.sort(key=lambda path: path.relative_to(root).as_posix())
+    summary = f"{description}: {len(files)} files"
+    if binary:
+        summary += f", {binary} binary skipped"
+    return Corpus(
+        files=files,
+        token_file=None,
+        description=summary,
+        root=root,
+        skipped_binary=binary,
+        skipped_empty=empty,
+    )
+
+
+def _classify(path: Path) -> str:
+    """'text', 'binary' (NUL in the first 8 KiB, or not UTF-8) or 'empty'.
+
+    The whole file is decoded (streaming) because a file that fails UTF-8
+    late would otherwise abort tokenization halfway through the corpus.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    seen = 0
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_READ_CHUNK):
+                if seen < BINARY_SNIFF_BYTES and b"\0" in chunk[: BINARY_SNIFF_BYTES - seen]:
+                    return "binary"
+                seen += len(chunk)
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return "binary"
+    return "text" if seen else "empty"
+
+
+def _hash_file(digest: "hashlib._Hash", name: str, path: Path) -> None:
+    encoded = name.encode("utf-8")
+    digest.update(len(encoded).to_bytes(8, "little"))
+    digest.update(encoded)
+    digest.update(path.stat().st_size.to_bytes(8, "little"))
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_READ_CHUNK):
+            digest.update(chunk)

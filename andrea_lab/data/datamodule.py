@@ -1,0 +1,308 @@
+"""``AndreaDataModule``: corpus in, deterministic batches of token windows out.
+
+``prepare_data`` does the slow, once-only work (resolve the corpus, train
+the tokenizer, encode, write the cache); ``setup`` only memory-maps the
+cached token files, so every later run starts at once. The tokenizer
+travels in the checkpoint through ``state_dict`` so generation needs
+nothing but the checkpoint.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
+
+from andrea_lab.data import tokenizer as tokenizers_lib
+from andrea_lab.data.cache import TokenizedCorpus, load_or_build
+from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
+from andrea_lab.data.settings import check_settings, check_tokenizer_spec
+from andrea_lab.data.split import split_point
+from andrea_lab.data.token_file import MappedTokens
+from andrea_lab.data.windows import EpochOffsetSampler, RandomWindowDataset, SequentialWindowDataset
+
+STATE_TOKENIZER_KEY = "tokenizer_json"
+
+
+class AndreaDataModule(L.LightningDataModule):
+    """Batches of ``(x, y)`` token windows from a corpus, reproducible from the seed.
+
+    Args:
+        corpus: What to train on: ``stdlib`` (the Python standard library's
+            .py sources), a text file, a directory, a glob pattern, or an
+            llm.c token file (``*_train*.bin``; a ``*_val*.bin`` beside it is
+            used for validation).
+        tokenizer: ``bpe`` (train a byte-level BPE with exactly vocab_size
+            ids on the training documents), ``byte`` (257 ids: bytes and
+            <|endoftext|>; needs vocab_size 257), or a path to a
+            tokenizer.json with at most vocab_size ids.
+        batch_size: Windows per batch.
+        block_size: Tokens per window (the model's context length).
+        vocab_size: Number of token ids the model has; every id in the data
+            must be below it.
+        val_fraction: Share of documents (or, for a single document or a
+            token file without a val file, of tokens) held out for
+            validation; strictly between 0 and 1.
+        seed: Seeds the training windows: batch contents depend only on
+            (seed, step), for paired comparisons and exact resume.
+        samples_per_epoch: Training windows per epoch (rounded down to a
+            multiple of batch_size); default: train tokens // block_size.
+        max_val_batches: Cap on validation batches (fixed, consecutive
+            windows from the start of the validation tokens); null for all.
+        num_workers: DataLoader worker processes (0 loads in the main process).
+        cache_dir: Where tokenized corpora are cached; default
+            $ANDREA_LAB_CACHE, else ~/.cache/andrea-lab.
+    """
+
+    def __init__(
+        self,
+        corpus: str = "stdlib",
+        tokenizer: str = "bpe",
+        batch_size: int = 16,
+        block_size: int = 1024,
+        vocab_size: int = 8449,
+        val_fraction: float = 0.05,
+        seed: int = 1337,
+        samples_per_epoch: Optional[int] = None,
+        max_val_batches: Optional[int] = 50,
+        num_workers: int = 0,
+        cache_dir: Optional[str] = None,
+    ) -> None:
+        super().__init__()
+        check_settings(
+            batch_size, block_size, vocab_size, val_fraction, seed, samples_per_epoch, max_val_batches, num_workers
+        )
+        check_tokenizer_spec(tokenizer, vocab_size)
+        self.save_hyperparameters()
+        self.corpus_spec = corpus
+        self.tokenizer_spec = tokenizer
+        self.batch_size = batch_size
+        self.block_size = block_size
+        self.vocab_size = vocab_size
+        self.val_fraction = val_fraction
+        self.seed = seed
+        self.samples_per_epoch = samples_per_epoch
+        self.max_val_batches = max_val_batches
+        self.num_workers = num_workers
+        self.cache_dir = cache_dir
+
+        self._corpus: Optional[Corpus] = None
+        self._entry: Optional[TokenizedCorpus] = None
+        self._tokenizer: Optional[Tokenizer] = None
+        self._tokenizer_known = False
+        self._train: Optional[MappedTokens] = None
+        self._val: Optional[MappedTokens] = None
+
+    # ----------------------------------------------------------------- hooks
+
+    def prepare_data(self) -> None:
+        """Build (or verify) the tokenized cache; Lightning runs this once per node."""
+        corpus = self._resolved_corpus()
+        if not corpus.is_tokenized:
+            self._entry = self._load_or_build(corpus)
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Memory-map the token streams and check they fit the model."""
+        if self._train is not None:
+            return
+        corpus = self._resolved_corpus()
+        if corpus.is_tokenized:
+            train, val, summary = self._token_file_streams(corpus)
+        else:
+            entry = self._entry or self._load_or_build(corpus)
+            self._entry = entry
+            train, val = MappedTokens(entry.train_path), MappedTokens(entry.val_path)
+            self._set_tokenizer(tokenizers_lib.load_tokenizer(entry.tokenizer_path))
+            summary = _cache_summary(entry, len(train) + len(val))
+        _check_lengths(corpus, len(train), len(val), self.block_size)
+        self._train, self._val = train, val
+        rank_zero_info(
+            f"data: {corpus.description}; {len(train) + len(val):,} tokens "
+            f"({len(train):,} train / {len(val):,} val); {summary}"
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        """Random windows; the sampler's epoch offset makes every epoch new but reproducible."""
+        train = self._require(self._train)
+        count = self.train_samples_per_epoch
+        dataset = RandomWindowDataset(train, self.block_size, count, self.seed)
+        return self._loader(dataset, sampler=EpochOffsetSampler(count), drop_last=True)
+
+    def val_dataloader(self) -> DataLoader:
+        """The same consecutive validation windows every time."""
+        val = self._require(self._val)
+        cap = None if self.max_val_batches is None else self.max_val_batches * self.batch_size
+        dataset = SequentialWindowDataset(val, self.block_size, max_windows=cap)
+        return self._loader(dataset, sampler=None, drop_last=False)
+
+    def test_dataloader(self) -> DataLoader:
+        """Testing scores the validation windows (there is no separate test split)."""
+        return self.val_dataloader()
+
+    # ----------------------------------------------------------------- state
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs to decode its model's output: the tokenizer JSON."""
+        tokenizer = self._tokenizer
+        return {
+            STATE_TOKENIZER_KEY: None if tokenizer is None else tokenizer.to_str(),
+            "eot_id": None if tokenizer is None else tokenizers_lib.eot_id(tokenizer),
+            "vocab_size": self.vocab_size,
+            "corpus": self.corpus_spec,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the checkpoint's tokenizer.
+
+        If data is already loaded with a different tokenizer, the data's is
+        kept (the ids in the batches come from it) and a warning is raised.
+        """
+        text = state_dict.get(STATE_TOKENIZER_KEY)
+        if text is None:
+            return
+        restored = tokenizers_lib.tokenizer_from_json(text)
+        if self._tokenizer is not None and self._tokenizer.to_str() != text:
+            warnings.warn(
+                "the checkpoint's tokenizer differs from the tokenizer of the current data; "
+                "the data's tokenizer is kept (the token ids in the batches come from it)",
+                stacklevel=2,
+            )
+            return
+        self._set_tokenizer(restored)
+
+    @staticmethod
+    def tokenizer_from_checkpoint(checkpoint: dict[str, Any]) -> Optional[Tokenizer]:
+        """The tokenizer saved in a Lightning checkpoint dict, or None if it has none."""
+        state = checkpoint.get(AndreaDataModule.__qualname__) or {}
+        text = state.get(STATE_TOKENIZER_KEY)
+        return None if text is None else tokenizers_lib.tokenizer_from_json(text)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def tokenizer(self) -> Optional[Tokenizer]:
+        """The HF tokenizer of the data (None for a token-file corpus given no tokenizer)."""
+        if not self._tokenizer_known:
+            raise RuntimeError("the tokenizer is not known yet: call prepare_data() and setup(), or load_state_dict()")
+        return self._tokenizer
+
+    @property
+    def eot_id(self) -> Optional[int]:
+        """Id of <|endoftext|>, which separates documents in the token streams."""
+        tokenizer = self.tokenizer
+        return None if tokenizer is None else tokenizers_lib.eot_id(tokenizer)
+
+    @property
+    def train_tokens(self) -> int:
+        """Number of training tokens (after setup)."""
+        return len(self._require(self._train))
+
+    @property
+    def val_tokens(self) -> int:
+        """Number of validation tokens (after setup)."""
+        return len(self._require(self._val))
+
+    @property
+    def train_samples_per_epoch(self) -> int:
+        """Windows per epoch: a multiple of batch_size, so step s uses samples s*B .. s*B+B-1."""
+        requested = self.samples_per_epoch
+        if requested is None:
+            requested = self.train_tokens // self.block_size
+        return max(self.batch_size, requested // self.batch_size * self.batch_size)
+
+    @property
+    def cache_entry(self) -> Optional[TokenizedCorpus]:
+        """The tokenized cache entry in use (None for token-file corpora)."""
+        return self._entry
+
+    # --------------------------------------------------------------- helpers
+
+    def _resolved_corpus(self) -> Corpus:
+        if self._corpus is None:
+            self._corpus = resolve_corpus(self.corpus_spec)
+        return self._corpus
+
+    def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
+        return load_or_build(corpus, self.tokenizer_spec, self.vocab_size, self.val_fraction, self.cache_dir)
+
+    def _set_tokenizer(self, tokenizer: Optional[Tokenizer]) -> None:
+        self._tokenizer = tokenizer
+        self._tokenizer_known = True
+
+    def _token_file_streams(self, corpus: Corpus) -> tuple[MappedTokens, MappedTokens, str]:
+        """Train/val streams of a pre-tokenized corpus, after checking ids against vocab_size."""
+        assert corpus.token_file is not None
+        if corpus.val_token_file is not None:
+            train, val = MappedTokens(corpus.token_file), MappedTokens(corpus.val_token_file)
+            how = f"validation from {corpus.val_token_file.name}"
+        else:
+            total = len(MappedTokens(corpus.token_file))
+            boundary = split_point(total, self.val_fraction)
+            train = MappedTokens(corpus.token_file, 0, boundary)
+            val = MappedTokens(corpus.token_file, boundary, total)
+            how = f"validation is the last {self.val_fraction:.1%} of tokens"
+        for stream, path in ((train, corpus.token_file), (val, corpus.val_token_file or corpus.token_file)):
+            highest = stream.max()
+            if highest >= self.vocab_size:
+                raise CorpusError(
+                    f"token file {path} contains token id {highest} but vocab_size is {self.vocab_size}; "
+                    f"every id must be below vocab_size (set model.config.vocab_size to at least {highest + 1})"
+                )
+        self._set_tokenizer(self._token_file_tokenizer())
+        return train, val, how
+
+    def _token_file_tokenizer(self) -> Optional[Tokenizer]:
+        """A token file carries no tokenizer: use 'byte' or a given file, else none (with a warning)."""
+        if self.tokenizer_spec == "byte":
+            return tokenizers_lib.byte_tokenizer()
+        if self.tokenizer_spec != "bpe":
+            return tokenizers_lib.load_tokenizer(Path(self.tokenizer_spec).expanduser())
+        rank_zero_warn(
+            "the corpus is pre-tokenized, so no BPE can be trained on its text; checkpoints will carry no "
+            "tokenizer. Pass data.tokenizer=<path to the tokenizer.json that made the token file> to decode."
+        )
+        return None
+
+    def _loader(self, dataset: Any, sampler: Optional[EpochOffsetSampler], drop_last: bool) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            sampler=sampler,
+            shuffle=False,
+            drop_last=drop_last,
+            num_workers=self.num_workers,
+            pin_memory=torch.cuda.is_available(),
+            persistent_workers=self.num_workers > 0,
+        )
+
+    @staticmethod
+    def _require(stream: Optional[MappedTokens]) -> MappedTokens:
+        if stream is None:
+            raise RuntimeError("the data is not loaded yet: call prepare_data() and setup() first")
+        return stream
+
+
+def _check_lengths(corpus: Corpus, train_tokens: int, val_tokens: int, block_size: int) -> None:
+    needed = block_size + 1
+    if train_tokens < needed or val_tokens < needed:
+        raise CorpusError(
+            f"corpus {corpus.description} has {train_tokens:,} train and {val_tokens:,} val tokens, but "
+            f"block_size {block_size} needs at least {needed} in each; use a larger corpus, a smaller "
+            "block_size, or a different val_fraction"
+        )
+
+
+def _cache_summary(entry: TokenizedCorpus, tokens: int) -> str:
+    manifest = entry.manifest
+    corpus_bytes = manifest["corpus_bytes"]
+    how = f"cache hit in {entry.seconds:.2f} s" if entry.hit else f"built in {entry.seconds:.1f} s"
+    return (
+        f"{corpus_bytes / 1e6:.2f} MB of text, "
+        f"{corpus_bytes / max(tokens, 1):.2f} bytes/token; {how} ({entry.directory})"
+    )

@@ -1,0 +1,212 @@
+"""Byte-level tokenizers built on Hugging Face ``tokenizers``.
+
+Both tokenizers here are real ``tokenizers.Tokenizer`` objects, so a
+checkpoint can carry its tokenizer as one JSON string and any tool that
+reads ``tokenizer.json`` can use it. Both are byte-level: every string maps
+to bytes first, so any Unicode text round-trips exactly and there is no
+unknown token.
+
+* ``train_bpe_tokenizer``: GPT-2-style byte-level BPE learned on the corpus.
+  Ids 0..255 are the 256 byte symbols, then the learned merges, and the last
+  id (``vocab_size - 1``) is ``<|endoftext|>``.
+* ``byte_tokenizer``: no merges at all, 257 ids: id ``b`` is byte ``b`` and
+  id 256 is ``<|endoftext|>``. A baseline that needs no training.
+
+``<|endoftext|>`` only ever comes from joining documents: encoding text that
+happens to contain that literal string yields its ordinary bytes, so
+the end-of-text id in a token stream always marks a real document boundary.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Union
+
+import numpy as np
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+END_OF_TEXT = "<|endoftext|>"
+BYTE_VOCAB_SIZE = 257
+UINT16_VOCAB_LIMIT = 65536  # llm.c token files store ids as uint16
+
+# Documents are encoded in batches of about this many characters: big enough
+# for encode_batch to use every core, small enough that the per-token
+# Encoding objects it builds stay a few hundred MB at most.
+_ENCODE_BATCH_CHARS = 4_000_000
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class TokenizerError(ValueError):
+    """A tokenizer cannot be built, loaded or used as asked."""
+
+
+def byte_symbols() -> list[str]:
+    """The 256 printable symbols that stand for bytes 0..255, GPT-2's mapping.
+
+    Printable Latin-1 bytes stand for themselves; the others (controls,
+    space, a few more) are moved to code points from 256 up, so every byte
+    has a visible, non-whitespace symbol that BPE can treat as a character.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    kept = set(printable)
+    symbols = {}
+    shifted = 0
+    for byte in range(256):
+        if byte in kept:
+            symbols[byte] = chr(byte)
+        else:
+            symbols[byte] = chr(256 + shifted)
+            shifted += 1
+    return [symbols[byte] for byte in range(256)]
+
+
+def train_bpe_tokenizer(documents: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Learn a byte-level BPE with exactly ``vocab_size`` ids from ``documents``.
+
+    The vocabulary is the 256 byte symbols (always, even for bytes the corpus
+    never uses, so nothing is ever unknown), ``vocab_size - 257`` merged
+    tokens, and ``<|endoftext|>`` as the last id. Raises ``TokenizerError``
+    when the corpus has too few distinct pairs to learn that many merges.
+    """
+    if vocab_size < BYTE_VOCAB_SIZE:
+        raise TokenizerError(
+            f"a byte-level BPE needs vocab_size >= {BYTE_VOCAB_SIZE} (256 bytes + {END_OF_TEXT}), got {vocab_size}"
+        )
+    tokenizer = _empty_byte_level(models.BPE())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - 1,  # the end-of-text token is appended after training, as the last id
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(documents, trainer)
+    learned = tokenizer.get_vocab_size()
+    if learned != vocab_size - 1:
+        reached = learned + 1
+        raise TokenizerError(
+            f"the corpus is too small to learn a {vocab_size}-id BPE: it only reached {reached} ids "
+            f"(256 bytes + {reached - BYTE_VOCAB_SIZE} merges + {END_OF_TEXT}); "
+            f"use vocab_size <= {reached}, or tokenizer 'byte' with vocab_size {BYTE_VOCAB_SIZE}"
+        )
+    _add_end_of_text(tokenizer)
+    return _checked(tokenizer, vocab_size)
+
+
+def byte_tokenizer() -> Tokenizer:
+    """A 257-id byte tokenizer: id ``b`` is byte ``b``, id 256 is ``<|endoftext|>``.
+
+    It is a BPE model whose vocabulary is the byte alphabet and which has no
+    merges, so it behaves exactly like the trained tokenizer minus the merges.
+    """
+    vocab = {symbol: byte for byte, symbol in enumerate(byte_symbols())}
+    tokenizer = _empty_byte_level(models.BPE(vocab=vocab, merges=[]))
+    _add_end_of_text(tokenizer)
+    return _checked(tokenizer, BYTE_VOCAB_SIZE)
+
+
+def load_tokenizer(path: PathLike) -> Tokenizer:
+    """Load a ``tokenizer.json``; it must define ``<|endoftext|>``."""
+    path = Path(path)
+    if not path.is_file():
+        raise TokenizerError(f"tokenizer file {path} does not exist")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as error:  # tokenizers raises a bare Exception on bad JSON
+        raise TokenizerError(f"{path} is not a valid tokenizer.json: {error}") from None
+    return _prepared(tokenizer, origin=str(path))
+
+
+def tokenizer_from_json(text: str) -> Tokenizer:
+    """Rebuild a tokenizer from ``Tokenizer.to_str()`` output (as stored in checkpoints)."""
+    return _prepared(Tokenizer.from_str(text), origin="the tokenizer JSON")
+
+
+def save_tokenizer(tokenizer: Tokenizer, path: PathLike) -> None:
+    """Write ``tokenizer.json`` atomically (temporary file, then ``os.replace``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        tokenizer.save(tmp_name)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def eot_id(tokenizer: Tokenizer) -> int:
+    """The id of ``<|endoftext|>`` (``vocab_size - 1`` for tokenizers made here)."""
+    token_id = tokenizer.token_to_id(END_OF_TEXT)
+    if token_id is None:
+        raise TokenizerError(f"the tokenizer has no {END_OF_TEXT} token")
+    return token_id
+
+
+def encode_documents(tokenizer: Tokenizer, documents: Iterable[str]) -> np.ndarray:
+    """Encode documents into one uint16 token stream, ``<|endoftext|>`` between them.
+
+    Documents are encoded with ``encode_batch_fast`` in batches, which runs
+    on all cores; the stream is returned as one array (2 bytes per token).
+    """
+    vocab_size = tokenizer.get_vocab_size()
+    if vocab_size > UINT16_VOCAB_LIMIT:
+        raise TokenizerError(
+            f"the tokenizer has {vocab_size} ids but llm.c token files store uint16, so at most {UINT16_VOCAB_LIMIT}"
+        )
+    separator = np.array([eot_id(tokenizer)], dtype=np.uint16)
+    pieces: list[np.ndarray] = []
+    batch: list[str] = []
+    batch_chars = 0
+
+    def flush() -> None:
+        for encoding in tokenizer.encode_batch_fast(batch, add_special_tokens=False):
+            if pieces:
+                pieces.append(separator)
+            pieces.append(np.asarray(encoding.ids, dtype=np.uint16))
+        batch.clear()
+
+    for document in documents:
+        batch.append(document)
+        batch_chars += len(document)
+        if batch_chars >= _ENCODE_BATCH_CHARS:
+            flush()
+            batch_chars = 0
+    if batch:
+        flush()
+    if not pieces:
+        return np.zeros(0, dtype=np.uint16)
+    return np.concatenate(pieces)
+
+
+def _empty_byte_level(model: models.Model) -> Tokenizer:
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+def _add_end_of_text(tokenizer: Tokenizer) -> None:
+    tokenizer.add_special_tokens([AddedToken(END_OF_TEXT, special=True, normalized=False)])
+
+
+def _prepared(tokenizer: Tokenizer, origin: str) -> Tokenizer:
+    """Apply the runtime settings that ``tokenizer.json`` does not store."""
+    if tokenizer.token_to_id(END_OF_TEXT) is None:
+        raise TokenizerError(f"{origin} has no {END_OF_TEXT} token, which separates documents")
+    # Literal "<|endoftext|>" in text encodes as ordinary bytes: the id is reserved for real boundaries.
+    tokenizer.encode_special_tokens = True
+    return tokenizer
+
+
+def _checked(tokenizer: Tokenizer, vocab_size: int) -> Tokenizer:
+    actual = tokenizer.get_vocab_size()
+    if actual != vocab_size or eot_id(tokenizer) != vocab_size - 1:
+        raise TokenizerError(
+            f"internal error: built a tokenizer with {actual} ids and {END_OF_TEXT} at "
+            f"{tokenizer.token_to_id(END_OF_TEXT)}, expected {vocab_size} ids with it last"
+        )
+    return _prepared(tokenizer, origin="the new tokenizer")

@@ -1,0 +1,138 @@
+"""The tokenized-corpus cache: hits skip training, damage is detected and rebuilt, builds are atomic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from andrea_lab.data import tokenizer as tokenizers_lib
+from andrea_lab.data.cache import default_cache_root, load_or_build
+from andrea_lab.data.corpus import resolve_corpus
+from andrea_lab.data.token_file import read_token_file
+
+VOCAB = 300
+
+
+def _build(corpus_dir: Path, cache: Path, **overrides):
+    settings = {"tokenizer_spec": "bpe", "vocab_size": VOCAB, "val_fraction": 0.25, "cache_dir": str(cache)}
+    settings.update(overrides)
+    return load_or_build(resolve_corpus(str(corpus_dir)), **settings)
+
+
+def _forbid_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the tokenizer was retrained although the cache should have been used")
+
+    monkeypatch.setattr(tokenizers_lib, "train_bpe_tokenizer", refuse)
+
+
+def test_first_build_writes_a_complete_entry(text_corpus: Path, tmp_path: Path) -> None:
+    entry = _build(text_corpus, tmp_path / "cache")
+    assert not entry.hit
+    assert entry.directory.parent == tmp_path / "cache" and len(entry.directory.name) == 16
+    names = sorted(p.name for p in entry.directory.iterdir())
+    assert names == ["manifest.json", "tokenizer.json", "train.bin", "val.bin"]
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [entry.directory.name]  # no staging dir left
+
+    manifest = json.loads((entry.directory / "manifest.json").read_text())
+    assert manifest["vocab_size"] == VOCAB and manifest["eot_id"] == VOCAB - 1
+    assert manifest["documents"] == 12
+    assert manifest["train_tokens"] == len(read_token_file(entry.train_path))
+    assert manifest["val_tokens"] == len(read_token_file(entry.val_path))
+    for name in ("tokenizer.json", "train.bin", "val.bin"):
+        assert manifest["files"][name]["bytes"] == (entry.directory / name).stat().st_size
+        assert len(manifest["files"][name]["sha256"]) == 64
+    assert tokenizers_lib.load_tokenizer(entry.tokenizer_path).get_vocab_size() == VOCAB
+
+
+def test_second_build_is_a_hit_without_training(text_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    first = _build(text_corpus, tmp_path / "cache")
+    _forbid_training(monkeypatch)
+    second = _build(text_corpus, tmp_path / "cache")
+    assert second.hit and second.directory == first.directory
+    assert second.manifest == first.manifest
+
+
+def test_settings_that_change_the_result_change_the_key(text_corpus: Path, tmp_path: Path) -> None:
+    base = _build(text_corpus, tmp_path / "cache").directory
+    assert _build(text_corpus, tmp_path / "cache", vocab_size=VOCAB + 1).directory != base
+    assert _build(text_corpus, tmp_path / "cache", val_fraction=0.3).directory != base
+    assert _build(text_corpus, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257).directory != base
+    (text_corpus / "doc_01.txt").write_text("new text " * 50)
+    assert _build(text_corpus, tmp_path / "cache").directory != base
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "delete_manifest", "garble_manifest", "delete_val"])
+def test_damaged_entry_warns_and_is_rebuilt(text_corpus: Path, tmp_path: Path, damage: str) -> None:
+    entry = _build(text_corpus, tmp_path / "cache")
+    good_train = entry.train_path.read_bytes()
+    if damage == "truncate":
+        with open(entry.train_path, "r+b") as handle:
+            handle.truncate(len(good_train) - 10)
+    elif damage == "flip":
+        corrupted = bytearray(good_train)
+        corrupted[-1] ^= 0xFF
+        entry.train_path.write_bytes(bytes(corrupted))  # same size: only the sha256 can tell
+    elif damage == "delete_manifest":
+        (entry.directory / "manifest.json").unlink()
+    elif damage == "garble_manifest":
+        (entry.directory / "manifest.json").write_text("{")
+    else:
+        entry.val_path.unlink()
+
+    with pytest.warns(UserWarning, match=r"cache .* is damaged .*rebuilding"):
+        rebuilt = _build(text_corpus, tmp_path / "cache")
+    assert not rebuilt.hit and rebuilt.directory == entry.directory
+    assert rebuilt.train_path.read_bytes() == good_train
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [entry.directory.name]
+    assert _build(text_corpus, tmp_path / "cache").hit
+
+
+def test_failed_build_leaves_nothing_behind(text_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed mid-build")
+
+    monkeypatch.setattr(tokenizers_lib, "encode_documents", crash)
+    with pytest.raises(RuntimeError, match="killed mid-build"):
+        _build(text_corpus, tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_tokenizer_is_trained_on_training_documents_only(text_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    seen: list[str] = []
+    real_train = tokenizers_lib.train_bpe_tokenizer
+
+    def spy(documents, vocab_size):
+        documents = list(documents)
+        seen.extend(documents)
+        return real_train(documents, vocab_size)
+
+    monkeypatch.setattr(tokenizers_lib, "train_bpe_tokenizer", spy)
+    entry = _build(text_corpus, tmp_path / "cache")
+    assert len(seen) == len(entry.manifest["train_documents"]) < 12
+
+
+def test_single_document_is_split_by_tokens(tmp_path: Path, make_text_corpus) -> None:
+    path = make_text_corpus(tmp_path / "one", n_files=1, words_per_file=2000)[0]
+    entry = _build(path, tmp_path / "cache", val_fraction=0.2)
+    train, val = read_token_file(entry.train_path), read_token_file(entry.val_path)
+    assert abs(len(val) / (len(train) + len(val)) - 0.2) < 0.01
+    tokenizer = tokenizers_lib.load_tokenizer(entry.tokenizer_path)
+    assert tokenizer.decode(np.concatenate([train, val]).tolist()) == path.read_text(encoding="utf-8")
+
+
+def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert default_cache_root(str(tmp_path / "x")) == tmp_path / "x"
+    monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path / "env"))
+    assert default_cache_root() == tmp_path / "env"
+    monkeypatch.delenv("ANDREA_LAB_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_root() == tmp_path / "home" / ".cache" / "andrea-lab"
+
+
+def test_default_cache_dir_comes_from_the_environment(text_corpus: Path, isolated_cache: Path) -> None:
+    entry = load_or_build(resolve_corpus(str(text_corpus)), "byte", 257, 0.25)
+    assert entry.directory.parent == isolated_cache
