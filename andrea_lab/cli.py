@@ -7,9 +7,12 @@ further subcommands, each a module ``andrea_lab.commands.<name>`` with ``main(ar
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
+
+from andrea_lab.errors import UsageError
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
@@ -38,19 +41,39 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     """User errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set."""
     from andrea_lab.config import ConfigError
     from andrea_lab.data import CorpusError, DataConfigError, TokenFileError, TokenizerError
-    from andrea_lab.errors import UsageError
     from andrea_lab.registry import PluginError
 
     return (UsageError, ConfigError, PluginError, CorpusError, DataConfigError, TokenFileError, TokenizerError,
             FileNotFoundError)
 
 
+def check_config_files(argv: list[str]) -> None:
+    """Name the file when a ``--config`` YAML is missing or malformed (the parser would not)."""
+    import yaml
+
+    for i, arg in enumerate(argv):
+        if arg in ("--config", "-c") and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+        else:
+            continue
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"config file {path!r} does not exist")
+        try:
+            with open(path, encoding="utf-8") as file:
+                yaml.safe_load(file)
+        except yaml.YAMLError as exc:
+            raise UsageError(f"config file {path} is not valid YAML: {exc}") from None
+
+
 def run_lightning(argv: list[str]) -> int:
     from andrea_lab.lightning_cli import AndreaCLI
 
+    check_config_files(argv)
     # LightningCLI reads sys.argv; when called from Python with other arguments, present them there.
     saved = sys.argv
-    sys.argv = [saved[0] if saved else "andrea", *argv]
+    sys.argv = ["andrea", *argv]
     try:
         AndreaCLI()
     finally:
@@ -76,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"andrea {command}: {exc}", file=sys.stderr)
         return DIVERGED_EXIT_STATUS
+    except argparse.ArgumentError as exc:
+        print(f"andrea {command}: error: {exc}\n(see `andrea {command} --help` for every option)", file=sys.stderr)
+        return 2
     except _expected_errors() as exc:
         if os.environ.get(DEBUG_ENV_VAR):
             raise

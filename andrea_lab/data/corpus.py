@@ -178,7 +178,9 @@ def _glob_corpus(pattern: str) -> Corpus:
 
 
 def _single_file_corpus(path: Path) -> Corpus:
-    if is_token_file(path):
+    # A `.bin` file is meant as a token file: let the reader say what is wrong with its header
+    # (magic, version, size) rather than calling it a binary text file.
+    if is_token_file(path) or path.suffix == ".bin":
         read_token_file(path)  # validates the header now, with the file's name in any error
         val_file = find_val_token_file(path)
         description = f"token file {path}" + (f" (validation: {val_file.name})" if val_file else "")

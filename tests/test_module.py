@@ -1,0 +1,79 @@
+import math
+
+import lightning as L
+import pytest
+import torch
+
+from andrea_lab import preset
+from andrea_lab.config import ConfigError
+from andrea_lab.module import AndreaLM, warmup_cosine
+
+
+def test_warmup_then_cosine():
+    assert warmup_cosine(0, 10, 110, 0.1) == pytest.approx(0.1)
+    assert warmup_cosine(9, 10, 110, 0.1) == pytest.approx(1.0)
+    assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
+    assert warmup_cosine(500, 10, 110, 0.1) == pytest.approx(0.1)
+
+
+def test_zero_warmup_starts_at_the_peak():
+    assert warmup_cosine(0, 0, 100, 0.0) == pytest.approx(1.0)
+    assert warmup_cosine(50, 0, 100, 0.0) == pytest.approx(0.5)
+
+
+def test_weight_decay_only_on_matrices():
+    module = AndreaLM(config=preset("andrea-micro"), weight_decay=0.1)
+    module.trainer = L.Trainer(max_steps=10, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    optimizer = module.configure_optimizers()["optimizer"]
+    decayed, plain = optimizer.param_groups
+    assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decayed["params"]) and all(p.dim() < 2 for p in plain["params"])
+    assert sum(p.numel() for g in (decayed, plain) for p in g["params"]) == module.model.num_parameters()
+
+
+@pytest.mark.parametrize("kwargs,fragment", [
+    ({"lr": 0.0}, "lr must be a finite number > 0"),
+    ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
+    ({"min_lr_ratio": 2.0}, "min_lr_ratio must be in [0, 1]"),
+    ({"betas": (0.9, 1.5)}, "betas must be two numbers in [0, 1)"),
+    ({"on_nonfinite": "ignore"}, "on_nonfinite must be 'stop' or 'skip'"),
+])
+def test_invalid_training_arguments(kwargs, fragment):
+    with pytest.raises(ConfigError) as info:
+        AndreaLM(config=preset("andrea-micro"), **kwargs)
+    assert fragment in str(info.value)
+
+
+def test_checkpoint_of_another_architecture_is_refused_by_name():
+    wide = AndreaLM(config=preset("andrea-micro", d_model=96, n_head=2))
+    narrow = AndreaLM(config=preset("andrea-micro"))
+    checkpoint = {"hyper_parameters": dict(wide.hparams), "state_dict": wide.state_dict()}
+    with pytest.raises(ConfigError) as info:
+        narrow.on_load_checkpoint(checkpoint)
+    assert "d_model: checkpoint 96, config 64" in str(info.value)
+
+
+def test_another_kernel_backend_may_resume_a_checkpoint():
+    module = AndreaLM(config=preset("andrea-micro"))
+    saved = dict(module.hparams)
+    saved["config"] = {**saved["config"], "dropout": 0.1}
+    module.on_load_checkpoint({"hyper_parameters": saved})  # not an architecture field: accepted
+
+
+def test_rng_states_round_trip_through_the_checkpoint():
+    module = AndreaLM(config=preset("andrea-micro"))
+    torch.manual_seed(123)
+    checkpoint = {}
+    module.on_save_checkpoint(checkpoint)
+    expected = torch.rand(3)
+    torch.manual_seed(999)
+    module.on_load_checkpoint(checkpoint)
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
+def test_hyperparameters_rebuild_the_same_model():
+    module = AndreaLM(config=preset("andrea-micro", activation="swiglu"), lr=1e-3)
+    rebuilt = AndreaLM(**module.hparams)
+    assert rebuilt.config == module.config and rebuilt.hparams.lr == 1e-3
+    assert math.isclose(rebuilt.config.resolved_mlp_ratio, 8 / 3)
