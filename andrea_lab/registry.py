@@ -137,16 +137,31 @@ def _load_entry_point(kind: str, ep: metadata.EntryPoint) -> type:
     return obj
 
 
+class _NotImportable(PluginError):
+    """An import path whose module or attribute does not exist (as opposed to a module that fails)."""
+
+
 def _load_import_path(kind: str, spec: str) -> type:
     module_name, _, attr = spec.partition(":")
     label = f"{kind} plugin {spec!r}"
+
+    def not_importable(exc: Exception) -> _NotImportable:
+        return _NotImportable(f"{label}: cannot import it ({type(exc).__name__}: {exc}); an import path "
+                              f"must be 'module:Attribute' on the Python path")
+
     try:
         obj = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise not_importable(exc) from exc
+        raise PluginError(f"{label} failed to import: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # the module exists but its import raises: report it like a broken entry point
+        raise PluginError(f"{label} failed to import: {type(exc).__name__}: {exc}") from exc
+    try:
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PluginError(f"{label}: cannot import it ({type(exc).__name__}: {exc}); an import path "
-                          f"must be 'module:Attribute' on the Python path") from exc
+    except AttributeError as exc:
+        raise not_importable(exc) from exc
     _check_contract(kind, obj, label)
     return obj
 
@@ -161,8 +176,11 @@ def _matching_entry_points(kind: str, name: str) -> tuple[list[metadata.EntryPoi
     return [ep for ep in eps if ep.name == name], None
 
 
-def _warn_or_raise_broken(kind: str) -> None:
-    broken = [info for info in list_plugins(kind) if info.error]
+def _warn_or_raise_broken(kind: str, selected: metadata.EntryPoint) -> None:
+    """Warn about (strict mode: refuse) the broken plugins of a group, except the one being selected,
+    whose own error is raised when it is loaded."""
+    broken = [info for info in list_plugins(kind) if info.error
+              and (info.name, info.distribution) != (selected.name, _dist_name(selected))]
     if not broken:
         return
     text = "; ".join(f"{info.qualified_name}: {info.error}" for info in broken)
@@ -189,11 +207,16 @@ def resolve(kind: str, name: str) -> type:
         raise PluginError(f"{kind} {name!r} is registered by more than one distribution: {sources}; "
                           f"select one explicitly, e.g. '{_dist_name(matches[0])}:{name}'")
     if matches:
-        _warn_or_raise_broken(kind)
+        _warn_or_raise_broken(kind, matches[0])
         return _load_entry_point(kind, matches[0])
     if ":" in name and dist is not None and "." not in name.partition(":")[2] and _is_distribution(dist):
-        raise PluginError(f"distribution {dist!r} registers no {kind} named {name.partition(':')[2]!r}; "
-                          f"installed in {group}: {', '.join(_qualified(kind)) or '(none)'}")
+        # Not registered by that distribution; it may still be an import path into a module named like
+        # the distribution (distribution my-plugin, package my_plugin), so try that before refusing.
+        try:
+            return _load_import_path(kind, name)
+        except _NotImportable:
+            raise PluginError(f"distribution {dist!r} registers no {kind} named {name.partition(':')[2]!r}; "
+                              f"installed in {group}: {', '.join(_qualified(kind)) or '(none)'}") from None
     if ":" in name:
         return _load_import_path(kind, name)
     raise PluginError(f"unknown {kind} {name!r}; installed in {group}: "

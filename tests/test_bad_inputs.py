@@ -18,7 +18,7 @@ from andrea_lab import preset
 from andrea_lab.cli import main
 from andrea_lab.data import byte_tokenizer, write_token_file
 from andrea_lab.module import AndreaLM
-from conftest import MICRO_OVERRIDES
+from andrea_testing import MICRO_OVERRIDES
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
 FIT = ["fit", "--config", "{quickstart}", "--trainer.max_steps", "1",

@@ -13,7 +13,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from andrea_lab.module import AndreaLM
-from conftest import MICRO_OVERRIDES
+from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[1]
 ANDREA = [sys.executable, "-m", "andrea_lab.cli"]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from andrea_lab.cli import DIVERGED_EXIT_STATUS, main
-from conftest import MICRO_OVERRIDES
+from andrea_testing import MICRO_OVERRIDES
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
 

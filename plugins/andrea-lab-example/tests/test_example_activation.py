@@ -1,0 +1,39 @@
+"""squared_relu: registered under its name, numerically relu(x)², computed through the backend."""
+
+import torch
+
+from andrea_lab.contracts import KernelBackend
+from andrea_lab.registry import list_plugins, resolve
+from andrea_lab_example.activations import SquaredReLU
+
+
+def test_registered_and_selectable_by_name():
+    assert resolve("activation", "squared_relu") is SquaredReLU
+    assert resolve("activation", "andrea-lab-example:squared_relu") is SquaredReLU
+    (info,) = [p for p in list_plugins("activation") if p.name == "squared_relu"]
+    assert (info.distribution, info.error) == ("andrea-lab-example", None)
+    assert "relu" in info.description.lower()
+
+
+def test_matches_reference_values_and_gradient():
+    x = torch.randn(4, 32, dtype=torch.float64, requires_grad=True)
+    y = SquaredReLU(KernelBackend())(x)
+    torch.testing.assert_close(y, torch.relu(x) ** 2)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * torch.relu(x.detach()))
+
+
+def test_relu_is_computed_by_the_backend():
+    calls = []
+
+    class SpyBackend(KernelBackend):
+        def relu(self, x):
+            calls.append(x.shape)
+            return super().relu(x)
+
+    SquaredReLU(SpyBackend())(torch.randn(2, 3, 8))
+    assert calls == [torch.Size([2, 3, 8])]
+
+
+def test_elementwise_with_ratio_four():
+    assert SquaredReLU.gated is False and SquaredReLU.default_mlp_ratio == 4.0

@@ -1,0 +1,58 @@
+"""sandwich: x + LN_out(f(LN_in(x))) with backend LayerNorms, and whole models built with it."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from andrea_lab import Andrea, preset
+from andrea_lab.contracts import KernelBackend, LayerNorm
+from andrea_lab.registry import resolve
+from andrea_lab_example.placements import SandwichNorm
+
+
+def test_registered_and_keeps_the_final_norm():
+    assert resolve("norm_placement", "sandwich") is SandwichNorm
+    assert SandwichNorm.final_norm is True
+
+
+def test_matches_the_formula():
+    torch.manual_seed(0)
+    d = 16
+    sublayer = nn.Linear(d, d)
+    block = SandwichNorm(d, sublayer, KernelBackend(), eps=1e-5).double()
+    with torch.no_grad():  # non-trivial affine parameters, so that in/out cannot be swapped unnoticed
+        for p in (block.norm_in.weight, block.norm_in.bias, block.norm_out.weight, block.norm_out.bias):
+            p.normal_()
+    x = torch.randn(2, 5, d, dtype=torch.float64)
+    ln_in = F.layer_norm(x, (d,), block.norm_in.weight, block.norm_in.bias, 1e-5)
+    expected = x + F.layer_norm(sublayer(ln_in), (d,), block.norm_out.weight, block.norm_out.bias, 1e-5)
+    torch.testing.assert_close(block(x), expected)
+
+
+def test_both_norms_are_computed_by_the_backend():
+    calls = []
+
+    class SpyBackend(KernelBackend):
+        def layer_norm(self, x, weight, bias, eps):
+            calls.append(eps)
+            return super().layer_norm(x, weight, bias, eps)
+
+    block = SandwichNorm(8, nn.Identity(), SpyBackend(), eps=1e-6, bias=False)
+    assert isinstance(block.norm_in, LayerNorm) and isinstance(block.norm_out, LayerNorm)
+    assert block.norm_in.bias is None
+    block(torch.randn(1, 2, 8))
+    assert calls == [1e-6, 1e-6]
+
+
+def test_a_model_with_both_example_plugins_trains():
+    torch.manual_seed(0)
+    config = preset("andrea-micro", norm_placement="sandwich", activation="squared_relu")
+    model = Andrea(config)
+    # 2 norms per sublayer, 2 sublayers per block, plus the final norm.
+    n_norms = sum(isinstance(m, LayerNorm) for m in model.modules())
+    assert n_norms == 4 * config.n_layer + 1
+    idx = torch.randint(0, config.vocab_size, (2, 16))
+    _, loss = model(idx, idx)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())

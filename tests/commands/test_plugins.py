@@ -1,0 +1,124 @@
+"""`andrea plugins`: the listing, its JSON form, broken plugins and strict mode."""
+
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the shared plugin fixtures
+from plugin_fixtures import isolated_plugins, make_distribution  # noqa: E402,F401  (fixtures)
+
+from andrea_lab.commands.plugins import main  # noqa: E402
+from andrea_lab.registry import STRICT_ENV_VAR  # noqa: E402
+
+GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend"]
+
+# Whatever else is installed here, these tests see andrea-lab's built-ins and their own plugins only.
+pytestmark = pytest.mark.usefixtures("isolated_plugins")
+
+
+@pytest.fixture(autouse=True)
+def _not_strict(monkeypatch):
+    monkeypatch.delenv(STRICT_ENV_VAR, raising=False)
+
+
+@pytest.fixture
+def broken(make_distribution):
+    make_distribution("andrea-lab-broken", "0.3", entry_points={"activation": {"boom": "boom_plugin:Boom"}},
+                      files={"boom_plugin.py": "print('plugin chatter')\nraise ImportError('needs libfoo.so')\n"})
+
+
+@pytest.fixture
+def clash(make_distribution):
+    for dist in ("andrea-lab-alpha", "andrea-lab-beta"):
+        make_distribution(dist, entry_points={"norm_placement": {"pre": "andrea_lab.builtin.placements:PreNorm"}})
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lists_every_group_with_distribution_version_object_and_description(capsys):
+    code, out, err = run(capsys)
+    assert code == 0 and err == ""
+    assert "plugin contract version 1" in out
+    positions = [out.index(group) for group in GROUPS]
+    assert positions == sorted(positions)
+    version = metadata.version("andrea-lab")
+    gelu = next(line for line in out.splitlines() if line.split()[:1] == ["gelu"])
+    assert f"andrea-lab {version}" in gelu and "andrea_lab.builtin.activations:GELU" in gelu
+    assert "GELU, tanh approximation" in gelu
+    for name in ("pre", "post", "relu", "swiglu", "torch"):
+        assert any(line.split()[:1] == [name] for line in out.splitlines()), name
+    assert "Broken" not in out
+
+
+def test_json(capsys):
+    code, out, _ = run(capsys, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["contract_version"] == 1 and data["strict"] is False
+    assert list(data["groups"]) == GROUPS and data["broken"] == [] and data["clashes"] == []
+    (torch_backend,) = [p for p in data["groups"]["andrea_lab.kernel_backend"] if p["name"] == "torch"]
+    assert torch_backend == {"name": "torch", "qualified_name": "andrea-lab:torch", "distribution": "andrea-lab",
+                             "version": metadata.version("andrea-lab"),
+                             "target": "andrea_lab.builtin.backends:TorchBackend",
+                             "description": "eager PyTorch ops (runs everywhere; the reference for other backends)"}
+
+
+def test_broken_plugins_are_listed_separately_with_their_error(capsys, broken):
+    code, out, err = run(capsys)
+    assert code == 0
+    listing, broken_section = out.split("Broken plugins (1;")
+    assert "boom" not in listing and "gelu" in listing
+    assert "andrea_lab.activation boom  from andrea-lab-broken 0.3 (boom_plugin:Boom)" in broken_section
+    assert "ImportError: needs libfoo.so" in broken_section
+    assert "plugin chatter" in err and STRICT_ENV_VAR in err  # the plugin's print went to stderr
+
+
+def test_broken_plugins_in_json_keep_stdout_parseable(capsys, broken):
+    code, out, _ = run(capsys, "--json")
+    assert code == 0
+    data = json.loads(out)
+    (entry,) = data["broken"]
+    assert entry["group"] == "andrea_lab.activation" and entry["name"] == "boom"
+    assert (entry["distribution"], entry["version"], entry["target"]) == ("andrea-lab-broken", "0.3", "boom_plugin:Boom")
+    assert "ImportError: needs libfoo.so" in entry["error"]
+    assert "boom" not in [p["name"] for p in data["groups"]["andrea_lab.activation"]]
+
+
+@pytest.mark.parametrize("argv", [[], ["--json"]])
+def test_strict_mode_exits_non_zero_when_a_plugin_is_broken(capsys, monkeypatch, broken, argv):
+    monkeypatch.setenv(STRICT_ENV_VAR, "1")
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    assert f"1 broken plugin(s) and {STRICT_ENV_VAR} is set" in err
+    assert "needs libfoo.so" in out  # the listing still says what is broken
+
+
+def test_strict_mode_without_broken_plugins_exits_zero(capsys, monkeypatch):
+    monkeypatch.setenv(STRICT_ENV_VAR, "1")
+    code, out, _ = run(capsys, "--json")
+    assert code == 0 and json.loads(out)["strict"] is True
+
+
+def test_a_clash_is_shown_with_the_qualified_names(capsys, clash):
+    code, out, _ = run(capsys)
+    assert code == 0
+    assert "andrea_lab.norm_placement pre: 'andrea-lab:pre' or 'andrea-lab-alpha:pre' or 'andrea-lab-beta:pre'" in out
+    code, out, _ = run(capsys, "--json")
+    assert json.loads(out)["clashes"] == [{"group": "andrea_lab.norm_placement", "name": "pre",
+                                           "distributions": ["andrea-lab", "andrea-lab-alpha", "andrea-lab-beta"]}]
+
+
+def test_help_and_bad_arguments(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0 and "usage: andrea plugins" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        main(["--yaml"])
+    assert exited.value.code == 2 and "unrecognized arguments: --yaml" in capsys.readouterr().err
