@@ -67,10 +67,22 @@ def check_config_files(argv: list[str]) -> None:
             raise UsageError(f"config file {path} is not valid YAML: {exc}") from None
 
 
+def check_checkpoint_path(argv: list[str]) -> None:
+    """A missing or damaged ``--ckpt_path`` is named before LightningCLI tries to unpickle it."""
+    from andrea_lab.checkpoint_io import verify_checkpoint
+
+    for i, arg in enumerate(argv):
+        path = argv[i + 1] if arg == "--ckpt_path" and i + 1 < len(argv) else (
+            arg.split("=", 1)[1] if arg.startswith("--ckpt_path=") else None)
+        if path and path not in ("last", "best", "hpc", "registry", "null"):
+            verify_checkpoint(path)
+
+
 def run_lightning(argv: list[str]) -> int:
     from andrea_lab.lightning_cli import AndreaCLI
 
     check_config_files(argv)
+    check_checkpoint_path(argv)
     # LightningCLI reads sys.argv; when called from Python with other arguments, present them there.
     saved = sys.argv
     sys.argv = ["andrea", *argv]

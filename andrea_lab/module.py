@@ -35,6 +35,17 @@ def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: 
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def _numpy_state_to_torch(state: tuple) -> tuple:
+    """numpy's RNG state with its key array as a tensor, so the checkpoint loads with weights_only=True."""
+    name, keys, position, has_gauss, cached_gaussian = state
+    return name, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached_gaussian
+
+
+def _numpy_state_from_torch(state: tuple) -> tuple:
+    name, keys, position, has_gauss, cached_gaussian = state
+    return name, keys.numpy().astype(np.uint32), position, has_gauss, cached_gaussian
+
+
 class AndreaLM(L.LightningModule):
     """Train ANDREA: AdamW (decay on matrices only), linear warmup then cosine decay.
 
@@ -147,7 +158,7 @@ class AndreaLM(L.LightningModule):
         checkpoint["rng_states"] = {
             "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "numpy": np.random.get_state(),
+            "numpy": _numpy_state_to_torch(np.random.get_state()),
             "python": random.getstate(),
         }
         checkpoint["skipped_steps"] = self.skipped_steps
@@ -159,7 +170,7 @@ class AndreaLM(L.LightningModule):
             torch.set_rng_state(states["torch"])
             if states["cuda"] and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(states["cuda"])
-            np.random.set_state(states["numpy"])
+            np.random.set_state(_numpy_state_from_torch(states["numpy"]))
             random.setstate(states["python"])
         self.skipped_steps = checkpoint.get("skipped_steps", 0)
 

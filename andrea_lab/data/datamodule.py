@@ -25,7 +25,7 @@ from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
 from andrea_lab.data.settings import check_settings, check_tokenizer_spec
 from andrea_lab.data.split import split_point
 from andrea_lab.data.token_file import MappedTokens
-from andrea_lab.data.windows import EpochOffsetSampler, RandomWindowDataset, SequentialWindowDataset
+from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 
 STATE_TOKENIZER_KEY = "tokenizer_json"
 
@@ -128,11 +128,24 @@ class AndreaDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        """Random windows; the sampler's epoch offset makes every epoch new but reproducible."""
+        """Random windows, micro-batch ``b`` of rank ``r`` a pure function of (seed, b, r).
+
+        Lightning restores a checkpoint before it asks for this loader, so ``trainer.global_step``
+        already says how many optimizer steps were taken: the sampler continues from there, which
+        makes a resumed run see exactly the batches an uninterrupted one would (mid-epoch too).
+        The sampler splits data across ranks itself (``use_distributed_sampler`` must be false).
+        """
         train = self._require(self._train)
         count = self.train_samples_per_epoch
         dataset = RandomWindowDataset(train, self.block_size, count, self.seed)
-        return self._loader(dataset, sampler=EpochOffsetSampler(count), drop_last=True)
+        rank, world_size, epoch, resume_batch = 0, 1, 0, 0
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            rank, world_size, epoch = trainer.global_rank, trainer.world_size, trainer.current_epoch
+            resume_batch = trainer.global_step * trainer.accumulate_grad_batches
+        sampler = StepSampler(self.batch_size, count // self.batch_size, rank=rank, world_size=world_size,
+                              epoch=epoch, resume_batch=resume_batch)
+        return self._loader(dataset, sampler=sampler, drop_last=True)
 
     def val_dataloader(self) -> DataLoader:
         """The same consecutive validation windows every time."""
@@ -269,7 +282,7 @@ class AndreaDataModule(L.LightningDataModule):
         )
         return None
 
-    def _loader(self, dataset: Any, sampler: Optional[EpochOffsetSampler], drop_last: bool) -> DataLoader:
+    def _loader(self, dataset: Any, sampler: Optional[StepSampler], drop_last: bool) -> DataLoader:
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
@@ -279,6 +292,9 @@ class AndreaDataModule(L.LightningDataModule):
             num_workers=self.num_workers,
             pin_memory=torch.cuda.is_available(),
             persistent_workers=self.num_workers > 0,
+            # Its own generator: creating an iterator must not draw from the global torch RNG, or a
+            # resumed run (which creates one more iterator) would see different dropout masks.
+            generator=torch.Generator().manual_seed(self.seed),
         )
 
     @staticmethod

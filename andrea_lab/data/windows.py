@@ -3,7 +3,7 @@
 Training samples are a pure function of ``(seed, index)``: sample ``i``'s
 window start comes from a generator seeded with ``[seed, i]`` alone, never
 from a global RNG, worker id or epoch counter. Together with
-``EpochOffsetSampler`` (epoch ``e`` asks for indices ``e*n .. e*n+n-1``)
+``StepSampler`` (micro-batch ``b`` asks for indices ``b*B .. b*B+B-1``)
 the data of every training step depends only on the seed and the step, so
 
 * two model variants trained with the same seed see identical batches
@@ -81,28 +81,50 @@ class RandomWindowDataset(Dataset):
         return _window(self.tokens, self.start_of(int(index)), self.block_size)
 
 
-class EpochOffsetSampler(Sampler[int]):
-    """Yields ``epoch*n .. epoch*n + n - 1`` in order; Lightning calls ``set_epoch``.
+class StepSampler(Sampler[int]):
+    """Sample indices as a pure function of (micro-batch number, rank): resumable and DDP-consistent.
 
-    In order rather than shuffled because the dataset is already random per
-    index: the order only has to be a function of the epoch.
+    Micro-batch ``b`` (counted over the whole run, across epochs) on rank ``r`` of ``world_size``
+    takes samples ``b·B·W + r·B … b·B·W + r·B + B − 1``. So
+
+    * a single process with batch ``B·W`` sees exactly the samples that ``W`` DDP ranks with batch
+      ``B`` see together at the same step, each rank a disjoint share;
+    * a run resumed after micro-batch ``k`` continues with micro-batch ``k`` (``resume_batch``) —
+      mid-epoch too — instead of restarting the epoch;
+    * epoch ``e`` covers micro-batches ``e·n … e·n + n − 1`` (Lightning calls ``set_epoch``).
     """
 
-    def __init__(self, num_samples: int, epoch: int = 0) -> None:
-        if num_samples <= 0:
-            raise ValueError(f"num_samples must be positive, got {num_samples}")
-        self.num_samples = num_samples
+    def __init__(self, batch_size: int, batches_per_epoch: int, rank: int = 0, world_size: int = 1,
+                 epoch: int = 0, resume_batch: int = 0) -> None:
+        if batch_size <= 0 or batches_per_epoch <= 0:
+            raise ValueError(f"batch_size and batches_per_epoch must be positive, got {batch_size}, {batches_per_epoch}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+        self.batch_size = batch_size
+        self.batches_per_epoch = batches_per_epoch
+        self.rank = rank
+        self.world_size = world_size
         self.epoch = epoch
+        self.resume_batch = resume_batch
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def batches(self) -> range:
+        """The micro-batch numbers this epoch still has to yield."""
+        first = self.epoch * self.batches_per_epoch
+        return range(max(first, self.resume_batch), first + self.batches_per_epoch)
+
     def __iter__(self) -> Iterator[int]:
-        first = self.epoch * self.num_samples
-        return iter(range(first, first + self.num_samples))
+        stride = self.batch_size * self.world_size
+        for batch in self.batches():
+            base = batch * stride + self.rank * self.batch_size
+            yield from range(base, base + self.batch_size)
 
     def __len__(self) -> int:
-        return self.num_samples
+        # Always the whole epoch: Lightning sizes the epoch from this before a resumed run's
+        # restored progress is taken into account, and ends the epoch when the iterator stops.
+        return self.batches_per_epoch * self.batch_size
 
 
 class SequentialWindowDataset(Dataset):

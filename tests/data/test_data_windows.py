@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from andrea_lab.data.windows import EpochOffsetSampler, RandomWindowDataset, SequentialWindowDataset
+from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 
 TOKENS = (np.arange(5000) * 7919 % 65521).astype(np.uint16)  # distinct-looking ids, no structure
 
@@ -62,18 +62,35 @@ def test_index_bounds_and_argument_checks() -> None:
         RandomWindowDataset(TOKENS, 8, num_samples=0, seed=0)
 
 
-def test_epoch_offset_sampler_moves_to_new_indices_each_epoch() -> None:
-    sampler = EpochOffsetSampler(5)
+def test_step_sampler_moves_to_new_indices_each_epoch() -> None:
+    sampler = StepSampler(batch_size=1, batches_per_epoch=5)
     assert list(sampler) == [0, 1, 2, 3, 4] and len(sampler) == 5
     sampler.set_epoch(3)
     assert list(sampler) == [15, 16, 17, 18, 19]
     assert len(sampler) == 5
 
 
+def test_step_sampler_resumes_mid_epoch_where_it_stopped() -> None:
+    full = list(StepSampler(batch_size=2, batches_per_epoch=4))
+    resumed = StepSampler(batch_size=2, batches_per_epoch=4, resume_batch=3)
+    assert list(resumed) == full[6:] and len(resumed) == 8  # len: the whole epoch, for Lightning
+    resumed.set_epoch(1)  # later epochs are whole again
+    assert list(resumed) == list(range(8, 16))
+
+
+def test_ranks_share_out_exactly_the_single_process_batch() -> None:
+    single = list(StepSampler(batch_size=6, batches_per_epoch=3))
+    ranks = [list(StepSampler(batch_size=2, batches_per_epoch=3, rank=r, world_size=3)) for r in range(3)]
+    assert set(ranks[0]).isdisjoint(ranks[1]) and set(ranks[1]).isdisjoint(ranks[2])
+    for step in range(3):
+        together = sorted(i for rank in ranks for i in rank[2 * step: 2 * step + 2])
+        assert together == single[6 * step: 6 * step + 6]
+
+
 def test_dataloader_batches_depend_only_on_seed_and_step() -> None:
     def batches(epoch: int) -> list[torch.Tensor]:
         dataset = RandomWindowDataset(TOKENS, 8, num_samples=12, seed=9)
-        sampler = EpochOffsetSampler(12)
+        sampler = StepSampler(batch_size=4, batches_per_epoch=3)
         sampler.set_epoch(epoch)
         loader = torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler, drop_last=True)
         return [x for x, _ in loader]

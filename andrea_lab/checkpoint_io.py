@@ -1,0 +1,83 @@
+"""Checkpoints that are written atomically and verified when read.
+
+Lightning writes a checkpoint straight to its final name, so a crash (or a kill, or a full disk)
+during the write leaves a truncated ``last.ckpt`` where the last good one used to be. Here each
+checkpoint goes to a temporary file in the same directory, is flushed to disk, and only then renamed
+over the final name; beside it a small manifest (``NAME.ckpt.sha256.json``: size and sha256) lets
+a later load detect a damaged file and say so, instead of failing inside unpickling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from andrea_lab.errors import UsageError
+
+
+def manifest_path(path: str | os.PathLike) -> Path:
+    return Path(f"{os.fspath(path)}.sha256.json")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_atomically(path: Path, write) -> None:
+    """Call ``write(file)`` on a temporary sibling, fsync it, then rename it to ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def verify_checkpoint(path: str | os.PathLike) -> None:
+    """Raise a clear error if ``path`` is missing or disagrees with its manifest (when it has one)."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"checkpoint {os.fspath(path)!r} does not exist")
+    manifest = manifest_path(file)
+    if not manifest.is_file():
+        return  # written elsewhere (plain Lightning): nothing to check against
+    expected = json.loads(manifest.read_text())
+    size = file.stat().st_size
+    if size != expected["bytes"]:
+        raise UsageError(f"checkpoint {file} is damaged: {size} bytes, but {expected['bytes']} were written "
+                         f"(truncated or overwritten); use an earlier checkpoint of the run")
+    if file_sha256(file) != expected["sha256"]:
+        raise UsageError(f"checkpoint {file} is damaged: its sha256 differs from the one recorded when it was "
+                         f"written; use an earlier checkpoint of the run")
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``TorchCheckpointIO`` with atomic writes and size/sha256 verification on load."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, lambda file: torch.save(checkpoint, file))
+        record = {"bytes": target.stat().st_size, "sha256": file_sha256(target)}
+        write_atomically(manifest_path(target), lambda file: file.write(json.dumps(record).encode()))
+
+    def load_checkpoint(self, path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None):
+        verify_checkpoint(path)
+        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+
+    def remove_checkpoint(self, path) -> None:
+        super().remove_checkpoint(path)
+        manifest_path(path).unlink(missing_ok=True)
