@@ -83,9 +83,11 @@ def run_lightning(argv: list[str]) -> int:
 
     check_config_files(argv)
     check_checkpoint_path(argv)
-    # LightningCLI reads sys.argv; when called from Python with other arguments, present them there.
+    # LightningCLI reads sys.argv. When called from Python with other arguments, present them there;
+    # from the console leave sys.argv alone: Lightning's DDP launcher re-runs it for the other ranks.
     saved = sys.argv
-    sys.argv = ["andrea", *argv]
+    if sys.argv[1:] != argv:
+        sys.argv = ["andrea", *argv]
     try:
         AndreaCLI()
     finally:

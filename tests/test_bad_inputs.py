@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from andrea_lab import preset
+from andrea_lab.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.cli import main
 from andrea_lab.data import byte_tokenizer, write_token_file
 from andrea_lab.module import AndreaLM
@@ -47,6 +48,8 @@ CASES = [
     ("missing-config", ["fit", "--config", "{tmp}/nope.yaml"], ["nope.yaml", "does not exist"]),
     ("generate-prompt-beyond-context", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--prompt", "x" * 100],
      ["100 tokens", "block_size 64"]),
+    ("damaged-checkpoint", [*MICRO_FIT, "--data.corpus", "{corpus}", "--ckpt_path", "{tmp}/damaged.ckpt"],
+     ["damaged.ckpt", "is damaged"]),
     ("generate-missing-checkpoint", ["generate", "--ckpt", "{tmp}/none.ckpt"], ["none.ckpt", "does not exist"]),
     ("params-missing-config", ["params", "--config", "{tmp}/nope.yaml"], ["nope.yaml"]),
 ]
@@ -67,6 +70,9 @@ def bad_files(tmp_path):
     (tmp_path / "truncated.bin").write_bytes(header.tobytes() + bytes(20))
     write_token_file(tmp_path / "big_ids.bin", np.full(5000, 300, dtype=np.uint16))
     save_checkpoint(tmp_path / "micro.ckpt", d_model=64)
+    AtomicCheckpointIO().save_checkpoint(torch.load(tmp_path / "micro.ckpt", weights_only=False), tmp_path / "damaged.ckpt")
+    with open(tmp_path / "damaged.ckpt", "r+b") as file:
+        file.truncate(1000)  # a write cut short
     return tmp_path
 
 
