@@ -61,6 +61,7 @@ class AndreaLM(L.LightningModule):
         on_nonfinite: What to do when the loss or gradient norm is NaN/inf: ``stop`` (raise
             DivergenceError; the last good checkpoint is kept) or ``skip`` (drop that step's update).
         max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
+        compile: Compile the model with ``torch.compile`` (in place, so checkpoint keys do not change).
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class AndreaLM(L.LightningModule):
         eps: float = 1e-8,
         on_nonfinite: Literal["stop", "skip"] = "stop",
         max_skipped_steps: int = 10,
+        compile: bool = False,
     ):
         super().__init__()
         if isinstance(config, dict):  # as stored in a checkpoint's hyperparameters
@@ -89,7 +91,8 @@ class AndreaLM(L.LightningModule):
         self.save_hyperparameters({"config": asdict(config), "lr": lr, "warmup_steps": warmup_steps,
                                    "decay_steps": decay_steps, "min_lr_ratio": min_lr_ratio,
                                    "weight_decay": weight_decay, "betas": tuple(betas), "eps": eps,
-                                   "on_nonfinite": on_nonfinite, "max_skipped_steps": max_skipped_steps})
+                                   "on_nonfinite": on_nonfinite, "max_skipped_steps": max_skipped_steps,
+                                   "compile": compile})
         self.config = config
         self.model = Andrea(config)
         self.val_loss = MeanMetric()
@@ -111,6 +114,13 @@ class AndreaLM(L.LightningModule):
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+
+    def configure_model(self) -> None:
+        # nn.Module.compile compiles in place: parameter names, and so checkpoints, stay the same
+        # with and without compilation.
+        if self.hparams.compile and not getattr(self, "_compiled", False):
+            self.model.compile()
+            self._compiled = True
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         return self.model(idx, targets)

@@ -77,3 +77,14 @@ def test_hyperparameters_rebuild_the_same_model():
     rebuilt = AndreaLM(**module.hparams)
     assert rebuilt.config == module.config and rebuilt.hparams.lr == 1e-3
     assert math.isclose(rebuilt.config.resolved_mlp_ratio, 8 / 3)
+
+
+def test_compile_keeps_checkpoint_keys_and_results():
+    torch.manual_seed(0)
+    plain = AndreaLM(config=preset("andrea-micro"))
+    compiled = AndreaLM(config=preset("andrea-micro"), compile=True)
+    compiled.load_state_dict(plain.state_dict())
+    compiled.configure_model()
+    assert list(compiled.state_dict()) == list(plain.state_dict())
+    idx = torch.randint(0, 257, (2, 16))
+    torch.testing.assert_close(compiled(idx)[0], plain(idx)[0], rtol=1e-4, atol=1e-4)
