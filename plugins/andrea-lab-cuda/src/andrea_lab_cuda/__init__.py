@@ -1,0 +1,11 @@
+"""andrea-lab-cuda: handwritten CUDA kernels for andrea-lab, as the ``cuda`` kernel backend.
+
+Select it with ``model.config.kernel_backend: cuda``. The kernels (``csrc/*.cu``) are compiled by
+nvcc on first use for the GPU in the machine and cached (see :mod:`andrea_lab_cuda.build`); they
+are called through ``ctypes`` and wrapped as ``torch.autograd.Function``s (:mod:`andrea_lab_cuda.ops`).
+"""
+
+from andrea_lab_cuda.backend import CudaBackend, availability
+
+__all__ = ["CudaBackend", "availability"]
+__version__ = "0.1.0"

@@ -1,0 +1,50 @@
+// Library-level entry points: the ABI version, CUDA runtime/driver versions, error strings, and a
+// probe that runs one empty kernel to prove the compiled code can run on the current device.
+#include "common.cuh"
+
+// Bumped whenever a launcher's signature changes; the Python wrapper refuses a library whose
+// version differs from the one it was written for (andrea_lab_cuda/_lib.py: ABI_VERSION).
+#define ANDREA_CUDA_ABI_VERSION 1
+
+namespace andrea {
+namespace {
+
+__global__ void probe_kernel(int* out) {
+  if (out != nullptr && threadIdx.x == 0) *out = 1;
+}
+
+}  // namespace
+}  // namespace andrea
+
+ANDREA_API int andrea_cuda_abi_version() { return ANDREA_CUDA_ABI_VERSION; }
+
+// The CUDA runtime this library was linked with (statically), e.g. 13000 for 13.0.
+ANDREA_API int andrea_cuda_runtime_version() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) v = 0;
+  return v;
+}
+
+// The newest CUDA version the installed driver supports, e.g. 12080; 0 when there is no driver.
+ANDREA_API int andrea_cuda_driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) v = 0;
+  return v;
+}
+
+ANDREA_API const char* andrea_cuda_error_name(int code) { return cudaGetErrorName(static_cast<cudaError_t>(code)); }
+
+ANDREA_API const char* andrea_cuda_error_string(int code) {
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
+// Runs an empty kernel on `stream` and waits for it: cudaErrorInsufficientDriver when the driver
+// is older than the runtime, cudaErrorNoKernelImageForDevice when the .so was built for another
+// architecture, cudaSuccess when the kernels can run here.
+ANDREA_API int andrea_cuda_probe(void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  andrea::probe_kernel<<<1, 32, 0, s>>>(nullptr);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return cudaStreamSynchronize(s);
+}

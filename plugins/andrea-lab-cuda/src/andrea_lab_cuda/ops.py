@@ -1,0 +1,308 @@
+"""The kernels as PyTorch ops: thin launch helpers and the ``torch.autograd.Function`` per op.
+
+The helpers (``*_forward`` / ``*_backward``) take CUDA tensors of a supported dtype in the layout
+they state (the backend makes inputs contiguous before calling), allocate the outputs with
+PyTorch's caching allocator and launch on the tensor's device, on PyTorch's current stream, so
+the kernels are ordered with every other op exactly like a native PyTorch kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch.autograd.function import FunctionCtx, once_differentiable
+
+from andrea_lab_cuda import _lib
+from andrea_lab_cuda._lib import DTYPE_CODES
+
+#: The largest normalised dimension the LayerNorm kernels take (csrc/layer_norm.cu: kMaxCols);
+#: the backend uses eager PyTorch above it.
+MAX_LAYER_NORM_COLS = 8192
+#: SwiGLU indexes rows with 32-bit arithmetic; bigger tensors go to eager PyTorch.
+MAX_SWIGLU_ELEMENTS = 2**32 - 1
+
+
+def _on_device(fn):
+    """Run ``fn(t, ...)`` with ``t``'s device current (a plain call in the usual one-device case)."""
+
+    @functools.wraps(fn)
+    def wrapper(t: torch.Tensor, *args):
+        index = t.device.index
+        if index is not None and index != torch.cuda.current_device():
+            with torch.cuda.device(index):
+                return fn(t, *args)
+        return fn(t, *args)
+
+    return wrapper
+
+
+#: The raw handle of the current stream, without building a torch.cuda.Stream object (the private
+#: function triton uses too); the public API where it does not exist.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _launch_context(t: torch.Tensor) -> tuple[_lib.CudaLibrary, int, int]:
+    """(library, SM count, current stream handle) for the device of ``t``."""
+    index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    lib, sms = _lib.device_context(index)
+    stream = _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(t.device).cuda_stream
+    return lib, sms, stream
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return t.data_ptr() if t is not None else None
+
+
+def _contiguous(op: str, *tensors: torch.Tensor | None) -> None:
+    """The flat kernels index their operands as dense arrays: refuse anything else loudly."""
+    for t in tensors:
+        if t is not None and not t.is_contiguous():
+            raise ValueError(f"andrea-lab-cuda {op}: expected contiguous tensors (the backend makes them so)")
+
+
+def _empty(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor like the contiguous ``t`` (empty_like: about half the cost of empty)."""
+    return torch.empty_like(t)
+
+
+def rows_view(t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``t`` as ``(rows, cols)`` with contiguous rows, and its row stride in elements.
+
+    A view when one exists, e.g. for either half of ``h.chunk(2, dim=-1)`` (row stride ``2·cols``),
+    otherwise a contiguous copy (row stride ``cols``).
+    """
+    cols = t.shape[-1]
+    t2 = t.reshape(-1, cols)
+    if cols > 1 and t2.stride(1) != 1:
+        t2 = t2.contiguous()
+    ld = t2.stride(0) if t2.shape[0] > 1 else cols
+    if ld < cols:  # overlapping rows (e.g. an expanded tensor): copy
+        t2, ld = t2.contiguous(), cols
+    return t2, ld
+
+
+# ------------------------------------------------------------------------------------------------
+# Launch helpers
+# ------------------------------------------------------------------------------------------------
+@_on_device
+def gelu_tanh_forward(x: torch.Tensor) -> torch.Tensor:
+    """GELU (tanh approximation) of a contiguous CUDA tensor."""
+    _contiguous("gelu_tanh forward", x)
+    y = _empty(x)
+    lib, sms, stream = _launch_context(x)
+    lib.check(lib.gelu_tanh_fwd(x.data_ptr(), y.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream),
+              "gelu_tanh forward")
+    return y
+
+
+@_on_device
+def gelu_tanh_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    _contiguous("gelu_tanh backward", dy, x)
+    dx = _empty(x)
+    lib, sms, stream = _launch_context(x)
+    lib.check(lib.gelu_tanh_bwd(dy.data_ptr(), x.data_ptr(), dx.data_ptr(), x.numel(), DTYPE_CODES[x.dtype],
+                                sms, stream), "gelu_tanh backward")
+    return dx
+
+
+@_on_device
+def relu_forward(x: torch.Tensor) -> torch.Tensor:
+    _contiguous("relu forward", x)
+    y = _empty(x)
+    lib, sms, stream = _launch_context(x)
+    lib.check(lib.relu_fwd(x.data_ptr(), y.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream),
+              "relu forward")
+    return y
+
+
+@_on_device
+def relu_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    _contiguous("relu backward", dy, y)
+    dx = _empty(y)
+    lib, sms, stream = _launch_context(y)
+    lib.check(lib.relu_bwd(dy.data_ptr(), y.data_ptr(), dx.data_ptr(), y.numel(), DTYPE_CODES[y.dtype],
+                           sms, stream), "relu backward")
+    return dx
+
+
+@_on_device
+def swiglu_forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up``; gate and up need only contiguous rows (see :func:`rows_view`)."""
+    g2, ld_g = rows_view(gate)
+    u2, ld_u = rows_view(up)
+    rows, cols = g2.shape
+    out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    lib, sms, stream = _launch_context(gate)
+    lib.check(lib.swiglu_fwd(g2.data_ptr(), ld_g, u2.data_ptr(), ld_u, out.data_ptr(), rows, cols,
+                             DTYPE_CODES[gate.dtype], sms, stream), "swiglu forward")
+    return out
+
+
+@_on_device
+def swiglu_backward(dout: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dgate, dup), both contiguous; ``dout`` must be contiguous."""
+    _contiguous("swiglu backward", dout)
+    g2, ld_g = rows_view(gate)
+    u2, ld_u = rows_view(up)
+    rows, cols = g2.shape
+    dgate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    dup = torch.empty(up.shape, dtype=up.dtype, device=up.device)
+    lib, sms, stream = _launch_context(gate)
+    lib.check(lib.swiglu_bwd(dout.data_ptr(), g2.data_ptr(), ld_g, u2.data_ptr(), ld_u, dgate.data_ptr(),
+                             dup.data_ptr(), rows, cols, DTYPE_CODES[gate.dtype], sms, stream), "swiglu backward")
+    return dgate, dup
+
+
+def _weight_dtype(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None) -> torch.dtype:
+    if weight is not None:
+        return weight.dtype
+    if bias is not None:
+        return bias.dtype
+    return x.dtype
+
+
+@_on_device
+def layer_norm_forward(x2: torch.Tensor, delta2: torch.Tensor | None, weight: torch.Tensor | None,
+                       bias: torch.Tensor | None, eps: float
+                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LayerNorm of the rows of contiguous ``x2`` (rows, cols), or of ``x2 + delta2`` when given.
+
+    Returns ``(sum or None, y, mean, rstd)``; mean and rstd are fp32, one per row.
+    """
+    _contiguous("layer_norm forward", x2, delta2, weight, bias)
+    rows, cols = x2.shape
+    y = _empty(x2)
+    summed = _empty(x2) if delta2 is not None else None
+    mean = torch.empty(rows, dtype=torch.float32, device=x2.device)
+    rstd = torch.empty(rows, dtype=torch.float32, device=x2.device)
+    lib, _, stream = _launch_context(x2)
+    lib.check(lib.layer_norm_fwd(x2.data_ptr(), _ptr(delta2), _ptr(summed), _ptr(weight), _ptr(bias),
+                                 y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), rows, cols, float(eps),
+                                 DTYPE_CODES[x2.dtype], DTYPE_CODES[_weight_dtype(x2, weight, bias)], stream),
+              "layer_norm forward")
+    return summed, y, mean, rstd
+
+
+@_on_device
+def layer_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
+                        weight: torch.Tensor | None, wdtype: torch.dtype, dres2: torch.Tensor | None,
+                        need_dw: bool, need_db: bool
+                        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(dx [+ dres], dweight, dbias) for contiguous (rows, cols) ``dy2``/``x2``/``dres2``.
+
+    dweight and dbias (in ``wdtype``) are reduced deterministically: no atomics.
+    """
+    _contiguous("layer_norm backward", dy2, x2, mean, rstd, weight, dres2)
+    rows, cols = x2.shape
+    dx = _empty(x2)
+    dw = torch.empty(cols, dtype=wdtype, device=x2.device) if need_dw else None
+    db = torch.empty(cols, dtype=wdtype, device=x2.device) if need_db else None
+    lib, sms, stream = _launch_context(x2)
+    code = DTYPE_CODES[x2.dtype]
+    workspace, floats = None, 0
+    if need_dw or need_db:
+        floats = int(lib.layer_norm_bwd_workspace(rows, cols, code, sms))
+        workspace = torch.empty(max(floats, 1), dtype=torch.float32, device=x2.device)
+    lib.check(lib.layer_norm_bwd(dy2.data_ptr(), x2.data_ptr(), mean.data_ptr(), rstd.data_ptr(), _ptr(weight),
+                                 _ptr(dres2), dx.data_ptr(), _ptr(dw), _ptr(db), _ptr(workspace), floats, rows,
+                                 cols, code, DTYPE_CODES[wdtype], sms, stream), "layer_norm backward")
+    return dx, dw, db
+
+
+# ------------------------------------------------------------------------------------------------
+# Autograd functions (first derivatives only: once_differentiable)
+# ------------------------------------------------------------------------------------------------
+class GeluTanhFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return gelu_tanh_forward(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, dy: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return gelu_tanh_backward(dy.contiguous(), x)
+
+
+class ReluFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        y = relu_forward(x)
+        ctx.save_for_backward(y)  # the output, like PyTorch: the input can be freed
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, dy: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return relu_backward(dy.contiguous(), y)
+
+
+class SwiGLUFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: FunctionCtx, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(gate, up)
+        return swiglu_forward(gate, up)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, dout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gate, up = ctx.saved_tensors
+        return swiglu_backward(dout.contiguous(), gate, up)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                eps: float) -> torch.Tensor:
+        x2 = x.view(-1, x.shape[-1])
+        _, y, mean, rstd = layer_norm_forward(x2, None, weight, bias, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        ctx.wdtype = _weight_dtype(x, weight, bias)
+        return y.view(x.shape)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, dy: torch.Tensor):
+        x, weight, mean, rstd = ctx.saved_tensors
+        x2 = x.view(-1, x.shape[-1])
+        need_dw = weight is not None and ctx.needs_input_grad[1]
+        need_db = ctx.has_bias and ctx.needs_input_grad[2]
+        dx, dw, db = layer_norm_backward(dy.reshape(x2.shape).contiguous(), x2, mean, rstd, weight, ctx.wdtype,
+                                         None, need_dw, need_db)
+        return dx.view(x.shape), dw, db, None
+
+
+class AddLayerNormFunction(torch.autograd.Function):
+    """``(x + delta, LayerNorm(x + delta))`` in one kernel; the backward adds the gradient of the sum
+    into the LayerNorm backward (one kernel too): d(x) = d(delta) = grad_sum + LN'(grad_normed)."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor | None,
+                bias: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.set_materialize_grads(False)
+        x2 = x.view(-1, x.shape[-1])
+        summed, y, mean, rstd = layer_norm_forward(x2, delta.view(x2.shape), weight, bias, eps)
+        summed = summed.view(x.shape)
+        ctx.save_for_backward(summed, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        ctx.wdtype = _weight_dtype(x, weight, bias)
+        return summed, y.view(x.shape)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, grad_sum: torch.Tensor | None, grad_normed: torch.Tensor | None):
+        summed, weight, mean, rstd = ctx.saved_tensors
+        if grad_normed is None:  # only the sum was used
+            return grad_sum, grad_sum, None, None, None
+        s2 = summed.view(-1, summed.shape[-1])
+        dres = grad_sum.reshape(s2.shape).contiguous() if grad_sum is not None else None
+        need_dw = weight is not None and ctx.needs_input_grad[2]
+        need_db = ctx.has_bias and ctx.needs_input_grad[3]
+        dx, dw, db = layer_norm_backward(grad_normed.reshape(s2.shape).contiguous(), s2, mean, rstd, weight,
+                                         ctx.wdtype, dres, need_dw, need_db)
+        dx = dx.view(summed.shape)
+        return dx, dx, dw, db, None
