@@ -7,6 +7,7 @@ A case is (id, arguments after `andrea`, fragments the error output must contain
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import lightning
@@ -98,3 +99,8 @@ def test_bad_input_gets_one_clear_message(case_id, argv, fragments, bad_files, t
     assert "Traceback" not in output
     for fragment in fragments:
         assert fragment in output, f"{case_id}: {fragment!r} not in:\n{output}"
+    record = os.environ.get("ANDREA_LAB_RECORD_MESSAGES")  # regenerates the table in docs/reliability.md
+    if record:
+        message = next(line for line in output.splitlines() if "error" in line or "diverged" in line)
+        with open(record, "a", encoding="utf-8") as file:
+            file.write(f"| {case_id} | {status} | `{message.replace(str(bad_files), '…').replace('|', '/')}` |\n")
