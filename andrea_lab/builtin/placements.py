@@ -1,4 +1,5 @@
-"""The built-in norm placements: ``pre`` (GPT-2, ANDREA) and ``post`` (the 2017 Transformer)."""
+"""The built-in norm placements: ``pre`` (GPT-2, ANDREA), ``post`` (the 2017 Transformer) and
+``no_residual`` (an ablation: pre-norm without the residual add)."""
 
 import torch
 from torch import nn
@@ -46,3 +47,24 @@ class PostNorm(NormPlacement):
         _, normed = self.backend.add_layer_norm(x, self.sublayer(x), self.norm.weight, self.norm.bias,
                                                 self.norm.eps)
         return normed
+
+
+class NoResidual(NormPlacement):
+    """Pre-norm with the residual add removed: ``f(LN(x))``; the final LayerNorm is kept.
+
+    An ablation, not a model to train for real: it is the ``pre`` wiring minus the skip connection,
+    so comparing it with ``pre`` isolates what the residual path does for gradient flow (without the
+    identity path, the gradient reaching block 0 is a product of every sublayer's Jacobian). Each
+    sublayer's output *replaces* the stream, so the stream is whatever the last projection wrote.
+    """
+
+    description = "f(LN(x)); pre-norm without the residual add (ablation); final LayerNorm"
+    final_norm = True
+
+    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
+                 bias: bool = True):
+        super().__init__(d_model, sublayer, backend, eps, bias)
+        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sublayer(self.norm(x))
