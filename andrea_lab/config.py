@@ -52,7 +52,7 @@ class AndreaConfig:
     mlp_ratio: Optional[float] = None
     """MLP hidden size ÷ d_model; None takes the activation's default (4, or 8/3 if gated)."""
     norm_placement: str = "pre"
-    """Plugin from entry-point group andrea_lab.norm_placement (built-ins: pre, post)."""
+    """Plugin from entry-point group andrea_lab.norm_placement (built-ins: pre, post, no_residual)."""
     activation: str = "gelu"
     """Plugin from entry-point group andrea_lab.activation (built-ins: gelu, relu, swiglu)."""
     kernel_backend: str = "torch"
