@@ -10,6 +10,7 @@ from __future__ import annotations
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
 
@@ -22,9 +23,19 @@ DEFAULT_LOGGER = {
 
 class AndreaCLI(LightningCLI):
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("trainer_defaults", {"logger": DEFAULT_LOGGER, "log_every_n_steps": 10})
+        kwargs.setdefault("trainer_defaults", {
+            "logger": DEFAULT_LOGGER,
+            "log_every_n_steps": 10,
+            # Atomic, verified checkpoints (andrea_lab.checkpoint_io).
+            "plugins": [{"class_path": "andrea_lab.checkpoint_io.AtomicCheckpointIO"}],
+            # The data module splits batches across ranks itself, so that a DDP run sees the same
+            # samples as a single process with the same global batch (andrea_lab.data.windows).
+            "use_distributed_sampler": False,
+        })
         kwargs.setdefault("save_config_kwargs", {"overwrite": False})
-        kwargs.setdefault("parser_kwargs", {"default_env": False})
+        # exit_on_error=False: a bad argument raises, and andrea_lab.cli prints it as one line
+        # instead of the whole usage text.
+        kwargs.setdefault("parser_kwargs", {"default_env": False, "exit_on_error": False})
         # AndreaLM.configure_optimizers is the one optimizer setup; no competing CLI keys.
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
@@ -40,3 +51,6 @@ class AndreaCLI(LightningCLI):
             "checkpoint.filename": "step{step}-val{val/loss:.3f}",
             "checkpoint.auto_insert_metric_name": False,
         })
+        # On by default; configured as stability.* and summary.* (docs/stability.md).
+        parser.add_lightning_class_args(StabilityMonitor, "stability")
+        parser.add_lightning_class_args(RunSummary, "summary")

@@ -1,0 +1,8 @@
+"""Training callbacks: :class:`StabilityMonitor` (stability metrics and events, ``stability.*`` in a YAML)
+and :class:`RunSummary` (``summary.json`` and hparams metrics at the end of every fit, ``summary.*``)."""
+
+from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector, unigram_entropy
+from andrea_lab.callbacks.stability import StabilityMonitor
+from andrea_lab.callbacks.summary import RunSummary
+
+__all__ = ["Divergence", "DivergenceDetector", "RunSummary", "SpikeDetector", "StabilityMonitor", "unigram_entropy"]

@@ -1,0 +1,67 @@
+"""`andrea trace` on a real micro checkpoint: a table, JSON, a plot, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import lightning as L
+import pytest
+
+from andrea_lab.commands import trace as trace_command
+from andrea_lab.config import preset
+from andrea_lab.data import AndreaDataModule
+from andrea_lab.module import AndreaLM
+
+
+@pytest.fixture(scope="module")
+def micro_checkpoint(tmp_path_factory, text_corpus):
+    """A checkpoint written by a 3-step fit of the micro model (byte tokenizer, so it carries a tokenizer)."""
+    root = tmp_path_factory.mktemp("trace-ckpt")
+    L.seed_everything(3, verbose=False)
+    module = AndreaLM(config=preset("andrea-micro", block_size=32), lr=3e-3, warmup_steps=1)
+    data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
+                            batch_size=4, cache_dir=str(root / "cache"))
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=3, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        num_sanity_val_steps=0)
+    trainer.fit(module, datamodule=data)
+    path = root / "micro.ckpt"
+    trainer.save_checkpoint(path)
+    return path
+
+
+def test_json_has_one_row_per_sublayer_with_finite_numbers(micro_checkpoint, capsys, tmp_path):
+    png = tmp_path / "trace.png"
+    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "def main(argv):", "--json",
+                               "--plot", str(png)]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [(r["block"], r["sublayer"]) for r in payload["rows"]] == [(0, "attn"), (0, "mlp"), (1, "attn"), (1, "mlp")]
+    for row in payload["rows"]:
+        for key in ("stream_norm", "delta_norm", "cosine", "ratio"):
+            assert math.isfinite(row[key]), key
+    assert payload["position"] == len("def main(argv):") - 1 and payload["token"] == ":"
+    assert payload["norm_placement"] == "pre" and payload["plot"] == str(png)
+    assert png.stat().st_size > 1000
+
+
+def test_table_output_and_position(micro_checkpoint, capsys):
+    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", "--position", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("token 'h' (id 104) at position 0 of 11")
+    rows = [line for line in out.splitlines() if line.strip().startswith(("0  ", "1  "))]
+    assert len(rows) == 4
+
+
+def test_bad_position_is_one_message(micro_checkpoint, capsys):
+    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "abc", "--position", "3"]) == 2
+    assert "position 3 is outside the text's 3 tokens" in capsys.readouterr().err
+
+
+def test_missing_checkpoint_through_the_andrea_command(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", "trace", "--ckpt", str(tmp_path / "no.ckpt"),
+                             "--text", "x"], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "no.ckpt" in result.stderr and "Traceback" not in result.stderr
