@@ -1,0 +1,159 @@
+"""The comparison's plots (matplotlib, Agg backend: no display needed).
+
+* ``loss_curves.png`` — validation (left) and training (right) loss against step, per variant at its
+  best learning rate: the mean over seeds, with a band from the lowest to the highest seed;
+* ``loss_vs_lr.png`` — final validation loss (capped at the loss at init) against learning rate, per
+  variant: mean over seeds with a min–max bar; a cross marks an LR where at least one seed diverged;
+* ``grad_norm_init.png`` — the gradient norm of each block at step 0 (``stability/grad_norm/block_XX``),
+  per variant, averaged over its runs; not drawn when no run logged those scalars.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from andrea_lab.sweep.suite import format_lr  # noqa: E402
+
+_BLOCK_RE = re.compile(r"^block_(\d+)$")
+
+
+def _seed_band(curves: Sequence[list[tuple[int, float]]]) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Steps present in every curve, with the mean, min and max over curves (non-finite values as NaN)."""
+    if not curves:
+        return [], [], [], []
+    maps = [dict(curve) for curve in curves]
+    steps = sorted(set.intersection(*(set(m) for m in maps)))
+    means, lows, highs = [], [], []
+    for step in steps:
+        values = [m[step] for m in maps]
+        if all(math.isfinite(v) for v in values):
+            means.append(sum(values) / len(values))
+            lows.append(min(values))
+            highs.append(max(values))
+        else:
+            means.append(math.nan)
+            lows.append(math.nan)
+            highs.append(math.nan)
+    return steps, means, lows, highs
+
+
+def _smooth(curve: list[tuple[int, float]], weight: float = 0.8) -> list[tuple[int, float]]:
+    """Exponential moving average (TensorBoard's smoothing), restarted after a non-finite value."""
+    out, last = [], None
+    for step, value in curve:
+        if not math.isfinite(value):
+            out.append((step, value))
+            last = None
+            continue
+        last = value if last is None else weight * last + (1 - weight) * value
+        out.append((step, last))
+    return out
+
+
+def plot_loss_curves(summaries, path: Path) -> Path:
+    fig, (ax_val, ax_train) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for index, s in enumerate(summaries):
+        if s.best_lr is None:
+            continue
+        runs = s.cells[s.best_lr].runs
+        color = f"C{index % 10}"
+        label = f"{s.variant} (lr {format_lr(s.best_lr)}, {len(runs)} seed{'s' if len(runs) != 1 else ''})"
+        for ax, curves in ((ax_val, [r.val_curve for r in runs]),
+                           (ax_train, [_smooth(r.train_curve) for r in runs])):
+            steps, mean, low, high = _seed_band([c for c in curves if c])
+            if not steps:
+                continue
+            ax.plot(steps, mean, color=color, label=label, marker="o" if ax is ax_val else None, markersize=3)
+            if len(runs) > 1:
+                ax.fill_between(steps, low, high, color=color, alpha=0.2, linewidth=0)
+    ax_val.set(title="validation loss at each variant's best LR", xlabel="step", ylabel="loss (nats)")
+    ax_train.set(title="training loss (EMA 0.8) at each variant's best LR", xlabel="step", ylabel="loss (nats)")
+    for ax in (ax_val, ax_train):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.suptitle("mean over seeds; band: lowest to highest seed")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_loss_vs_lr(summaries, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    inits = []
+    for index, s in enumerate(summaries):
+        if not s.cells:
+            continue
+        color = f"C{index % 10}"
+        lrs = s.lrs
+        means = [s.cells[lr].mean for lr in lrs]
+        lows = [m - min(s.cells[lr].capped) for m, lr in zip(means, lrs)]
+        highs = [max(s.cells[lr].capped) - m for m, lr in zip(means, lrs)]
+        ax.errorbar(lrs, means, yerr=[lows, highs], color=color, marker="o", capsize=3, label=s.variant)
+        diverged = [(lr, s.cells[lr].mean) for lr in lrs if s.cells[lr].diverged]
+        if diverged:
+            ax.scatter(*zip(*diverged), marker="x", s=80, color=color, zorder=3)
+        inits += [r.loss_at_init for lr in lrs for r in s.cells[lr].runs if r.loss_at_init is not None]
+    if inits:
+        ax.axhline(sum(inits) / len(inits), color="grey", linestyle="--", linewidth=1, label="loss at init")
+    ax.set_xscale("log")
+    ax.set(title="final val loss vs learning rate (x: a seed diverged; capped at the loss at init)",
+           xlabel="learning rate", ylabel="final val loss (nats)")
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def init_grad_norms_by_block(runs) -> dict[int, float]:
+    """Mean over runs of ``stability/grad_norm/block_XX`` at step 0, by block index."""
+    values: dict[int, list[float]] = defaultdict(list)
+    for run in runs:
+        for name, value in run.init_grad_norms.items():
+            match = _BLOCK_RE.match(name)
+            if match and math.isfinite(value):
+                values[int(match.group(1))].append(value)
+    return {block: sum(v) / len(v) for block, v in sorted(values.items())}
+
+
+def plot_init_grad_norms(summaries, path: Path) -> Optional[Path]:
+    """Gradient norm by block at initialisation; None (nothing written) when no run logged it."""
+    series = []
+    for index, s in enumerate(summaries):
+        runs = [r for cell in s.cells.values() for r in cell.runs]
+        by_block = init_grad_norms_by_block(runs)
+        embeddings = [r.init_grad_norms["embeddings"] for r in runs if "embeddings" in r.init_grad_norms]
+        if by_block:
+            series.append((index, s.variant, by_block, embeddings))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, variant, by_block, embeddings in series:
+        color = f"C{index % 10}"
+        ax.plot(list(by_block), list(by_block.values()), marker="o", color=color, label=variant)
+        if embeddings:
+            ax.scatter([-1], [sum(embeddings) / len(embeddings)], marker="s", color=color)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title="gradient norm by block at step 0 (square at -1: embeddings)", xlabel="block",
+           ylabel="gradient norm")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,126 @@
+"""`andrea sweep SUITE.yaml`: run every variant x learning rate x seed of a suite, resumably.
+
+Each run is ``python -m andrea_lab.cli fit --config BASE <overrides>`` in its own directory
+``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` with ``seed_everything`` and ``data.seed`` set to the
+seed, so every variant sees the same batches at the same seed (a paired comparison). Finished runs are
+skipped; unfinished directories are moved aside and rerun. A failed run does not stop the sweep; the exit
+status is 1 if any run failed. See docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+
+import yaml
+
+from andrea_lab.sweep.plan import plan_sweep, run_state, suite_runs_dir
+from andrea_lab.sweep.suite import SuiteError, check_overrides, format_lr, load_suite, parse_cli_list
+
+EXIT_FAILED_RUNS = 1
+EXIT_USAGE = 2
+EXIT_STOPPED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="andrea sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", help="the suite YAML (see experiments/suites/)")
+    parser.add_argument("--lrs", help="comma-separated learning rates instead of the suite's, e.g. 1e-3,3e-3")
+    parser.add_argument("--seeds", help="comma-separated seeds instead of the suite's, e.g. 0,1")
+    parser.add_argument("--variants", help="comma-separated variant names: run only these")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra common override for every run (repeatable), e.g. "
+                             "--set data.corpus=/data/fineweb_train_000001.bin; the value is read as YAML")
+    parser.add_argument("--jobs", "-j", type=int, default=None,
+                        help="fits run at once (default 1, or one per --gpus entry)")
+    parser.add_argument("--gpus", help="comma-separated CUDA device ids; each parallel fit gets one "
+                                       "(CUDA_VISIBLE_DEVICES), e.g. 0,1,2,3")
+    parser.add_argument("--runs-dir", default="runs",
+                        help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan (and what would be skipped or rerun) without running anything")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip parsing every variant's command before the sweep starts (saves ~10 s)")
+    return parser
+
+
+def parse_sets(items: list[str]) -> dict:
+    """``["a.b=1", "c=x"]`` -> ``{"a.b": 1, "c": "x"}`` (values read as YAML), checked like common overrides."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SuiteError(f"--set {item!r}: expected KEY=VALUE, e.g. --set trainer.max_steps=100")
+        try:
+            overrides[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            overrides[key.strip()] = value
+    return check_overrides(overrides, "--set")
+
+
+def _error(message: str) -> int:
+    print(f"andrea sweep: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        suite = load_suite(args.suite)
+        if args.set:
+            suite = dataclasses.replace(suite, common={**suite.common, **parse_sets(args.set)})
+        lrs = parse_cli_list(args.lrs, "lrs") if args.lrs is not None else None
+        seeds = parse_cli_list(args.seeds, "seeds") if args.seeds is not None else None
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
+        specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants)
+    except SuiteError as exc:
+        return _error(str(exc))
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
+    jobs = args.jobs if args.jobs is not None else (len(gpus) if gpus else 1)
+    if jobs < 1:
+        return _error(f"--jobs must be at least 1, got {jobs}")
+
+    directory = suite_runs_dir(args.runs_dir, suite)
+    grid_lrs = sorted({s.lr for s in specs})
+    grid_seeds = sorted({s.seed for s in specs})
+    print(f"suite {suite.name} ({suite.path}): {len({s.variant for s in specs})} variants x {len(grid_lrs)} LRs "
+          f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
+          f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}", flush=True)
+
+    if not args.no_check:
+        from andrea_lab.sweep.preflight import check_variants
+
+        print("checking every variant's command line ...", flush=True)
+        problems = check_variants(specs)
+        if problems:
+            for problem in problems:
+                print(f"andrea sweep: error: {suite.path.name}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+
+    if args.dry_run:
+        for spec in specs:
+            state = run_state(spec.run_dir)
+            action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
+                      "failed": "move aside (failed) and rerun",
+                      "interrupted": "move aside (interrupted) and rerun"}[state]
+            print(f"{spec.counter} {spec.label}: {action}\n    {shlex.join(spec.command)}")
+        return 0
+
+    from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
+
+    try:
+        with SweepLock(directory) as lock:
+            runner = Runner(specs, jobs=jobs, gpus=gpus)
+            outcomes = runner.run(lock_fd=lock.fd)
+    except SweepLockedError as exc:
+        return _error(str(exc))
+    report(outcomes)
+    if runner.stopping:
+        return EXIT_STOPPED
+    if any(outcome.failed for outcome in outcomes):
+        return EXIT_FAILED_RUNS
+    print(f"compare them with: andrea compare {directory}")
+    return 0

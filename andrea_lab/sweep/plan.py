@@ -1,0 +1,159 @@
+"""Planning a sweep: every (seed, learning rate, variant) combination, its directory and its command.
+
+Runs land in ``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` (the TensorBoard logger's
+``save_dir``/``name``/``version``), so a directory says what it holds and is the same every time the
+suite is planned; that is what makes a sweep resumable. Order: seeds outermost, then learning rates,
+then variants, so that an interrupted sweep already holds complete single-seed comparisons.
+
+A run directory is in one of these states (:func:`run_state`):
+
+* ``new`` — it does not exist;
+* ``finished`` / ``diverged`` — done: ``summary.json`` says so (written by the StabilityMonitor at the
+  end of a fit), or, without a summary, the sweep's ``sweep-done.json`` marker is there (written only
+  after the fit exited 0);
+* ``failed`` — the fit exited non-zero (``sweep-failed.json``); it is moved aside and run again;
+* ``interrupted`` — anything else (a fit killed midway, or ``summary.json`` status ``interrupted``);
+  it is moved aside to ``<dir>.interrupted-<timestamp>`` (never deleted) and run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from andrea_lab.sweep.suite import Suite, SuiteError, format_lr, override_args, run_version
+
+START_MARKER = "sweep-run.json"
+DONE_MARKER = "sweep-done.json"
+FAILED_MARKER = "sweep-failed.json"
+LOG_FILE = "sweep.log"
+SUMMARY_FILE = "summary.json"
+LOCK_FILE = ".sweep.lock"
+DONE_STATES = ("finished", "diverged")
+ASIDE_TAGS = (".interrupted-", ".failed-")
+
+TENSORBOARD_LOGGER = "lightning.pytorch.loggers.TensorBoardLogger"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: what it trains, where it goes and the command that does it."""
+
+    index: int
+    total: int
+    suite: str
+    variant: str
+    lr: float
+    seed: int
+    run_dir: Path
+    command: tuple[str, ...]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    variant_index: int = 0  # the variant's position in the suite (keeps tables in suite order)
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant} lr={format_lr(self.lr)} seed={self.seed}"
+
+    @property
+    def counter(self) -> str:
+        width = len(str(self.total))
+        return f"[{self.index:>{width}}/{self.total}]"
+
+
+def suite_runs_dir(runs_dir: str | Path, suite: Suite) -> Path:
+    return Path(runs_dir) / suite.name
+
+
+def fit_command(suite: Suite, variant_overrides: dict[str, Any], lr: float, seed: int, save_dir: Path,
+                variant: str, python: str = sys.executable) -> list[str]:
+    """``python -m andrea_lab.cli fit --config BASE`` + common + variant overrides + what the sweep owns."""
+    return [
+        python, "-m", "andrea_lab.cli", "fit", "--config", str(suite.base),
+        *override_args(suite.common),
+        *override_args(variant_overrides),
+        "--model.lr", repr(float(lr)),
+        "--seed_everything", str(seed),
+        "--data.seed", str(seed),
+        "--trainer.logger.class_path", TENSORBOARD_LOGGER,
+        "--trainer.logger.init_args.save_dir", str(save_dir),
+        "--trainer.logger.init_args.name", variant,
+        "--trainer.logger.init_args.version", run_version(lr, seed),
+        "--trainer.logger.init_args.default_hp_metric", "false",
+    ]
+
+
+def plan_sweep(suite: Suite, runs_dir: str | Path, lrs: Optional[Sequence[float]] = None,
+               seeds: Optional[Sequence[int]] = None, variants: Optional[Sequence[str]] = None,
+               python: str = sys.executable) -> list[RunSpec]:
+    """Every combination of the suite (or of the grids given instead), in run order."""
+    lrs = tuple(suite.lrs if lrs is None else lrs)
+    seeds = tuple(suite.seeds if seeds is None else seeds)
+    chosen = suite.variants if variants is None else tuple(suite.variant(name) for name in variants)
+    if not lrs or not seeds or not chosen:
+        raise SuiteError(f"{suite.path}: nothing to run (lrs: {list(lrs)}, seeds: {list(seeds)}, "
+                         f"variants: {[v.name for v in chosen]})")
+    save_dir = suite_runs_dir(runs_dir, suite).resolve()
+    combos = [(seed, lr, variant) for seed in seeds for lr in lrs for variant in chosen]
+    position = {variant.name: number for number, variant in enumerate(suite.variants)}
+    specs = []
+    for index, (seed, lr, variant) in enumerate(combos, start=1):
+        specs.append(RunSpec(
+            index=index, total=len(combos), suite=suite.name, variant=variant.name, lr=float(lr), seed=seed,
+            run_dir=save_dir / variant.name / run_version(lr, seed),
+            command=tuple(fit_command(suite, variant.overrides, lr, seed, save_dir, variant.name, python)),
+            overrides={**suite.common, **variant.overrides}, variant_index=position[variant.name],
+        ))
+    return specs
+
+
+# ------------------------------------------------------------------ run directories
+
+
+def read_json(path: Path) -> Optional[dict]:
+    """A JSON object from a file, or None if it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_state(run_dir: Path) -> str:
+    """``new``, ``finished``, ``diverged``, ``failed`` or ``interrupted`` (see the module docstring)."""
+    if not run_dir.exists():
+        return "new"
+    summary = read_json(run_dir / SUMMARY_FILE)
+    if summary is not None:
+        status = summary.get("status")
+        if status in DONE_STATES:
+            return status
+        if status == "interrupted":
+            return "interrupted"
+    done = read_json(run_dir / DONE_MARKER)
+    if done is not None:
+        return done.get("status") if done.get("status") in DONE_STATES else "finished"
+    if (run_dir / FAILED_MARKER).exists():
+        return "failed"
+    return "interrupted"
+
+
+def move_aside(run_dir: Path, reason: str) -> Path:
+    """Rename an unfinished run directory to ``<dir>.<reason>-<timestamp>`` (never deleted)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = run_dir.with_name(f"{run_dir.name}.{reason}-{stamp}")
+    counter = 1
+    while target.exists():
+        target = run_dir.with_name(f"{run_dir.name}.{reason}-{stamp}-{counter}")
+        counter += 1
+    os.rename(run_dir, target)
+    return target
+
+
+def is_aside(path: Path) -> bool:
+    """A run directory moved aside by the sweep (ignored by ``andrea compare``)."""
+    return any(tag in path.name for tag in ASIDE_TAGS)

@@ -1,0 +1,274 @@
+"""Suite files: which base config, which variants, which learning rates and seeds.
+
+A suite is a small YAML file::
+
+    name: norm_placement            # optional; default: the file name without .yaml
+    description: pre vs post-norm, each with and without warmup
+    base: ../cpu-base.yaml          # the experiment config every run starts from (relative to this file)
+    common:                         # optional dotted overrides applied to every run
+      trainer.max_steps: 250
+    lrs: [1.0e-3, 3.0e-3, 1.0e-2]   # the learning-rate grid (model.lr)
+    seeds: [0, 1]                   # seed_everything and data.seed of each run
+    variants:
+      - name: pre
+        overrides: {model.config.norm_placement: pre}
+      - name: post-nowarmup
+        overrides: {model.config.norm_placement: post, model.warmup_steps: 0}
+
+Every run is ``andrea fit --config BASE`` followed by the common overrides, then the variant's, then
+the keys the sweep itself owns (``model.lr``, ``seed_everything``, ``data.seed`` and the logger's
+``save_dir``/``name``/``version``), which a suite may therefore not set. :func:`load_suite` checks all
+of this and raises :class:`SuiteError` naming the offending key or value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import yaml
+
+SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants")
+REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
+VARIANT_KEYS = ("name", "description", "overrides")
+
+#: Override keys the sweep sets itself, and what to use instead.
+RESERVED_KEYS = {
+    "model.lr": "the learning rate comes from the suite's lrs: (or --lrs)",
+    "seed_everything": "the seed comes from the suite's seeds: (or --seeds)",
+    "data.seed": "the data seed is the run's seed, so every variant sees the same batches",
+    "trainer.logger": "the sweep chooses each run's directory (--runs-dir)",
+    "config": "the base config is the suite's base:",
+}
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class SuiteError(ValueError):
+    """An invalid suite file or grid; the message names the file and the offending key or value."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: Path
+    base: Path
+    variants: tuple[Variant, ...]
+    lrs: tuple[float, ...]
+    seeds: tuple[int, ...]
+    common: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise SuiteError(f"{self.path}: no variant named {name!r}; variants: "
+                         f"{', '.join(v.name for v in self.variants)}")
+
+
+# ------------------------------------------------------------------ values
+
+
+def format_lr(lr: float) -> str:
+    """A learning rate as a short, exact-enough label: 0.003 -> '3e-3', 0.0015 -> '1.5e-3', 1.0 -> '1e0'."""
+    mantissa, exponent = f"{lr:.6e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def run_version(lr: float, seed: int) -> str:
+    """The directory name of one run inside its variant's directory: ``lr3e-3-seed0``."""
+    return f"lr{format_lr(lr)}-seed{seed}"
+
+
+_VERSION_RE = re.compile(r"^lr(?P<lr>[0-9.]+e-?[0-9]+)-seed(?P<seed>[0-9]+)$")
+
+
+def parse_run_version(name: str) -> Optional[tuple[float, int]]:
+    """``(lr, seed)`` from a directory name written by :func:`run_version`, else None."""
+    match = _VERSION_RE.match(name)
+    if not match:
+        return None
+    return float(match["lr"]), int(match["seed"])
+
+
+def cli_value(value: Any) -> str:
+    """An override value as LightningCLI reads it on the command line (it parses values as YAML)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (int, str)):
+        return str(value)
+    return json.dumps(value)
+
+
+def override_args(overrides: dict[str, Any]) -> list[str]:
+    """``{"a.b": 1}`` -> ``["--a.b", "1"]``, in the mapping's order."""
+    args: list[str] = []
+    for key, value in overrides.items():
+        args += [f"--{key}", cli_value(value)]
+    return args
+
+
+def parse_lr(value: Any, where: str) -> float:
+    """A learning rate from YAML or the command line (PyYAML reads ``1e-3`` as a string)."""
+    if isinstance(value, bool):
+        raise SuiteError(f"{where}: {value!r} is not a learning rate")
+    try:
+        lr = float(value)
+    except (TypeError, ValueError):
+        raise SuiteError(f"{where}: {value!r} is not a number") from None
+    if not (math.isfinite(lr) and lr > 0):
+        raise SuiteError(f"{where}: learning rate {value!r} must be a finite number > 0")
+    return lr
+
+
+def parse_seed(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise SuiteError(f"{where}: {value!r} is not a seed")
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        value = int(value)
+    if not isinstance(value, int) or value < 0:
+        raise SuiteError(f"{where}: seed {value!r} must be an integer >= 0")
+    return value
+
+
+def parse_grid(values: Iterable[Any], kind: str, where: str, label: Optional[str] = None) -> tuple:
+    """A non-empty grid of learning rates (``kind='lrs'``) or seeds without repeats."""
+    values = list(values)
+    if not values:
+        raise SuiteError(f"{where}: {kind} is an empty grid; give at least one value")
+    parse = parse_lr if kind == "lrs" else parse_seed
+    grid = [parse(value, label or f"{where}: {kind}") for value in values]
+    labels = [format_lr(v) if kind == "lrs" else str(v) for v in grid]
+    for index, label in enumerate(labels):
+        if label in labels[:index]:
+            raise SuiteError(f"{where}: {kind} lists {values[index]!r} twice"
+                             + (f" (as {label})" if kind == "lrs" else ""))
+    return tuple(grid)
+
+
+def parse_cli_list(text: str, kind: str) -> tuple:
+    """``--lrs 1e-3,3e-3`` / ``--seeds 0,1``."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    return parse_grid(items, kind, f"--{kind}", label=f"--{kind}")
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _unknown_key_message(where: str, key: Any, valid: Iterable[str]) -> str:
+    valid = list(valid)
+    close = difflib.get_close_matches(str(key), valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
+
+
+def check_overrides(overrides: Any, where: str) -> dict[str, Any]:
+    """Dotted keys only, none of them owned by the sweep."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise SuiteError(f"{where} must be a mapping of dotted keys to values "
+                         f"(e.g. {{model.config.norm_placement: post}}), got {overrides!r}")
+    for key in overrides:
+        if not isinstance(key, str) or not _KEY_RE.match(key):
+            raise SuiteError(f"{where}: {key!r} is not a dotted config key such as model.config.n_layer")
+        for reserved, why in RESERVED_KEYS.items():
+            if key == reserved or key.startswith(reserved + "."):
+                raise SuiteError(f"{where}: {key!r} is set by the sweep for every run ({why})")
+    return dict(overrides)
+
+
+def _check_name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise SuiteError(f"{where}: {value!r} is not a valid name (letters, digits and _ . + -, "
+                         "starting with a letter or digit; it becomes a directory name)")
+    if value == "compare":
+        raise SuiteError(f"{where}: 'compare' is reserved (it is where `andrea compare` writes by default)")
+    if ".interrupted-" in value or ".failed-" in value:
+        raise SuiteError(f"{where}: {value!r} may not contain '.interrupted-' or '.failed-' (reserved for "
+                         "run directories moved aside)")
+    return value
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SuiteError(f"suite file {str(path)!r} does not exist")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SuiteError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(document, dict):
+        raise SuiteError(f"{path}: a suite must be a mapping with keys {', '.join(SUITE_KEYS)}")
+    where = str(path)
+    for key in document:
+        if key not in SUITE_KEYS:
+            raise SuiteError(_unknown_key_message(where, key, SUITE_KEYS))
+    for key in REQUIRED_SUITE_KEYS:
+        if key not in document:
+            raise SuiteError(f"{where}: missing required key {key!r}")
+
+    name = _check_name(document.get("name", path.stem.replace(" ", "_")), f"{where}: name")
+
+    base_value = document["base"]
+    if not isinstance(base_value, str) or not base_value:
+        raise SuiteError(f"{where}: base must be the path of an experiment YAML, got {base_value!r}")
+    base = (path.parent / base_value).resolve()
+    if not base.is_file():
+        raise SuiteError(f"{where}: base config {base_value!r} does not exist (looked for {base})")
+
+    for key in ("lrs", "seeds"):
+        if not isinstance(document[key], list):
+            raise SuiteError(f"{where}: {key} must be a list, got {document[key]!r}")
+    lrs = parse_grid(document["lrs"], "lrs", where)
+    seeds = parse_grid(document["seeds"], "seeds", where)
+    common = check_overrides(document.get("common"), f"{where}: common")
+
+    raw_variants = document["variants"]
+    if not isinstance(raw_variants, list):
+        raise SuiteError(f"{where}: variants must be a list of {{name: ..., overrides: {{...}}}}, "
+                         f"got {raw_variants!r}")
+    if not raw_variants:
+        raise SuiteError(f"{where}: variants is empty; list at least one")
+    variants: list[Variant] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(raw_variants, start=1):
+        label = f"{where}: variant {number}"
+        if not isinstance(raw, dict):
+            raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
+        for key in raw:
+            if key not in VARIANT_KEYS:
+                raise SuiteError(_unknown_key_message(label, key, VARIANT_KEYS))
+        if "name" not in raw:
+            raise SuiteError(f"{label} has no name")
+        variant_name = _check_name(raw["name"], f"{label}: name")
+        if variant_name in seen:
+            raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
+                             f"(variants {seen[variant_name]} and {number})")
+        seen[variant_name] = number
+        overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
+        description = raw.get("description") or ""
+        variants.append(Variant(variant_name, overrides, str(description)))
+
+    return Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
+                 common=common, description=str(document.get("description") or ""))
