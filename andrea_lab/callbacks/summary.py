@@ -267,7 +267,11 @@ class RunSummary(L.Callback):
         self.summary = summary
         if not trainer.is_global_zero:
             return
-        self.path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+        # The logger's own log_dir, not trainer.log_dir: that one is a collective broadcast, which
+        # would wait forever for the other DDP ranks (they never reach this line).
+        logger = trainer.logger
+        log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None) or trainer.default_root_dir
+        self.path = Path(log_dir) / self.filename
         write_json_atomic(self.path, summary)
         if self.hparams and not self._hparams_logged:
             self._log_hparams(trainer, summary)

@@ -7,9 +7,15 @@ from andrea_lab.registry import list_plugins, resolve
 from andrea_lab_example.activations import SquaredReLU
 
 
+def target(cls: type) -> str:
+    # Compared by import path, not identity: a test session may re-import the package from another
+    # install (the suite installs it into a temporary directory too).
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 def test_registered_and_selectable_by_name():
-    assert resolve("activation", "squared_relu") is SquaredReLU
-    assert resolve("activation", "andrea-lab-example:squared_relu") is SquaredReLU
+    assert target(resolve("activation", "squared_relu")) == target(SquaredReLU)
+    assert target(resolve("activation", "andrea-lab-example:squared_relu")) == target(SquaredReLU)
     (info,) = [p for p in list_plugins("activation") if p.name == "squared_relu"]
     assert (info.distribution, info.error) == ("andrea-lab-example", None)
     assert "relu" in info.description.lower()

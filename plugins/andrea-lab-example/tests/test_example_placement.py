@@ -11,7 +11,9 @@ from andrea_lab_example.placements import SandwichNorm
 
 
 def test_registered_and_keeps_the_final_norm():
-    assert resolve("norm_placement", "sandwich") is SandwichNorm
+    # Compared by import path, not identity: a test session may re-import the package from another install.
+    found = resolve("norm_placement", "sandwich")
+    assert f"{found.__module__}:{found.__qualname__}" == "andrea_lab_example.placements:SandwichNorm"
     assert SandwichNorm.final_norm is True
 
 
