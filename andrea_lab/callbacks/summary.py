@@ -114,7 +114,7 @@ class RunSummary(L.Callback):
 
     Args:
         enabled: Set false to write nothing.
-        filename: Name of the summary file in the run directory (``trainer.log_dir``).
+        filename: Name of the summary file in the run directory (the logger's ``log_dir``).
         hparams: Also log the results as TensorBoard hparams metrics (``hparams/...``) with the model
             config, learning rate and seeds as the hyperparameters.
         val_metric: The logged validation loss to track.

@@ -10,6 +10,7 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import nn
+from torch.utils.data import DataLoader
 
 from andrea_lab.config import preset
 from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
@@ -42,6 +43,28 @@ class NormNoResidual(NormPlacement):
         return self.norm(self.sublayer(x))
 
 
+class NoisyPreNorm(NormPlacement):
+    """Pre-norm that draws from the global RNG on every call, in eval mode too (adds 0·noise): a
+    probe that did not isolate the RNG would shift every later random draw of the run."""
+
+    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
+                 bias: bool = True):
+        super().__init__(d_model, sublayer, backend, eps, bias)
+        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.sublayer(self.norm(x)) + 0.0 * torch.randn_like(x)
+
+
+class GlobalRNGValLoader(AndreaDataModule):
+    """AndreaDataModule whose validation loader has no generator of its own, so that creating an iterator
+    over it draws from the global torch RNG (as a plain ``DataLoader`` does)."""
+
+    def val_dataloader(self) -> DataLoader:
+        loader = super().val_dataloader()
+        return DataLoader(loader.dataset, batch_size=self.batch_size, shuffle=False)
+
+
 class LossRecorder(L.Callback):
     """Every training batch's loss, as a Python float (for comparing two runs exactly)."""
 
@@ -56,18 +79,20 @@ def micro_module(lr: float = 3e-3, warmup_steps: int = 2, **config: Any) -> Andr
     return AndreaLM(config=preset("andrea-micro", **{"block_size": 32, **config}), lr=lr, warmup_steps=warmup_steps)
 
 
-def micro_datamodule(corpus: Path, block_size: int = 32, batch_size: int = 4) -> AndreaDataModule:
-    return AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=block_size,
+def micro_datamodule(corpus: Path, block_size: int = 32, batch_size: int = 4,
+                     cls: type = AndreaDataModule) -> AndreaDataModule:
+    return cls(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=block_size,
                             batch_size=batch_size, max_val_batches=2)
 
 
 def fit(tmp_path: Path, corpus: Path, callbacks: list[L.Callback], max_steps: int = 6, seed: int = 7,
         module: Optional[L.LightningModule] = None, logger: bool = True, val_check_interval: Optional[int] = None,
-        name: str = "run", **trainer_kwargs: Any) -> L.Trainer:
+        name: str = "run", datamodule_cls: type = AndreaDataModule, **trainer_kwargs: Any) -> L.Trainer:
     """A seeded in-process fit of the micro model on ``corpus`` (byte tokenizer, 32-token windows)."""
     L.seed_everything(seed, verbose=False)
     module = module if module is not None else micro_module()
-    datamodule = micro_datamodule(corpus, block_size=module.config.block_size if hasattr(module, "config") else 32)
+    datamodule = micro_datamodule(corpus, block_size=module.config.block_size if hasattr(module, "config") else 32,
+                                  cls=datamodule_cls)
     trainer = L.Trainer(
         accelerator="cpu", devices=1, max_steps=max_steps, callbacks=callbacks,
         logger=TensorBoardLogger(str(tmp_path), name=name, default_hp_metric=False) if logger else False,

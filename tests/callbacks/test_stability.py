@@ -17,7 +17,7 @@ from andrea_lab.config import preset
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
 from andrea_lab.module import AndreaLM
-from stability_helpers import LossRecorder, fit, micro_module
+from stability_helpers import GlobalRNGValLoader, LossRecorder, fit, micro_module
 
 
 def micro(seed: int = 0, **overrides) -> Andrea:
@@ -61,6 +61,25 @@ def test_embedding_gradient_vanishes_without_residuals_at_init():
     # The profile across depth: without residuals the gradient shrinks towards the input.
     assert without["grad_norm/block_00"] < 1e-2 * without["grad_norm/block_01"]
     assert with_residual["grad_norm/block_00"] > 0.1 * with_residual["grad_norm/block_01"]
+
+
+def test_tied_embedding_gradient_is_split_into_input_and_head_shares():
+    """The token matrix is both the input embedding and the output head. Untying a copy of the model (same
+    weights, same forward) gives each role its own parameter: the tied model's grad_norm/embeddings and
+    grad_norm/head must equal the untied model's plain parameter gradients of the two roles."""
+    x, y = batch()
+    tied = micro()
+    untied = micro()
+    untied.lm_head.weight = torch.nn.Parameter(untied.token_embed.weight.detach().clone())
+    values = measure_probe(tied, x, y)
+    _, loss = untied.eval()(x, y)
+    loss.backward()
+    embeddings = math.hypot(untied.token_embed.weight.grad.norm().item(), untied.position_embed.weight.grad.norm().item())
+    head = math.sqrt(untied.lm_head.weight.grad.norm().item() ** 2
+                     + sum(p.grad.norm().item() ** 2 for p in untied.final_norm.parameters()))
+    assert values["grad_norm/embeddings"] == pytest.approx(embeddings, rel=1e-4)
+    assert values["grad_norm/head"] == pytest.approx(head, rel=1e-4)
+    assert measure_probe(untied, x, y)["grad_norm/embeddings"] == pytest.approx(embeddings, rel=1e-4)
 
 
 def test_layer_norm_without_the_add_keeps_the_embedding_gradient_at_init():
@@ -133,7 +152,7 @@ def test_delta_ratio_and_stream_rms_are_measured_at_the_wrappers():
 
 
 def test_probe_leaves_grads_mode_and_rng_untouched():
-    model = micro(dropout=0.1).train()
+    model = micro(dropout=0.1, norm_placement="stability_helpers:NoisyPreNorm").train()  # draws RNG in eval too
     for p in model.parameters():
         p.grad = torch.full_like(p, 0.25)
     grads_before = [p.grad for p in model.parameters()]
@@ -154,15 +173,17 @@ def test_unigram_loss_from_a_token_sample():
 # ------------------------------------------------------------- in a fit
 
 def test_monitor_does_not_change_training(tmp_path, text_corpus):
-    """Dropout on, so that any RNG draw by the monitor (e.g. iterating the validation loader for the probe
-    batch) would change the masks; probes at steps 0, 2, 4, 6 with their backward passes."""
+    """Dropout on, and a validation loader that draws from the global RNG when iterated, so that any RNG
+    draw by the monitor (e.g. fetching the probe batch) would change the masks; probes at steps 0, 2, 4, 6
+    with their backward passes."""
     def run(with_monitor: bool):
         recorder = LossRecorder()
         monitor = StabilityMonitor(interval=2, flush_every=3)
         callbacks = [recorder] + ([monitor] if with_monitor else [])
         torch.manual_seed(0)
         module = micro_module(dropout=0.1)
-        fit(tmp_path, text_corpus, callbacks, max_steps=8, module=module, logger=False, name=str(with_monitor))
+        fit(tmp_path, text_corpus, callbacks, max_steps=8, module=module, logger=False, name=str(with_monitor),
+            datamodule_cls=GlobalRNGValLoader)
         return recorder.losses, monitor, module
 
     plain, _, plain_module = run(False)
