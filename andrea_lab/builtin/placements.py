@@ -49,7 +49,7 @@ class PostNorm(NormPlacement):
         return normed
 
 
-class NoResidual(NormPlacement):
+class NoResidual(PreNorm):
     """Pre-norm with the residual add removed: ``f(LN(x))``; the final LayerNorm is kept.
 
     An ablation, not a model to train for real: it is the ``pre`` wiring minus the skip connection,
@@ -60,11 +60,6 @@ class NoResidual(NormPlacement):
 
     description = "f(LN(x)); pre-norm without the residual add (ablation); final LayerNorm"
     final_norm = True
-
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True):
-        super().__init__(d_model, sublayer, backend, eps, bias)
-        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.sublayer(self.norm(x))
