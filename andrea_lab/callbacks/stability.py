@@ -102,12 +102,12 @@ def sample_unigram_loss(tokens: Any, vocab_size: int, max_tokens: int = 1_000_00
 
 
 def _train_token_stream(datamodule: Any) -> Any:
-    """The training token stream of a data module, if it exposes one (AndreaDataModule keeps it in ``_train``)."""
-    for name in ("train_token_stream", "train_stream", "_train"):
-        stream = getattr(datamodule, name, None)
-        if stream is not None and not isinstance(stream, (int, float)) and hasattr(stream, "__len__"):
-            return stream
-    return None
+    """The training token stream of a data module, if it exposes one (``AndreaDataModule.train_token_stream``)."""
+    try:
+        stream = getattr(datamodule, "train_token_stream", None)
+    except RuntimeError:  # not set up yet
+        return None
+    return stream if stream is not None and hasattr(stream, "__len__") else None
 
 
 class _ProbeHooks:

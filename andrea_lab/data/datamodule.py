@@ -212,6 +212,11 @@ class AndreaDataModule(L.LightningDataModule):
         return None if tokenizer is None else tokenizers_lib.eot_id(tokenizer)
 
     @property
+    def train_token_stream(self) -> MappedTokens:
+        """The training tokens themselves (memory-mapped), e.g. for the unigram entropy of the data."""
+        return self._require(self._train)
+
+    @property
     def train_tokens(self) -> int:
         """Number of training tokens (after setup)."""
         return len(self._require(self._train))
