@@ -1,0 +1,146 @@
+"""benchmarks/throughput.py: the FLOP formula against hand arithmetic, the optimizer parity of the
+variants, and a 2-step smoke run of the whole benchmark writing its JSON. No wall-clock assertions."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_lab.config import preset
+from andrea_lab.model import Andrea
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "throughput.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("andrea_throughput_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+tp = _load()
+
+
+def test_flops_per_token_of_andrea_micro_by_hand():
+    # andrea-micro: vocab 257, d 64, 2 layers, 2 heads, block 64, MLP 4x = 256, biases.
+    d, L, V, T, h = 64, 2, 257, 64, 256
+    layer_norms = 2 * (2 * d)                  # gain + bias, two per block
+    attention = (d * 3 * d + 3 * d) + (d * d + d)
+    mlp = (d * h + h) + (h * d + d)
+    blocks = L * (layer_norms + attention + mlp)
+    assert blocks == 99_968
+    N = V * d + blocks + 2 * d                 # tied embedding once + blocks + final LayerNorm; no positions
+    assert N == 116_544
+    expected = 6 * N + 12 * L * d * T          # PaLM: 6N + 12·L·H·Q·T with H·Q = d
+    assert expected == 797_568
+
+    fl = tp.flops_per_token(preset("andrea-micro"), 64)
+    assert fl["N"] == N
+    assert fl["dense"] == 6 * N
+    assert fl["attention"] == 12 * L * d * T
+    assert fl["total"] == expected
+
+
+def test_flops_per_token_of_andrea_120m_by_hand():
+    # The spec: 92,331,264 parameters stored; the position table (1024 x 768) is not in N.
+    fl = tp.flops_per_token(preset("andrea-120m"))
+    assert fl["parameters"]["total"] == 92_331_264
+    assert fl["N"] == 92_331_264 - 1024 * 768 == 91_544_832
+    assert fl["total"] == 6 * 91_544_832 + 12 * 12 * 768 * 1024 == 662_515_200
+    # The attention term follows the sequence length actually trained on.
+    assert tp.flops_per_token(preset("andrea-120m"), 256)["attention"] == 12 * 12 * 768 * 256
+
+
+@pytest.mark.parametrize("changes", [{}, {"activation": "swiglu"}, {"norm_placement": "post"},
+                                     {"bias": False}, {"activation": "relu", "mlp_ratio": 2.0}])
+def test_parameter_counts_match_the_model(changes):
+    config = preset("andrea-micro", **changes)
+    counts = tp.parameter_counts(config)
+    assert counts["total"] == Andrea(config).num_parameters()
+    assert counts["position_embedding"] == config.block_size * config.d_model
+
+
+def test_bare_loop_optimizer_is_andrea_lms():
+    """(c) gets its AdamW from adamw_like_andrea; it must be what AndreaLM.configure_optimizers builds."""
+    from andrea_lab.module import AndreaLM
+
+    config = preset("andrea-micro")
+    lm = AndreaLM(config=config, decay_steps=10, **tp.ADAMW_HPARAMS)
+    theirs = lm.configure_optimizers()
+    ours, scheduler = tp.adamw_like_andrea(lm.model, torch.device("cpu"), decay_steps=10)
+    reference = theirs["optimizer"]
+    assert len(ours.param_groups) == len(reference.param_groups)
+    for mine, ref in zip(ours.param_groups, reference.param_groups):
+        assert [id(p) for p in mine["params"]] == [id(p) for p in ref["params"]]
+        for key in ("lr", "betas", "eps", "weight_decay", "fused", "foreach", "amsgrad", "maximize"):
+            assert mine[key] == ref[key], key
+    ref_scheduler = theirs["lr_scheduler"]["scheduler"]
+    assert [f(s) for f in scheduler.lr_lambdas for s in range(12)] == \
+           [f(s) for f in ref_scheduler.lr_lambdas for s in range(12)]
+
+
+def test_hf_gpt2_has_andreas_shape():
+    pytest.importorskip("transformers", reason="transformers is not installed: (c) HF GPT-2 is skipped "
+                                               "(pip install -e '.[bench]')")
+    config = preset("andrea-micro")
+    model = tp.hf_gpt2(config)
+    assert sum(p.numel() for p in model.parameters()) == Andrea(config).num_parameters()
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert model.config._attn_implementation == "sdpa"
+    assert model.config.n_positions == config.block_size
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny ops; also spares a shared machine
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--preset", "andrea-micro", "--batch-size", "2", "--block-size", "32",
+         "--steps", "2", "--warmup", "1", "--rounds", "1", "--ablations", "a-nocheck", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "(a)/(b) Lightning / bare" in proc.stdout
+    report = json.loads(out.read_text())
+
+    machine = report["machine"]
+    for key in ("cpu_model", "cpu_count", "torch", "device", "device_name", "date", "load_average_start",
+                "load_average_end", "torch_threads"):
+        assert key in machine, key
+    assert len(machine["load_average_start"]) == 3
+
+    fl = report["flops_per_token"]
+    assert fl["total"] == 6 * fl["N"] + 12 * 2 * 64 * 32 and "6*N" in fl["formula"]
+    assert report["tokens_per_step"] == 2 * 32
+    assert report["matmul_peak"]["flops_per_s"] > 0 and report["matmul_peak"]["dtype"] == "float32"
+
+    figures = ("tokens_per_s", "ms_per_step", "peak_memory_bytes", "mfu", "data_wait_fraction",
+               "cpu_ms_per_step", "mfu_cpu_time", "step_ms", "data_wait_ms", "rounds")
+    hf_available = importlib.util.find_spec("transformers") is not None
+    measured = ["lightning", "bare", "a-nocheck"] + (["hf"] if hf_available else [])
+    for name in measured:
+        variant = report["variants"][name]
+        for key in figures:
+            assert key in variant, (name, key)
+        assert len(variant["step_ms"]) == 2
+        assert variant["tokens_per_s"] > 0 and variant["mfu"] > 0
+        assert 0 <= variant["data_wait_fraction"] < 1
+        assert variant["peak_memory_bytes"] >= 0
+    assert report["ratios"]["lightning_over_bare"]["pooled_median"] > 0
+    assert report["ratios"]["ablations"]["a-nocheck"]["pooled_median"] > 0
+    if hf_available:
+        assert report["ratios"]["bare_over_hf"]["pooled_median"] > 0
+    else:
+        assert "transformers" in report["variants"]["hf"]["skipped"]
+        assert report["ratios"]["bare_over_hf"] is None
+    assert isinstance(report["targets"], list)
