@@ -1063,6 +1063,8 @@ def run(settings: BenchSettings, echo: Callable[[str], None] = print) -> dict:
     device = torch.device(settings.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available here")
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # CUDA events and the peak matmul go to the current device
     _quiet()
     _import_everything()
     machine = machine_info(device)
@@ -1121,9 +1123,10 @@ def run(settings: BenchSettings, echo: Callable[[str], None] = print) -> dict:
                         references.setdefault(host, []).append(result)
                     else:
                         results[name].append(result)
-                echo(f"round {r + 1}/{settings.rounds} " + ", ".join(
-                    f"{name} {statistics.median(res.step_s) * 1e3:.1f}" for name, res in out.items())
-                    + f" ms/step (load {_fmt_load(next(iter(out.values())).load_average)})")
+                if out:
+                    echo(f"round {r + 1}/{settings.rounds} " + ", ".join(
+                        f"{name} {statistics.median(res.step_s) * 1e3:.1f}" for name, res in out.items())
+                        + f" ms/step (load {_fmt_load(os.getloadavg())})")
         peaks.append(measure_matmul_peak(device, dtype))
         if settings.schedule == "steps" and settings.memory_pass:
             short = replace(settings, warmup=1, steps=1)
