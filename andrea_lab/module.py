@@ -95,6 +95,10 @@ class AndreaLM(L.LightningModule):
                                    "compile": compile})
         self.config = config
         self.model = Andrea(config)
+        # Which parameters get weight decay is decided here, on the original shapes: under FSDP,
+        # configure_optimizers sees flattened 1-D shards, and p.dim() would turn decay off for all.
+        for parameter in self.model.parameters():
+            parameter._andrea_decay = parameter.dim() >= 2
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity()
         self.skipped_steps = 0
@@ -223,8 +227,8 @@ class AndreaLM(L.LightningModule):
                               "checkpoint, or start a new fit without ckpt_path")
 
     def configure_optimizers(self):
-        decay = [p for p in self.model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        decay = [p for p in self.model.parameters() if getattr(p, "_andrea_decay", p.dim() >= 2)]
+        no_decay = [p for p in self.model.parameters() if not getattr(p, "_andrea_decay", p.dim() >= 2)]
         optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": self.hparams.weight_decay},
              {"params": no_decay, "weight_decay": 0.0}],

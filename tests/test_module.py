@@ -32,6 +32,17 @@ def test_weight_decay_only_on_matrices():
     assert sum(p.numel() for g in (decayed, plain) for p in g["params"]) == module.model.num_parameters()
 
 
+def test_weight_decay_groups_survive_flattened_parameters():
+    # What FSDP does to parameters before configure_optimizers: every one becomes a 1-D view.
+    module = AndreaLM(config=preset("andrea-micro"))
+    module.trainer = L.Trainer(max_steps=10, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    matrices = sum(p.numel() for p in module.model.parameters() if p.dim() >= 2)
+    for p in module.model.parameters():
+        p.data = p.data.reshape(-1)
+    decayed, _ = module.configure_optimizers()["optimizer"].param_groups
+    assert sum(p.numel() for p in decayed["params"]) == matrices
+
+
 @pytest.mark.parametrize("kwargs,fragment", [
     ({"lr": 0.0}, "lr must be a finite number > 0"),
     ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
