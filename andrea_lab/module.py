@@ -103,6 +103,9 @@ class AndreaLM(L.LightningModule):
         self.val_perplexity = Perplexity()
         self.skipped_steps = 0
         self._last_train_loss: torch.Tensor | None = None
+        #: This optimizer step's global gradient norm before clipping (a device tensor), or None on a
+        #: micro-batch that does not step; the stability monitor reads it instead of recomputing it.
+        self.last_grad_norm: torch.Tensor | None = None
 
     @staticmethod
     def _check_training_args(lr, warmup_steps, decay_steps, min_lr_ratio, weight_decay, betas, eps) -> None:
@@ -131,6 +134,7 @@ class AndreaLM(L.LightningModule):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
+        self.last_grad_norm = None
         _, loss = self.model(x, y)
         self._last_train_loss = loss.detach()
         self.log("train/loss", loss, prog_bar=True)
@@ -144,6 +148,7 @@ class AndreaLM(L.LightningModule):
         if not grads:
             return
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        self.last_grad_norm = norm.detach()
         self.log("train/grad_norm", norm)
         loss = self._last_train_loss if self._last_train_loss is not None else norm
         # One host sync per step; the progress bar already reads the loss every step anyway.

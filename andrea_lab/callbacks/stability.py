@@ -372,8 +372,8 @@ class StabilityMonitor(L.Callback):
             self._batch_loss = loss.detach().float() * trainer.accumulate_grad_batches
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
-        if not self.enabled:
-            return
+        if not self.enabled or hasattr(pl_module, "last_grad_norm"):
+            return  # AndreaLM computes this norm in its own hook (run after this one): read it at batch end
         # Called after backward and before gradient clipping: the raw global norm, kept on the device.
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
@@ -383,6 +383,8 @@ class StabilityMonitor(L.Callback):
                            batch_idx: int) -> None:
         if not self.enabled:
             return
+        if hasattr(pl_module, "last_grad_norm"):
+            self._batch_grad_norm = pl_module.last_grad_norm
         self._push_batch()
         if self._snapshot is not None and trainer.global_step > self._snapshot[0]:
             self._log_update_ratios(trainer, pl_module)
