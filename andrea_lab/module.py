@@ -10,7 +10,7 @@ import math
 import random
 import warnings
 from dataclasses import asdict
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from torchmetrics.text import Perplexity
 from andrea_lab.config import AndreaConfig, ConfigError
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
+from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
 
 
 def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> float:
@@ -46,6 +47,21 @@ def _numpy_state_from_torch(state: tuple) -> tuple:
     return name, keys.numpy().astype(np.uint32), position, has_gauss, cached_gaussian
 
 
+def fused_adamw(param_groups: list[dict], fused: bool = True, **hparams) -> torch.optim.AdamW:
+    """AdamW with the fused kernel wherever torch has one (CUDA, CPU, ...), else (or with
+    ``fused=False``) torch's default implementation.
+
+    Fused is one kernel per step instead of several per parameter group (GPU) and no slower on the
+    CPU (docs/performance.md); it also takes the device-side skip flag ``found_inf`` that keeps the
+    non-finite check free of host syncs (andrea_lab/nonfinite.py)."""
+    if not fused:
+        return torch.optim.AdamW(param_groups, **hparams)
+    try:
+        return torch.optim.AdamW(param_groups, fused=True, **hparams)
+    except RuntimeError:  # a device or dtype without the fused kernel
+        return torch.optim.AdamW(param_groups, **hparams)
+
+
 class AndreaLM(L.LightningModule):
     """Train ANDREA: AdamW (decay on matrices only), linear warmup then cosine decay.
 
@@ -60,9 +76,16 @@ class AndreaLM(L.LightningModule):
         eps: AdamW epsilon.
         on_nonfinite: What to do when the loss or gradient norm is NaN/inf: ``stop`` (raise
             DivergenceError; the last good checkpoint is kept) or ``skip`` (drop that step's update).
+            Such an update is never applied; the host checks every ``trainer.log_every_n_steps``
+            steps and before each checkpoint (no per-step sync, see ``andrea_lab/nonfinite.py``), so
+            ``stop`` ends the run up to that many steps after the first non-finite step.
         max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
         compile: Compile the model with ``torch.compile`` (in place, so checkpoint keys do not change).
     """
+
+    #: Use the fused AdamW kernel where torch has one (a class attribute so benchmarks and tests can
+    #: measure the alternative; not a config key, since it changes speed, not results).
+    use_fused_adamw: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -102,6 +125,7 @@ class AndreaLM(L.LightningModule):
         self.val_loss = MeanMetric()
         self.val_perplexity = Perplexity()
         self.skipped_steps = 0
+        self._nonfinite = NonFiniteTally()
         self._last_train_loss: torch.Tensor | None = None
         #: This optimizer step's global gradient norm before clipping (a device tensor), or None on a
         #: micro-batch that does not step; the stability monitor reads it instead of recomputing it.
@@ -138,9 +162,16 @@ class AndreaLM(L.LightningModule):
         _, loss = self.model(x, y)
         self._last_train_loss = loss.detach()
         self.log("train/loss", loss, prog_bar=True)
-        self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
-        self.log("train/tokens", float((self.global_step + 1) * x.numel() * self.trainer.world_size))
+        if self._logger_writes_now():
+            self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
+            self.log("train/tokens", float((self.global_step + 1) * x.numel() * self.trainer.world_size))
         return loss
+
+    def _logger_writes_now(self) -> bool:
+        """Whether the logger keeps this step's values. Each ``self.log`` costs host time (~0.9 ms on
+        a 2-core CPU, docs/performance.md) and the logger drops all but every ``log_every_n_steps``-th
+        value, so the per-step scalars other than the loss are only logged when they are kept."""
+        return (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Called after backward and before clipping: this is the raw gradient norm.
@@ -149,29 +180,58 @@ class AndreaLM(L.LightningModule):
             return
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         self.last_grad_norm = norm.detach()
-        self.log("train/grad_norm", norm)
+        if self._logger_writes_now():
+            self.log("train/grad_norm", norm)
+        if self._grad_scaler() is not None:
+            return  # fp16: GradScaler skips overflowing steps itself; they are routine, not divergence
         loss = self._last_train_loss if self._last_train_loss is not None else norm
-        # One host sync per step; the progress bar already reads the loss every step anyway.
-        if not bool(torch.isfinite(norm) & torch.isfinite(loss)):
-            self._handle_nonfinite(optimizer, float(loss), float(norm))
+        bad = ~(torch.isfinite(norm) & torch.isfinite(loss))
+        self._nonfinite.record(bad, self.global_step, loss, norm)
+        if takes_found_inf(optimizer):
+            optimizer.found_inf = bad.float()  # the fused step skips itself on the device: no sync
+        elif bool(bad):  # any other optimizer: read now, while the update can still be dropped
+            self._check_nonfinite(optimizer)
 
-    def _handle_nonfinite(self, optimizer: torch.optim.Optimizer, loss: float, norm: float) -> None:
-        step = self.global_step
-        checkpoint = getattr(self.trainer.checkpoint_callback, "last_model_path", "") or "none written yet"
-        if self.hparams.on_nonfinite == "skip" and self.skipped_steps < self.hparams.max_skipped_steps:
-            self.skipped_steps += 1
-            optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        if self.global_step % max(1, self.trainer.log_every_n_steps) == 0:
+            self._check_nonfinite()
+
+    def on_train_end(self) -> None:
+        self._check_nonfinite()
+
+    def _grad_scaler(self):
+        return getattr(self.trainer.precision_plugin, "scaler", None)
+
+    def _check_nonfinite(self, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
+        """Read the device-side tally of non-finite steps and apply ``on_nonfinite`` to them.
+
+        With a fused optimizer those steps' updates were already skipped on the device; otherwise
+        ``optimizer`` is given and this step's update is dropped here by clearing the gradients."""
+        found = self._nonfinite.collect()
+        if found is None:
+            return
+        where = (f"step {found.first_step}" if found.count == 1
+                 else f"{found.count} steps from step {found.first_step}")
+        first = f"loss {found.loss}, gradient norm {found.grad_norm}"
+        if self.hparams.on_nonfinite == "skip" and self.skipped_steps + found.count <= self.hparams.max_skipped_steps:
+            self.skipped_steps += found.count
+            if optimizer is not None:
+                optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
             self.log("train/skipped_steps", float(self.skipped_steps))
-            warnings.warn(f"step {step}: non-finite loss {loss} / gradient norm {norm}; update skipped "
+            warnings.warn(f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
                           f"({self.skipped_steps} of at most {self.hparams.max_skipped_steps})", RuntimeWarning)
             return
+        checkpoint = getattr(self.trainer.checkpoint_callback, "last_model_path", "") or "none written yet"
         reason = (f"more than max_skipped_steps={self.hparams.max_skipped_steps} non-finite steps"
                   if self.hparams.on_nonfinite == "skip" else "on_nonfinite=stop")
-        raise DivergenceError(f"training diverged at step {step}: loss {loss}, gradient norm {norm} "
-                              f"({reason}). The last good checkpoint is kept: {checkpoint}. Try a lower "
-                              f"model.lr, more model.warmup_steps, or trainer.gradient_clip_val.")
+        raise DivergenceError(f"training diverged at step {found.first_step}: {first} ({reason}). Non-finite "
+                              f"updates are never applied; the last good checkpoint is kept: {checkpoint}. "
+                              f"Try a lower model.lr, more model.warmup_steps, or trainer.gradient_clip_val.")
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # A pending non-finite step is settled first: "stop" must raise before a checkpoint is written.
+        if self._trainer is not None:
+            self._check_nonfinite()
         # Dropout masks and any sampling depend on the RNGs: save them so a resumed run continues
         # exactly as an uninterrupted one would.
         checkpoint["rng_states"] = {
@@ -234,11 +294,10 @@ class AndreaLM(L.LightningModule):
     def configure_optimizers(self):
         decay = [p for p in self.model.parameters() if getattr(p, "_andrea_decay", p.dim() >= 2)]
         no_decay = [p for p in self.model.parameters() if not getattr(p, "_andrea_decay", p.dim() >= 2)]
-        optimizer = torch.optim.AdamW(
+        optimizer = fused_adamw(
             [{"params": decay, "weight_decay": self.hparams.weight_decay},
              {"params": no_decay, "weight_decay": 0.0}],
-            lr=self.hparams.lr, betas=self.hparams.betas, eps=self.hparams.eps,
-            fused=self.device.type == "cuda" or None,
+            lr=self.hparams.lr, betas=self.hparams.betas, eps=self.hparams.eps, fused=self.use_fused_adamw,
         )
         decay_steps = self.hparams.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -3,7 +3,7 @@
     python benchmarks/throughput.py --preset andrea-tiny
     python benchmarks/throughput.py --preset andrea-small --batch-size 2 --block-size 256 --json small.json
     python benchmarks/throughput.py --preset andrea-120m --device cuda --precision bf16-mixed --compile
-    python benchmarks/throughput.py --preset andrea-tiny --threads 1 --ablations a-lean,c-gelu   # shared CPU
+    python benchmarks/throughput.py --preset andrea-tiny --threads 1 --ablations a-nocheck,c-gelu   # shared CPU
 
 One run trains the same model, on the same batches, with the same optimizer and precision, three ways:
 
@@ -105,12 +105,11 @@ ABLATIONS = {
     "a-nocheck": ("lightning", "(a) without AndreaLM's grad-norm + non-finite check (no host sync)"),
     "a-nolog": ("lightning", "(a) without any self.log in the training step"),
     "a-progbar": ("lightning", "(a) with Lightning's TQDM progress bar (andrea fit's default)"),
-    "a-lean": ("lightning", "(a) logging lr/tokens/grad_norm only on the logger's steps (recommended)"),
     "a-cli": ("lightning", "(a) as andrea fit runs it: + StabilityMonitor, RunSummary and the progress bar"),
     "a-nologger": ("lightning", "(a) with logger=False (self.log still collects, nothing is written)"),
-    "a-fused": ("lightning", "(a) with AdamW(fused=True) on every device"),
+    "a-unfused": ("lightning", "(a) with the unfused (foreach) AdamW and so a per-step non-finite host check"),
     "a-workers": ("lightning", "(a) with DataLoader num_workers=1 (+ persistent workers)"),
-    "b-fused": ("bare", "(b) with AdamW(fused=True) on every device"),
+    "b-unfused": ("bare", "(b) with the unfused (foreach) AdamW"),
     "b-copy": ("bare", "(b) again, unchanged: an A/A control of the method's noise and position bias"),
     "c-gelu": ("hf", "(c) with activation_function='gelu_pytorch_tanh' (fused GELU kernel)"),
 }
@@ -124,10 +123,9 @@ SHORT_LABELS = {
     "a-progbar": "(a) + progress bar",
     "a-nologger": "(a) - TensorBoard logger",
     "a-cli": "(a) + andrea fit's callbacks, progress bar",
-    "a-lean": "(a) logging only on logger steps",
-    "a-fused": "(a) + AdamW(fused=True)",
+    "a-unfused": "(a) with foreach AdamW",
     "a-workers": "(a) + num_workers=1",
-    "b-fused": "(b) + AdamW(fused=True)",
+    "b-unfused": "(b) with foreach AdamW",
     "b-copy": "(b) again (A/A control)",
     "c-gelu": "(c) + gelu_pytorch_tanh",
 }
@@ -508,53 +506,24 @@ def _ablation_module_class(variant: str, base: type) -> type:
             def log(self, *args, **kwargs):  # the grad-norm log in on_before_optimizer_step too
                 return None
         return NoLog
-    if variant == "a-lean":
-        class Lean(base):  # type: ignore[misc, valid-type]
-            """AndreaLM as docs/performance.md recommends: train/lr, train/tokens and train/grad_norm
-            are logged only on the steps the logger writes; the loss every step, the check every step."""
-
-            def _logger_writes_now(self) -> bool:
-                return (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0
-
-            def training_step(self, batch, batch_idx):
-                x, y = batch
-                _, loss = self.model(x, y)
-                self._last_train_loss = loss.detach()
-                self.log("train/loss", loss, prog_bar=True)
-                if self._logger_writes_now():
-                    self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
-                    self.log("train/tokens", float((self.global_step + 1) * x.numel() * self.trainer.world_size))
-                return loss
-
-            def log(self, name, value, *args, **kwargs):
-                if name == "train/grad_norm" and not self._logger_writes_now():
-                    return None
-                return super().log(name, value, *args, **kwargs)
-        return Lean
-    if variant in ("a-fused",):
-        class Fused(base):  # type: ignore[misc, valid-type]
-            def configure_optimizers(self):
-                spec = super().configure_optimizers()
-                spec["optimizer"].defaults["fused"] = True
-                for group in spec["optimizer"].param_groups:
-                    group["fused"], group["foreach"] = True, False
-                return spec
-        return Fused
+    if variant == "a-unfused":
+        class Unfused(base):  # type: ignore[misc, valid-type]
+            use_fused_adamw = False
+        return Unfused
     return base
 
 
-def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps: int, fused: bool | None = None):
+def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps: int, fused: bool = True):
     """What ``AndreaLM.configure_optimizers`` builds, for any model: AdamW with weight decay on the
-    parameters of dim >= 2 only, fused on CUDA, and the warmup + cosine LambdaLR."""
-    from andrea_lab.module import warmup_cosine
+    parameters of dim >= 2 only, fused wherever torch has the kernel, and the warmup + cosine LambdaLR."""
+    from andrea_lab.module import fused_adamw, warmup_cosine
 
     hp = ADAMW_HPARAMS
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
+    optimizer = fused_adamw(
         [{"params": decay, "weight_decay": hp["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=hp["lr"], betas=hp["betas"], eps=hp["eps"],
-        fused=(device.type == "cuda" or None) if fused is None else fused,
+        lr=hp["lr"], betas=hp["betas"], eps=hp["eps"], fused=fused,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_cosine(step, hp["warmup_steps"], decay_steps, hp["min_lr_ratio"]))
@@ -623,8 +592,8 @@ class BareRunner:
         if _kind(variant) == "bare":
             lm = andrea_lm(config, settings).to(device)  # for its configure_optimizers: the same AdamW
             model = lm.model
-            if variant == "b-fused":
-                self.optimizer, self.scheduler = adamw_like_andrea(model, device, total, fused=True)
+            if variant == "b-unfused":
+                self.optimizer, self.scheduler = adamw_like_andrea(model, device, total, fused=False)
             else:
                 spec = lm.configure_optimizers()
                 self.optimizer, self.scheduler = spec["optimizer"], spec["lr_scheduler"]["scheduler"]

@@ -30,7 +30,9 @@ def test_stop_policy_ends_with_a_message_and_distinct_status(tmp_path, text_corp
 @pytest.mark.slow
 def test_skip_policy_skips_up_to_the_limit_then_stops(tmp_path, text_corpus, capsys):
     with pytest.warns(RuntimeWarning, match="update skipped"):
-        status = fit(tmp_path, text_corpus, "--model.on_nonfinite", "skip", "--model.max_skipped_steps", "3")
+        # Checked every step (log_every_n_steps 1): three skipped steps warn, the fourth stops the run.
+        status = fit(tmp_path, text_corpus, "--model.on_nonfinite", "skip", "--model.max_skipped_steps", "3",
+                     "--trainer.log_every_n_steps", "1")
     err = capsys.readouterr().err
     assert status == DIVERGED_EXIT_STATUS
     assert "more than max_skipped_steps=3 non-finite steps" in err

@@ -1,0 +1,133 @@
+"""Non-finite steps are caught without a per-step host sync, and their updates are never applied."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from andrea_lab.config import preset
+from andrea_lab.data import AndreaDataModule
+from andrea_lab.errors import DivergenceError
+from andrea_lab.module import AndreaLM, fused_adamw
+from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
+
+NAN = float("nan")
+
+
+def test_tally_counts_bad_steps_and_keeps_the_first():
+    tally = NonFiniteTally()
+    for step, loss, norm in [(0, 2.0, 1.0), (1, NAN, 3.0), (2, 2.5, math.inf), (3, 2.0, 1.0)]:
+        loss, norm = torch.tensor(loss), torch.tensor(norm)
+        tally.record(~(torch.isfinite(loss) & torch.isfinite(norm)), step, loss, norm)
+    found = tally.collect()
+    assert (found.count, found.first_step, found.grad_norm) == (2, 1, 3.0) and math.isnan(found.loss)
+    assert tally.collect() is None, "collect resets the tally"
+
+
+def test_tally_of_finite_steps_reports_nothing():
+    tally = NonFiniteTally()
+    assert tally.collect() is None
+    tally.record(torch.tensor(False), 0, torch.tensor(1.0), torch.tensor(1.0))
+    assert tally.collect() is None
+
+
+def test_fused_adamw_takes_the_skip_flag_and_skips_on_the_device():
+    weight = torch.nn.Parameter(torch.ones(8))
+    optimizer = fused_adamw([{"params": [weight], "weight_decay": 0.1}], lr=0.1)
+    assert takes_found_inf(optimizer)
+    assert not takes_found_inf(torch.optim.AdamW([weight], foreach=True))
+    weight.grad = torch.full((8,), NAN)
+    optimizer.found_inf = torch.ones(())
+    optimizer.step()
+    state = optimizer.state[weight]
+    assert torch.equal(weight.detach(), torch.ones(8)), "the flagged update was applied"
+    assert torch.isfinite(state["exp_avg"]).all() and int(state["step"]) == 0
+    weight.grad, optimizer.found_inf = torch.ones(8), torch.zeros(())
+    optimizer.step()
+    assert not torch.equal(weight.detach(), torch.ones(8)) and int(optimizer.state[weight]["step"]) == 1
+
+
+class NaNAtStep(AndreaLM):
+    """AndreaLM whose loss (and so its gradients) is NaN at ``bad_steps``."""
+
+    def __init__(self, bad_steps=(3,), **kwargs):
+        super().__init__(config=preset("andrea-micro", block_size=32), lr=1e-3, warmup_steps=0, **kwargs)
+        self.bad_steps = set(bad_steps)
+        self.steps_seen: list[int] = []
+
+    def training_step(self, batch, batch_idx):
+        self.steps_seen.append(self.global_step)
+        loss = super().training_step(batch, batch_idx)
+        return loss * NAN if self.global_step in self.bad_steps else loss
+
+
+def run(tmp_path, corpus, module, max_steps=12, log_every=5):
+    L.seed_everything(0, verbose=False)
+    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32,
+                            batch_size=4, max_val_batches=1)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, log_every_n_steps=log_every,
+                        logger=TensorBoardLogger(str(tmp_path), name="run", default_hp_metric=False),
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=1, num_sanity_val_steps=0, val_check_interval=max_steps,
+                        check_val_every_n_epoch=None, gradient_clip_val=1.0)
+    trainer.fit(module, datamodule=data)
+    return trainer
+
+
+def all_finite(module):
+    return all(torch.isfinite(p).all() for p in module.parameters())
+
+
+def test_stop_raises_at_the_next_check_naming_the_first_bad_step_with_weights_intact(tmp_path, text_corpus):
+    module = NaNAtStep(bad_steps=(3,))
+    with pytest.raises(DivergenceError, match=r"training diverged at step 3: loss [0-9.]+, gradient norm nan") as error:
+        run(tmp_path, text_corpus, module, log_every=5)
+    assert "Non-finite updates are never applied" in str(error.value)
+    assert module.steps_seen[-1] == 4, "the host reads the tally when the logger writes (step 5), not every step"
+    assert all_finite(module), "the NaN update of step 3 reached the weights"
+
+
+def test_skip_policy_counts_deferred_steps_and_finishes(tmp_path, text_corpus):
+    module = NaNAtStep(bad_steps=(3, 6), on_nonfinite="skip", max_skipped_steps=2)
+    with pytest.warns(RuntimeWarning, match=r"at step 3 .*update skipped \(1 of at most 2\)"):
+        trainer = run(tmp_path, text_corpus, module, log_every=5)
+    assert trainer.global_step == 12 and module.skipped_steps == 2 and all_finite(module)
+
+
+def test_skip_policy_stops_past_the_limit_even_within_one_check_window(tmp_path, text_corpus):
+    module = NaNAtStep(bad_steps=(1, 2, 3), on_nonfinite="skip", max_skipped_steps=2)
+    with pytest.raises(DivergenceError, match=r"at step 1: .*more than max_skipped_steps=2"):
+        run(tmp_path, text_corpus, module, log_every=5)
+    assert all_finite(module)
+
+
+class UnfusedNaNAtStep(NaNAtStep):
+    use_fused_adamw = False  # as on a device without the fused kernel
+
+
+def test_an_optimizer_without_the_flag_is_checked_every_step(tmp_path, text_corpus):
+    module = UnfusedNaNAtStep(bad_steps=(3,))
+    with pytest.raises(DivergenceError, match="at step 3"):
+        run(tmp_path, text_corpus, module, log_every=5)
+    assert module.steps_seen[-1] == 3 and all_finite(module)
+    skipping = UnfusedNaNAtStep(bad_steps=(3,), on_nonfinite="skip")
+    with pytest.warns(RuntimeWarning, match="update skipped"):
+        run(tmp_path / "skip", text_corpus, skipping, log_every=5)
+    assert skipping.skipped_steps == 1 and all_finite(skipping)
+
+
+def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, text_corpus):
+    trainer = run(tmp_path, text_corpus, NaNAtStep(bad_steps=()), max_steps=12, log_every=5)
+    events = EventAccumulator(trainer.logger.log_dir)
+    events.Reload()
+    steps = {tag: [e.step for e in events.Scalars(tag)] for tag in ("train/loss", "train/lr", "train/grad_norm",
+                                                                  "train/tokens")}
+    assert steps["train/loss"] == [4, 9], steps
+    assert steps["train/lr"] == steps["train/grad_norm"] == steps["train/tokens"] == steps["train/loss"], steps
+    tokens = dict((e.step, e.value) for e in events.Scalars("train/tokens"))
+    assert tokens[9] == 10 * 4 * 32
