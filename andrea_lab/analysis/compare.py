@@ -39,6 +39,7 @@ VAL_TAG = "val/loss"
 TRAIN_TAG = "train/loss"
 GRAD_TAG = "train/grad_norm"
 LAYER_GRAD_PREFIX = "stability/grad_norm/"
+DELTA_RATIO_PREFIX = "stability/delta_ratio/"
 #: Run statuses that count in the statistics; the others (interrupted, failed, incomplete) are listed only.
 COUNTED_STATUSES = ("finished", "diverged", "unknown")
 #: "LRs within this many nats of the best" (a column of the table).
@@ -164,6 +165,8 @@ class RunRecord:
     val_curve: Curve = field(default_factory=list)
     train_curve: Curve = field(default_factory=list)
     init_grad_norms: dict[str, float] = field(default_factory=dict)
+    #: ‖sublayer output‖/‖stream it is added to‖ at step 0, by ``block_XX_attn`` / ``block_XX_mlp``.
+    init_delta_ratios: dict[str, float] = field(default_factory=dict)
     source: str = "events"
     order: Optional[int] = None  # the variant's position in its suite (from sweep-run.json)
 
@@ -316,14 +319,20 @@ def load_run(run_dir: str | Path, root: str | Path | None = None) -> RunRecord:
     curves = read_scalars(run_dir)
     record.val_curve = curves.get(VAL_TAG, [])
     record.train_curve = curves.get(TRAIN_TAG, [])
-    record.init_grad_norms = {tag[len(LAYER_GRAD_PREFIX):]: curve[0][1] for tag, curve in curves.items()
-                              if tag.startswith(LAYER_GRAD_PREFIX) and curve and curve[0][0] == 0}
+    record.init_grad_norms = _at_step_zero(curves, LAYER_GRAD_PREFIX)
+    record.init_delta_ratios = _at_step_zero(curves, DELTA_RATIO_PREFIX)
     _fill_from_events(record, curves)
     if summary is not None:
         _fill_from_summary(record, summary)
     elif record.status in ("finished", "unknown") and record.divergence_kind is not None:
         record.status = "diverged"
     return record
+
+
+def _at_step_zero(curves: dict[str, Curve], prefix: str) -> dict[str, float]:
+    """The step-0 values of the scalars under ``prefix``, keyed by the rest of the tag."""
+    return {tag[len(prefix):]: curve[0][1] for tag, curve in curves.items()
+            if tag.startswith(prefix) and curve and curve[0][0] == 0}
 
 
 def _fill_from_events(record: RunRecord, curves: dict[str, Curve]) -> None:
@@ -631,9 +640,70 @@ How to read this table (see docs/experiments.md):
 """
 
 
+INIT_COLUMNS = ["variant", "runs", "grad norm: embeddings", "grad norm: first block", "grad norm: last block",
+                "first / last block", "attn delta/stream: mean (max)", "MLP delta/stream: mean (max)"]
+
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+    finite = [v for v in values if _finite(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def init_profile(runs: Sequence[RunRecord]) -> dict[str, Optional[float]]:
+    """The step-0 picture of a variant, averaged over its runs (the init depends on the seed only, so
+    runs of one seed at different LRs repeat the same values): the gradient norm of the embeddings and
+    of the first and last block, and the sublayer-delta-to-stream ratios (mean and max over blocks).
+    A block whose deltas are small against the stream is near the identity at initialisation."""
+    grads: dict[str, list[float]] = defaultdict(list)
+    deltas: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        for name, value in run.init_grad_norms.items():
+            grads[name].append(value)
+        for name, value in run.init_delta_ratios.items():
+            deltas[name].append(value)
+    blocks = sorted(name for name in grads if name.startswith("block_"))
+    mean_grads = {name: _mean(values) for name, values in grads.items()}
+    first = mean_grads[blocks[0]] if blocks else None
+    last = mean_grads[blocks[-1]] if blocks else None
+    profile: dict[str, Optional[float]] = {
+        "embeddings": mean_grads.get("embeddings"), "first_block": first, "last_block": last,
+        "first_over_last": first / last if _finite(first) and _finite(last) and last else None,
+    }
+    for part in ("attn", "mlp"):
+        per_block = [m for name, values in deltas.items() if name.endswith(f"_{part}")
+                     for m in [_mean(values)] if m is not None]
+        profile[f"{part}_delta_mean"] = _mean(per_block)
+        profile[f"{part}_delta_max"] = max(per_block) if per_block else None
+    return profile
+
+
+def init_rows(summaries: Sequence[VariantSummary]) -> list[list[str]]:
+    rows = []
+    for s in summaries:
+        runs = [r for cell in s.cells.values() for r in cell.runs]
+        p = init_profile(runs)
+        if all(value is None for value in p.values()):
+            continue
+        rows.append([s.variant, str(len(runs)), fmt(p["embeddings"]), fmt(p["first_block"]), fmt(p["last_block"]),
+                     fmt(p["first_over_last"], 2),
+                     f"{fmt(p['attn_delta_mean'])} ({fmt(p['attn_delta_max'])})",
+                     f"{fmt(p['mlp_delta_mean'])} ({fmt(p['mlp_delta_max'])})"])
+    return rows
+
+
+INIT_LEGEND = """At step 0, before any update, on the StabilityMonitor's fixed probe batch, mean over the variant's runs:
+gradient norms of the embeddings and of the first and last block (their ratio shows how evenly the
+gradient reaches the depth), and ‖sublayer output‖ / ‖residual stream it is added to‖ per attention and
+MLP sublayer (mean and max over blocks): values well below 1 mean each block starts close to the identity.
+"""
+
+
 def suite_markdown(suite: str, summaries: Sequence[VariantSummary], notes: Sequence[str]) -> str:
     parts = [f"# Comparison: {suite}", "", markdown_table(SUMMARY_COLUMNS, summary_rows(summaries)), "",
              "## Per learning rate", "", markdown_table(PER_LR_COLUMNS, per_lr_rows(summaries)), ""]
+    at_init = init_rows(summaries)
+    if at_init:
+        parts += ["## At initialisation", "", markdown_table(INIT_COLUMNS, at_init), "", INIT_LEGEND]
     if notes:
         parts += ["## Notes", "", *[f"- {note}" for note in notes], ""]
     parts += [LEGEND]
@@ -672,6 +742,9 @@ def write_outputs(records: Sequence[RunRecord], out: Path) -> dict[str, dict]:
                               "scalars at step 0 (the StabilityMonitor callback logs them)")
         else:
             files["grad_norm_init"] = grad_plot
+        delta_plot = plots.plot_init_delta_ratios(summaries, directory / "delta_ratio_init.png")
+        if delta_plot is not None:
+            files["delta_ratio_init"] = delta_plot
         notes = notes + plot_notes
         markdown = suite_markdown(suite, summaries, notes)
         files["markdown"] = directory / "comparison.md"

@@ -5,7 +5,9 @@
 * ``loss_vs_lr.png`` — final validation loss (capped at the loss at init) against learning rate, per
   variant: mean over seeds with a min–max bar; a cross marks an LR where at least one seed diverged;
 * ``grad_norm_init.png`` — the gradient norm of each block at step 0 (``stability/grad_norm/block_XX``),
-  per variant, averaged over its runs; not drawn when no run logged those scalars.
+  per variant, averaged over its runs; not drawn when no run logged those scalars;
+* ``delta_ratio_init.png`` — ‖sublayer output‖/‖stream‖ of each block's attention and MLP at step 0
+  (``stability/delta_ratio/block_XX_{attn,mlp}``), per variant: how close each block starts to the identity.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from andrea_lab.sweep.suite import format_lr  # noqa: E402
 
 _BLOCK_RE = re.compile(r"^block_(\d+)$")
+_SUBLAYER_RE = re.compile(r"^block_(\d+)_(attn|mlp)$")
 
 
 def _seed_band(curves: Sequence[list[tuple[int, float]]]) -> tuple[list[int], list[float], list[float], list[float]]:
@@ -60,6 +63,23 @@ def _smooth(curve: list[tuple[int, float]], weight: float = 0.8) -> list[tuple[i
     return out
 
 
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _finish_by_block(fig, ax, path: Path, title: str, ylabel: str, legend_columns: int = 1) -> Path:
+    """The common frame of the per-block plots at init: log y, integer blocks on x, legend, save."""
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=title, xlabel="block", ylabel=ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8 if legend_columns == 1 else 7, ncol=legend_columns)
+    return _save(fig, path)
+
+
 def plot_loss_curves(summaries, path: Path) -> Path:
     fig, (ax_val, ax_train) = plt.subplots(1, 2, figsize=(12, 4.5))
     for index, s in enumerate(summaries):
@@ -83,10 +103,7 @@ def plot_loss_curves(summaries, path: Path) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.suptitle("mean over seeds; band: lowest to highest seed")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_loss_vs_lr(summaries, path: Path) -> Path:
@@ -113,10 +130,7 @@ def plot_loss_vs_lr(summaries, path: Path) -> Path:
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def init_grad_norms_by_block(runs) -> dict[int, float]:
@@ -147,13 +161,38 @@ def plot_init_grad_norms(summaries, path: Path) -> Optional[Path]:
         ax.plot(list(by_block), list(by_block.values()), marker="o", color=color, label=variant)
         if embeddings:
             ax.scatter([-1], [sum(embeddings) / len(embeddings)], marker="s", color=color)
-    ax.set_yscale("log")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(title="gradient norm by block at step 0 (square at -1: embeddings)", xlabel="block",
-           ylabel="gradient norm")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _finish_by_block(fig, ax, path, "gradient norm by block at step 0 (square at -1: embeddings)",
+                            "gradient norm")
+
+
+def init_delta_ratios_by_block(runs, part: str) -> dict[int, float]:
+    """Mean over runs of ``stability/delta_ratio/block_XX_<part>`` at step 0, by block index."""
+    values: dict[int, list[float]] = defaultdict(list)
+    for run in runs:
+        for name, value in run.init_delta_ratios.items():
+            match = _SUBLAYER_RE.match(name)
+            if match and match.group(2) == part and math.isfinite(value):
+                values[int(match.group(1))].append(value)
+    return {block: sum(v) / len(v) for block, v in sorted(values.items())}
+
+
+def plot_init_delta_ratios(summaries, path: Path) -> Optional[Path]:
+    """Sublayer delta / stream by block at initialisation, attention solid and MLP dashed; None when
+    no run logged it."""
+    series = []
+    for index, s in enumerate(summaries):
+        runs = [r for cell in s.cells.values() for r in cell.runs]
+        parts = {part: init_delta_ratios_by_block(runs, part) for part in ("attn", "mlp")}
+        if any(parts.values()):
+            series.append((index, s.variant, parts))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, variant, parts in series:
+        for part, style in (("attn", "-"), ("mlp", "--")):
+            if parts[part]:
+                ax.plot(list(parts[part]), list(parts[part].values()), style, marker="o", color=f"C{index % 10}",
+                        label=f"{variant} {part}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    return _finish_by_block(fig, ax, path, "‖sublayer output‖ / ‖stream‖ at step 0 (below 1: near the identity)",
+                            "delta / stream", legend_columns=2)

@@ -12,7 +12,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from andrea_lab.analysis.compare import (RunRecord, best_key, capped_loss, count_spikes, count_within, find_runs,
-                                         load_run, lr_sensitivity, mark_verdicts, mean_std, summarise_variant,
+                                         init_profile, load_run, lr_sensitivity, mark_verdicts, mean_std, summarise_variant,
                                          verdict)
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.sweep.plan import DONE_MARKER, FAILED_MARKER, START_MARKER
@@ -141,7 +141,7 @@ def test_verdicts_between_variants_by_hand():
 
 
 def write_run(root: Path, variant: str, lr: float, seed: int, val, train=None, grads=None, layers=None,
-              summary=None, marker=DONE_MARKER, suite="toy", name=None, index=0) -> Path:
+              summary=None, marker=DONE_MARKER, suite="toy", name=None, index=0, deltas=None) -> Path:
     run_dir = root / suite / variant / (name or run_version(lr, seed))
     run_dir.mkdir(parents=True)
     writer = SummaryWriter(str(run_dir))
@@ -151,6 +151,9 @@ def write_run(root: Path, variant: str, lr: float, seed: int, val, train=None, g
     for layer, value in (layers or {}).items():
         writer.add_scalar(f"stability/grad_norm/{layer}", value, 0)
         writer.add_scalar(f"stability/grad_norm/{layer}", value * 10, 50)
+    for sublayer, value in (deltas or {}).items():
+        writer.add_scalar(f"stability/delta_ratio/{sublayer}", value, 0)
+        writer.add_scalar(f"stability/delta_ratio/{sublayer}", value * 100, 50)  # later steps must not count
     writer.close()
     (run_dir / START_MARKER).write_text(json.dumps({"suite": suite, "variant": variant, "lr": lr, "seed": seed,
                                                      "variant_index": index}))
@@ -237,7 +240,9 @@ def test_compare_writes_markdown_csv_and_plots(toy_runs, tmp_path, capsys):
     assert compare_main([str(toy_runs), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     markdown = (out / "comparison.md").read_text()
-    rows = [line for line in markdown.splitlines() if line.startswith("| a |") or line.startswith("| b |")]
+    tables, at_init = markdown.split("## At initialisation")
+    rows = [line for line in tables.splitlines() if line.startswith("| a |") or line.startswith("| b |")]
+    assert "| a | 4 | 0.050 | 0.100 | 0.200 | 0.50 |" in at_init, "only a logged layer gradients"
     assert len(rows) == 2 + 4, "one summary row per variant, one per-LR row per variant and LR"
     assert markdown.index("| b |") < markdown.index("| a |"), "variants in suite order"
     a_row = next(line for line in rows if line.startswith("| a | 4 |"))
@@ -261,6 +266,27 @@ def test_compare_writes_markdown_csv_and_plots(toy_runs, tmp_path, capsys):
     assert "| a | 4 |" in printed and str(out / "comparison.md") in printed
 
 
+def test_the_picture_at_init_is_averaged_over_runs_by_hand(tmp_path):
+    root = tmp_path / "runs"
+    layers = {"block_00": 2.0, "block_01": 1.0, "block_02": 0.5, "embeddings": 0.25}
+    for seed, scale in ((0, 1.0), (1, 3.0)):
+        write_run(root, "pre", 1e-3, seed, curve(5.5, 3.0), layers={k: v * scale for k, v in layers.items()},
+                  deltas={"block_00_attn": 0.1 * scale, "block_01_attn": 0.3 * scale, "block_02_attn": 0.2 * scale,
+                          "block_00_mlp": 0.5, "block_01_mlp": 0.7, "block_02_mlp": 0.6})
+    runs = [load_run(path, root) for path in find_runs(root)]
+    profile = init_profile(runs)
+    assert profile["embeddings"] == pytest.approx(0.5) and profile["first_block"] == pytest.approx(4.0)
+    assert profile["last_block"] == pytest.approx(1.0) and profile["first_over_last"] == pytest.approx(4.0)
+    assert profile["attn_delta_mean"] == pytest.approx(0.4) and profile["attn_delta_max"] == pytest.approx(0.6)
+    assert profile["mlp_delta_mean"] == pytest.approx(0.6) and profile["mlp_delta_max"] == pytest.approx(0.7)
+    out = tmp_path / "out"
+    assert compare_main([str(root / "toy"), "--out", str(out)]) == 0
+    markdown = (out / "comparison.md").read_text()
+    assert "## At initialisation" in markdown
+    assert "| pre | 2 | 0.500 | 4.000 | 1.000 | 4.00 | 0.400 (0.600) | 0.600 (0.700) |" in markdown
+    assert (out / "delta_ratio_init.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_grad_norm_plot_is_skipped_with_a_note_without_layer_scalars(tmp_path):
     root = tmp_path / "runs"
     for variant in ("pre", "post"):
@@ -268,15 +294,16 @@ def test_grad_norm_plot_is_skipped_with_a_note_without_layer_scalars(tmp_path):
             write_run(root, variant, 1e-3, seed, curve(5.5, 3.0 + seed / 10))
     out = tmp_path / "out"
     assert compare_main([str(root / "toy"), "--out", str(out)]) == 0
-    assert not (out / "grad_norm_init.png").exists()
+    assert not (out / "grad_norm_init.png").exists() and not (out / "delta_ratio_init.png").exists()
     assert "gradient norm by layer at init: skipped" in (out / "comparison.md").read_text()
+    assert "## At initialisation" not in (out / "comparison.md").read_text()
     assert (out / "loss_curves.png").exists()
 
 
 def test_several_suites_get_one_directory_each(tmp_path, monkeypatch):
     from andrea_lab.analysis import plots
 
-    for name in ("plot_loss_curves", "plot_loss_vs_lr", "plot_init_grad_norms"):  # the layout is the point here
+    for name in ("plot_loss_curves", "plot_loss_vs_lr", "plot_init_grad_norms", "plot_init_delta_ratios"):
         monkeypatch.setattr(plots, name, lambda summaries, path: None)
     root = tmp_path / "runs"
     write_run(root, "pre", 1e-3, 0, curve(5.5, 3.0), suite="one")
