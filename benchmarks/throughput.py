@@ -112,6 +112,8 @@ ABLATIONS = {
     "b-unfused": ("bare", "(b) with the unfused (foreach) AdamW"),
     "b-copy": ("bare", "(b) again, unchanged: an A/A control of the method's noise and position bias"),
     "c-gelu": ("hf", "(c) with activation_function='gelu_pytorch_tanh' (fused GELU kernel)"),
+    "b-compile": ("bare", "(b) with torch.compile of the model (what model.compile=true does in (a))"),
+    "c-compile": ("hf", "(c) with torch.compile of the model"),
 }
 
 SHORT_LABELS = {
@@ -128,6 +130,8 @@ SHORT_LABELS = {
     "b-unfused": "(b) with foreach AdamW",
     "b-copy": "(b) again (A/A control)",
     "c-gelu": "(c) + gelu_pytorch_tanh",
+    "b-compile": "(b) + torch.compile",
+    "c-compile": "(c) + torch.compile",
 }
 
 #: The targets of the issue, checked against this run where they apply.
@@ -607,7 +611,7 @@ class BareRunner:
             def loss_of(x, y):  # the loss Andrea computes: cross-entropy of the fp32 logits
                 logits = model(input_ids=x, use_cache=False).logits
                 return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.reshape(-1))
-        if settings.compile:
+        if settings.compile or variant in ("b-compile", "c-compile"):
             model.compile()
         model.train()
         self.model, self.loss_of = model, loss_of
@@ -648,16 +652,20 @@ def run_bare(variant: str, settings: BenchSettings, config: AndreaConfig, device
 
 def time_nonfinite_check(model: torch.nn.Module, loss: torch.Tensor, device: torch.device, reps: int = 7) -> float:
     """Milliseconds of what ``AndreaLM.on_before_optimizer_step`` computes each step (the global grad
-    norm and one host sync on "is it finite"), timed alone on the last step's gradients; the median."""
+    norm, the non-finite flag and its device-side tally; no host sync), timed alone on the last step's
+    gradients and waited for; the median."""
+    from andrea_lab.nonfinite import NonFiniteTally
+
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     if not grads:
         return math.nan
-    times = []
-    for _ in range(reps):
+    times, tally = [], NonFiniteTally()
+    for step in range(reps):
         _sync(device)
         t0 = time.perf_counter()
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        bool(torch.isfinite(norm) & torch.isfinite(loss.detach()))
+        tally.record(~(torch.isfinite(norm) & torch.isfinite(loss.detach())), step, loss, norm)
+        _sync(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
 
