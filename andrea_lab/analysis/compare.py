@@ -691,10 +691,14 @@ def init_rows(summaries: Sequence[VariantSummary]) -> list[list[str]]:
     return rows
 
 
-INIT_LEGEND = """At step 0, before any update, on the StabilityMonitor's fixed probe batch, mean over the variant's runs:
+INIT_LEGEND = """\
+At step 0, before any update, on the StabilityMonitor's fixed probe batch, mean over the variant's runs:
 gradient norms of the embeddings and of the first and last block (their ratio shows how evenly the
-gradient reaches the depth), and ‖sublayer output‖ / ‖residual stream it is added to‖ per attention and
-MLP sublayer (mean and max over blocks): values well below 1 mean each block starts close to the identity.
+gradient reaches the depth), and delta/stream = ‖output − input‖ / ‖input‖ of each attention and MLP
+sublayer's wrapper (mean and max over blocks). For pre-norm that is the sublayer's output against the
+stream it is added to: well below 1 means the block starts close to the identity. For post-norm the
+change includes the LayerNorm after the add, which rescales the stream (by far the most at block 0,
+whose input is the small raw embedding).
 """
 
 
