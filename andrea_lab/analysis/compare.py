@@ -441,6 +441,12 @@ class VariantSummary:
     def diverged_per_lr(self) -> dict[float, tuple[int, int]]:
         return {lr: (cell.diverged, len(cell.runs)) for lr, cell in sorted(self.cells.items())}
 
+    @property
+    def diverged_everywhere(self) -> bool:
+        """Every run at every LR diverged. Its LR sensitivity is then near 0 -- every grid point is
+        equally bad -- which would otherwise read as "most robust"."""
+        return bool(self.cells) and all(k == n for k, n in self.diverged_per_lr.values())
+
 
 def summarise_variant(suite: str, variant: str, records: Sequence[RunRecord]) -> VariantSummary:
     """Reduce the runs of one variant to the numbers of the comparison table."""
@@ -513,7 +519,10 @@ def mark_verdicts(summaries: Sequence[VariantSummary]) -> None:
     best = min(scored, key=lambda s: s.best_mean)
     for s in scored:
         s.vs_best = "best" if s is best else verdict(s.best_mean, s.best_std, best.best_mean, best.best_std)
-    robust_scored = [s for s in scored if math.isfinite(s.sensitivity_mean)]
+    for s in scored:
+        if s.diverged_everywhere:
+            s.vs_most_robust = "n/a: diverged at every LR"
+    robust_scored = [s for s in scored if math.isfinite(s.sensitivity_mean) and not s.diverged_everywhere]
     if robust_scored:
         robust = min(robust_scored, key=lambda s: s.sensitivity_mean)
         for s in robust_scored:
@@ -632,7 +641,8 @@ How to read this table (see docs/experiments.md):
   is smaller than twice the seed spread (the larger of the two standard deviations over seeds).
 - **LR sensitivity** (Wortsman et al. 2023): mean over the LR grid of min(final val loss, val loss at step 0) minus its
   best value, computed per seed, mean ± std over seeds. Lower = less sensitive to the learning rate. Compare variants
-  only on the same LR grid.
+  only on the same LR grid. A variant that diverged at every LR is equally bad everywhere, so its sensitivity is
+  near 0; it is not ranked ("n/a: diverged at every LR").
 - **diverged per LR**: diverged runs / runs at each LR. **LRs within {NEAR_BEST_NATS} nat**: grid points whose mean
   capped loss is within {NEAR_BEST_NATS} nat of the best.
 - **grad norm median / max**: of the training gradient norm (before clipping), at the best LR (median over seeds of

@@ -320,6 +320,20 @@ def test_compare_errors(tmp_path, capsys):
     assert "no runs under" in capsys.readouterr().err
 
 
+def test_a_variant_that_diverged_everywhere_is_not_the_most_robust():
+    def run(variant, lr, seed, final, status="finished"):
+        return RunRecord(path=Path(f"/{variant}/{lr}/{seed}"), suite="s", variant=variant, lr=lr, seed=seed,
+                         status=status, initial_val_loss=5.5, final_val_loss=final,
+                         divergence_kind="stuck" if status == "diverged" else None)
+    good = [run("good", lr, seed, final + seed / 100) for lr, final in ((1e-3, 2.5), (1e-2, 2.9)) for seed in (0, 1)]
+    stuck = [run("stuck", lr, seed, 3.1, "diverged") for lr in (1e-3, 1e-2) for seed in (0, 1)]
+    summaries = [summarise_variant("s", "good", good), summarise_variant("s", "stuck", stuck)]
+    mark_verdicts(summaries)
+    assert summaries[1].sensitivity_mean == pytest.approx(0.0), "flat at the unigram level: no LR sensitivity"
+    assert summaries[1].vs_most_robust == "n/a: diverged at every LR"
+    assert summaries[0].vs_most_robust == "most robust"
+
+
 def test_different_lr_grids_are_flagged_once():
     from andrea_lab.analysis.compare import summarise
 
