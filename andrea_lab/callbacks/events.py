@@ -107,8 +107,13 @@ class DivergenceDetector:
         unigram_loss: Cross-entropy of the best context-free (unigram) predictor of the training data,
             in nats; None disables the stuck check.
         stuck_after: Steps before which the stuck check does not count (let warmup happen).
-        stuck_patience: Consecutive steps the smoothed loss must stay at/above the unigram level.
-        stuck_margin: Nats below the unigram loss that still count as "at" it.
+        stuck_patience: Consecutive steps the smoothed loss must stay at/above the unigram level
+            without improving.
+        stuck_margin: Nats below the unigram loss that still count as "at" it; also the improvement
+            (a fall of the smoothed loss below where the stretch began) that restarts the stretch.
+            A run still descending towards the unigram level from ln(vocab) -- a slow one, at a low
+            learning rate or a deep, narrow model -- is above that level for a while without being
+            stuck: only a plateau counts.
         stuck_decay: EMA decay used to smooth the training loss for the stuck check.
         final_margin: Nats above the best validation loss that make the final one a divergence.
     """
@@ -133,6 +138,7 @@ class DivergenceDetector:
         self.smoothed: Optional[float] = None
         self.stuck_since: Optional[int] = None
         self.stuck_steps = 0
+        self.stuck_reference: Optional[float] = None  # the smoothed loss where the stretch began
 
     @property
     def diverged(self) -> bool:
@@ -154,14 +160,15 @@ class DivergenceDetector:
             self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss)
         if self.unigram_loss is None or step < self.stuck_after:
             return None
-        if self.smoothed >= self.unigram_loss - self.stuck_margin:
-            if self.stuck_since is None:
-                self.stuck_since = int(step)
-            self.stuck_steps += 1
-            if self.stuck_steps >= self.stuck_patience:
-                return self._declare(self.stuck_since, STUCK_AT_UNIGRAM)
-        else:
-            self.stuck_since, self.stuck_steps = None, 0
+        if self.smoothed < self.unigram_loss - self.stuck_margin:
+            self.stuck_since, self.stuck_steps, self.stuck_reference = None, 0, None
+            return None
+        if self.stuck_since is None or self.smoothed < self.stuck_reference - self.stuck_margin:
+            # A new stretch at/above the unigram level, or one that is still improving: (re)start it.
+            self.stuck_since, self.stuck_steps, self.stuck_reference = int(step), 0, self.smoothed
+        self.stuck_steps += 1
+        if self.stuck_steps >= self.stuck_patience:
+            return self._declare(self.stuck_since, STUCK_AT_UNIGRAM)
         return None
 
     def nonfinite(self, step: int) -> Optional[Divergence]:
@@ -183,12 +190,15 @@ class DivergenceDetector:
 
     def state_dict(self) -> dict[str, Any]:
         return {"divergence": None if self.divergence is None else self.divergence.as_dict(),
-                "smoothed": self.smoothed, "stuck_since": self.stuck_since, "stuck_steps": self.stuck_steps}
+                "smoothed": self.smoothed, "stuck_since": self.stuck_since, "stuck_steps": self.stuck_steps,
+                "stuck_reference": self.stuck_reference}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         found = state.get("divergence")
         self.divergence = None if found is None else Divergence(found["step"], found["kind"])
         self.smoothed, self.stuck_since, self.stuck_steps = state["smoothed"], state["stuck_since"], state["stuck_steps"]
+        # Checkpoints from before the improvement rule: the stretch's start is the best reference known.
+        self.stuck_reference = state.get("stuck_reference", self.smoothed if self.stuck_since is not None else None)
 
 
 def unigram_entropy(counts) -> float:

@@ -144,7 +144,9 @@ def test_stuck_at_the_unigram_loss_is_a_divergence_from_the_start_of_the_plateau
     feed(detector, losses)
     assert detector.divergence is not None
     assert detector.divergence.kind == STUCK_AT_UNIGRAM
-    assert detector.divergence.step == 20, "the stretch starts when the check starts (stuck_after)"
+    # The check starts at stuck_after (20); the smoothed loss still settles onto the plateau for a few
+    # steps after that, and the stretch starts once it has stopped falling.
+    assert 20 <= detector.divergence.step <= 60, detector.divergence
 
 
 def test_stuck_requires_patience_consecutive_steps():
@@ -161,6 +163,17 @@ def test_a_dip_below_the_unigram_level_resets_the_patience():
     detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
     feed(detector, losses)
     assert detector.divergence is None
+
+
+def test_a_slow_run_still_descending_to_the_unigram_level_is_not_stuck():
+    # A deep, narrow model at a low learning rate (measured: the depth suite at lr 1e-3) takes ~150
+    # steps to come down from ln(257) to the unigram level: above it all along, but not on a plateau.
+    losses = [5.5 - (5.5 - UNIGRAM) * t / 150 for t in range(150)]
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=40, stuck_patience=100)
+    feed(detector, losses)
+    assert detector.divergence is None
+    feed(detector, [UNIGRAM] * 150, first_step=150)  # ...and then it does stop there
+    assert detector.divergence is not None and detector.divergence.step >= 150
 
 
 def test_a_healthy_run_that_passes_the_unigram_level_is_not_stuck():
