@@ -194,5 +194,6 @@ def plot_init_delta_ratios(summaries, path: Path) -> Optional[Path]:
                 ax.plot(list(parts[part]), list(parts[part].values()), style, marker="o", color=f"C{index % 10}",
                         label=f"{variant} {part}")
     ax.axhline(1.0, color="grey", lw=0.8)
-    return _finish_by_block(fig, ax, path, "‖sublayer output‖ / ‖stream‖ at step 0 (below 1: near the identity)",
+    return _finish_by_block(fig, ax, path,
+                            "‖output − input‖ / ‖input‖ of each sublayer at step 0 (below 1: near the identity)",
                             "delta / stream", legend_columns=2)
