@@ -109,14 +109,16 @@ def test_sweep_killed_resumed_and_compared(tmp_path, text_corpus, capsys):
     printed = capsys.readouterr().out
     out_dir = runs / "micro" / "compare"
     markdown = (out_dir / "comparison.md").read_text()
-    summary_rows = [line for line in markdown.splitlines() if line.startswith(("| pre | 2 |", "| post | 2 |"))]
+    summary_table = markdown.split("## Per learning rate")[0]
+    summary_rows = [line for line in summary_table.splitlines() if line.startswith(("| pre | 2 |", "| post | 2 |"))]
     assert len(summary_rows) == 2, markdown
+    assert "## At initialisation" in markdown, "the StabilityMonitor's step-0 probe reaches the report"
     assert "left out" not in markdown, "the run moved aside is not a run of the comparison"
     csv_lines = (out_dir / "comparison.csv").read_text().splitlines()
     assert len(csv_lines) == 3 and csv_lines[0].startswith("suite,variant,runs,best_lr")
     assert {line.split(",")[1] for line in csv_lines[1:]} == {"pre", "post"}
     assert len((out_dir / "runs.csv").read_text().splitlines()) == 1 + 4
-    for name in ("loss_curves.png", "loss_vs_lr.png"):
+    for name in ("loss_curves.png", "loss_vs_lr.png", "grad_norm_init.png", "delta_ratio_init.png"):
         assert (out_dir / name).stat().st_size > 1000
     assert (out_dir / "grad_norm_init.png").exists() or "gradient norm by layer at init: skipped" in markdown
     assert "| pre | 2 |" in printed
