@@ -217,7 +217,9 @@ class AndreaLM(L.LightningModule):
             self.skipped_steps += found.count
             if optimizer is not None:
                 optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
-            self.log("train/skipped_steps", float(self.skipped_steps))
+            # The logger directly: Lightning refuses self.log in on_train_end and the checkpoint hooks.
+            if self.logger is not None:
+                self.logger.log_metrics({"train/skipped_steps": float(self.skipped_steps)}, step=self.global_step)
             warnings.warn(f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
                           f"({self.skipped_steps} of at most {self.hparams.max_skipped_steps})", RuntimeWarning)
             return

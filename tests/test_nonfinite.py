@@ -99,6 +99,16 @@ def test_skip_policy_counts_deferred_steps_and_finishes(tmp_path, text_corpus):
     assert trainer.global_step == 12 and module.skipped_steps == 2 and all_finite(module)
 
 
+def test_a_skip_in_the_last_window_is_settled_at_the_end_of_training(tmp_path, text_corpus):
+    module = NaNAtStep(bad_steps=(10,), on_nonfinite="skip")
+    with pytest.warns(RuntimeWarning, match=r"at step 10 .*update skipped \(1 of"):
+        trainer = run(tmp_path, text_corpus, module, max_steps=12, log_every=5)  # checks at 5, 10, then the end
+    assert module.skipped_steps == 1 and all_finite(module)
+    events = EventAccumulator(trainer.logger.log_dir)
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("train/skipped_steps")] == [(12, 1.0)]
+
+
 def test_skip_policy_stops_past_the_limit_even_within_one_check_window(tmp_path, text_corpus):
     module = NaNAtStep(bad_steps=(1, 2, 3), on_nonfinite="skip", max_skipped_steps=2)
     with pytest.raises(DivergenceError, match=r"at step 1: .*more than max_skipped_steps=2"):
