@@ -1,4 +1,7 @@
-"""Constants shared by the end-to-end tests (a module with a unique name, unlike conftest)."""
+"""Constants and helpers shared by the tests (a module with a unique name, unlike conftest)."""
+
+from andrea_lab.config import preset
+from andrea_lab.module import AndreaLM
 
 #: Overrides that turn experiments/quickstart.yaml into a seconds-long CPU run on a small corpus.
 MICRO_OVERRIDES = [
@@ -8,3 +11,18 @@ MICRO_OVERRIDES = [
     "--trainer.limit_val_batches", "2", "--trainer.num_sanity_val_steps", "2",
     "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
 ]
+
+
+class NaNAtStep(AndreaLM):
+    """The micro AndreaLM (block 32, lr 1e-3, no warmup) whose loss, and so its gradients, is NaN at
+    ``bad_steps``; records the steps it trained (``steps_seen``)."""
+
+    def __init__(self, bad_steps=(3,), **kwargs):
+        super().__init__(config=preset("andrea-micro", block_size=32), lr=1e-3, warmup_steps=0, **kwargs)
+        self.bad_steps = set(bad_steps)
+        self.steps_seen: list[int] = []
+
+    def training_step(self, batch, batch_idx):
+        self.steps_seen.append(self.global_step)
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step in self.bad_steps else loss

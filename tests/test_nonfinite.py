@@ -10,11 +10,11 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from andrea_lab.config import preset
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
-from andrea_lab.module import AndreaLM, fused_adamw
+from andrea_lab.module import fused_adamw
 from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
+from andrea_testing import NaNAtStep
 
 NAN = float("nan")
 
@@ -50,20 +50,6 @@ def test_fused_adamw_takes_the_skip_flag_and_skips_on_the_device():
     weight.grad, optimizer.found_inf = torch.ones(8), torch.zeros(())
     optimizer.step()
     assert not torch.equal(weight.detach(), torch.ones(8)) and int(optimizer.state[weight]["step"]) == 1
-
-
-class NaNAtStep(AndreaLM):
-    """AndreaLM whose loss (and so its gradients) is NaN at ``bad_steps``."""
-
-    def __init__(self, bad_steps=(3,), **kwargs):
-        super().__init__(config=preset("andrea-micro", block_size=32), lr=1e-3, warmup_steps=0, **kwargs)
-        self.bad_steps = set(bad_steps)
-        self.steps_seen: list[int] = []
-
-    def training_step(self, batch, batch_idx):
-        self.steps_seen.append(self.global_step)
-        loss = super().training_step(batch, batch_idx)
-        return loss * NAN if self.global_step in self.bad_steps else loss
 
 
 def run(tmp_path, corpus, module, max_steps=12, log_every=5):

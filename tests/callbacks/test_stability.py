@@ -16,7 +16,7 @@ from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT, measure_probe,
 from andrea_lab.config import preset
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
-from andrea_lab.module import AndreaLM
+from andrea_testing import NaNAtStep
 from stability_helpers import GlobalRNGValLoader, LossRecorder, fit, micro_module
 
 
@@ -223,16 +223,8 @@ def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_cor
     assert ratio == pytest.approx(expected, rel=0.03)
 
 
-class NaNAtStep3(AndreaLM):
-    """AndreaLM whose loss is NaN at step 3 (so are that step's gradients)."""
-
-    def training_step(self, batch, batch_idx):
-        loss = super().training_step(batch, batch_idx)
-        return loss * float("nan") if self.global_step == 3 else loss
-
-
 def test_a_nonfinite_loss_that_stops_the_run_is_a_divergence(tmp_path, text_corpus):
-    module = NaNAtStep3(config=preset("andrea-micro", block_size=32), lr=1e-3, warmup_steps=0)  # on_nonfinite=stop
+    module = NaNAtStep(bad_steps=(3,))  # on_nonfinite=stop
     monitor, summary = StabilityMonitor(interval=0, flush_every=10), RunSummary()
     with pytest.raises(DivergenceError):
         fit(tmp_path, text_corpus, [monitor, summary], max_steps=20, module=module)
@@ -245,8 +237,7 @@ def test_a_nonfinite_loss_that_stops_the_run_is_a_divergence(tmp_path, text_corp
 
 
 def test_a_skipped_nonfinite_step_is_flagged_but_not_a_divergence(tmp_path, text_corpus):
-    module = NaNAtStep3(config=preset("andrea-micro", block_size=32), lr=1e-3, warmup_steps=0,
-                        on_nonfinite="skip", max_skipped_steps=5)
+    module = NaNAtStep(bad_steps=(3,), on_nonfinite="skip", max_skipped_steps=5)
     monitor, summary = StabilityMonitor(interval=0, flush_every=1), RunSummary()
     with pytest.warns(RuntimeWarning, match="update skipped"):
         trainer = fit(tmp_path, text_corpus, [monitor, summary], max_steps=6, module=module)
