@@ -9,7 +9,6 @@ a later load detect a damaged file and say so, instead of failing inside unpickl
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -19,31 +18,11 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from andrea_lab.errors import UsageError
+from andrea_lab.files import atomic_write, sha256_file
 
 
 def manifest_path(path: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(path)}.sha256.json")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def write_atomically(path: Path, write) -> None:
-    """Call ``write(file)`` on a temporary sibling, fsync it, then rename it to ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def verify_checkpoint(path: str | os.PathLike) -> None:
@@ -59,7 +38,7 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     if size != expected["bytes"]:
         raise UsageError(f"checkpoint {file} is damaged: {size} bytes, but {expected['bytes']} were written "
                          f"(truncated or overwritten); use an earlier checkpoint of the run")
-    if file_sha256(file) != expected["sha256"]:
+    if sha256_file(file) != expected["sha256"]:
         raise UsageError(f"checkpoint {file} is damaged: its sha256 differs from the one recorded when it was "
                          f"written; use an earlier checkpoint of the run")
 
@@ -70,9 +49,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, lambda file: torch.save(checkpoint, file))
-        record = {"bytes": target.stat().st_size, "sha256": file_sha256(target)}
-        write_atomically(manifest_path(target), lambda file: file.write(json.dumps(record).encode()))
+        atomic_write(target, lambda file: torch.save(checkpoint, file))
+        record = {"bytes": target.stat().st_size, "sha256": sha256_file(target)}
+        atomic_write(manifest_path(target), lambda file: file.write(json.dumps(record).encode()))
 
     def load_checkpoint(self, path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None):
         verify_checkpoint(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from andrea_lab.callbacks import RunSummary, StabilityMonitor
+from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
 
@@ -53,4 +53,5 @@ class AndreaCLI(LightningCLI):
         })
         # On by default; configured as stability.* and summary.* (docs/stability.md).
         parser.add_lightning_class_args(StabilityMonitor, "stability")
+        parser.add_lightning_class_args(HeldOutEvaluation, "heldout")
         parser.add_lightning_class_args(RunSummary, "summary")

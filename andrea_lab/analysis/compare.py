@@ -31,8 +31,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import yaml
 
-from andrea_lab.sweep.plan import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside,
-                                   read_json)
+from andrea_lab.files import read_json
+from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside
 from andrea_lab.sweep.suite import format_lr, parse_run_version
 
 VAL_TAG = "val/loss"

@@ -1,8 +1,10 @@
 """Training callbacks: :class:`StabilityMonitor` (stability metrics and events, ``stability.*`` in a YAML)
+, :class:`HeldOutEvaluation` (the end-of-fit held-out loss with its standard error, ``heldout.*``)
 and :class:`RunSummary` (``summary.json`` and hparams metrics at the end of every fit, ``summary.*``)."""
 
 from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector, unigram_entropy
+from andrea_lab.callbacks.heldout import HeldOutEvaluation
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.callbacks.summary import RunSummary
 
-__all__ = ["Divergence", "DivergenceDetector", "RunSummary", "SpikeDetector", "StabilityMonitor", "unigram_entropy"]
+__all__ = ["Divergence", "DivergenceDetector", "HeldOutEvaluation", "RunSummary", "SpikeDetector", "StabilityMonitor", "unigram_entropy"]

@@ -1,33 +1,20 @@
-"""RunSummary: at the end of every fit, ``summary.json`` in the run directory and the same figures as
-TensorBoard hparams metrics.
+"""RunSummary: at the end of every fit, ``summary.json`` in the run directory, the same figures as
+TensorBoard hparams metrics, and a few printed lines saying where the run is and what to do next.
 
-``summary.json`` is what ``andrea compare`` and ``andrea sweep`` read; its schema (version 1) is fixed:
-
-.. code-block:: text
-
-    {"schema": 1, "status": "finished" | "diverged" | "interrupted", "experiment": str|null,
-     "version": int|str|null, "initial_val_loss": float|null, "final_val_loss": float|null,
-     "best_val_loss": float|null, "best_step": int|null,
-     "divergence": {"step": int|null, "kind": "nonfinite"|"stuck_at_unigram"|"final_above_best"|null},
-     "spike_count": int, "grad_norm_max": float|null, "grad_norm_median": float|null,
-     "tokens_seen": int, "steps": int, "wall_time_s": float, "lr": float, "seed": int|null,
-     "data_seed": int|null, "unigram_loss": float|null,
-     "plugins": {kind: {"name", "distribution", "version", "target"}}, "config": {AndreaConfig fields}}
-
-The file is written atomically (a temporary file in the same directory, then ``os.replace``), also when
-the fit ends with an exception or Ctrl-C (status ``interrupted``, unless a divergence was already found).
-Divergence, spikes, gradient norms and the unigram loss come from the :class:`StabilityMonitor` of the same
-trainer (null/0 without one).
+The file's schema is :class:`andrea_lab.rundir.RunRecord` (every reader uses the same class). It is
+written atomically, also when the fit ends with an exception or Ctrl-C (status ``interrupted``, unless
+a divergence was already found). Divergence, spikes, gradient norms and the unigram loss come from the
+:class:`StabilityMonitor` of the same trainer (null/0 without one); the held-out loss and its standard
+error from the :class:`HeldOutEvaluation` callback, run here once training is over (not after an
+interruption: a Ctrl-C should end the process, not start an evaluation).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
 import re
-import tempfile
 import time
 import warnings
 from dataclasses import asdict, is_dataclass
@@ -35,25 +22,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.callbacks.events import DivergenceDetector
+from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
+from andrea_lab.rundir import RunRecord, finite_or_none, package_versions, write_record
 
-SCHEMA_VERSION = 1
-SUMMARY_FILENAME = "summary.json"
-STATUSES = ("finished", "diverged", "interrupted")
-SUMMARY_KEYS = ("schema", "status", "experiment", "version", "initial_val_loss", "final_val_loss", "best_val_loss",
-                "best_step", "divergence", "spike_count", "grad_norm_max", "grad_norm_median", "tokens_seen",
-                "steps", "wall_time_s", "lr", "seed", "data_seed", "unigram_loss", "plugins", "config")
 PLUGIN_KINDS = ("norm_placement", "activation", "kernel_backend")
-
-
-def _clean_float(value: Any) -> Optional[float]:
-    """A finite float, or None (JSON has no NaN/inf; a non-finite loss is reported as a divergence)."""
-    if value is None:
-        return None
-    value = float(value.item() if hasattr(value, "item") else value)
-    return value if math.isfinite(value) else None
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -89,44 +65,19 @@ def model_config_dict(pl_module: L.LightningModule) -> dict[str, Any]:
     return dict(found) if isinstance(found, dict) else {}
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` so that a reader sees the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 class RunSummary(L.Callback):
     """Write ``summary.json`` (and TensorBoard hparams metrics) at the end of every fit.
 
     Args:
         enabled: Set false to write nothing.
-        filename: Name of the summary file in the run directory (the logger's ``log_dir``).
         hparams: Also log the results as TensorBoard hparams metrics (``hparams/...``) with the model
             config, learning rate and seeds as the hyperparameters.
         val_metric: The logged validation loss to track.
     """
 
-    def __init__(self, enabled: bool = True, filename: str = SUMMARY_FILENAME, hparams: bool = True,
-                 val_metric: str = "val/loss"):
+    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = "val/loss"):
         super().__init__()
-        if not filename or Path(filename).name != filename:
-            raise ValueError(f"summary.filename must be a plain file name, got {filename!r}")
         self.enabled = enabled
-        self.filename = filename
         self.hparams = hparams
         self.val_metric = val_metric
         self._reset()
@@ -140,7 +91,7 @@ class RunSummary(L.Callback):
         self._active = False
         self._hparams_logged = False
         self._loaded_state: Optional[dict[str, Any]] = None
-        self.summary: Optional[dict[str, Any]] = None
+        self.summary: Optional[RunRecord] = None
         self.path: Optional[Path] = None
 
     # ---------------------------------------------------------------- state
@@ -204,7 +155,7 @@ class RunSummary(L.Callback):
             try:
                 self._finish(trainer, pl_module, interrupted=True)
             except Exception as exc:  # never mask the exception that ended the run
-                warnings.warn(f"RunSummary could not write {self.filename} after {type(exception).__name__}: {exc}")
+                warnings.warn(f"RunSummary could not write summary.json after {type(exception).__name__}: {exc}")
 
     # ------------------------------------------------------------- results
 
@@ -213,15 +164,17 @@ class RunSummary(L.Callback):
         return self.wall_time_before + running
 
     @staticmethod
-    def _monitor(trainer: L.Trainer) -> Optional[StabilityMonitor]:
+    def _callback(trainer: L.Trainer, kind: type) -> Any:
         for callback in trainer.callbacks:
-            if isinstance(callback, StabilityMonitor) and callback.enabled:
+            if isinstance(callback, kind) and callback.enabled:
                 return callback
         return None
 
-    def build(self, trainer: L.Trainer, pl_module: L.LightningModule, interrupted: bool) -> dict[str, Any]:
-        """The summary dict (schema 1) for the run as it stands."""
-        monitor = self._monitor(trainer)
+    def build(self, trainer: L.Trainer, pl_module: L.LightningModule, interrupted: bool) -> RunRecord:
+        """The record of the run as it stands (the held-out evaluation runs here unless interrupted)."""
+        monitor = self._callback(trainer, StabilityMonitor)
+        heldout_callback = self._callback(trainer, HeldOutEvaluation)
+        heldout = None if interrupted or heldout_callback is None else heldout_callback.evaluate(trainer, pl_module)
         if monitor is not None:
             monitor.flush(trainer)
         detector = monitor.divergence_detector if monitor is not None else DivergenceDetector()
@@ -235,32 +188,39 @@ class RunSummary(L.Callback):
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
         logger = trainer.logger
         config = model_config_dict(pl_module)
+        training = {key: value for key, value in dict(getattr(pl_module, "hparams", {}) or {}).items()
+                    if key != "config"}
         seed = os.environ.get("PL_GLOBAL_SEED")
-        data_seed = getattr(trainer.datamodule, "seed", None) if trainer.datamodule is not None else None
-        return {
-            "schema": SCHEMA_VERSION,
-            "status": status,
-            "experiment": None if logger is None else logger.name,
-            "version": None if logger is None else logger.version,
-            "initial_val_loss": _clean_float(self.initial_val_loss),
-            "final_val_loss": _clean_float(final),
-            "best_val_loss": _clean_float(best),
-            "best_step": best_step,
-            "divergence": ({"step": divergence.step, "kind": divergence.kind} if divergence is not None
-                           else {"step": None, "kind": None}),
-            "spike_count": 0 if monitor is None else monitor.spike_count,
-            "grad_norm_max": _clean_float(grad_max),
-            "grad_norm_median": _clean_float(grad_median),
-            "tokens_seen": int(self.tokens_seen),
-            "steps": int(trainer.global_step),
-            "wall_time_s": round(self._wall_time(), 3),
-            "lr": _learning_rate(trainer, pl_module),
-            "seed": int(seed) if seed not in (None, "") else None,
-            "data_seed": int(data_seed) if isinstance(data_seed, int) else None,
-            "unigram_loss": None if monitor is None else _clean_float(monitor.unigram_loss),
-            "plugins": {kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
-            "config": config,
-        }
+        datamodule = trainer.datamodule
+        data_seed = getattr(datamodule, "seed", None) if datamodule is not None else None
+        return RunRecord(
+            status=status,
+            experiment=None if logger is None else logger.name,
+            version=None if logger is None else logger.version,
+            initial_val_loss=finite_or_none(self.initial_val_loss),
+            final_val_loss=finite_or_none(final),
+            best_val_loss=finite_or_none(best),
+            best_step=best_step,
+            divergence=({"step": divergence.step, "kind": divergence.kind} if divergence is not None
+                        else {"step": None, "kind": None}),
+            spike_count=0 if monitor is None else monitor.spike_count,
+            grad_norm_max=finite_or_none(grad_max),
+            grad_norm_median=finite_or_none(grad_median),
+            grad_norm_max_after_warmup=_max_after_warmup(monitor, training.get("warmup_steps")),
+            tokens_seen=int(self.tokens_seen),
+            steps=int(trainer.global_step),
+            wall_time_s=round(self._wall_time(), 3),
+            lr=_learning_rate(trainer, pl_module),
+            seed=int(seed) if seed not in (None, "") else None,
+            data_seed=int(data_seed) if isinstance(data_seed, int) else None,
+            unigram_loss=None if monitor is None else finite_or_none(monitor.unigram_loss),
+            heldout=heldout,
+            data=datamodule.provenance() if hasattr(datamodule, "provenance") else {},
+            versions=package_versions(),
+            training=_plain(training),
+            plugins={kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
+            config=config,
+        )
 
     def _finish(self, trainer: L.Trainer, pl_module: L.LightningModule, interrupted: bool) -> None:
         summary = self.build(trainer, pl_module, interrupted)
@@ -271,30 +231,70 @@ class RunSummary(L.Callback):
         # would wait forever for the other DDP ranks (they never reach this line).
         logger = trainer.logger
         log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None) or trainer.default_root_dir
-        self.path = Path(log_dir) / self.filename
-        write_json_atomic(self.path, summary)
+        self.path = write_record(log_dir, summary)
         if self.hparams and not self._hparams_logged:
             self._log_hparams(trainer, summary)
+        rank_zero_info(closing_lines(summary, Path(log_dir), self.path))
 
-    def _log_hparams(self, trainer: L.Trainer, summary: dict[str, Any]) -> None:
-        params = {"config": summary["config"], "lr": summary["lr"], "seed": summary["seed"],
-                  "data_seed": summary["data_seed"]}
+    def _log_hparams(self, trainer: L.Trainer, summary: RunRecord) -> None:
+        params = {"config": summary.config, "lr": summary.lr, "seed": summary.seed, "data_seed": summary.data_seed}
+        heldout = summary.heldout
         metrics = {
-            "hparams/final_val_loss": summary["final_val_loss"],
-            "hparams/best_val_loss": summary["best_val_loss"],
-            "hparams/initial_val_loss": summary["initial_val_loss"],
-            "hparams/spike_count": float(summary["spike_count"]),
-            "hparams/diverged": float(summary["status"] == "diverged"),
-            "hparams/grad_norm_max": summary["grad_norm_max"],
-            "hparams/steps": float(summary["steps"]),
+            "hparams/final_val_loss": summary.final_val_loss,
+            "hparams/best_val_loss": summary.best_val_loss,
+            "hparams/initial_val_loss": summary.initial_val_loss,
+            "hparams/heldout_loss": None if heldout is None else heldout.loss,
+            "hparams/heldout_loss_se": None if heldout is None else heldout.se,
+            "hparams/spike_count": float(summary.spike_count),
+            "hparams/diverged": float(summary.diverged),
+            "hparams/grad_norm_max": summary.grad_norm_max,
+            "hparams/steps": float(summary.steps),
         }
         metrics = {k: float(v) for k, v in metrics.items() if v is not None}
         for logger in trainer.loggers:
             if "metrics" not in inspect.signature(logger.log_hyperparams).parameters:
                 continue  # e.g. CSVLogger: it has no hparams metrics, summary.json is the record
-            logger.log_hyperparams(params, metrics=metrics, step=summary["steps"])
+            logger.log_hyperparams(params, metrics=metrics, step=summary.steps)
             logger.save()
         self._hparams_logged = True
+
+
+def closing_lines(record: RunRecord, run_dir: Path, path: Path) -> str:
+    """What a fit prints last: where it is, how it ended, what to run next."""
+    if record.heldout is not None and record.heldout.loss is not None:
+        loss = f"held-out loss {format_heldout(record.heldout)}"
+    else:
+        final = "n/a" if record.final_val_loss is None else f"{record.final_val_loss:.3f}"
+        loss = f"final val loss {final} (no held-out evaluation)"
+    status = record.status
+    if record.diverged:
+        status += f" ({record.divergence_kind} at step {record.divergence_step})"
+    checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    lines = [f"run: {run_dir}", f"status: {status} after {record.steps} steps; {loss}", f"record: {path}",
+             f"next: tensorboard --logdir {run_dir.parent}"]
+    if checkpoint.is_file():
+        lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
+    lines.append(f"      andrea compare {run_dir.parent}")
+    return "\n".join(lines)
+
+
+def _max_after_warmup(monitor: Optional[StabilityMonitor], warmup_steps: Any) -> Optional[float]:
+    """The largest gradient norm after warmup (never step 0): the early steps measure initialisation."""
+    if monitor is None:
+        return None
+    first = max(1, int(warmup_steps or 0))
+    finite = [g for g in monitor.grad_norms[first:] if math.isfinite(g)]
+    return max(finite) if finite else None
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready hyperparameters: tuples as lists, anything exotic as its string."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, tuple):
+            value = list(value)
+        out[key] = value if isinstance(value, (int, float, str, bool, list, type(None))) else str(value)
+    return out
 
 
 def _learning_rate(trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[float]:

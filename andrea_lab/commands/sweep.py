@@ -16,7 +16,8 @@ import sys
 
 import yaml
 
-from andrea_lab.sweep.plan import plan_sweep, run_state, suite_runs_dir
+from andrea_lab.rundir import run_state
+from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.suite import SuiteError, check_overrides, format_lr, load_suite, parse_cli_list
 
 EXIT_FAILED_RUNS = 1

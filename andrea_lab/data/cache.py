@@ -17,7 +17,6 @@ Safety rules:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.corpus import Corpus, read_document
 from andrea_lab.data.split import SPLIT_VERSION, split_documents, split_tokens
 from andrea_lab.data.token_file import write_token_file
+from andrea_lab.files import sha256_file, sha256_text
 
 CACHE_FORMAT_VERSION = 1
 CACHE_ENV_VAR = "ANDREA_LAB_CACHE"
@@ -85,7 +85,7 @@ def cache_key(corpus_fingerprint: str, tokenizer_spec: str, vocab_size: int, val
     if tokenizer_spec in ("bpe", "byte"):
         tokenizer_identity = tokenizer_spec
     else:
-        tokenizer_identity = "file:" + hashlib.sha256(Path(tokenizer_spec).expanduser().read_bytes()).hexdigest()
+        tokenizer_identity = "file:" + sha256_file(Path(tokenizer_spec).expanduser())
     fields = {
         "format": CACHE_FORMAT_VERSION,
         "corpus": corpus_fingerprint,
@@ -94,7 +94,7 @@ def cache_key(corpus_fingerprint: str, tokenizer_spec: str, vocab_size: int, val
         "val_fraction": repr(float(val_fraction)),
         "split": SPLIT_VERSION,
     }
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode("utf-8")).hexdigest()
+    return sha256_text(json.dumps(fields, sort_keys=True))
 
 
 def load_or_build(
@@ -139,7 +139,7 @@ def verify_entry(directory: Path, key: str) -> dict[str, Any]:
         size = path.stat().st_size
         if size != expected["bytes"]:
             raise CacheCorruptError(f"{name} is {size} bytes, the manifest says {expected['bytes']}")
-        if _sha256(path) != expected["sha256"]:
+        if sha256_file(path) != expected["sha256"]:
             raise CacheCorruptError(f"{name} does not match its sha256 in the manifest")
     return manifest
 
@@ -241,12 +241,4 @@ def _discard(directory: Path) -> None:
 
 
 def _describe(path: Path) -> dict[str, Any]:
-    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return {"bytes": path.stat().st_size, "sha256": sha256_file(path)}

@@ -9,6 +9,7 @@ nothing but the checkpoint.
 
 from __future__ import annotations
 
+import platform
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -22,10 +23,12 @@ from torch.utils.data import DataLoader
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, load_or_build
 from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
+from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import check_settings, check_tokenizer_spec
 from andrea_lab.data.split import split_point
 from andrea_lab.data.token_file import MappedTokens
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
+from andrea_lab.files import sha256_text
 
 STATE_TOKENIZER_KEY = "tokenizer_json"
 
@@ -53,8 +56,11 @@ class AndreaDataModule(L.LightningDataModule):
             (seed, step), for paired comparisons and exact resume.
         samples_per_epoch: Training windows per epoch (rounded down to a
             multiple of batch_size); default: train tokens // block_size.
-        max_val_batches: Cap on validation batches (fixed, consecutive
-            windows from the start of the validation tokens); null for all.
+        max_val_batches: Cap on the in-training validation batches (fixed,
+            consecutive windows from the start of the validation tokens);
+            null for all. Cheap and fine for curves; the end-of-fit held-out
+            evaluation (``heldout.*``, andrea_lab.data.heldout) covers every
+            held-out document and is what comparisons use.
         num_workers: DataLoader worker processes (0 loads in the main process).
         cache_dir: Where tokenized corpora are cached; default
             $ANDREA_LAB_CACHE, else ~/.cache/andrea-lab.
@@ -98,6 +104,7 @@ class AndreaDataModule(L.LightningDataModule):
         self._tokenizer_known = False
         self._train: Optional[MappedTokens] = None
         self._val: Optional[MappedTokens] = None
+        self._fingerprint: Optional[str] = None
 
     # ----------------------------------------------------------------- hooks
 
@@ -157,6 +164,36 @@ class AndreaDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         """Testing scores the validation windows (there is no separate test split)."""
         return self.val_dataloader()
+
+    def heldout_dataset(self, max_tokens: int, seed: int) -> HeldOutDataset:
+        """Windows across all held-out documents (all of them, or a seeded sample of ``max_tokens``),
+        each target token tagged with its document: see :mod:`andrea_lab.data.heldout`."""
+        val = self._require(self._val)
+        plan = plan_heldout(val, self.block_size, self.eot_id, max_tokens=max_tokens, seed=seed)
+        return HeldOutDataset(val, plan)
+
+    def provenance(self) -> dict[str, Any]:
+        """What a run's numbers depend on in the data: the corpus content hash (for ``stdlib`` also the
+        Python version whose library it is), the tokenizer's hash, and the split sizes."""
+        corpus = self._resolved_corpus()
+        if self._fingerprint is None:
+            self._fingerprint = corpus.fingerprint()
+        tokenizer = self._tokenizer if self._tokenizer_known else None
+        manifest = self._entry.manifest if self._entry is not None else {}
+        train_docs, val_docs = manifest.get("train_documents"), manifest.get("val_documents")
+        return {
+            "corpus": self.corpus_spec,
+            "corpus_description": corpus.description,
+            "corpus_sha256": self._fingerprint,
+            "python_version": platform.python_version() if self.corpus_spec == "stdlib" else None,
+            "tokenizer": self.tokenizer_spec,
+            "tokenizer_sha256": None if tokenizer is None else sha256_text(tokenizer.to_str()),
+            "val_fraction": self.val_fraction,
+            "train_tokens": None if self._train is None else len(self._train),
+            "val_tokens": None if self._val is None else len(self._val),
+            "train_documents": None if train_docs is None else len(train_docs),
+            "val_documents": None if val_docs is None else len(val_docs),
+        }
 
     # ----------------------------------------------------------------- state
 

@@ -15,12 +15,13 @@ no RAM until windows are sliced out of it.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Union
 
 import numpy as np
 import numpy.typing as npt
+
+from andrea_lab.files import atomic_write
 
 MAGIC = 20240520
 VERSION = 1
@@ -65,18 +66,12 @@ def write_token_file(path: PathLike, tokens: npt.ArrayLike) -> None:
     header[0], header[1], header[2] = MAGIC, VERSION, array.size
     payload = array.astype(_TOKEN_DTYPE, copy=False)
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(header.tobytes())
-            handle.write(payload.tobytes())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        _remove_quietly(tmp_name)
-        raise
+
+    def write(handle) -> None:
+        handle.write(header.tobytes())
+        handle.write(payload.tobytes())
+
+    atomic_write(path, write)
 
 
 def read_token_file(path: PathLike) -> np.memmap:
@@ -131,13 +126,6 @@ def _checked_token_count(path: Path) -> int:
             "the file is truncated or corrupt"
         )
     return count
-
-
-def _remove_quietly(name: str) -> None:
-    try:
-        os.unlink(name)
-    except OSError:
-        pass
 
 
 class MappedTokens:

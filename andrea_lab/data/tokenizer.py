@@ -20,12 +20,13 @@ the end-of-text id in a token stream always marks a real document boundary.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Union
 
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from andrea_lab.files import atomic_write
 
 END_OF_TEXT = "<|endoftext|>"
 BYTE_VOCAB_SIZE = 257
@@ -125,17 +126,9 @@ def tokenizer_from_json(text: str) -> Tokenizer:
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: PathLike) -> None:
-    """Write ``tokenizer.json`` atomically (temporary file, then ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        tokenizer.save(tmp_name)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    """Write ``tokenizer.json`` atomically (a reader never sees half of it)."""
+    text = tokenizer.to_str(pretty=True)
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
 def eot_id(tokenizer: Tokenizer) -> int:

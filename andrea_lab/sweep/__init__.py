@@ -1,12 +1,14 @@
 """Sweeps: run every variant x learning rate x seed of a suite, resumably (``andrea sweep``).
 
 * :mod:`andrea_lab.sweep.suite` — the suite file and its validation;
-* :mod:`andrea_lab.sweep.plan` — the combinations, their directories and commands, run states;
+* :mod:`andrea_lab.sweep.plan` — the combinations, their directories and commands (the run states
+  and markers are :mod:`andrea_lab.rundir`'s);
 * :mod:`andrea_lab.sweep.preflight` — parse every variant's command before anything runs;
 * :mod:`andrea_lab.sweep.runner` — the subprocesses, markers, progress and the final report.
 """
 
-from andrea_lab.sweep.plan import RunSpec, plan_sweep, run_state
+from andrea_lab.rundir import run_state
+from andrea_lab.sweep.plan import RunSpec, plan_sweep
 from andrea_lab.sweep.suite import Suite, SuiteError, Variant, format_lr, load_suite
 
 __all__ = ["RunSpec", "Suite", "SuiteError", "Variant", "format_lr", "load_suite", "plan_sweep", "run_state"]

@@ -5,37 +5,18 @@ Runs land in ``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` (the TensorBoar
 suite is planned; that is what makes a sweep resumable. Order: seeds outermost, then learning rates,
 then variants, so that an interrupted sweep already holds complete single-seed comparisons.
 
-A run directory is in one of these states (:func:`run_state`):
-
-* ``new`` — it does not exist;
-* ``finished`` / ``diverged`` — done: ``summary.json`` says so (written by the StabilityMonitor at the
-  end of a fit), or, without a summary, the sweep's ``sweep-done.json`` marker is there (written only
-  after the fit exited 0);
-* ``failed`` — the fit exited non-zero (``sweep-failed.json``); it is moved aside and run again;
-* ``interrupted`` — anything else (a fit killed midway, or ``summary.json`` status ``interrupted``);
-  it is moved aside to ``<dir>.interrupted-<timestamp>`` (never deleted) and run again.
+Whether a planned run is new, done, failed or interrupted is :func:`andrea_lab.rundir.run_state`,
+the one resume rule every executor follows.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from andrea_lab.sweep.suite import Suite, SuiteError, format_lr, override_args, run_version
-
-START_MARKER = "sweep-run.json"
-DONE_MARKER = "sweep-done.json"
-FAILED_MARKER = "sweep-failed.json"
-LOG_FILE = "sweep.log"
-SUMMARY_FILE = "summary.json"
-LOCK_FILE = ".sweep.lock"
-DONE_STATES = ("finished", "diverged")
-ASIDE_TAGS = (".interrupted-", ".failed-")
 
 TENSORBOARD_LOGGER = "lightning.pytorch.loggers.TensorBoardLogger"
 
@@ -109,51 +90,3 @@ def plan_sweep(suite: Suite, runs_dir: str | Path, lrs: Optional[Sequence[float]
             overrides={**suite.common, **variant.overrides}, variant_index=position[variant.name],
         ))
     return specs
-
-
-# ------------------------------------------------------------------ run directories
-
-
-def read_json(path: Path) -> Optional[dict]:
-    """A JSON object from a file, or None if it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def run_state(run_dir: Path) -> str:
-    """``new``, ``finished``, ``diverged``, ``failed`` or ``interrupted`` (see the module docstring)."""
-    if not run_dir.exists():
-        return "new"
-    summary = read_json(run_dir / SUMMARY_FILE)
-    if summary is not None:
-        status = summary.get("status")
-        if status in DONE_STATES:
-            return status
-        if status == "interrupted":
-            return "interrupted"
-    done = read_json(run_dir / DONE_MARKER)
-    if done is not None:
-        return done.get("status") if done.get("status") in DONE_STATES else "finished"
-    if (run_dir / FAILED_MARKER).exists():
-        return "failed"
-    return "interrupted"
-
-
-def move_aside(run_dir: Path, reason: str) -> Path:
-    """Rename an unfinished run directory to ``<dir>.<reason>-<timestamp>`` (never deleted)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = run_dir.with_name(f"{run_dir.name}.{reason}-{stamp}")
-    counter = 1
-    while target.exists():
-        target = run_dir.with_name(f"{run_dir.name}.{reason}-{stamp}-{counter}")
-        counter += 1
-    os.rename(run_dir, target)
-    return target
-
-
-def is_aside(path: Path) -> bool:
-    """A run directory moved aside by the sweep (ignored by ``andrea compare``)."""
-    return any(tag in path.name for tag in ASIDE_TAGS)

@@ -15,7 +15,6 @@ writes no done marker for them: the next sweep reruns them.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -27,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional, Sequence
 
-from andrea_lab.sweep.plan import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, START_MARKER,
-                                   SUMMARY_FILE, RunSpec, move_aside, read_json, run_state)
+from andrea_lab.files import write_json_atomic
+from andrea_lab.rundir import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, START_MARKER, move_aside,
+                               read_record, run_state)
+from andrea_lab.sweep.plan import RunSpec
 
 try:  # POSIX only; elsewhere sweeps are simply not locked
     import fcntl
@@ -58,24 +59,14 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def final_val_loss(run_dir: Path) -> Optional[float]:
-    """The last validation loss: from summary.json, else from the event files."""
-    summary = read_json(run_dir / SUMMARY_FILE)
-    if summary and isinstance(summary.get("final_val_loss"), (int, float)):
-        return float(summary["final_val_loss"])
-    try:
-        from andrea_lab.analysis.compare import VAL_TAG, read_scalars
-
-        curve = read_scalars(run_dir).get(VAL_TAG)
-    except Exception:  # a damaged event file must not stop the sweep
+    """The run's headline loss from its record: the held-out loss, else the last in-training validation."""
+    record = read_record(run_dir)
+    if record is None:
         return None
-    return curve[-1][1] if curve else None
+    if record.heldout is not None and record.heldout.loss is not None:
+        return record.heldout.loss
+    return record.final_val_loss
 
 
 def _fmt_loss(value: Optional[float]) -> str:
@@ -182,7 +173,7 @@ class Runner:
             aside = move_aside(spec.run_dir, "failed" if state == "failed" else "interrupted")
             self.say(f"{spec.counter} {spec.label}: unfinished run directory moved aside to {aside.name}")
         spec.run_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(spec.run_dir / START_MARKER, {
+        write_json_atomic(spec.run_dir / START_MARKER, {
             "schema": 1, "suite": spec.suite, "variant": spec.variant, "variant_index": spec.variant_index,
             "lr": spec.lr, "seed": spec.seed, "data_seed": spec.seed, "overrides": spec.overrides,
             "command": list(spec.command), "started": _now(), "sweep_pid": os.getpid(),
@@ -199,8 +190,8 @@ class Runner:
         log.close()
         seconds = time.monotonic() - started
         code = process.returncode
-        summary = read_json(spec.run_dir / SUMMARY_FILE) or {}
-        status = summary.get("status")
+        record = read_record(spec.run_dir)
+        status = None if record is None else record.status
         prefix = "" if self._inline else f"{spec.counter} {spec.label} ... "
         if self.stopping:
             self.say(f"{prefix}stopped after {seconds:.0f} s")
@@ -208,7 +199,7 @@ class Runner:
         if (code == 0 and status != "interrupted") or status == "diverged":
             state = status if status in DONE_STATES else "finished"
             val = final_val_loss(spec.run_dir)
-            _write_json(spec.run_dir / DONE_MARKER, {
+            write_json_atomic(spec.run_dir / DONE_MARKER, {
                 "schema": 1, "status": state, "returncode": code, "finished": _now(), "wall_time_s": round(seconds, 1),
                 "final_val_loss": val, "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
             })
@@ -216,7 +207,7 @@ class Runner:
             self.say(f"{prefix}{what} in {seconds:.0f} s, val {_fmt_loss(val)}")
             return Outcome(spec, state, seconds, val, code)
         reason = f"exit status {code}" + (f", summary.json status {status!r}" if status else "")
-        _write_json(spec.run_dir / FAILED_MARKER, {"schema": 1, "returncode": code, "summary_status": status,
+        write_json_atomic(spec.run_dir / FAILED_MARKER, {"schema": 1, "returncode": code, "summary_status": status,
                                                    "finished": _now(), "wall_time_s": round(seconds, 1)})
         self.say(f"{prefix}FAILED ({reason}) after {seconds:.0f} s; log: {spec.run_dir / LOG_FILE}")
         return Outcome(spec, "failed", seconds, returncode=code, detail=reason)

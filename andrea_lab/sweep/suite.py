@@ -14,6 +14,10 @@ A suite is a small YAML file::
         overrides: {model.config.norm_placement: pre}
       - name: post-nowarmup
         overrides: {model.config.norm_placement: post, model.warmup_steps: 0}
+    reference: pre                  # optional: what andrea compare pairs every variant with (default: the first)
+    claims:                         # optional: hypotheses andrea compare evaluates (docs/experiments.md)
+      - lower_loss: [pre, post-nowarmup]
+        text: pre-norm reaches a lower loss at its best LR
 
 Every run is ``andrea fit --config BASE`` followed by the common overrides, then the variant's, then
 the keys the sweep itself owns (``model.lr``, ``seed_everything``, ``data.seed`` and the logger's
@@ -33,7 +37,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants")
+SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
 VARIANT_KEYS = ("name", "description", "overrides")
 
@@ -71,6 +75,10 @@ class Suite:
     seeds: tuple[int, ...]
     common: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    #: The variant every other one is compared with (``andrea compare``); default the first.
+    reference: Optional[str] = None
+    #: Hypotheses ``andrea compare`` evaluates (andrea_lab.analysis.stats.Claim), as written in the file.
+    claims: tuple[Any, ...] = ()
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -270,5 +278,19 @@ def load_suite(path: str | Path) -> Suite:
         description = raw.get("description") or ""
         variants.append(Variant(variant_name, overrides, str(description)))
 
+    reference = document.get("reference", variants[0].name)
+    if reference not in seen:
+        raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(seen)}")
+    claims = document.get("claims") or []
+    try:
+        from andrea_lab.analysis.stats import parse_claims
+
+        for claim in parse_claims(claims):
+            for named in (claim.a, claim.b):
+                if named not in seen:
+                    raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(seen)}")
+    except ValueError as problem:
+        raise SuiteError(f"{where}: claims: {problem}") from None
     return Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
-                 common=common, description=str(document.get("description") or ""))
+                 common=common, description=str(document.get("description") or ""), reference=reference,
+                 claims=tuple(claims))

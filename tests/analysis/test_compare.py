@@ -15,7 +15,7 @@ from andrea_lab.analysis.compare import (RunRecord, best_key, capped_loss, count
                                          init_profile, load_run, lr_sensitivity, mark_verdicts, mean_std, summarise_variant,
                                          verdict)
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.sweep.plan import DONE_MARKER, FAILED_MARKER, START_MARKER
+from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER
 from andrea_lab.sweep.suite import run_version
 
 NAN = math.nan

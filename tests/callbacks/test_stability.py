@@ -229,8 +229,8 @@ def test_a_nonfinite_loss_that_stops_the_run_is_a_divergence(tmp_path, text_corp
     with pytest.raises(DivergenceError):
         fit(tmp_path, text_corpus, [monitor, summary], max_steps=20, module=module)
     assert (monitor.divergence.step, monitor.divergence.kind) == (3, "nonfinite")
-    assert summary.summary["status"] == "diverged"
-    assert summary.summary["divergence"] == {"step": 3, "kind": "nonfinite"}
+    assert summary.summary.status == "diverged"
+    assert summary.summary.divergence == {"step": 3, "kind": "nonfinite"}
     assert json.loads(summary.path.read_text())["status"] == "diverged"
     flags = scalars(summary.path.parent, "stability/nonfinite")
     assert flags[-1] == (3, 1.0), "the step that raised is flushed and flagged"
@@ -244,7 +244,7 @@ def test_a_skipped_nonfinite_step_is_flagged_but_not_a_divergence(tmp_path, text
     flags = dict(scalars(trainer.logger.log_dir, "stability/nonfinite"))
     assert flags[3] == 1.0 and flags[2] == 0.0 and flags[4] == 0.0
     assert monitor.nonfinite_steps == 1 and monitor.divergence is None
-    assert summary.summary["status"] == "finished" and trainer.global_step == 6
+    assert summary.summary.status == "finished" and trainer.global_step == 6
 
 
 def test_stuck_at_unigram_stops_the_run_when_asked(tmp_path, text_corpus):
@@ -255,7 +255,7 @@ def test_stuck_at_unigram_stops_the_run_when_asked(tmp_path, text_corpus):
     trainer = fit(tmp_path, text_corpus, [monitor, summary], max_steps=20)
     assert (monitor.divergence.step, monitor.divergence.kind) == (0, "stuck_at_unigram")
     assert trainer.global_step == 3, "stop_on_divergence ends the run at the step it is declared"
-    assert summary.summary["status"] == "diverged" and summary.summary["unigram_loss"] == 0.5
+    assert summary.summary.status == "diverged" and summary.summary.unigram_loss == 0.5
 
 
 def test_disabled_monitor_does_nothing(tmp_path, text_corpus):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -20,12 +21,14 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
-from andrea_lab.callbacks.summary import SUMMARY_KEYS, plugin_provenance, write_json_atomic
+from andrea_lab.callbacks.summary import plugin_provenance
+from andrea_lab.rundir import RunRecord
 from andrea_testing import MICRO_OVERRIDES
 from stability_helpers import fit
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 40
+SUMMARY_KEYS = tuple(field.name for field in dataclasses.fields(RunRecord))
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def cli_run(tmp_path_factory, text_corpus) -> Path:
     args = ["fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
             "--data.corpus", str(text_corpus), "--model.lr", "3e-3", "--model.warmup_steps", "5",
             "--trainer.max_steps", str(STEPS), "--trainer.val_check_interval", "20",
-            "--stability.interval", "20", "--stability.flush_every", "5"]
+            "--stability.interval", "20", "--stability.flush_every", "5", "--heldout.max_tokens", "1024", "--data.val_fraction", "0.5"]
     result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=workdir, capture_output=True,
                             text=True, env=env, timeout=600)
     assert result.returncode == 0, f"andrea fit failed:\n{result.stdout}\n{result.stderr}"
@@ -53,7 +56,7 @@ def events_of(run_dir: Path) -> EventAccumulator:
 def test_summary_json_has_exactly_the_schema(cli_run):
     summary = json.loads((cli_run / "summary.json").read_text())
     assert tuple(summary) == SUMMARY_KEYS
-    assert summary["schema"] == 1 and summary["status"] == "finished"
+    assert summary["schema"] == 2 and summary["status"] == "finished"
     assert summary["experiment"] == "quickstart" and summary["version"] == 0
     assert summary["divergence"] == {"step": None, "kind": None}
     assert summary["steps"] == STEPS and summary["tokens_seen"] == STEPS * 8 * 64
@@ -76,7 +79,42 @@ def test_summary_json_has_exactly_the_schema(cli_run):
     # The keys are YAML config keys: the run's saved config has them.
     config = yaml.safe_load((cli_run / "config.yaml").read_text())
     assert config["stability"]["interval"] == 20 and config["stability"]["enabled"] is True
-    assert config["summary"]["filename"] == "summary.json"
+    assert config["heldout"]["max_tokens"] == 1024 and config["heldout"]["enabled"] is True
+
+
+@pytest.mark.slow
+def test_summary_records_the_heldout_loss_and_what_the_run_depends_on(cli_run, text_corpus):
+    summary = json.loads((cli_run / "summary.json").read_text())
+    heldout = summary["heldout"]
+    # 1024 tokens = 16 windows of 64, drawn across the held-out documents (the split is larger: sampled).
+    assert heldout["tokens"] == 1024 and heldout["windows"] == 16 and heldout["sampled"] is True
+    assert heldout["se_unit"] == "documents" and heldout["documents"] >= 2
+    assert 0 < heldout["se"] < 1 and abs(heldout["loss"] - summary["final_val_loss"]) < 1.0
+    data = summary["data"]
+    assert data["corpus"] == str(text_corpus) and len(data["corpus_sha256"]) == 64
+    assert len(data["tokenizer_sha256"]) == 64 and data["python_version"] is None  # not the stdlib
+    assert data["train_tokens"] > 0 and data["val_tokens"] == heldout["split_tokens"]
+    assert data["train_documents"] + data["val_documents"] >= heldout["documents"]
+    assert summary["versions"]["torch"] == torch.__version__ and summary["versions"]["andrea-lab"]
+    assert summary["training"]["warmup_steps"] == 5 and summary["training"]["lr"] == 3e-3
+    assert summary["grad_norm_max_after_warmup"] <= summary["grad_norm_max"]
+
+
+@pytest.mark.slow
+def test_validate_writes_its_own_heldout_record(cli_run, text_corpus):
+    """`andrea validate` of the run's checkpoint scores the same held-out windows as the fit's end."""
+    env = {**os.environ, "ANDREA_LAB_CACHE": str(cli_run.parents[2] / "cache")}
+    args = ["validate", "--config", str(cli_run / "config.yaml"), "--ckpt_path",
+            str(cli_run / "checkpoints" / "last.ckpt"), "--trainer.logger.init_args.version", "validate"]
+    result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=cli_run.parents[2],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = json.loads((cli_run.parent / "validate" / "validate.json").read_text())
+    fitted = json.loads((cli_run / "summary.json").read_text())
+    assert record["checkpoint"].endswith("last.ckpt")
+    assert record["heldout"]["loss"] == pytest.approx(fitted["heldout"]["loss"], rel=1e-5)
+    assert record["heldout"]["tokens"] == fitted["heldout"]["tokens"]
+    assert record["data"]["corpus_sha256"] == fitted["data"]["corpus_sha256"]
 
 
 @pytest.mark.slow
@@ -139,10 +177,9 @@ def test_keyboard_interrupt_writes_an_interrupted_summary(tmp_path, text_corpus)
 
 
 def test_an_exception_writes_an_interrupted_summary_and_propagates(tmp_path, text_corpus):
-    summary = RunSummary(filename="result.json")
+    summary = RunSummary()
     with pytest.raises(RuntimeError, match="boom"):
         fit(tmp_path, text_corpus, [summary, RaiseAt(2, RuntimeError("boom"))], max_steps=10)
-    assert summary.path.name == "result.json"
     written = json.loads(summary.path.read_text())
     assert written["status"] == "interrupted" and written["steps"] == 2
     assert written["spike_count"] == 0 and written["divergence"] == {"step": None, "kind": None}
@@ -178,25 +215,6 @@ def test_final_validation_far_above_the_best_is_diverged(tmp_path, text_corpus):
 def test_disabled_summary_writes_nothing(tmp_path, text_corpus):
     trainer = fit(tmp_path, text_corpus, [RunSummary(enabled=False)], max_steps=1)
     assert not (Path(trainer.log_dir) / "summary.json").exists()
-
-
-def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
-    path = tmp_path / "summary.json"
-    write_json_atomic(path, {"schema": 1, "status": "finished"})
-
-    def broken_dump(payload, handle, **kwargs):
-        handle.write('{"schema": 1, "sta')
-        raise OSError("disk full")
-
-    monkeypatch.setattr(json, "dump", broken_dump)
-    with pytest.raises(OSError, match="disk full"):
-        write_json_atomic(path, {"schema": 1, "status": "interrupted"})
-    monkeypatch.undo()
-    assert json.loads(path.read_text()) == {"schema": 1, "status": "finished"}
-    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
-    with pytest.raises(ValueError):
-        write_json_atomic(path, {"loss": float("nan")})  # JSON has no NaN: never written as such
-    assert json.loads(path.read_text())["status"] == "finished"
 
 
 def test_plugin_provenance_for_names_qualified_names_and_import_paths():

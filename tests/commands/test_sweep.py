@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from andrea_lab.sweep.plan import DONE_MARKER, START_MARKER
+from andrea_lab.rundir import DONE_MARKER, START_MARKER
 
 REPO = Path(__file__).resolve().parents[2]
 ANDREA = [sys.executable, "-m", "andrea_lab.cli"]

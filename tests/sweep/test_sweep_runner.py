@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.sweep.plan import (DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, plan_sweep, run_state,
-                                   suite_runs_dir)
+from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
+from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
 from andrea_lab.sweep.suite import load_suite
 

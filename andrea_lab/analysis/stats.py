@@ -1,0 +1,305 @@
+"""Is variant A better than variant B, or is the gap within seed noise? Pure statistics on run tables.
+
+Why paired: ``andrea sweep`` gives every variant the same seeds, and the same seed means the same batches
+and initialisation. Much of the seed-to-seed spread is shared by both variants, so the honest unit of
+evidence is the per-seed difference A − B; an unpaired comparison would drown real gaps in shared noise.
+
+Why a t-interval: with 2–4 seeds the standard deviation is itself barely known. ``mean ± t(0.975, n−1) ·
+sd / √n`` widens accordingly (t = 12.7 at n = 2), where a normal quantile or a bootstrap would claim
+differences that two seeds cannot support. The known answers are in ``shared/design/STATISTICS.md``.
+
+Why capped losses (Wortsman et al. 2023): a diverged run counts as ``min(loss, loss at init)`` so that one
+blow-up cannot dominate a mean, and the same capped values give the LR sensitivity (mean over the LR grid
+minus its best value).
+
+Sign convention: lower loss is better, so A − B < 0 means A is better.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+CONFIDENCE = 0.95
+VERDICTS = ("better", "worse", "not detected")
+#: Below this many paired seeds an interval is so wide that "not detected" mostly means "run more seeds".
+MIN_SEEDS = 3
+TOO_FEW_SEEDS = "n < 3: too few seeds"
+#: Only these runs count; interrupted or failed runs say nothing about the variant.
+COUNTED_STATUSES = ("finished", "diverged")
+#: A non-finite blow-up may come after the last validation, so that validation loss is not trusted.
+NONFINITE_KIND = "nonfinite"
+CLAIM_KINDS = ("lower_loss", "fewer_divergences", "lower_sensitivity")
+CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
+
+
+def _signed(value: float, digits: int) -> str:
+    """``+0.120`` / ``−0.120`` (a true minus sign, as in the reports), ``+inf``, ``nan``."""
+    return f"{value:+.{digits}f}".replace("-", "−") if not math.isnan(value) else "nan"
+
+
+def short_lr(lr: float) -> str:
+    """A learning rate as the sweep labels it (same rule as ``sweep.suite.format_lr``): 0.003 -> '3e-3'."""
+    mantissa, exponent = f"{lr:.6e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def capped_loss(loss: Optional[float], loss_at_init: float) -> float:
+    """``min(loss, loss_at_init)``; a missing, NaN or infinite loss (a diverged run) counts as ``loss_at_init``."""
+    if loss is None or not math.isfinite(loss):
+        return float(loss_at_init)
+    return float(min(loss, loss_at_init))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Mean of the per-seed differences A − B with its paired-t interval ``[low, high]``."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    differences: tuple[float, ...]
+
+    @property
+    def verdict(self) -> str:
+        """"better"/"worse" only when the whole interval is on one side of 0; a NaN interval decides nothing."""
+        if self.high < 0:
+            return "better"
+        if self.low > 0:
+            return "worse"
+        return "not detected"
+
+    @property
+    def too_few_seeds(self) -> bool:
+        return self.n < MIN_SEEDS
+
+    def describe(self, digits: int = 3) -> str:
+        return (f"{_signed(self.mean, digits)} [{_signed(self.low, digits)}, "
+                f"{_signed(self.high, digits)}], n={self.n}")
+
+
+def paired_difference(a: Mapping[int, float], b: Mapping[int, float]) -> PairedDifference:
+    """A − B paired by seed: the seeds both have, pairs with a NaN on either side dropped.
+
+    n = 0 gives NaN everywhere; n = 1 gives an unbounded interval (one seed shows no spread); identical
+    differences (sd = 0, e.g. bit-identical runs) give the point interval ``[mean, mean]``.
+    """
+    a, b = {k: float(v) for k, v in a.items()}, {k: float(v) for k, v in b.items()}  # a Series too
+    seeds = sorted(seed for seed in a.keys() & b.keys() if not (math.isnan(a[seed]) or math.isnan(b[seed])))
+    differences = tuple(a[seed] - b[seed] for seed in seeds)
+    n = len(differences)
+    if n == 0:
+        return PairedDifference(math.nan, math.nan, math.nan, 0, ())
+    mean = float(np.mean(differences))
+    if n == 1:
+        return PairedDifference(mean, -math.inf, math.inf, 1, differences)
+    sd = float(np.std(differences, ddof=1))
+    half_width = float(scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n) if sd > 0 else 0.0
+    return PairedDifference(mean, mean - half_width, mean + half_width, n, differences)
+
+
+def best_lr(capped_by_lr_seed: pd.DataFrame) -> float:
+    """The LR (index) with the lowest mean capped loss over seeds (columns); ties go to the smaller LR."""
+    means = capped_by_lr_seed.mean(axis=1, skipna=True).dropna().sort_index()
+    if means.empty:
+        raise ValueError("best_lr needs at least one learning rate with a loss")
+    return float(means.index[int(np.argmin(means.to_numpy()))])  # argmin: first, i.e. smallest, LR
+
+
+def lr_sensitivity_per_seed(capped_by_lr_seed: pd.DataFrame) -> pd.Series:
+    """Per seed: mean over the LR grid minus its minimum (Wortsman et al. 2023); 0 = every LR is as good.
+
+    A seed missing any LR of the grid gets NaN: over a partial grid the number would not be comparable.
+    """
+    mean = capped_by_lr_seed.mean(axis=0, skipna=False)
+    return (mean - capped_by_lr_seed.min(axis=0, skipna=False)).rename("lr_sensitivity")
+
+
+def edge_flag(best: float, lrs: Sequence[float]) -> Optional[str]:
+    """A best LR at the edge of the grid may not be the optimum at all: say which way to extend the grid."""
+    grid = sorted(set(float(lr) for lr in lrs))
+    if len(grid) < 2:
+        return None
+    if best == grid[0]:
+        return f"optimum not bracketed: extend lrs below {short_lr(best)}"
+    if best == grid[-1]:
+        return f"optimum not bracketed: extend lrs above {short_lr(best)}"
+    return None
+
+
+def fisher_divergence(diverged_a: int, runs_a: int, diverged_b: int, runs_b: int) -> float:
+    """Two-sided Fisher exact p on diverged/not-diverged × A/B (unpaired: for counts, not losses)."""
+    for diverged, runs in ((diverged_a, runs_a), (diverged_b, runs_b)):
+        if not 0 <= diverged <= runs:
+            raise ValueError(f"{diverged} diverged out of {runs} runs is not a count")
+    if diverged_a == 0 and diverged_b == 0:
+        return 1.0
+    table = [[diverged_a, runs_a - diverged_a], [diverged_b, runs_b - diverged_b]]
+    return float(scipy_stats.fisher_exact(table, alternative="two-sided").pvalue)
+
+
+# ====================================================================== from run tables
+
+
+def _counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
+    """Counted runs with a ``capped`` and a ``diverged`` column; one row per (variant, lr, seed)."""
+    counted = runs[runs["status"].isin(COUNTED_STATUSES)].copy()
+    loss = pd.to_numeric(counted[loss_column], errors="coerce").astype(float)
+    loss = loss.where(counted["divergence_kind"] != NONFINITE_KIND, math.nan)
+    counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
+    counted["diverged"] = counted["status"] == "diverged"
+    duplicated = counted.duplicated(["variant", "lr", "seed"], keep=False)
+    if duplicated.any():
+        keys = sorted(set(counted.loc[duplicated, ["variant", "lr", "seed"]].itertuples(index=False, name=None)))
+        raise ValueError(f"more than one counted run for (variant, lr, seed): {keys}")
+    return counted
+
+
+def _check_known(names: Sequence[str], runs: pd.DataFrame) -> None:
+    known = sorted(set(runs["variant"]))
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown variant {name!r}; known variants: {', '.join(known)}")
+
+
+def _capped_table(counted: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """Capped losses of one variant: index lr, columns seeds."""
+    rows = counted[counted["variant"] == variant]
+    return rows.pivot(index="lr", columns="seed", values="capped").sort_index()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One variant against the reference: at best LRs, at each shared LR, LR sensitivity, divergences."""
+
+    variant: str
+    reference: str
+    at_best: PairedDifference
+    variant_best_lr: float
+    reference_best_lr: float
+    per_lr: dict[float, PairedDifference]
+    sensitivity: PairedDifference
+    divergence_p: dict[float, float]
+    flags: tuple[str, ...]
+
+
+def _compare(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
+    table_a, table_b = _capped_table(counted, variant), _capped_table(counted, reference)
+    # Best LRs from the seeds both have, so a seed that only one variant ran cannot move the choice.
+    seeds = table_a.columns.intersection(table_b.columns)
+    if seeds.empty:
+        raise ValueError(f"{variant!r} and {reference!r} have no seed in common: nothing to pair")
+    best_a, best_b = best_lr(table_a[seeds]), best_lr(table_b[seeds])
+    shared_lrs = table_a.index.intersection(table_b.index)
+    per_lr = {float(lr): paired_difference(table_a.loc[lr], table_b.loc[lr]) for lr in shared_lrs}
+    # Sensitivity over the LRs both ran, so both numbers measure the same grid.
+    sensitivity = paired_difference(lr_sensitivity_per_seed(table_a.loc[shared_lrs]),
+                                    lr_sensitivity_per_seed(table_b.loc[shared_lrs]))
+    divergence_p = {}
+    for lr in shared_lrs:
+        at_lr = counted[counted["lr"] == lr]
+        diverged_a = at_lr.loc[at_lr["variant"] == variant, "diverged"]
+        diverged_b = at_lr.loc[at_lr["variant"] == reference, "diverged"]
+        divergence_p[float(lr)] = fisher_divergence(int(diverged_a.sum()), len(diverged_a),
+                                                    int(diverged_b.sum()), len(diverged_b))
+    at_best = paired_difference(table_a.loc[best_a], table_b.loc[best_b])
+    flags = [f"{name}: {flag}" for name, best, table in ((variant, best_a, table_a), (reference, best_b, table_b))
+             if (flag := edge_flag(best, table.index))]
+    if at_best.too_few_seeds:
+        flags.append(TOO_FEW_SEEDS)
+    return Comparison(variant, reference, at_best, best_a, best_b, per_lr, sensitivity, divergence_p, tuple(flags))
+
+
+def compare_variants(runs: pd.DataFrame, reference: str,
+                     loss_column: str = "final_val_loss") -> dict[str, Comparison]:
+    """Every other variant of ``runs`` (one row per run, as in ``runs.csv``) against ``reference``."""
+    _check_known([reference], runs)
+    counted = _counted_runs(runs, loss_column)
+    variants = [v for v in dict.fromkeys(runs["variant"]) if v != reference and v in set(counted["variant"])]
+    if reference not in set(counted["variant"]):
+        raise ValueError(f"reference {reference!r} has no finished or diverged run")
+    return {variant: _compare(counted, variant, reference) for variant in variants}
+
+
+# ====================================================================== claims from suite files
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A hypothesis from a suite file: ``a`` has lower loss / fewer divergences / lower LR sensitivity than ``b``."""
+
+    kind: str
+    a: str
+    b: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: Claim
+    outcome: str
+    evidence: str
+
+
+def parse_claims(raw: list) -> list[Claim]:
+    """Claims from YAML: each item ``{<kind>: [A, B]}`` with an optional ``text: ...``."""
+    if not isinstance(raw, list):
+        raise ValueError(f"claims must be a list, got {type(raw).__name__}")
+    claims = []
+    for item in raw:
+        kinds = [key for key in item if key != "text"] if isinstance(item, Mapping) else []
+        pair = item.get(kinds[0]) if len(kinds) == 1 else None
+        if (len(kinds) != 1 or kinds[0] not in CLAIM_KINDS or not isinstance(pair, (list, tuple))
+                or len(pair) != 2 or not all(isinstance(name, str) for name in pair)):
+            raise ValueError(f"bad claim {item!r}: expected one of {', '.join(CLAIM_KINDS)} "
+                             f"with two variant names, e.g. {{lower_loss: [A, B]}}, and an optional text")
+        claims.append(Claim(kinds[0], pair[0], pair[1], str(item.get("text", ""))))
+    return claims
+
+
+_OUTCOME_OF_VERDICT = {"better": "reproduced", "worse": "contradicted", "not detected": "not detected"}
+
+
+def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> tuple[str, str]:
+    """Exact McNemar test: paired by (lr, seed), only pairs where exactly one of the two diverged inform."""
+    flags = counted.pivot(index=["lr", "seed"], columns="variant", values="diverged")
+    flags = flags.reindex(columns=[claim.a, claim.b]).dropna()
+    a_diverged, b_diverged = flags[claim.a].astype(bool), flags[claim.b].astype(bool)
+    only_a, only_b = int((a_diverged & ~b_diverged).sum()), int((b_diverged & ~a_diverged).sum())
+    discordant = only_a + only_b
+    p = float(scipy_stats.binomtest(only_a, discordant, 0.5).pvalue) if discordant else 1.0
+    significant = p < 1 - CONFIDENCE
+    outcome = ("reproduced" if significant and only_a < only_b
+               else "contradicted" if significant and only_a > only_b else "not detected")
+    evidence = (f"diverged {claim.a} {int(a_diverged.sum())}/{len(flags)}, {claim.b} {int(b_diverged.sum())}/"
+                f"{len(flags)} paired by (lr, seed); discordant pairs {discordant} ({claim.a} only {only_a}, "
+                f"{claim.b} only {only_b}); exact McNemar p = {p:.3g}")
+    return outcome, evidence
+
+
+def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_val_loss") -> ClaimResult:
+    """Reproduced / contradicted only when the 95 % evidence is on one side; otherwise "not detected"."""
+    if claim.kind not in CLAIM_KINDS:
+        raise ValueError(f"unknown claim kind {claim.kind!r}; valid kinds: {', '.join(CLAIM_KINDS)}")
+    _check_known([claim.a, claim.b], runs)
+    counted = _counted_runs(runs, loss_column)
+    if claim.kind == "fewer_divergences":
+        outcome, evidence = _divergence_evidence(claim, counted)
+        return ClaimResult(claim, outcome, evidence)
+    comparison = _compare(counted, claim.a, claim.b)
+    if claim.kind == "lower_loss":
+        difference = comparison.at_best
+        where = (f" at best LRs {short_lr(comparison.variant_best_lr)} / "
+                 f"{short_lr(comparison.reference_best_lr)}")
+    else:
+        difference, where = comparison.sensitivity, " in LR sensitivity"
+    evidence = f"{claim.a} − {claim.b} = {difference.describe()}{where}"
+    if difference.too_few_seeds:
+        evidence += f" ({TOO_FEW_SEEDS})"
+    return ClaimResult(claim, _OUTCOME_OF_VERDICT[difference.verdict], evidence)

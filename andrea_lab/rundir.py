@@ -1,0 +1,225 @@
+"""The run directory format, in one place: ``summary.json`` as a typed record, the sweep's marker files,
+and the two file helpers everything that writes or checks a run uses (atomic JSON, sha256).
+
+A run directory (``runs/<experiment>/<version>/``, or ``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/``
+under ``andrea sweep``) holds, besides Lightning's own files:
+
+``summary.json``       the :class:`RunRecord` of the fit, written by
+                       :class:`andrea_lab.callbacks.RunSummary` at the end of every fit (atomically,
+                       also after Ctrl-C or a crash: status ``interrupted``);
+``validate.json``      the held-out record an ``andrea validate`` of a checkpoint writes;
+``sweep-run.json``     what the sweep started here and how (before the fit starts);
+``sweep-done.json``    the fit exited 0 (or diverged): the sweep skips this run next time;
+``sweep-failed.json``  the fit exited non-zero: the next sweep moves the directory aside and reruns it;
+``sweep.log``          the fit's stdout and stderr.
+
+:func:`run_state` is the one resume rule, used by every executor of a sweep and by ``andrea compare``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from andrea_lab.files import read_json, write_json_atomic
+
+#: Version 2 added ``heldout``, ``data``, ``versions`` and ``training``; version-1 files read with those empty.
+SCHEMA_VERSION = 2
+SUMMARY_FILE = "summary.json"
+VALIDATE_FILE = "validate.json"
+START_MARKER = "sweep-run.json"
+DONE_MARKER = "sweep-done.json"
+FAILED_MARKER = "sweep-failed.json"
+LOG_FILE = "sweep.log"
+LOCK_FILE = ".sweep.lock"
+#: How a fit ended. ``diverged`` wins over ``interrupted``: a run stopped because it diverged is done.
+STATUSES = ("finished", "diverged", "interrupted")
+DONE_STATES = ("finished", "diverged")
+ASIDE_TAGS = (".interrupted-", ".failed-")
+
+
+# ---------------------------------------------------------------------------------------- record
+
+#: The distributions whose versions a record carries (a result depends on them; say which were used).
+RECORDED_PACKAGES = ("andrea-lab", "torch", "lightning", "tokenizers", "numpy")
+
+
+def package_versions() -> dict[str, Optional[str]]:
+    """The Python version and the versions of :data:`RECORDED_PACKAGES` (None where not installed)."""
+    versions: dict[str, Optional[str]] = {"python": platform.python_version()}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+
+def finite_or_none(value: Any) -> Optional[float]:
+    """A finite float, or None: a record stores no NaN/inf (a non-finite loss is a divergence)."""
+    if value is None:
+        return None
+    value = float(value.item() if hasattr(value, "item") else value)
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The end-of-fit evaluation on windows drawn across all held-out documents.
+
+    ``se`` is the standard error of ``loss`` with documents as the unit (windows of one document are
+    correlated), or with contiguous blocks of the stream where the corpus has no document boundaries
+    (``se_unit``). ``sampled`` says whether the windows are a seeded sample of the held-out split
+    (``tokens`` of ``split_tokens``) or the whole of it."""
+
+    loss: Optional[float]
+    se: Optional[float]
+    tokens: int
+    documents: int
+    windows: int
+    split_tokens: int
+    sampled: bool
+    se_unit: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """``summary.json``: what one fit did and ended with. The single schema every writer and reader uses.
+
+    ``final_val_loss``/``best_val_loss``/``initial_val_loss`` come from the cheap in-training validation
+    (a fixed, small set of windows); ``heldout`` is the representative end-of-fit evaluation that
+    comparisons use. ``divergence`` is ``{"step", "kind"}`` (kinds in docs/stability.md) or both null.
+    """
+
+    status: str
+    schema: int = SCHEMA_VERSION
+    experiment: Optional[str] = None
+    version: Optional[int | str] = None
+    initial_val_loss: Optional[float] = None
+    final_val_loss: Optional[float] = None
+    best_val_loss: Optional[float] = None
+    best_step: Optional[int] = None
+    divergence: dict[str, Any] = field(default_factory=lambda: {"step": None, "kind": None})
+    spike_count: int = 0
+    grad_norm_max: Optional[float] = None
+    grad_norm_median: Optional[float] = None
+    #: Over the steps after warmup only: the step-0 gradient (an initialisation figure) is excluded.
+    grad_norm_max_after_warmup: Optional[float] = None
+    tokens_seen: int = 0
+    steps: int = 0
+    wall_time_s: float = 0.0
+    lr: Optional[float] = None
+    seed: Optional[int] = None
+    data_seed: Optional[int] = None
+    unigram_loss: Optional[float] = None
+    heldout: Optional[HeldOut] = None
+    #: What makes the run reproducible: corpus and tokenizer hashes, split sizes (see RunSummary).
+    data: dict[str, Any] = field(default_factory=dict)
+    #: Package versions of the process that trained (python, torch, lightning, andrea-lab, ...).
+    versions: dict[str, Optional[str]] = field(default_factory=dict)
+    #: The training hyperparameters besides the architecture (warmup_steps, weight_decay, ...).
+    training: dict[str, Any] = field(default_factory=dict)
+    plugins: dict[str, dict[str, Optional[str]]] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def diverged(self) -> bool:
+        return self.status == "diverged"
+
+    @property
+    def divergence_kind(self) -> Optional[str]:
+        return (self.divergence or {}).get("kind")
+
+    @property
+    def divergence_step(self) -> Optional[int]:
+        return (self.divergence or {}).get("step")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunRecord":
+        """Read a summary.json of schema 1 or 2; unknown keys are ignored, missing ones take defaults."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values.setdefault("status", "interrupted")
+        heldout = values.get("heldout")
+        if isinstance(heldout, dict):
+            heldout_fields = {f.name for f in dataclasses.fields(HeldOut)}
+            values["heldout"] = HeldOut(**{k: v for k, v in heldout.items() if k in heldout_fields})
+        if not isinstance(values.get("divergence"), dict):
+            values["divergence"] = {"step": None, "kind": None}
+        return cls(**values)
+
+
+def read_record(run_dir: str | Path) -> Optional[RunRecord]:
+    """The run's summary.json as a :class:`RunRecord`, or None when it has none (or it is unreadable)."""
+    data = read_json(Path(run_dir) / SUMMARY_FILE)
+    if data is None:
+        return None
+    try:
+        return RunRecord.from_json(data)
+    except TypeError:  # a damaged or foreign file: treated as no record
+        return None
+
+
+def write_record(run_dir: str | Path, record: RunRecord) -> Path:
+    path = Path(run_dir) / SUMMARY_FILE
+    write_json_atomic(path, record.to_json())
+    return path
+
+
+# ---------------------------------------------------------------------------------------- states
+
+
+def run_state(run_dir: Path) -> str:
+    """``new``, ``finished``, ``diverged``, ``failed`` or ``interrupted``: the one resume rule.
+
+    * ``new`` — the directory does not exist;
+    * ``finished`` / ``diverged`` — done: ``summary.json`` says so, or, without one, the sweep's done
+      marker is there (written only after the fit exited 0);
+    * ``failed`` — the fit exited non-zero (the failed marker);
+    * ``interrupted`` — anything else (a fit killed midway, or summary status ``interrupted``).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        return "new"
+    summary = read_json(run_dir / SUMMARY_FILE)
+    if summary is not None:
+        status = summary.get("status")
+        if status in DONE_STATES:
+            return status
+        if status == "interrupted":
+            return "interrupted"
+    done = read_json(run_dir / DONE_MARKER)
+    if done is not None:
+        return done.get("status") if done.get("status") in DONE_STATES else "finished"
+    if (run_dir / FAILED_MARKER).exists():
+        return "failed"
+    return "interrupted"
+
+
+def move_aside(run_dir: Path, reason: str) -> Path:
+    """Rename an unfinished run directory to ``<dir>.<reason>-<timestamp>`` (never deleted)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = run_dir.with_name(f"{run_dir.name}.{reason}-{stamp}")
+    counter = 1
+    while target.exists():
+        target = run_dir.with_name(f"{run_dir.name}.{reason}-{stamp}-{counter}")
+        counter += 1
+    os.rename(run_dir, target)
+    return target
+
+
+def is_aside(path: Path) -> bool:
+    """A run directory moved aside by the sweep (ignored by ``andrea compare``)."""
+    return any(tag in Path(path).name for tag in ASIDE_TAGS)

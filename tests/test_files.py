@@ -1,0 +1,42 @@
+"""andrea_lab.files: atomic writes keep the old file on failure; hashes match hashlib's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from andrea_lab.files import atomic_write, read_json, sha256_file, sha256_text, write_json_atomic
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "summary.json"
+    write_json_atomic(path, {"schema": 2, "status": "finished"})
+
+    def broken(handle):
+        handle.write(b'{"schema": 2, "sta')
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(path, broken)
+    assert json.loads(path.read_text()) == {"schema": 2, "status": "finished"}
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"], "no temporary file left behind"
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"loss": float("nan")})  # JSON has no NaN: never written as such
+    assert read_json(path)["status"] == "finished"
+
+
+def test_read_json_is_none_for_missing_damaged_or_non_object_files(tmp_path):
+    assert read_json(tmp_path / "missing.json") is None
+    (tmp_path / "half.json").write_text('{"status": "fin')
+    assert read_json(tmp_path / "half.json") is None
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert read_json(tmp_path / "list.json") is None
+
+
+def test_hashes_match_hashlib(tmp_path):
+    data = bytes(range(256)) * 5000  # more than one 1 MiB read
+    (tmp_path / "blob").write_bytes(data)
+    assert sha256_file(tmp_path / "blob") == hashlib.sha256(data).hexdigest()
+    assert sha256_text("ANDREA ✓") == hashlib.sha256("ANDREA ✓".encode()).hexdigest()
