@@ -2,7 +2,7 @@
 
 * ``loss_curves.png`` — validation (left) and training (right) loss against step, per variant at its
   best learning rate: the mean over seeds, with a band from the lowest to the highest seed;
-* ``loss_vs_lr.png`` — final validation loss (capped at the loss at init) against learning rate, per
+* ``loss_vs_lr.png`` — the scored loss (capped at the loss at init) against learning rate, per
   variant: mean over seeds with a min–max bar; a cross marks an LR where at least one seed diverged;
 * ``grad_norm_init.png`` — the gradient norm of each block at step 0 (``stability/grad_norm/block_XX``),
   per variant, averaged over its runs; not drawn when no run logged those scalars;
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -26,8 +25,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from andrea_lab.sweep.suite import format_lr  # noqa: E402
 
-_BLOCK_RE = re.compile(r"^block_(\d+)$")
-_SUBLAYER_RE = re.compile(r"^block_(\d+)_(attn|mlp)$")
+_BLOCK_RE = re.compile(r"^init/grad_norm/block_(\d+)$")
+_SUBLAYER_RE = re.compile(r"^init/delta_ratio/block_(\d+)_(attn|mlp)$")
 
 
 def _seed_band(curves: Sequence[list[tuple[int, float]]]) -> tuple[list[int], list[float], list[float], list[float]]:
@@ -80,23 +79,21 @@ def _finish_by_block(fig, ax, path: Path, title: str, ylabel: str, legend_column
     return _save(fig, path)
 
 
-def plot_loss_curves(summaries, path: Path) -> Path:
+def plot_loss_curves(variants, path: Path) -> Path:
     fig, (ax_val, ax_train) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for index, s in enumerate(summaries):
-        if s.best_lr is None:
-            continue
-        runs = s.cells[s.best_lr].runs
+    for index, v in enumerate(variants):
+        runs = v.rows[v.rows["lr"] == v.best_lr]
         color = f"C{index % 10}"
-        label = f"{s.variant} (lr {format_lr(s.best_lr)}, {len(runs)} seed{'s' if len(runs) != 1 else ''})"
-        for ax, curves in ((ax_val, [r.val_curve for r in runs]),
-                           (ax_train, [_smooth(r.train_curve) for r in runs])):
-            steps, mean, low, high = _seed_band([c for c in curves if c])
+        label = f"{v.name} (lr {format_lr(v.best_lr)}, {len(runs)} seed{'s' if len(runs) != 1 else ''})"
+        for ax, curves in ((ax_val, list(runs.get("val_curve", []))),
+                           (ax_train, [_smooth(c) for c in runs.get("train_curve", [])])):
+            steps, mean, low, high = _seed_band([c for c in curves if isinstance(c, list) and c])
             if not steps:
                 continue
             ax.plot(steps, mean, color=color, label=label, marker="o" if ax is ax_val else None, markersize=3)
             if len(runs) > 1:
                 ax.fill_between(steps, low, high, color=color, alpha=0.2, linewidth=0)
-    ax_val.set(title="validation loss at each variant's best LR", xlabel="step", ylabel="loss (nats)")
+    ax_val.set(title="in-training validation loss at each variant's best LR", xlabel="step", ylabel="loss (nats)")
     ax_train.set(title="training loss (EMA 0.8) at each variant's best LR", xlabel="step", ylabel="loss (nats)")
     for ax in (ax_val, ax_train):
         ax.grid(alpha=0.3)
@@ -106,93 +103,73 @@ def plot_loss_curves(summaries, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_loss_vs_lr(summaries, path: Path) -> Path:
+def plot_loss_vs_lr(variants, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     inits = []
-    for index, s in enumerate(summaries):
-        if not s.cells:
-            continue
+    for index, v in enumerate(variants):
         color = f"C{index % 10}"
-        lrs = s.lrs
-        means = [s.cells[lr].mean for lr in lrs]
-        lows = [m - min(s.cells[lr].capped) for m, lr in zip(means, lrs)]
-        highs = [max(s.cells[lr].capped) - m for m, lr in zip(means, lrs)]
-        ax.errorbar(lrs, means, yerr=[lows, highs], color=color, marker="o", capsize=3, label=s.variant)
-        diverged = [(lr, s.cells[lr].mean) for lr in lrs if s.cells[lr].diverged]
-        if diverged:
-            ax.scatter(*zip(*diverged), marker="x", s=80, color=color, zorder=3)
-        inits += [r.loss_at_init for lr in lrs for r in s.cells[lr].runs if r.loss_at_init is not None]
+        lrs = list(v.capped.index)
+        means, lows, highs = (v.capped.mean(axis=1), v.capped.min(axis=1), v.capped.max(axis=1))
+        ax.errorbar(lrs, means, yerr=[means - lows, highs - means], color=color, marker="o", capsize=3, label=v.name)
+        diverged = v.rows.groupby("lr")["diverged"].any()
+        marks = [(lr, means[lr]) for lr in lrs if diverged.get(lr, False)]
+        if marks:
+            ax.scatter(*zip(*marks), marker="x", s=80, color=color, zorder=3)
+        inits += [x for x in v.rows["initial_val_loss"] if x == x]
     if inits:
         ax.axhline(sum(inits) / len(inits), color="grey", linestyle="--", linewidth=1, label="loss at init")
     ax.set_xscale("log")
-    ax.set(title="final val loss vs learning rate (x: a seed diverged; capped at the loss at init)",
-           xlabel="learning rate", ylabel="final val loss (nats)")
+    ax.set(title="loss vs learning rate (x: a seed diverged; capped at the loss at init)",
+           xlabel="learning rate", ylabel="loss (nats)")
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
-def init_grad_norms_by_block(runs) -> dict[int, float]:
-    """Mean over runs of ``stability/grad_norm/block_XX`` at step 0, by block index."""
-    values: dict[int, list[float]] = defaultdict(list)
-    for run in runs:
-        for name, value in run.init_grad_norms.items():
-            match = _BLOCK_RE.match(name)
-            if match and math.isfinite(value):
-                values[int(match.group(1))].append(value)
-    return {block: sum(v) / len(v) for block, v in sorted(values.items())}
+def _by_block(rows, pattern: "re.Pattern[str]", part: Optional[str] = None) -> dict[int, float]:
+    """Mean over runs of the step-0 columns ``init/...`` whose rest matches ``pattern``, by block index."""
+    found = {}
+    for column in rows.columns:
+        match = pattern.match(column)
+        if match and (part is None or match.group(2) == part):
+            values = rows[column].dropna()
+            if len(values):
+                found[int(match.group(1))] = float(values.mean())
+    return dict(sorted(found.items()))
 
 
-def plot_init_grad_norms(summaries, path: Path) -> Optional[Path]:
+def plot_init_grad_norms(variants, path: Path) -> Optional[Path]:
     """Gradient norm by block at initialisation; None (nothing written) when no run logged it."""
-    series = []
-    for index, s in enumerate(summaries):
-        runs = [r for cell in s.cells.values() for r in cell.runs]
-        by_block = init_grad_norms_by_block(runs)
-        embeddings = [r.init_grad_norms["embeddings"] for r in runs if "embeddings" in r.init_grad_norms]
-        if by_block:
-            series.append((index, s.variant, by_block, embeddings))
+    series = [(i, v, _by_block(v.rows, _BLOCK_RE)) for i, v in enumerate(variants)]
+    series = [(i, v, by_block) for i, v, by_block in series if by_block]
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for index, variant, by_block, embeddings in series:
+    for index, v, by_block in series:
         color = f"C{index % 10}"
-        ax.plot(list(by_block), list(by_block.values()), marker="o", color=color, label=variant)
-        if embeddings:
-            ax.scatter([-1], [sum(embeddings) / len(embeddings)], marker="s", color=color)
+        ax.plot(list(by_block), list(by_block.values()), marker="o", color=color, label=v.name)
+        embeddings = v.rows.get("init/grad_norm/embeddings")
+        if embeddings is not None and embeddings.notna().any():
+            ax.scatter([-1], [float(embeddings.mean())], marker="s", color=color)
     return _finish_by_block(fig, ax, path, "gradient norm by block at step 0 (square at -1: embeddings)",
                             "gradient norm")
 
 
-def init_delta_ratios_by_block(runs, part: str) -> dict[int, float]:
-    """Mean over runs of ``stability/delta_ratio/block_XX_<part>`` at step 0, by block index."""
-    values: dict[int, list[float]] = defaultdict(list)
-    for run in runs:
-        for name, value in run.init_delta_ratios.items():
-            match = _SUBLAYER_RE.match(name)
-            if match and match.group(2) == part and math.isfinite(value):
-                values[int(match.group(1))].append(value)
-    return {block: sum(v) / len(v) for block, v in sorted(values.items())}
-
-
-def plot_init_delta_ratios(summaries, path: Path) -> Optional[Path]:
+def plot_init_delta_ratios(variants, path: Path) -> Optional[Path]:
     """Sublayer delta / stream by block at initialisation, attention solid and MLP dashed; None when
     no run logged it."""
-    series = []
-    for index, s in enumerate(summaries):
-        runs = [r for cell in s.cells.values() for r in cell.runs]
-        parts = {part: init_delta_ratios_by_block(runs, part) for part in ("attn", "mlp")}
-        if any(parts.values()):
-            series.append((index, s.variant, parts))
+    series = [(i, v, {part: _by_block(v.rows, _SUBLAYER_RE, part) for part in ("attn", "mlp")})
+              for i, v in enumerate(variants)]
+    series = [item for item in series if any(item[2].values())]
     if not series:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for index, variant, parts in series:
+    for index, v, parts in series:
         for part, style in (("attn", "-"), ("mlp", "--")):
             if parts[part]:
                 ax.plot(list(parts[part]), list(parts[part].values()), style, marker="o", color=f"C{index % 10}",
-                        label=f"{variant} {part}")
+                        label=f"{v.name} {part}")
     ax.axhline(1.0, color="grey", lw=0.8)
     return _finish_by_block(fig, ax, path,
                             "‖output − input‖ / ‖input‖ of each sublayer at step 0 (below 1: near the identity)",

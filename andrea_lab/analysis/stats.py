@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from andrea_lab.sweep.suite import format_lr
+
 CONFIDENCE = 0.95
 VERDICTS = ("better", "worse", "not detected")
 #: Below this many paired seeds an interval is so wide that "not detected" mostly means "run more seeds".
@@ -41,12 +43,6 @@ CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
 def _signed(value: float, digits: int) -> str:
     """``+0.120`` / ``−0.120`` (a true minus sign, as in the reports), ``+inf``, ``nan``."""
     return f"{value:+.{digits}f}".replace("-", "−") if not math.isnan(value) else "nan"
-
-
-def short_lr(lr: float) -> str:
-    """A learning rate as the sweep labels it (same rule as ``sweep.suite.format_lr``): 0.003 -> '3e-3'."""
-    mantissa, exponent = f"{lr:.6e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def capped_loss(loss: Optional[float], loss_at_init: float) -> float:
@@ -127,9 +123,9 @@ def edge_flag(best: float, lrs: Sequence[float]) -> Optional[str]:
     if len(grid) < 2:
         return None
     if best == grid[0]:
-        return f"optimum not bracketed: extend lrs below {short_lr(best)}"
+        return f"optimum not bracketed: extend lrs below {format_lr(best)}"
     if best == grid[-1]:
-        return f"optimum not bracketed: extend lrs above {short_lr(best)}"
+        return f"optimum not bracketed: extend lrs above {format_lr(best)}"
     return None
 
 
@@ -147,7 +143,7 @@ def fisher_divergence(diverged_a: int, runs_a: int, diverged_b: int, runs_b: int
 # ====================================================================== from run tables
 
 
-def _counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
+def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     """Counted runs with a ``capped`` and a ``diverged`` column; one row per (variant, lr, seed)."""
     counted = runs[runs["status"].isin(COUNTED_STATUSES)].copy()
     loss = pd.to_numeric(counted[loss_column], errors="coerce").astype(float)
@@ -220,7 +216,7 @@ def compare_variants(runs: pd.DataFrame, reference: str,
                      loss_column: str = "final_val_loss") -> dict[str, Comparison]:
     """Every other variant of ``runs`` (one row per run, as in ``runs.csv``) against ``reference``."""
     _check_known([reference], runs)
-    counted = _counted_runs(runs, loss_column)
+    counted = counted_runs(runs, loss_column)
     variants = [v for v in dict.fromkeys(runs["variant"]) if v != reference and v in set(counted["variant"])]
     if reference not in set(counted["variant"]):
         raise ValueError(f"reference {reference!r} has no finished or diverged run")
@@ -288,15 +284,15 @@ def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_v
     if claim.kind not in CLAIM_KINDS:
         raise ValueError(f"unknown claim kind {claim.kind!r}; valid kinds: {', '.join(CLAIM_KINDS)}")
     _check_known([claim.a, claim.b], runs)
-    counted = _counted_runs(runs, loss_column)
+    counted = counted_runs(runs, loss_column)
     if claim.kind == "fewer_divergences":
         outcome, evidence = _divergence_evidence(claim, counted)
         return ClaimResult(claim, outcome, evidence)
     comparison = _compare(counted, claim.a, claim.b)
     if claim.kind == "lower_loss":
         difference = comparison.at_best
-        where = (f" at best LRs {short_lr(comparison.variant_best_lr)} / "
-                 f"{short_lr(comparison.reference_best_lr)}")
+        where = (f" at best LRs {format_lr(comparison.variant_best_lr)} / "
+                 f"{format_lr(comparison.reference_best_lr)}")
     else:
         difference, where = comparison.sensitivity, " in LR sensitivity"
     evidence = f"{claim.a} − {claim.b} = {difference.describe()}{where}"

@@ -1,8 +1,12 @@
-"""`andrea compare RUNS_DIR`: one table per suite (a row per variant), as Markdown and CSV, plus plots.
+"""`andrea compare RUNS`: one report per suite — every variant against a reference variant with paired
+confidence intervals, the suite's claims evaluated, per-LR tables and plots — as Markdown and CSV.
 
-RUNS_DIR is a sweep's suite directory (``runs/<suite>``), a directory of suites (``runs``), or any
-directory of ``andrea fit`` runs. Runs are grouped by variant (the directory layout ``andrea sweep``
-writes, ``<suite>/<variant>/lr<lr>-seed<seed>/``). Read docs/experiments.md for what the columns mean.
+RUNS is a sweep's suite directory (``runs/<suite>``), a directory of suites (``runs``), any directory of
+``andrea fit`` runs, or a ``runs.csv`` an earlier compare wrote (the statistics only: no curves, no plots).
+The reference variant and the claims come from the suite file (``--suite``, else the one the sweep
+recorded in its runs); without one, the first variant is the reference and there are no claims.
+``--doc FILE`` also rewrites the suite's generated claims block in FILE (docs/results.md).
+Read docs/experiments.md for what the columns mean.
 """
 
 from __future__ import annotations
@@ -10,35 +14,86 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Optional
 
-from andrea_lab.analysis.compare import SUMMARY_COLUMNS, load_runs, markdown_table, summary_rows, write_outputs
+from andrea_lab.analysis import compare, report
+from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
+from andrea_lab.files import read_json
+from andrea_lab.rundir import START_MARKER
+from andrea_lab.sweep.suite import Suite, SuiteError, load_suite
+
+EXIT_USAGE = 2
+
+
+def _error(message: str) -> int:
+    print(f"andrea compare: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def recorded_suite(runs) -> Optional[Path]:
+    """The suite file the sweep recorded in its ``sweep-run.json`` markers, if they agree on one."""
+    files = set()
+    for path in runs["path"].dropna():
+        marker = read_json(Path(path) / START_MARKER) or {}
+        if marker.get("suite_file"):
+            files.add(marker["suite_file"])
+    return Path(files.pop()) if len(files) == 1 else None
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="andrea compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs_dir", help="a directory of runs (e.g. runs/norm_placement)")
-    parser.add_argument("--out", help="where to write comparison.md/.csv, runs.csv and the PNGs "
-                                      "(default: RUNS_DIR/compare; one subdirectory per suite if there are several)")
+    parser.add_argument("runs", help="a directory of runs (e.g. runs/norm_placement) or a runs.csv")
+    parser.add_argument("--out", help="where to write comparison.md/.csv, claims.csv, runs.csv and the PNGs "
+                                      "(default: RUNS/compare; one subdirectory per suite if there are several)")
+    parser.add_argument("--suite", help="the suite YAML whose reference and claims to use (default: the one the "
+                                        "sweep recorded)")
+    parser.add_argument("--reference", help="the variant every other one is compared with (default: the suite's "
+                                            "reference, else the first variant)")
+    parser.add_argument("--doc", help="a Markdown file whose generated claims block for this suite is rewritten")
     args = parser.parse_args(argv)
-    root = Path(args.runs_dir)
-    if not root.is_dir():
-        print(f"andrea compare: error: {args.runs_dir!r} is not a directory", file=sys.stderr)
-        return 2
-    records = load_runs(root)
-    if not records:
-        print(f"andrea compare: error: no runs under {root} (a run directory holds TensorBoard event files or "
-              "summary.json)", file=sys.stderr)
-        return 2
-    out = Path(args.out) if args.out else root / "compare"
-    written = write_outputs(records, out)
-    for suite, result in written.items():
-        print(f"## {suite}\n")
-        print(markdown_table(SUMMARY_COLUMNS, summary_rows(result["summaries"])))
+    source = Path(args.runs)
+    if source.is_file() and source.suffix == ".csv":
+        runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
+    elif source.is_dir():
+        runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
+    else:
+        return _error(f"{args.runs!r} is neither a directory of runs nor a runs.csv")
+    if runs.empty:
+        return _error(f"no runs under {source} (a run directory holds TensorBoard event files or summary.json)")
+    suite: Optional[Suite] = None
+    suite_file = Path(args.suite) if args.suite else recorded_suite(runs)
+    try:
+        suite = load_suite(suite_file) if suite_file is not None else None
+    except SuiteError as exc:
+        return _error(str(exc))
+    reference = args.reference or (suite.reference if suite else None)
+    claims = suite.claims if suite else ()
+    known = set(runs["variant"])
+    if reference is not None and reference not in known:
+        return _error(f"reference variant {reference!r} has no runs here; variants: {', '.join(sorted(known))}")
+    if args.doc and runs["suite"].nunique() != 1:
+        return _error(f"--doc needs the runs of one suite; found {', '.join(sorted(set(runs['suite'])))}")
+    try:
+        written = report.write_outputs(runs, out, reference, claims)
+    except ValueError as exc:  # e.g. a claim names a variant these runs lack
+        return _error(str(exc))
+    for suite_name, result in written.items():
+        print(f"## {suite_name}\n")
+        print(report.markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(result["variants"])))
+        if result["claims"] is not None:
+            print("\n" + report.markdown_table(compare.CLAIM_COLUMNS, result["claims"]))
         for note in result["notes"]:
             print(f"- {note}")
         print()
         for kind, path in result["files"].items():
             print(f"  {kind:<15} {path}")
         print()
+    if args.doc:
+        doc = Path(args.doc)
+        suite_name = next(iter(written))
+        text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+        block = report.claims_block(runs, claims)
+        doc.write_text(report.update_generated_block(text, suite_name, "claims", block), encoding="utf-8")
+        print(f"updated the {suite_name} claims block in {doc}")
     return 0

@@ -35,6 +35,7 @@ class RunSpec:
     command: tuple[str, ...]
     overrides: dict[str, Any] = field(default_factory=dict)
     variant_index: int = 0  # the variant's position in the suite (keeps tables in suite order)
+    suite_file: Optional[str] = None  # so that `andrea compare` finds the suite's reference and claims
 
     @property
     def label(self) -> str:
@@ -51,7 +52,7 @@ def suite_runs_dir(runs_dir: str | Path, suite: Suite) -> Path:
 
 
 def fit_command(suite: Suite, variant_overrides: dict[str, Any], lr: float, seed: int, save_dir: Path,
-                variant: str, python: str = sys.executable) -> list[str]:
+                variant: str, python: str = sys.executable, version: Optional[str] = None) -> list[str]:
     """``python -m andrea_lab.cli fit --config BASE`` + common + variant overrides + what the sweep owns."""
     return [
         python, "-m", "andrea_lab.cli", "fit", "--config", str(suite.base),
@@ -63,7 +64,7 @@ def fit_command(suite: Suite, variant_overrides: dict[str, Any], lr: float, seed
         "--trainer.logger.class_path", TENSORBOARD_LOGGER,
         "--trainer.logger.init_args.save_dir", str(save_dir),
         "--trainer.logger.init_args.name", variant,
-        "--trainer.logger.init_args.version", run_version(lr, seed),
+        "--trainer.logger.init_args.version", version or run_version(lr, seed),
         "--trainer.logger.init_args.default_hp_metric", "false",
     ]
 
@@ -86,7 +87,9 @@ def plan_sweep(suite: Suite, runs_dir: str | Path, lrs: Optional[Sequence[float]
         specs.append(RunSpec(
             index=index, total=len(combos), suite=suite.name, variant=variant.name, lr=float(lr), seed=seed,
             run_dir=save_dir / variant.name / run_version(lr, seed),
-            command=tuple(fit_command(suite, variant.overrides, lr, seed, save_dir, variant.name, python)),
+            command=tuple(fit_command(suite, variant.overrides, lr, seed + variant.seed_offset, save_dir,
+                                      variant.name, python, version=run_version(lr, seed))),
             overrides={**suite.common, **variant.overrides}, variant_index=position[variant.name],
+            suite_file=str(suite.path),
         ))
     return specs

@@ -174,7 +174,8 @@ class Runner:
             self.say(f"{spec.counter} {spec.label}: unfinished run directory moved aside to {aside.name}")
         spec.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(spec.run_dir / START_MARKER, {
-            "schema": 1, "suite": spec.suite, "variant": spec.variant, "variant_index": spec.variant_index,
+            "schema": 1, "suite": spec.suite, "suite_file": spec.suite_file, "variant": spec.variant,
+            "variant_index": spec.variant_index,
             "lr": spec.lr, "seed": spec.seed, "data_seed": spec.seed, "overrides": spec.overrides,
             "command": list(spec.command), "started": _now(), "sweep_pid": os.getpid(),
         })

@@ -39,7 +39,7 @@ import yaml
 
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
-VARIANT_KEYS = ("name", "description", "overrides")
+VARIANT_KEYS = ("name", "description", "overrides", "seed_offset")
 
 #: Override keys the sweep sets itself, and what to use instead.
 RESERVED_KEYS = {
@@ -63,6 +63,9 @@ class Variant:
     name: str
     overrides: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    #: Added to the seed of every run of this variant (init and data). For A/A checks only: a variant
+    #: that differs from another only by its seeds must come out "not detected" in ``andrea compare``.
+    seed_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,11 @@ def load_suite(path: str | Path) -> Suite:
         seen[variant_name] = number
         overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
         description = raw.get("description") or ""
-        variants.append(Variant(variant_name, overrides, str(description)))
+        seed_offset = raw.get("seed_offset", 0)
+        if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:
+            raise SuiteError(f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, "
+                             f"got {seed_offset!r}")
+        variants.append(Variant(variant_name, overrides, str(description), seed_offset))
 
     reference = document.get("reference", variants[0].name)
     if reference not in seen:

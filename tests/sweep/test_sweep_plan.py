@@ -133,3 +133,22 @@ def test_move_aside_renames_and_never_deletes(tmp_path):
 
 def test_plan_uses_this_python_by_default(suite, tmp_path):
     assert plan_sweep(suite, tmp_path)[0].command[0] == sys.executable
+
+
+def test_a_seed_offset_changes_the_seeds_a_variant_trains_with_not_its_directory(tmp_path):
+    """A/A suites: ``seed_offset`` reseeds init and data; the run is still filed (and paired) by its seed."""
+    (tmp_path / "base.yaml").write_text("model: {}\n")
+    (tmp_path / "aa.yaml").write_text(yaml.safe_dump({
+        "base": "base.yaml", "lrs": [1e-3], "seeds": [0, 1],
+        "variants": [{"name": "a"}, {"name": "b", "seed_offset": 1000}]}))
+    specs = plan_sweep(load_suite(tmp_path / "aa.yaml"), tmp_path / "runs")
+    b_seed1 = next(s for s in specs if s.variant == "b" and s.seed == 1)
+    command = list(b_seed1.command)
+    assert command[command.index("--seed_everything") + 1] == "1001"
+    assert command[command.index("--data.seed") + 1] == "1001"
+    assert b_seed1.run_dir.name == "lr1e-3-seed1"
+    assert command[command.index("--trainer.logger.init_args.version") + 1] == "lr1e-3-seed1"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({
+        "base": "base.yaml", "lrs": [1e-3], "seeds": [0], "variants": [{"name": "a", "seed_offset": -1}]}))
+    with pytest.raises(SuiteError, match="seed_offset must be a non-negative integer, got -1"):
+        load_suite(tmp_path / "bad.yaml")

@@ -1,0 +1,211 @@
+"""The comparison report of a suite: Markdown and CSV from the frames of :mod:`andrea_lab.analysis.compare`,
+the plots, and the generated blocks of docs that quote a suite's claims.
+
+Generated blocks sit in a Markdown file between ``<!-- andrea compare: BEGIN <suite> <what> -->`` and
+``<!-- andrea compare: END <suite> <what> -->``; :func:`update_generated_block` rewrites what is between
+them and nothing else, so numbers in docs are pasted by the program, never typed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from andrea_lab.analysis import compare
+from andrea_lab.analysis.compare import Column
+from andrea_lab.analysis.runs_table import write_runs_csv
+from andrea_lab.analysis.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
+from andrea_lab.sweep.suite import format_lr
+
+
+def markdown_table(columns: Sequence[Column], frame: pd.DataFrame) -> str:
+    """A GitHub Markdown table of ``frame`` with each column's label and format."""
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    rows = [line([c.show(row[c.key]) for c in columns]) for _, row in frame.iterrows()]
+    return "\n".join([line([c.label for c in columns]), "|" + "|".join("---" for _ in columns) + "|", *rows])
+
+
+# ---------------------------------------------------------------------------------------------- at init
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+    finite = [float(v) for v in values if v is not None and not pd.isna(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def init_profile(rows: pd.DataFrame) -> dict[str, Optional[float]]:
+    """The step-0 picture of a variant, averaged over its runs (the init depends on the seed only): the
+    gradient norm of the embeddings and of the first and last block, and the sublayer delta-to-stream
+    ratios (mean and max over blocks). Small deltas against the stream: the block starts near the identity."""
+    blocks = sorted(c for c in rows.columns if re.fullmatch(r"init/grad_norm/block_\d+", c))
+    mean_of = {c: _mean(rows[c]) for c in rows.columns if c.startswith("init/")}
+    first = mean_of[blocks[0]] if blocks else None
+    last = mean_of[blocks[-1]] if blocks else None
+    profile = {"embeddings": mean_of.get("init/grad_norm/embeddings"), "first_block": first, "last_block": last,
+               "first_over_last": first / last if first is not None and last else None}
+    for part in ("attn", "mlp"):
+        per_block = [m for c, m in mean_of.items() if re.fullmatch(rf"init/delta_ratio/block_\d+_{part}", c)
+                     and m is not None]
+        profile[f"{part}_delta_mean"] = _mean(per_block)
+        profile[f"{part}_delta_max"] = max(per_block) if per_block else None
+    return profile
+
+
+def _pair(p: dict, part: str) -> str:
+    return f"{compare.fmt(p[f'{part}_delta_mean'])} ({compare.fmt(p[f'{part}_delta_max'])})"
+
+
+INIT_COLUMNS = [
+    Column("variant", "variant", lambda v: v.name),
+    Column("runs", "runs", lambda v: len(v.rows)),
+    Column("embeddings", "grad norm: embeddings", lambda v: compare.fmt(init_profile(v.rows)["embeddings"])),
+    Column("first_block", "grad norm: first block", lambda v: compare.fmt(init_profile(v.rows)["first_block"])),
+    Column("last_block", "grad norm: last block", lambda v: compare.fmt(init_profile(v.rows)["last_block"])),
+    Column("first_over_last", "first / last block",
+           lambda v: compare.fmt(init_profile(v.rows)["first_over_last"], 2)),
+    Column("attn_delta", "attn delta/stream: mean (max)", lambda v: _pair(init_profile(v.rows), "attn")),
+    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda v: _pair(init_profile(v.rows), "mlp")),
+]
+
+INIT_LEGEND = """\
+At step 0, before any update, on the StabilityMonitor's fixed probe batch, mean over the variant's runs:
+gradient norms of the embeddings and of the first and last block (their ratio shows how evenly the
+gradient reaches the depth), and delta/stream = ‖output − input‖ / ‖input‖ of each attention and MLP
+sublayer's wrapper (mean and max over blocks). For pre-norm that is the sublayer's output against the
+stream it is added to: well below 1 means the block starts close to the identity. For post-norm the
+change includes the LayerNorm after the add, which rescales the stream (by far the most at block 0,
+whose input is the small raw embedding).
+"""
+
+
+def legend(loss_column: str) -> str:
+    scored = ("the held-out loss: windows drawn across all held-out documents at the end of the fit "
+              "(summary.json `heldout`)" if loss_column == compare.HELDOUT else
+              "the last in-training validation loss (these runs predate the held-out evaluation: read "
+              "their numbers as the loss of the first held-out files only)")
+    return f"""\
+How to read these tables (docs/experiments.md):
+
+- **loss**: {scored}. A diverged run counts as its loss at init (min(loss, loss at init)).
+- **best LR**: the LR with the lowest mean loss over seeds. It is chosen on the same seeds the interval
+  at best LRs uses, which favours each variant a little (the per-LR comparisons carry no such selection).
+- **− reference [95 % CI]**: the mean over seeds of the paired difference (same seed = same batches and
+  init) to the reference variant, with a paired-t 95 % interval and the number of seeds n. **better** /
+  **worse**: the whole interval is below / above 0. **not detected**: it contains 0 — which is not "no
+  difference"; more seeds narrow it. "{TOO_FEW_SEEDS}" marks intervals from fewer than 3 seeds.
+- **LR sensitivity** (Wortsman et al. 2023): per seed, the mean over the LR grid of the capped loss minus
+  its best value; mean ± sd over seeds, and paired against the reference like the loss.
+- **diverged per LR**: diverged / counted runs; **Fisher p**: two-sided exact test of the divergence counts
+  against the reference at that LR.
+- **grad norm**: the median of each run's median, and the largest norm after warmup (step 0 excluded: the
+  gradients at init are in the initialisation table). **spikes**: summed over the variant's runs.
+- **flags**: an optimum at the edge of the LR grid is not bracketed (the true optimum may lie beyond it).
+"""
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+def left_out_notes(runs: pd.DataFrame) -> list[str]:
+    """A line for every run that the statistics do not count, with its state."""
+    out = runs[~runs["status"].isin(COUNTED_STATUSES) | runs["lr"].isna()]
+    return [f"{row.variant}: left out {Path(row.path).name} ({row.status if not pd.isna(row.lr) else 'LR unknown'})"
+            for row in out.itertuples()]
+
+
+def suite_markdown(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
+                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> str:
+    reference = next((v.name for v in variants if v.is_reference), "n/a")
+    parts = [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**.", "",
+             markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(variants)), ""]
+    if claims is not None and len(claims):
+        parts += ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]
+    parts += ["## Per learning rate", "", markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]
+    at_init = [v for v in variants if any(c.startswith("init/") and v.rows[c].notna().any() for c in v.rows.columns)]
+    if at_init:
+        parts += ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(INIT_COLUMNS, at_init)), "",
+                  INIT_LEGEND]
+    if notes:
+        parts += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+    return "\n".join([*parts, legend(loss_column)])
+
+
+def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
+                  claims: Sequence[Any] = ()) -> dict[str, dict]:
+    """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite."""
+    from andrea_lab.analysis import plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    suites = list(dict.fromkeys(runs["suite"]))
+    written: dict[str, dict] = {}
+    for suite in suites:
+        suite_runs = runs[runs["suite"] == suite]
+        directory = out if len(suites) == 1 else out / suite
+        directory.mkdir(parents=True, exist_ok=True)
+        loss_column = compare.scored_loss_column(suite_runs)
+        variants = compare.build_variants(suite_runs, reference if reference in set(suite_runs["variant"]) else None,
+                                          loss_column)
+        claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
+        notes = left_out_notes(suite_runs)
+        files = {"loss_curves": plots.plot_loss_curves(variants, directory / "loss_curves.png"),
+                 "loss_vs_lr": plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")}
+        for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms), ("delta_ratio_init",
+                                                                              plots.plot_init_delta_ratios)):
+            path = plot(variants, directory / f"{kind}.png")
+            if path is not None:
+                files[kind] = path
+        if "grad_norm_init" not in files:
+            notes.append("gradient norm by layer at init: skipped, no run has stability/grad_norm/block_XX "
+                         "scalars at step 0 (the StabilityMonitor callback logs them)")
+        markdown = suite_markdown(suite, variants, suite_runs, claim_frame, notes, loss_column)
+        files["markdown"] = directory / "comparison.md"
+        files["markdown"].write_text(markdown, encoding="utf-8")
+        files["csv"] = directory / "comparison.csv"
+        compare.variant_table(variants).assign(suite=suite).pipe(
+            lambda frame: frame[["suite", *frame.columns[:-1]]]).to_csv(files["csv"], index=False)
+        files["runs_csv"] = directory / "runs.csv"
+        write_runs_csv(suite_runs, files["runs_csv"])
+        if claim_frame is not None:
+            files["claims_csv"] = directory / "claims.csv"
+            claim_frame.to_csv(files["claims_csv"], index=False)
+        written[suite] = {"variants": variants, "files": files, "notes": notes, "markdown": markdown,
+                          "claims": claim_frame}
+    return written
+
+
+# ---------------------------------------------------------------------------------------------- docs
+
+def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
+    """The claims of a suite as the Markdown table that docs/results.md quotes, with what it rests on."""
+    loss_column = compare.scored_loss_column(runs)
+    counted = runs[runs["status"].isin(COUNTED_STATUSES)]
+    seeds = sorted(int(s) for s in counted["seed"].dropna().unique())
+    lrs = sorted(float(lr) for lr in counted["lr"].dropna().unique())
+    scored = "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
+    header = (f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
+              f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}.")
+    return header + "\n\n" + markdown_table(compare.CLAIM_COLUMNS, compare.claims_table(runs, claims, loss_column))
+
+
+def _markers(suite: str, what: str) -> tuple[str, str]:
+    return f"<!-- andrea compare: BEGIN {suite} {what} -->", f"<!-- andrea compare: END {suite} {what} -->"
+
+
+def generated_blocks(text: str) -> list[tuple[str, str, str]]:
+    """``(suite, what, content)`` of every generated block in a Markdown text."""
+    pattern = re.compile(r"<!-- andrea compare: BEGIN (\S+) (\S+) -->\n(.*?)\n<!-- andrea compare: END \1 \2 -->",
+                         re.S)
+    return [(m.group(1), m.group(2), m.group(3)) for m in pattern.finditer(text)]
+
+
+def update_generated_block(text: str, suite: str, what: str, content: str) -> str:
+    """``text`` with the block of (suite, what) replaced by ``content``; appended when it has none."""
+    begin, end = _markers(suite, what)
+    block = f"{begin}\n{content.rstrip()}\n{end}"
+    if begin in text:
+        start, stop = text.index(begin), text.index(end) + len(end)
+        return text[:start] + block + text[stop:]
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+

@@ -1,0 +1,174 @@
+"""Reading runs for a comparison: every run directory under a root becomes one row of a DataFrame.
+
+The numbers come from the run's record (``summary.json``, :class:`andrea_lab.rundir.RunRecord`) and
+nothing else: divergence, spikes and gradient norms were decided once, during the fit, by the
+StabilityMonitor, and a comparison never re-decides them from curves. A run without a record (killed
+before its end, or trained with the summary disabled) is listed with its state and left out of the
+statistics. A run's suite, variant, learning rate and seed come from the sweep's ``sweep-run.json``,
+else the record, else the directory layout ``<suite>/<variant>/lr<lr>-seed<seed>/`` of ``andrea sweep``.
+
+Curves (for the plots) and the step-0 stability scalars (for the initialisation table) are read from
+the TensorBoard event files with TensorBoard's own ``EventAccumulator``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+
+from andrea_lab.files import read_json
+from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, read_record
+from andrea_lab.sweep.suite import parse_run_version
+
+VAL_TAG = "val/loss"
+TRAIN_TAG = "train/loss"
+#: Step-0 scalars kept as columns ``init/<rest of the tag>`` for the initialisation table and plots.
+INIT_PREFIXES = ("stability/grad_norm/", "stability/delta_ratio/")
+#: The columns of ``runs.csv``: one per field a comparison reads (the init columns are not written).
+RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "initial_val_loss", "final_val_loss", "best_val_loss",
+               "heldout_loss", "heldout_se", "heldout_tokens", "heldout_documents", "divergence_kind",
+               "divergence_step", "grad_norm_median", "grad_norm_max", "grad_norm_max_after_warmup",
+               "spike_count", "steps", "warmup_steps", "source", "path"]
+
+Curve = list[tuple[int, float]]
+
+
+def _is_run_dir(names: Iterable[str]) -> bool:
+    return any(name.startswith("events.out.tfevents.") or name in (SUMMARY_FILE, START_MARKER) for name in names)
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    """Every run directory under ``root`` (``root`` itself included), skipping directories the sweep
+    moved aside (``*.interrupted-*``, ``*.failed-*``)."""
+    found = []
+    for directory, subdirs, files in os.walk(Path(root)):
+        path = Path(directory)
+        if is_aside(path):
+            subdirs[:] = []
+            continue
+        if _is_run_dir(files):
+            found.append(path)
+            subdirs[:] = []  # checkpoints/ and the like
+        else:
+            subdirs[:] = sorted(d for d in subdirs if not is_aside(Path(d)))
+    return sorted(found)
+
+
+def read_scalars(run_dir: Path) -> dict[str, Curve]:
+    """Every scalar tag of a run's event files, as ``(step, value)`` sorted by step (the last value logged
+    at a step wins)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return {tag: sorted({e.step: float(e.value) for e in accumulator.Scalars(tag)}.items())
+            for tag in accumulator.Tags().get("scalars", [])}
+
+
+def _layout_identity(run_dir: Path, root: Path) -> tuple[str, str]:
+    """(suite, variant) from ``<suite>/<variant>/<version>`` relative to the directory compared."""
+    try:
+        parts = run_dir.resolve().relative_to(root.resolve()).parts
+    except ValueError:
+        parts = ()
+    if len(parts) >= 3:
+        return parts[-3], parts[-2]
+    if len(parts) == 2:
+        return root.resolve().name, parts[0]
+    if len(parts) == 1:
+        return root.resolve().parent.name, root.resolve().name
+    return run_dir.resolve().parent.parent.name, run_dir.resolve().parent.name
+
+
+def _first_number(*values: Any) -> Optional[float]:
+    for value in values:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _state_without_record(run_dir: Path, started: dict) -> str:
+    if (run_dir / FAILED_MARKER).exists():
+        return "failed"
+    if started and not (run_dir / DONE_MARKER).exists():
+        return "incomplete"
+    return "no summary"
+
+
+def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool = True) -> dict[str, Any]:
+    """One run directory as a row: identity, its record's numbers, and (with ``events``) its curves."""
+    run_dir = Path(run_dir)
+    root = Path(root) if root is not None else run_dir.parent.parent
+    started = read_json(run_dir / START_MARKER) or {}
+    record = read_record(run_dir)
+    suite, variant = _layout_identity(run_dir, root)
+    from_name = parse_run_version(run_dir.name) or (None, None)
+    seed = started.get("seed", record.seed if record is not None else None)
+    row: dict[str, Any] = {
+        "suite": started.get("suite") or suite,
+        "variant": started.get("variant") or variant,
+        "variant_index": started.get("variant_index"),
+        "lr": _first_number(started.get("lr"), record.lr if record else None, from_name[0]),
+        "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else from_name[1],
+        "status": record.status if record is not None else _state_without_record(run_dir, started),
+        "source": SUMMARY_FILE if record is not None else "markers",
+        "path": str(run_dir),
+    }
+    if record is not None:
+        heldout = record.heldout
+        row.update(
+            initial_val_loss=record.initial_val_loss, final_val_loss=record.final_val_loss,
+            best_val_loss=record.best_val_loss,
+            heldout_loss=None if heldout is None else heldout.loss,
+            heldout_se=None if heldout is None else heldout.se,
+            heldout_tokens=None if heldout is None else heldout.tokens,
+            heldout_documents=None if heldout is None else heldout.documents,
+            divergence_kind=record.divergence_kind if record.diverged else None,
+            divergence_step=record.divergence_step if record.diverged else None,
+            grad_norm_median=record.grad_norm_median, grad_norm_max=record.grad_norm_max,
+            grad_norm_max_after_warmup=record.grad_norm_max_after_warmup, spike_count=record.spike_count,
+            steps=record.steps, warmup_steps=record.training.get("warmup_steps"),
+            vocab_size=record.config.get("vocab_size"),
+        )
+    if events:
+        curves = read_scalars(run_dir)
+        row["val_curve"], row["train_curve"] = curves.get(VAL_TAG, []), curves.get(TRAIN_TAG, [])
+        for tag, curve in curves.items():
+            if tag.startswith(INIT_PREFIXES) and curve and curve[0][0] == 0 and math.isfinite(curve[0][1]):
+                row["init/" + tag.split("/", 1)[1]] = curve[0][1]
+    return row
+
+
+def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
+    """Every run under ``root``, one row each (empty frame with :data:`RUN_COLUMNS` when there is none)."""
+    root = Path(root)
+    rows = [load_run(run_dir, root, events) for run_dir in find_runs(root)]
+    return _typed(pd.DataFrame(rows, columns=None if rows else RUN_COLUMNS))
+
+
+def read_runs_csv(path: str | Path) -> pd.DataFrame:
+    """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns)."""
+    return _typed(pd.read_csv(path, dtype={"divergence_kind": "string"}))
+
+
+def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
+    """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs."""
+    table = runs.reindex(columns=RUN_COLUMNS).sort_values(["variant", "lr", "seed"], na_position="last")
+    table.to_csv(path, index=False)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every :data:`RUN_COLUMNS` present, numbers as floats (missing = NaN), names as strings."""
+    frame = frame.reindex(columns=list(dict.fromkeys([*RUN_COLUMNS, *frame.columns])))
+    for column in frame.columns:
+        if column in ("suite", "variant", "status", "divergence_kind", "source", "path"):
+            frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
+        elif column in ("seed", "variant_index"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
+        elif column not in ("val_curve", "train_curve"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return frame
