@@ -23,6 +23,7 @@ import importlib.metadata
 import math
 import os
 import platform
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,32 @@ def write_record(run_dir: str | Path, record: RunRecord) -> Path:
     path = Path(run_dir) / SUMMARY_FILE
     write_json_atomic(path, record.to_json())
     return path
+
+
+# ---------------------------------------------------------------------------------------- names
+
+
+def format_lr(lr: float) -> str:
+    """A learning rate as a short, exact-enough label: 0.003 -> '3e-3', 0.0015 -> '1.5e-3', 1.0 -> '1e0'."""
+    mantissa, exponent = f"{lr:.6e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def run_version(lr: float, seed: int) -> str:
+    """The directory name of one run inside its variant's directory: ``lr3e-3-seed0``."""
+    return f"lr{format_lr(lr)}-seed{seed}"
+
+
+_VERSION_RE = re.compile(r"^lr(?P<lr>[0-9.]+e-?[0-9]+)-seed(?P<seed>[0-9]+)$")
+
+
+def parse_run_version(name: str) -> Optional[tuple[float, int]]:
+    """``(lr, seed)`` from a directory name written by :func:`run_version`, else None."""
+    match = _VERSION_RE.match(name)
+    if not match:
+        return None
+    return float(match["lr"]), int(match["seed"])
 
 
 # ---------------------------------------------------------------------------------------- states

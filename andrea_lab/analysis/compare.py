@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.analysis import stats
-from andrea_lab.sweep.suite import format_lr
+from andrea_lab.rundir import format_lr
 
 HELDOUT = "heldout_loss"
 IN_TRAINING = "final_val_loss"

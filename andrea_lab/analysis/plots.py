@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from andrea_lab.sweep.suite import format_lr  # noqa: E402
+from andrea_lab.rundir import format_lr  # noqa: E402
 
 _BLOCK_RE = re.compile(r"^init/grad_norm/block_(\d+)$")
 _SUBLAYER_RE = re.compile(r"^init/delta_ratio/block_(\d+)_(attn|mlp)$")

@@ -18,7 +18,7 @@ from andrea_lab.analysis import compare
 from andrea_lab.analysis.compare import Column
 from andrea_lab.analysis.runs_table import write_runs_csv
 from andrea_lab.analysis.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
-from andrea_lab.sweep.suite import format_lr
+from andrea_lab.rundir import format_lr
 
 
 def markdown_table(columns: Sequence[Column], frame: pd.DataFrame) -> str:

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from andrea_lab.files import read_json
-from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, read_record
-from andrea_lab.sweep.suite import parse_run_version
+from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, parse_run_version,
+                               read_record)
 
 VAL_TAG = "val/loss"
 TRAIN_TAG = "train/loss"

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from andrea_lab.sweep.suite import format_lr
+from andrea_lab.rundir import format_lr
 
 CONFIDENCE = 0.95
 VERDICTS = ("better", "worse", "not detected")

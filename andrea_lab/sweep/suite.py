@@ -37,6 +37,8 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
+
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
 VARIANT_KEYS = ("name", "description", "overrides", "seed_offset")
@@ -92,29 +94,6 @@ class Suite:
 
 
 # ------------------------------------------------------------------ values
-
-
-def format_lr(lr: float) -> str:
-    """A learning rate as a short, exact-enough label: 0.003 -> '3e-3', 0.0015 -> '1.5e-3', 1.0 -> '1e0'."""
-    mantissa, exponent = f"{lr:.6e}".split("e")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def run_version(lr: float, seed: int) -> str:
-    """The directory name of one run inside its variant's directory: ``lr3e-3-seed0``."""
-    return f"lr{format_lr(lr)}-seed{seed}"
-
-
-_VERSION_RE = re.compile(r"^lr(?P<lr>[0-9.]+e-?[0-9]+)-seed(?P<seed>[0-9]+)$")
-
-
-def parse_run_version(name: str) -> Optional[tuple[float, int]]:
-    """``(lr, seed)`` from a directory name written by :func:`run_version`, else None."""
-    match = _VERSION_RE.match(name)
-    if not match:
-        return None
-    return float(match["lr"]), int(match["seed"])
 
 
 def cli_value(value: Any) -> str:
@@ -290,9 +269,10 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(seen)}")
     claims = document.get("claims") or []
     try:
+        # Imported here: the statistics need pandas and scipy, which a suite without claims never loads.
         from andrea_lab.analysis.stats import parse_claims
 
-        for claim in parse_claims(claims):
+        for claim in parse_claims(claims) if claims else []:
             for named in (claim.a, claim.b):
                 if named not in seen:
                     raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(seen)}")
