@@ -149,16 +149,21 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
                                           loss_column)
         claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
         notes = left_out_notes(suite_runs)
-        files = {"loss_curves": plots.plot_loss_curves(variants, directory / "loss_curves.png"),
-                 "loss_vs_lr": plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")}
-        for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms), ("delta_ratio_init",
-                                                                              plots.plot_init_delta_ratios)):
-            path = plot(variants, directory / f"{kind}.png")
-            if path is not None:
-                files[kind] = path
-        if "grad_norm_init" not in files:
-            notes.append("gradient norm by layer at init: skipped, no run has stability/grad_norm/block_XX "
-                         "scalars at step 0 (the StabilityMonitor callback logs them)")
+        files: dict[str, Path] = {}
+        if "val_curve" in suite_runs:  # read from run directories; a runs.csv has no curves to plot
+            files["loss_curves"] = plots.plot_loss_curves(variants, directory / "loss_curves.png")
+            files["loss_vs_lr"] = plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")
+            for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms),
+                               ("delta_ratio_init", plots.plot_init_delta_ratios)):
+                path = plot(variants, directory / f"{kind}.png")
+                if path is not None:
+                    files[kind] = path
+            if "grad_norm_init" not in files:
+                notes.append("gradient norm by layer at init: skipped, no run has stability/grad_norm/block_XX "
+                             "scalars at step 0 (the StabilityMonitor callback logs them)")
+        else:
+            notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
+                         "(compare the run directories for those)")
         markdown = suite_markdown(suite, variants, suite_runs, claim_frame, notes, loss_column)
         files["markdown"] = directory / "comparison.md"
         files["markdown"].write_text(markdown, encoding="utf-8")

@@ -34,6 +34,9 @@ RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "ini
                "divergence_step", "grad_norm_median", "grad_norm_max", "grad_norm_max_after_warmup",
                "spike_count", "steps", "warmup_steps", "source", "path"]
 
+INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents", "divergence_step", "spike_count",
+                   "steps", "warmup_steps")
+
 Curve = list[tuple[int, float]]
 
 
@@ -167,7 +170,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns:
         if column in ("suite", "variant", "status", "divergence_kind", "source", "path"):
             frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
-        elif column in ("seed", "variant_index"):
+        elif column in INTEGER_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
         elif column not in ("val_curve", "train_curve"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
