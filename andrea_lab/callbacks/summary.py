@@ -27,7 +27,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from andrea_lab.callbacks.events import DivergenceDetector
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
-from andrea_lab.rundir import RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.rundir import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
 PLUGIN_KINDS = ("norm_placement", "activation", "kernel_backend")
 
@@ -70,13 +70,19 @@ class RunSummary(L.Callback):
 
     Args:
         enabled: Set false to write nothing.
+        filename: Always ``summary.json``; kept so that the config.yaml of older runs, which names it,
+            still loads.
         hparams: Also log the results as TensorBoard hparams metrics (``hparams/...``) with the model
             config, learning rate and seeds as the hyperparameters.
         val_metric: The logged validation loss to track.
     """
 
-    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = "val/loss"):
+    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = "val/loss",
+                 filename: str = SUMMARY_FILE):
         super().__init__()
+        if filename != SUMMARY_FILE:
+            raise ValueError(f"summary.filename is {filename!r}, but the run record is always {SUMMARY_FILE!r} "
+                             "(andrea sweep and andrea compare read it by that name); remove the key")
         self.enabled = enabled
         self.hparams = hparams
         self.val_metric = val_metric

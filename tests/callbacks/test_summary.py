@@ -212,6 +212,12 @@ def test_final_validation_far_above_the_best_is_diverged(tmp_path, text_corpus):
     assert hparams.Scalars("hparams/diverged")[0].value == 1.0
 
 
+def test_the_record_name_is_fixed_but_older_configs_naming_it_still_load():
+    assert RunSummary(filename="summary.json").enabled
+    with pytest.raises(ValueError, match="summary.filename is 'result.json', but the run record is always"):
+        RunSummary(filename="result.json")
+
+
 def test_disabled_summary_writes_nothing(tmp_path, text_corpus):
     trainer = fit(tmp_path, text_corpus, [RunSummary(enabled=False)], max_steps=1)
     assert not (Path(trainer.log_dir) / "summary.json").exists()
