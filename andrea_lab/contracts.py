@@ -142,6 +142,10 @@ class NormPlacement(nn.Module):
         raise NotImplementedError
 
 
+#: The plugin kinds, in the order they are listed; each is the suffix of an entry-point group
+#: ``andrea_lab.<kind>`` and a field of ``AndreaConfig``.
+PLUGIN_KINDS: tuple[str, ...] = ("norm_placement", "activation", "kernel_backend")
+
 #: What each entry-point group's plugins must be: the base class and the attributes the registry
 #: checks at selection (a plugin that does not subclass the base must still provide them).
 GROUP_CONTRACTS: dict[str, tuple[type, tuple[str, ...]]] = {

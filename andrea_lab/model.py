@@ -6,7 +6,8 @@
     logits = x · token_embed.T               # tied input/output embedding
 
 Which norm placement, activation and kernel backend are used is decided by the config's names,
-resolved through the plugin registry; this file never branches on a name.
+resolved through the plugin registry once, in ``Andrea.__init__``; the classes are handed down to the
+blocks, and this file never branches on a name.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab.config import AndreaConfig
-from andrea_lab.contracts import KernelBackend, LayerNorm
-from andrea_lab.registry import resolve
+from andrea_lab.config import AndreaConfig, Components, mlp_hidden_size
+from andrea_lab.contracts import Activation, KernelBackend, LayerNorm
 
 
 class CausalSelfAttention(nn.Module):
@@ -50,10 +50,10 @@ class MLP(nn.Module):
     A gated activation gets a first projection twice as wide (gate and value side by side).
     """
 
-    def __init__(self, config: AndreaConfig, backend: KernelBackend):
+    def __init__(self, config: AndreaConfig, activation_cls: type[Activation], backend: KernelBackend):
         super().__init__()
-        activation_cls = resolve("activation", config.activation)
-        hidden = config.mlp_hidden
+        ratio = activation_cls.default_mlp_ratio if config.mlp_ratio is None else config.mlp_ratio
+        hidden = mlp_hidden_size(config.d_model, ratio)
         self.fc = nn.Linear(config.d_model, hidden * (2 if activation_cls.gated else 1), bias=config.bias)
         self.activation = activation_cls(backend)
         self.proj = nn.Linear(hidden, config.d_model, bias=config.bias)
@@ -67,12 +67,12 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Two sublayers, attention then MLP, each wired to its norm and the residual by the placement plugin."""
 
-    def __init__(self, config: AndreaConfig, backend: KernelBackend):
+    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend):
         super().__init__()
-        placement = resolve("norm_placement", config.norm_placement)
+        placement = components.norm_placement
         eps, bias = config.layer_norm_eps, config.bias
         self.attn = placement(config.d_model, CausalSelfAttention(config), backend, eps=eps, bias=bias)
-        self.mlp = placement(config.d_model, MLP(config, backend), backend, eps=eps, bias=bias)
+        self.mlp = placement(config.d_model, MLP(config, components.activation, backend), backend, eps=eps, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(self.attn(x))
@@ -84,7 +84,8 @@ class Andrea(nn.Module):
     def __init__(self, config: AndreaConfig):
         super().__init__()
         self.config = config
-        backend_cls = resolve("kernel_backend", config.kernel_backend)
+        components = config.components()
+        backend_cls = components.kernel_backend
         availability = backend_cls.availability()
         if not availability:
             raise RuntimeError(f"kernel backend {config.kernel_backend!r} is not available here: "
@@ -93,10 +94,9 @@ class Andrea(nn.Module):
         self.token_embed = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embed = nn.Embedding(config.block_size, config.d_model)
         self.embed_dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config, backend) for _ in range(config.n_layer))
-        final_norm = resolve("norm_placement", config.norm_placement).final_norm
+        self.blocks = nn.ModuleList(Block(config, components, backend) for _ in range(config.n_layer))
         self.final_norm = (LayerNorm(config.d_model, backend, eps=config.layer_norm_eps, bias=config.bias)
-                           if final_norm else nn.Identity())
+                           if components.norm_placement.final_norm else nn.Identity())
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
         self.apply(self._init_weights)

@@ -22,16 +22,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import re
 import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 
-from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from packaging.utils import canonicalize_name
 
-#: The plugin kinds, each the suffix of an entry-point group ``andrea_lab.<kind>``.
-KINDS: tuple[str, ...] = tuple(GROUP_CONTRACTS)
+from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS
+
+KINDS = PLUGIN_KINDS  # the name this module has always exported
 STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
 
 
@@ -80,10 +80,6 @@ def _dist_name(ep: metadata.EntryPoint) -> str:
 
 def _dist_version(ep: metadata.EntryPoint) -> str:
     return ep.dist.version if ep.dist is not None else "?"
-
-
-def _normalise_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def registered_names(kind: str) -> list[str]:
@@ -171,9 +167,17 @@ def _matching_entry_points(kind: str, name: str) -> tuple[list[metadata.EntryPoi
     eps = _entry_points(kind)
     if ":" in name:
         dist, _, plain = name.partition(":")
-        chosen = [ep for ep in eps if ep.name == plain and _normalise_dist(_dist_name(ep)) == _normalise_dist(dist)]
+        wanted = canonicalize_name(dist)
+        chosen = [ep for ep in eps if ep.name == plain and canonicalize_name(_dist_name(ep)) == wanted]
         return chosen, dist
     return [ep for ep in eps if ep.name == name], None
+
+
+def selected_entry_point(kind: str, name: str) -> metadata.EntryPoint | None:
+    """The one entry point that ``name`` (``gelu`` or ``andrea-lab:gelu``) selects, without loading it;
+    None for an import path, an unknown name, or a bare name that several distributions register."""
+    matches, _ = _matching_entry_points(kind, name)
+    return matches[0] if len(matches) == 1 else None
 
 
 def _warn_or_raise_broken(kind: str, selected: metadata.EntryPoint) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab import Andrea, AndreaConfig, ConfigError, preset
+from andrea_lab import Andrea, preset
 from andrea_lab.builtin.activations import GELU
 from andrea_lab.contracts import LayerNorm
 from andrea_lab.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
@@ -74,11 +74,11 @@ def test_broken_plugin_is_listed_with_its_error_and_others_still_load(broken_plu
 
 def test_broken_plugin_warns_when_its_group_is_used_and_models_still_build(broken_plugin):
     with pytest.warns(RuntimeWarning, match=r"ignoring broken activation plugins: andrea-lab-broken:boom"):
-        assert resolve("activation", "gelu") is GELU
+        assert resolve("activation", "andrea-lab:gelu") is GELU
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the other groups are not concerned
         resolve("norm_placement", "pre")
-        Andrea(preset("andrea-micro"))  # gelu is cached now: warned once, not at every build
+        Andrea(preset("andrea-micro"))  # the default gelu is cached now: warned once, not at every build
 
 
 def test_selecting_the_broken_plugin_fails_with_the_original_exception(broken_plugin):
@@ -91,8 +91,8 @@ def test_selecting_the_broken_plugin_fails_with_the_original_exception(broken_pl
 
 
 def test_selecting_the_broken_plugin_in_a_config(broken_plugin):
-    with pytest.raises(ConfigError, match="andrea-lab-broken.*kaboom"):
-        AndreaConfig(activation="boom")
+    with pytest.raises(PluginError, match="andrea-lab-broken.*kaboom"):
+        Andrea(preset("andrea-micro", activation="boom"))
 
 
 def test_strict_mode_makes_any_broken_plugin_an_error(broken_plugin, monkeypatch):
@@ -145,9 +145,9 @@ def test_a_clash_is_settled_by_naming_the_distribution(clashing_plugins):
     assert model.blocks[0].mlp.sublayer.activation.__class__ is beta
 
 
-def test_a_clash_in_a_config_is_a_config_error(clashing_plugins):
-    with pytest.raises(ConfigError, match="andrea-lab-alpha.*andrea-lab-beta"):
-        AndreaConfig(activation="cube")
+def test_a_clash_in_a_config_fails_when_the_model_is_built(clashing_plugins):
+    with pytest.raises(PluginError, match="andrea-lab-alpha.*andrea-lab-beta"):
+        Andrea(preset("andrea-micro", activation="cube"))
 
 
 # --- plugins that do not satisfy the contract ------------------------------------------------------
