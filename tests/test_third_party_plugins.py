@@ -165,7 +165,7 @@ OFF_CONTRACT = {
             def __init__(self, backend, width):
                 super().__init__(backend)
             def forward(self, h): return h
-        """, r"wrong constructor signature for a activation plugin: .*width.*; expected \(backend\)"),
+        """, r"wrong constructor signature for an activation plugin: .*width.*; expected \(backend\)"),
     "no_eps": ("norm_placement", """
         from andrea_lab.contracts import NormPlacement
         class Act(NormPlacement):
@@ -187,6 +187,12 @@ OFF_CONTRACT = {
         class Act(KernelBackend):
             availability = None
         """, r"has no callable availability\(\) check"),
+    "availability_instance_method": ("kernel_backend", """
+        from andrea_lab.contracts import Availability, KernelBackend
+        class Act(KernelBackend):
+            def availability(self):
+                return Availability(True)
+        """, r"availability\(\) must be a @classmethod .*got function"),
     "a_function": ("activation", """
         def Act(backend): return None
         """, "is not a class"),

@@ -26,7 +26,7 @@ def _clashes(infos: list[PluginInfo]) -> dict[tuple[str, str], list[PluginInfo]]
 
 def as_dict(infos: list[PluginInfo]) -> dict:
     """The machine-readable form printed by ``--json``."""
-    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description")
+    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description", "unavailable")
     return {
         "contract_version": CONTRACT_VERSION,
         "strict": strict_mode(),
@@ -59,7 +59,8 @@ def format_listing(infos: list[PluginInfo]) -> str:
             out.append("  (none installed)")
             continue
         out.append(line(("NAME", "PROVIDED BY", "OBJECT"), "DESCRIPTION"))
-        out += [line(rows[info], info.description).rstrip() for info in in_group]
+        out += [line(rows[info], info.description + (f" [unavailable here: {info.unavailable}]"
+                                                     if info.unavailable else "")).rstrip() for info in in_group]
     clashes = _clashes(infos)
     if clashes:
         out += ["", "Names registered by more than one distribution (select one as 'distribution:name'):"]

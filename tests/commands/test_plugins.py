@@ -67,7 +67,25 @@ def test_json(capsys):
     assert torch_backend == {"name": "torch", "qualified_name": "andrea-lab:torch", "distribution": "andrea-lab",
                              "version": metadata.version("andrea-lab"),
                              "target": "andrea_lab.builtin.backends:TorchBackend",
-                             "description": "eager PyTorch ops (runs everywhere; the reference for other backends)"}
+                             "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
+                             "unavailable": None}
+
+
+def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_distribution):
+    make_distribution("andrea-lab-fpga", files={"fpga.py": (
+        "from andrea_lab.contracts import Availability, KernelBackend\n"
+        "class Fpga(KernelBackend):\n"
+        "    description = 'kernels on an FPGA'\n"
+        "    @classmethod\n"
+        "    def availability(cls):\n"
+        "        return Availability(False, 'no FPGA found')\n")}, entry_points={"kernel_backend": {"fpga": "fpga:Fpga"}})
+    code, out, _ = run(capsys)
+    (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fpga"]]
+    assert code == 0 and line.endswith("kernels on an FPGA [unavailable here: no FPGA found]")
+    assert "Broken" not in out
+    code, out, _ = run(capsys, "--json")
+    (fpga,) = [p for p in json.loads(out)["groups"]["andrea_lab.kernel_backend"] if p["name"] == "fpga"]
+    assert fpga["unavailable"] == "no FPGA found"
 
 
 def test_broken_plugins_are_listed_separately_with_their_error(capsys, broken):
