@@ -105,17 +105,22 @@ def registered_names(kind: str) -> list[str]:
 
 
 def _describe(obj: object) -> str:
-    text = getattr(obj, "description", "") or inspect.getdoc(obj) or ""
+    """The plugin's own one-line description: its class's ``description``, else the first line of its
+    class's own docstring. Neither is inherited, so a subclass of a base never shows the base's text."""
+    own = vars(obj) if inspect.isclass(obj) else {}
+    text = own.get("description") or inspect.cleandoc(own.get("__doc__") or "")
+    text = text if isinstance(text, str) else ""
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _check_contract(kind: str, obj: object, label: str) -> None:
     """Refuse an object that does not implement the contract of its group, saying what is missing."""
-    base, required = GROUP_CONTRACTS[kind]
+    contract = GROUP_CONTRACTS[kind]
+    base = contract.base
     if not inspect.isclass(obj):
         raise PluginError(f"{label} is not a class (got {type(obj).__name__}); "
                           f"{_a(kind)} plugin must be a class implementing {base.__module__}.{base.__name__}")
-    missing = [attr for attr in required if not hasattr(obj, attr)]
+    missing = [attr for attr in contract.required if not hasattr(obj, attr)]
     if missing:
         raise PluginError(f"{label} does not satisfy the {kind} contract: missing {', '.join(missing)} "
                           f"(subclass {base.__module__}.{base.__name__} to inherit them)")
@@ -123,18 +128,11 @@ def _check_contract(kind: str, obj: object, label: str) -> None:
     if version != CONTRACT_VERSION:
         raise PluginError(f"{label} was written for plugin contract version {version}, but this andrea-lab "
                           f"provides contract version {CONTRACT_VERSION}; upgrade the plugin or andrea-lab")
-    probe_args = {
-        "norm_placement": ((8, None, None), {"eps": 1e-5, "bias": True}),
-        "activation": ((None,), {}),
-        "kernel_backend": ((), {}),
-    }[kind]
     try:
-        inspect.signature(obj).bind(*probe_args[0], **probe_args[1])
+        inspect.signature(obj).bind(*contract.probe_args, **dict(contract.probe_kwargs))
     except TypeError as exc:
-        expected = {"norm_placement": "(d_model, sublayer, backend, eps=..., bias=...)",
-                    "activation": "(backend)", "kernel_backend": "()"}[kind]
         raise PluginError(f"{label} has the wrong constructor signature for {_a(kind)} plugin: "
-                          f"{exc}; expected {expected}") from None
+                          f"{exc}; expected {contract.constructor}") from None
     if kind == "kernel_backend":
         check = inspect.getattr_static(obj, "availability")
         if not callable(getattr(obj, "availability")):

@@ -415,3 +415,42 @@ def test_andrea_fit_selecting_a_broken_plugin_fails_with_one_message(tmp_path):
     assert result.returncode != 0
     assert "from andrea-lab-broken 0.3 failed to load: RuntimeError: kaboom" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- descriptions: the plugin's own, the same rule for every kind ----------------------------------
+
+DESCRIBED = '''
+from andrea_lab.contracts import Activation, KernelBackend
+
+class Documented(KernelBackend):
+    """Kernels written in Triton.
+
+    More detail that the listing does not show.
+    """
+
+class Silent(KernelBackend):
+    pass
+
+class Explicit(KernelBackend):
+    """Not this line."""
+    description = "this line"
+
+class DocumentedActivation(Activation):
+    """Softsign, x / (1 + |x|)."""
+    def forward(self, h):
+        return h / (1 + h.abs())
+
+class SilentActivation(DocumentedActivation):
+    pass
+'''
+
+
+def test_description_is_the_classs_own_for_every_kind(make_distribution):
+    make_distribution("andrea-lab-described", files={"described.py": DESCRIBED}, entry_points={
+        "kernel_backend": {"documented": "described:Documented", "silent": "described:Silent",
+                           "explicit": "described:Explicit"},
+        "activation": {"documented_act": "described:DocumentedActivation", "silent_act": "described:SilentActivation"}})
+    descriptions = {info.name: info.description for info in list_plugins()
+                    if info.distribution == "andrea-lab-described"}
+    assert descriptions == {"documented": "Kernels written in Triton.", "silent": "", "explicit": "this line",
+                            "documented_act": "Softsign, x / (1 + |x|).", "silent_act": ""}
