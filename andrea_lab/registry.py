@@ -87,8 +87,11 @@ class PluginInfo:
         return f"{self.distribution}:{self.name}"
 
 
-def _entry_points(kind: str) -> list[metadata.EntryPoint]:
-    return sorted(metadata.entry_points(group=group_name(kind)), key=lambda ep: (ep.name, _dist_name(ep)))
+@cache
+def _entry_points(kind: str) -> tuple[metadata.EntryPoint, ...]:
+    """The group's entry points, sorted; scanned once until :func:`clear_cache` (a scan reads every
+    installed distribution's metadata)."""
+    return tuple(sorted(metadata.entry_points(group=group_name(kind)), key=lambda ep: (ep.name, _dist_name(ep))))
 
 
 def _dist_name(ep: metadata.EntryPoint) -> str:
@@ -248,11 +251,14 @@ def resolve(kind: str, name: str) -> type:
                       f"{_choices(kind)} (or give an import path 'module:Class')")
 
 
-def _suggestion(kind: str, name: str) -> str:
-    """"did you mean 'gelu'? " for a name close to an installed one (plain or qualified), else ""."""
-    candidates = registered_names(kind) + _qualified(kind)
+def suggest(name: str, candidates: list[str]) -> str:
+    """"did you mean 'gelu'? " for a name close to one of ``candidates``, else ""."""
     close = difflib.get_close_matches(name, candidates, n=2, cutoff=0.6)
     return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+
+
+def _suggestion(kind: str, name: str) -> str:
+    return suggest(name, registered_names(kind) + _qualified(kind))
 
 
 def _choices(kind: str) -> str:
@@ -324,5 +330,6 @@ def check_availability(backend: type, label: str) -> Availability:
 
 
 def clear_cache() -> None:
-    """Forget resolved plugins (after installing or removing a distribution in-process)."""
+    """Forget discovered and resolved plugins (after installing or removing a distribution in-process)."""
     resolve.cache_clear()
+    _entry_points.cache_clear()
