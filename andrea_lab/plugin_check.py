@@ -74,6 +74,7 @@ def check_activation(cls: type, backend: KernelBackend | None = None, width: int
                           f"{shape_text(h.shape)}; expected {shape_text((2, 5, width))} "
                           f"({'gated' if cls.gated else 'ungated'}){hint}")
     _require(_finite(out), "forward returned NaN or inf for a standard-normal input")
+    _require(out.requires_grad, "no gradient reaches the input: the output is detached from it")
     (out * torch.randn(out.shape, generator=generator)).sum().backward()
     _require(h.grad is not None, "no gradient reaches the input (is the output detached?)")
     _require(_finite(h.grad), "the gradient with respect to the input is NaN or inf")
@@ -98,6 +99,7 @@ def check_placement(cls: type, backend: KernelBackend | None = None, d_model: in
     _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for a residual stream of shape "
                                  f"{shape_text(x.shape)}; a placement must return the stream's shape")
     _require(_finite(y), "forward returned NaN or inf for a standard-normal stream")
+    _require(y.requires_grad, "no gradient reaches the stream: the output is detached from it")
     (y * torch.randn(y.shape, generator=generator)).sum().backward()
     _require(x.grad is not None and _finite(x.grad), "the gradient with respect to the stream is missing or not finite")
     _require(sublayer.weight.grad is not None and bool(sublayer.weight.grad.abs().sum() > 0),
@@ -197,6 +199,20 @@ def _builtins(kind: str) -> list[str]:
             if info.distribution == BUILTIN_DISTRIBUTION and not info.error]
 
 
+def check_in_models(kind: str, name: str) -> str:
+    """:func:`check_in_model` with the plugin alone (the other kinds at their defaults), then with each
+    built-in of the other kinds. Returns what was checked."""
+    combinations = [{}] + [{other: builtin} for other in PLUGIN_KINDS if other != kind for builtin in _builtins(other)]
+    for others in combinations:
+        try:
+            check_in_model(**{kind: name}, **others)
+        except (CheckFailed, AndreaError) as exc:
+            with_text = ", ".join(f"{other} {value}" for other, value in others.items()) or "the defaults"
+            raise CheckFailed(f"micro model with {with_text}: {exc}") from exc
+    with_text = ", ".join(value.partition(":")[2] for others in combinations[1:] for value in others.values())
+    return f"micro model forward + backward, alone and with {with_text or 'no built-ins'}"
+
+
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Tensors this small gain nothing from intra-op threads, and on a busy machine the threads'
@@ -225,16 +241,7 @@ def _check_plugin(info: PluginInfo) -> Verdict:
     try:
         cls = resolve(info.kind, name)
         verdict.passed.append(UNIT_CHECKS[info.kind](cls))
-        combinations = [{}] + [{other: builtin} for other in PLUGIN_KINDS if other != info.kind
-                               for builtin in _builtins(other)]
-        for others in combinations:
-            try:
-                check_in_model(**{info.kind: name}, **others)
-            except (CheckFailed, AndreaError) as exc:
-                with_text = ", ".join(f"{kind} {value}" for kind, value in others.items()) or "the defaults"
-                raise CheckFailed(f"micro model with {with_text}: {exc}") from exc
-        with_text = ", ".join(value.partition(":")[2] for others in combinations[1:] for value in others.values())
-        verdict.passed.append(f"micro model forward + backward, alone and with {with_text or 'no built-ins'}")
+        verdict.passed.append(check_in_models(info.kind, name))
     except Unavailable as exc:
         verdict.unavailable = str(exc)
     except (CheckFailed, AndreaError) as exc:

@@ -20,7 +20,6 @@ from andrea_lab import Andrea, preset
 from andrea_lab.builtin.activations import GELU
 from andrea_lab.builtin.placements import PreNorm
 from andrea_lab.cli import main as andrea
-from plugin_fixtures import isolated_plugins, make_distribution  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("isolated_plugins", "shadowing_distribution")

@@ -16,7 +16,6 @@ from andrea_lab import Andrea, preset
 from andrea_lab.cli import DEBUG_ENV_VAR
 from andrea_lab.cli import main as andrea
 from andrea_lab.registry import BackendUnavailableError, PluginRuntimeError, list_plugins
-from plugin_fixtures import isolated_plugins, make_distribution  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("isolated_plugins", "faulty")
 

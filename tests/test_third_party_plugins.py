@@ -25,8 +25,7 @@ from andrea_lab import Andrea, preset
 from andrea_lab.builtin.activations import GELU
 from andrea_lab.contracts import LayerNorm
 from andrea_lab.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
-from plugin_fixtures import (forget_modules, isolated_plugins, make_distribution,  # noqa: F401  (fixtures)
-                             write_distribution)
+from andrea_lab.testing import forget_modules, write_distribution
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "plugins" / "andrea-lab-example"

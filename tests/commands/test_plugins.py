@@ -1,17 +1,12 @@
 """`andrea plugins`: the listing, its JSON form, broken plugins and strict mode."""
 
 import json
-import sys
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the shared plugin fixtures
-from plugin_fixtures import isolated_plugins, make_distribution  # noqa: E402,F401  (fixtures)
-
-from andrea_lab.commands.plugins import main  # noqa: E402
-from andrea_lab.registry import STRICT_ENV_VAR  # noqa: E402
+from andrea_lab.commands.plugins import main
+from andrea_lab.registry import STRICT_ENV_VAR
 
 GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend"]
 
