@@ -18,10 +18,11 @@ from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, Us
 OWN_COMMANDS = {
     "params": "parameter breakdown of a preset or config",
     "generate": "sample text from a checkpoint",
-    "plugins": "list installed plugins (and broken ones)",
+    "plugins": "list installed plugins (and broken ones); --check runs them",
     "sweep": "run every variant x learning rate x seed of a suite (resumable)",
     "compare": "compare finished runs: tables, CSV/Markdown and plots",
     "trace": "follow one token through every block of a checkpoint",
+    "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.testing)",
 }
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0]
     try:
         if command in OWN_COMMANDS:
-            module = importlib.import_module(f"andrea_lab.commands.{command}")
+            module = importlib.import_module(f"andrea_lab.commands.{command.replace('-', '_')}")
             return module.main(argv[1:])
         return run_lightning(argv)
     except argparse.ArgumentError as exc:
