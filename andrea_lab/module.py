@@ -70,7 +70,8 @@ def _same_field(name: str, saved, current) -> bool:
         return True
     if name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str):
         a, b = (selected_entry_point(name, value) for value in (saved, current))
-        return a is not None and b is not None and (a.value, a.dist and a.dist.name) == (b.value, b.dist and b.dist.name)
+        return a is not None and b is not None and (a.value, a.dist and a.dist.name) == (
+            b.value, b.dist and b.dist.name)
     return False
 
 

@@ -171,8 +171,8 @@ def check_in_model(**names: str) -> None:
     generator = torch.Generator().manual_seed(0)
     idx = torch.randint(0, config.vocab_size, (2, config.block_size), generator=generator).to(_device())
     logits, loss = model(idx, idx)
-    _require(logits.shape == (2, config.block_size, config.vocab_size),
-             f"logits of shape {shape_text(logits.shape)}, expected {shape_text((2, config.block_size, config.vocab_size))}")
+    expected = (2, config.block_size, config.vocab_size)
+    _require(logits.shape == expected, f"logits of shape {shape_text(logits.shape)}, expected {shape_text(expected)}")
     _require(bool(torch.isfinite(loss)), f"the loss is {loss.item()} at initialisation")
     loss.backward()
     for name, parameter in model.named_parameters():

@@ -29,9 +29,9 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
     assert pyproject["build-system"]["build-backend"] == "setuptools.build_meta"
     assert pyproject["project"]["dependencies"] == [f"andrea-lab{compatible_range()}"]
     package = f"andrea_lab_my_{kind}"
-    assert pyproject["project"]["entry-points"][f"andrea_lab.{kind}"] == {
-        name: f"{package}.{dict(activation='activations', norm_placement='placements', kernel_backend='backends')[kind]}"
-              f":My{''.join(part.capitalize() for part in kind.split('_'))}"}
+    module = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends"}[kind]
+    cls = "My" + "".join(part.capitalize() for part in kind.split("_"))
+    assert pyproject["project"]["entry-points"][f"andrea_lab.{kind}"] == {name: f"{package}.{module}:{cls}"}
 
     site = tmp_path / "site-packages"
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-input",

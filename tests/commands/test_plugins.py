@@ -73,7 +73,8 @@ def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_d
         "    description = 'kernels on an FPGA'\n"
         "    @classmethod\n"
         "    def availability(cls):\n"
-        "        return Availability(False, 'no FPGA found')\n")}, entry_points={"kernel_backend": {"fpga": "fpga:Fpga"}})
+        "        return Availability(False, 'no FPGA found')\n")},
+        entry_points={"kernel_backend": {"fpga": "fpga:Fpga"}})
     code, out, _ = run(capsys)
     (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fpga"]]
     assert code == 0 and line.endswith("kernels on an FPGA [unavailable here: no FPGA found]")
