@@ -17,7 +17,7 @@ from typing import Any, Optional
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from andrea_lab.errors import UsageError
+from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import atomic_write, sha256_file
 
 
@@ -29,7 +29,7 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     """Raise a clear error if ``path`` is missing or disagrees with its manifest (when it has one)."""
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"checkpoint {os.fspath(path)!r} does not exist")
+        raise MissingFileError(f"checkpoint {os.fspath(path)!r} does not exist")
     manifest = manifest_path(file)
     if not manifest.is_file():
         return  # written elsewhere (plain Lightning): nothing to check against

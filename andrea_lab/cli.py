@@ -12,21 +12,22 @@ import importlib
 import os
 import sys
 
-from andrea_lab.errors import UsageError
+from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, UsageError
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
     "params": "parameter breakdown of a preset or config",
     "generate": "sample text from a checkpoint",
-    "plugins": "list installed plugins (and broken ones)",
+    "plugins": "list installed plugins (and broken ones); --check runs them",
     "sweep": "run every variant x learning rate x seed of a suite (resumable)",
     "compare": "compare finished runs: tables, CSV/Markdown and plots",
     "trace": "follow one token through every block of a checkpoint",
+    "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.testing)",
 }
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
 #: Exit status of a fit stopped by the divergence policy (distinct from 1 = crash, 2 = bad input).
-DIVERGED_EXIT_STATUS = 3
+DIVERGED_EXIT_STATUS = DivergenceError.exit_status
 
 
 def _usage() -> str:
@@ -37,14 +38,15 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    """User errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set."""
-    from andrea_lab.config import ConfigError
-    from andrea_lab.data import CorpusError, DataConfigError, TokenFileError, TokenizerError
-    from andrea_lab.registry import PluginError
+def _reported_errors() -> tuple[type[BaseException], ...]:
+    """Errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set: every AndreaError.
 
-    return (UsageError, ConfigError, PluginError, CorpusError, DataConfigError, TokenFileError, TokenizerError,
-            FileNotFoundError)
+    The data package's errors predate AndreaError and still subclass ValueError only; they are listed
+    here until they move under it (andrea_lab/data is owned by other work).
+    """
+    from andrea_lab.data import CorpusError, DataConfigError, TokenFileError, TokenizerError
+
+    return (AndreaError, CorpusError, DataConfigError, TokenFileError, TokenizerError)
 
 
 def check_config_files(argv: list[str]) -> None:
@@ -59,7 +61,7 @@ def check_config_files(argv: list[str]) -> None:
         else:
             continue
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"config file {path!r} does not exist")
+            raise MissingFileError(f"config file {path!r} does not exist")
         try:
             with open(path, encoding="utf-8") as file:
                 yaml.safe_load(file)
@@ -101,27 +103,23 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0 if argv else 2
     command = argv[0]
-    from andrea_lab.errors import DivergenceError
-
     try:
         if command in OWN_COMMANDS:
-            module = importlib.import_module(f"andrea_lab.commands.{command}")
+            module = importlib.import_module(f"andrea_lab.commands.{command.replace('-', '_')}")
             return module.main(argv[1:])
         return run_lightning(argv)
-    except DivergenceError as exc:
-        if os.environ.get(DEBUG_ENV_VAR):
-            raise
-        print(f"andrea {command}: {exc}", file=sys.stderr)
-        return DIVERGED_EXIT_STATUS
     except argparse.ArgumentError as exc:
         print(f"andrea {command}: error: {exc}\n(see `andrea {command} --help` for every option)", file=sys.stderr)
         return 2
-    except _expected_errors() as exc:
+    except _reported_errors() as exc:
         if os.environ.get(DEBUG_ENV_VAR):
             raise
-        print(f"andrea {command}: error: {exc}", file=sys.stderr)
-        print(f"(set {DEBUG_ENV_VAR}=1 for the full traceback)", file=sys.stderr)
-        return 2
+        if isinstance(exc, DivergenceError):  # not a mistake to fix: the policy worked as configured
+            print(f"andrea {command}: {exc}", file=sys.stderr)
+        else:
+            print(f"andrea {command}: error: {exc}", file=sys.stderr)
+            print(f"(set {DEBUG_ENV_VAR}=1 for the full traceback)", file=sys.stderr)
+        return getattr(exc, "exit_status", 2)
 
 
 if __name__ == "__main__":

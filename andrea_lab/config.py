@@ -2,8 +2,12 @@
 
 The field defaults *are* the ANDREA-120M spec (``shared/design/ANDREA.md``), so an empty config is
 the full model and a YAML only lists what it changes. Components are stored as names (strings)
-and resolved through the plugin registry when the model is built, which keeps the config
-serialisable into YAML, checkpoints and TensorBoard hparams.
+and resolved through the plugin registry once, by :meth:`AndreaConfig.components`, when the model is
+built, which keeps the config serialisable into YAML, checkpoints and TensorBoard hparams. Building
+or validating a config never loads a plugin (``AndreaLM``'s default config is built at import time).
+
+The defaults name the built-ins qualified by their distribution (``andrea-lab:pre``), so they keep
+selecting andrea-lab's own plugins when another installed distribution registers the same name.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
+from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, NormPlacement
 from andrea_lab.errors import UsageError
-from andrea_lab.registry import PluginError, resolve
+from andrea_lab.registry import resolve
 
 #: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
 #: tensor cores and vector units. At ratio 4 (any d_model) and 8/3 with d_model a multiple of 24
@@ -35,6 +40,15 @@ def mlp_hidden_size(d_model: int, mlp_ratio: float) -> int:
     return max(MLP_HIDDEN_MULTIPLE, MLP_HIDDEN_MULTIPLE * round(exact / MLP_HIDDEN_MULTIPLE))
 
 
+@dataclass(frozen=True)
+class Components:
+    """The plugin classes of one model, resolved once from the config's names and handed down."""
+
+    norm_placement: type[NormPlacement]
+    activation: type[Activation]
+    kernel_backend: type[KernelBackend]
+
+
 @dataclass
 class AndreaConfig:
     """The architecture of an ANDREA model. Defaults: ANDREA-120M exactly as specified."""
@@ -51,12 +65,14 @@ class AndreaConfig:
     """Attention heads; d_model must be divisible by it."""
     mlp_ratio: Optional[float] = None
     """MLP hidden size ÷ d_model; None takes the activation's default (4, or 8/3 if gated)."""
-    norm_placement: str = "pre"
-    """Plugin from entry-point group andrea_lab.norm_placement (built-ins: pre, post, no_residual)."""
-    activation: str = "gelu"
-    """Plugin from entry-point group andrea_lab.activation (built-ins: gelu, relu, swiglu)."""
-    kernel_backend: str = "torch"
-    """Plugin from entry-point group andrea_lab.kernel_backend (built-in: torch)."""
+    norm_placement: str = "andrea-lab:pre"
+    """Plugin from entry-point group andrea_lab.norm_placement: a name (pre, post, no_residual), or
+    distribution:name (andrea-lab:pre) when several distributions register it."""
+    activation: str = "andrea-lab:gelu"
+    """Plugin from entry-point group andrea_lab.activation: a name (gelu, relu, swiglu), or
+    distribution:name (andrea-lab:gelu)."""
+    kernel_backend: str = "andrea-lab:torch"
+    """Plugin from entry-point group andrea_lab.kernel_backend: a name (torch), or distribution:name."""
     bias: bool = True
     """Biases in every linear layer and LayerNorm (GPT-2 style)."""
     dropout: float = 0.0
@@ -70,7 +86,10 @@ class AndreaConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Check every field; raise one :class:`ConfigError` naming the first bad value and what is valid."""
+        """Check every field; raise one :class:`ConfigError` naming the first bad value and what is valid.
+
+        Plugin names are only checked to be non-empty strings here; :meth:`components` selects them.
+        """
         for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -89,11 +108,15 @@ class AndreaConfig:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
-        for kind in ("norm_placement", "activation", "kernel_backend"):
-            try:
-                resolve(kind, getattr(self, kind))
-            except PluginError as exc:
-                raise ConfigError(str(exc)) from None
+        for kind in PLUGIN_KINDS:
+            name = getattr(self, kind)
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigError(f"{kind} must be a plugin name (e.g. {getattr(AndreaConfig, kind)!r}), "
+                                  f"got {name!r}; `andrea plugins` lists the installed ones")
+
+    def components(self) -> "Components":
+        """The plugin classes the names select (raises :class:`~andrea_lab.registry.PluginError`)."""
+        return Components(*(resolve(kind, getattr(self, kind)) for kind in PLUGIN_KINDS))
 
     @property
     def head_size(self) -> int:
@@ -101,7 +124,9 @@ class AndreaConfig:
 
     @property
     def resolved_mlp_ratio(self) -> float:
-        return self.mlp_ratio if self.mlp_ratio is not None else resolve("activation", self.activation).default_mlp_ratio
+        if self.mlp_ratio is not None:
+            return self.mlp_ratio
+        return self.components().activation.default_mlp_ratio
 
     @property
     def mlp_hidden(self) -> int:

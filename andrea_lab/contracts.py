@@ -48,8 +48,9 @@ class KernelBackend:
     """
 
     contract_version: ClassVar[int] = CONTRACT_VERSION
-    #: One line shown by ``andrea plugins``.
-    description: ClassVar[str] = "eager PyTorch reference ops"
+    #: One line shown by ``andrea plugins``: this class's own ``description``, else the first line of
+    #: its own docstring (neither is inherited, for any kind of plugin).
+    description: ClassVar[str] = ""
 
     @classmethod
     def availability(cls) -> Availability:
@@ -142,11 +143,33 @@ class NormPlacement(nn.Module):
         raise NotImplementedError
 
 
-#: What each entry-point group's plugins must be: the base class and the attributes the registry
-#: checks at selection (a plugin that does not subclass the base must still provide them).
-GROUP_CONTRACTS: dict[str, tuple[type, tuple[str, ...]]] = {
-    "norm_placement": (NormPlacement, ("contract_version", "final_norm", "forward")),
-    "activation": (Activation, ("contract_version", "gated", "default_mlp_ratio", "forward")),
-    "kernel_backend": (KernelBackend, ("contract_version", "availability", "layer_norm",
-                                       "add_layer_norm", "gelu_tanh", "relu", "swiglu")),
+#: The plugin kinds, in the order they are listed; each is the suffix of an entry-point group
+#: ``andrea_lab.<kind>`` and a field of ``AndreaConfig``.
+PLUGIN_KINDS: tuple[str, ...] = ("norm_placement", "activation", "kernel_backend")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the plugins of one entry-point group must be, as the registry checks it at selection.
+
+    A plugin that does not subclass ``base`` must still provide every attribute in ``required`` and a
+    constructor that accepts ``probe_args``/``probe_kwargs`` (the call the model makes).
+    """
+
+    base: type
+    required: tuple[str, ...]
+    constructor: str  # the call the model makes, as the documentation and error messages show it
+    probe_args: tuple = ()
+    probe_kwargs: tuple[tuple[str, object], ...] = ()
+
+
+GROUP_CONTRACTS: dict[str, Contract] = {
+    "norm_placement": Contract(NormPlacement, ("contract_version", "final_norm", "forward"),
+                               "(d_model, sublayer, backend, eps=..., bias=...)",
+                               (8, None, None), (("eps", 1e-5), ("bias", True))),
+    "activation": Contract(Activation, ("contract_version", "gated", "default_mlp_ratio", "forward"),
+                           "(backend)", (None,)),
+    "kernel_backend": Contract(KernelBackend, ("contract_version", "availability", "layer_norm", "add_layer_norm",
+                                               "gelu_tanh", "relu", "swiglu"), "()"),
 }
+assert tuple(GROUP_CONTRACTS) == PLUGIN_KINDS

@@ -1,9 +1,26 @@
-"""Errors that end a command with a clear message and a distinct exit status (see andrea_lab.cli)."""
+"""The errors a command reports as one message, all under :class:`AndreaError` (see andrea_lab.cli).
+
+The CLI catches ``AndreaError`` and prints its message (no traceback unless ANDREA_LAB_DEBUG=1);
+the class decides the exit status: 2 for anything the user passed or installed (a value, a file, a
+plugin), 3 for a fit stopped by the divergence policy. 1 stays what it is everywhere: a crash.
+"""
 
 
-class DivergenceError(RuntimeError):
+class AndreaError(Exception):
+    """Base of every error andrea reports as one message; ``exit_status`` is how the command ends."""
+
+    exit_status = 2
+
+
+class UsageError(AndreaError, ValueError):
+    """Something the user passed is invalid; the message names it and what would be valid (exit status 2)."""
+
+
+class MissingFileError(UsageError, FileNotFoundError):
+    """A file the user named does not exist (exit status 2)."""
+
+
+class DivergenceError(AndreaError, RuntimeError):
     """Training produced a non-finite loss or gradient and the policy says stop (exit status 3)."""
 
-
-class UsageError(ValueError):
-    """Something the user passed is invalid; the message names it and what would be valid (exit status 2)."""
+    exit_status = 3

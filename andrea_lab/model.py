@@ -6,7 +6,8 @@
     logits = x · token_embed.T               # tied input/output embedding
 
 Which norm placement, activation and kernel backend are used is decided by the config's names,
-resolved through the plugin registry; this file never branches on a name.
+resolved through the plugin registry once, in ``Andrea.__init__``; the classes are handed down to the
+blocks, and this file never branches on a name.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab.config import AndreaConfig
-from andrea_lab.contracts import KernelBackend, LayerNorm
-from andrea_lab.registry import resolve
+from andrea_lab.config import AndreaConfig, Components, mlp_hidden_size
+from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, LayerNorm
+from andrea_lab.errors import AndreaError
+from andrea_lab.plugin_guard import culprit, failure, raised_by, shape_text
+from andrea_lab.registry import BackendUnavailableError, PluginRuntimeError, check_availability, describe_selection
 
 
 class CausalSelfAttention(nn.Module):
@@ -50,32 +53,65 @@ class MLP(nn.Module):
     A gated activation gets a first projection twice as wide (gate and value side by side).
     """
 
-    def __init__(self, config: AndreaConfig, backend: KernelBackend):
+    def __init__(self, config: AndreaConfig, activation_cls: type[Activation], backend: KernelBackend):
         super().__init__()
-        activation_cls = resolve("activation", config.activation)
-        hidden = config.mlp_hidden
-        self.fc = nn.Linear(config.d_model, hidden * (2 if activation_cls.gated else 1), bias=config.bias)
-        self.activation = activation_cls(backend)
-        self.proj = nn.Linear(hidden, config.d_model, bias=config.bias)
+        ratio = activation_cls.default_mlp_ratio if config.mlp_ratio is None else config.mlp_ratio
+        self.hidden = mlp_hidden_size(config.d_model, ratio)
+        self.fc = nn.Linear(config.d_model, self.hidden * (2 if activation_cls.gated else 1), bias=config.bias)
+        with raised_by("activation", config.activation, "its constructor"):
+            self.activation = activation_cls(backend)
+        self.activation_name = config.activation
+        self.proj = nn.Linear(self.hidden, config.d_model, bias=config.bias)
         self.proj.is_residual_projection = True
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.proj(self.activation(self.fc(x))))
+        h = self.fc(x)  # (B, T, hidden), or (B, T, 2·hidden) for a gated activation
+        a = self.activation(h)  # (B, T, hidden)
+        if a.shape != (*h.shape[:-1], self.hidden):
+            raise self._width_error(h, a)
+        return self.dropout(self.proj(a))
+
+    def _width_error(self, h: torch.Tensor, a: torch.Tensor) -> PluginRuntimeError:
+        gated = type(self.activation).gated
+        hint = ""
+        if not gated and a.shape[-1] * 2 == h.shape[-1]:
+            hint = "; it halves its input like a gated activation: declare `gated = True` on the class"
+        elif gated and a.shape[-1] == h.shape[-1]:
+            hint = "; it declares `gated = True`, so it receives [gate | value] and must return half of it"
+        return PluginRuntimeError(
+            f"{describe_selection('activation', self.activation_name)} returned shape {shape_text(a.shape)} "
+            f"for an input of shape {shape_text(h.shape)}; expected width {self.hidden} (the MLP hidden size, "
+            f"{'gated' if gated else 'ungated'}: input width {h.shape[-1]}){hint}")
 
 
 class Block(nn.Module):
     """Two sublayers, attention then MLP, each wired to its norm and the residual by the placement plugin."""
 
-    def __init__(self, config: AndreaConfig, backend: KernelBackend):
+    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend):
         super().__init__()
-        placement = resolve("norm_placement", config.norm_placement)
+        placement = components.norm_placement
         eps, bias = config.layer_norm_eps, config.bias
-        self.attn = placement(config.d_model, CausalSelfAttention(config), backend, eps=eps, bias=bias)
-        self.mlp = placement(config.d_model, MLP(config, backend), backend, eps=eps, bias=bias)
+        attention, mlp = CausalSelfAttention(config), MLP(config, components.activation, backend)
+        with raised_by("norm_placement", config.norm_placement, "its constructor"):
+            self.attn = placement(config.d_model, attention, backend, eps=eps, bias=bias)
+            self.mlp = placement(config.d_model, mlp, backend, eps=eps, bias=bias)
+        self.placement_name = config.norm_placement
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.attn(x))
+        y = self.attn(x)  # (B, T, C)
+        if y.shape != x.shape:
+            raise self._shape_error(x, y)
+        z = self.mlp(y)  # (B, T, C)
+        if z.shape != y.shape:
+            raise self._shape_error(y, z)
+        return z
+
+    def _shape_error(self, x: torch.Tensor, y: torch.Tensor) -> PluginRuntimeError:
+        return PluginRuntimeError(
+            f"{describe_selection('norm_placement', self.placement_name)} returned shape {shape_text(y.shape)} "
+            f"for a residual stream of shape {shape_text(x.shape)}; a placement must return the stream's "
+            f"shape (batch, tokens, d_model)")
 
 
 class Andrea(nn.Module):
@@ -84,19 +120,22 @@ class Andrea(nn.Module):
     def __init__(self, config: AndreaConfig):
         super().__init__()
         self.config = config
-        backend_cls = resolve("kernel_backend", config.kernel_backend)
-        availability = backend_cls.availability()
+        components = config.components()  # the one place the names are resolved
+        self._plugins = {kind: getattr(components, kind) for kind in PLUGIN_KINDS}
+        self._first_forward_done = False
+        availability = check_availability(components.kernel_backend,
+                                          describe_selection("kernel_backend", config.kernel_backend))
         if not availability:
-            raise RuntimeError(f"kernel backend {config.kernel_backend!r} is not available here: "
-                               f"{availability.reason}")
-        backend = backend_cls()
+            raise BackendUnavailableError(f"kernel backend {config.kernel_backend!r} is not available here: "
+                                          f"{availability.reason}")
+        with raised_by("kernel_backend", config.kernel_backend, "its constructor"):
+            backend = components.kernel_backend()
         self.token_embed = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embed = nn.Embedding(config.block_size, config.d_model)
         self.embed_dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config, backend) for _ in range(config.n_layer))
-        final_norm = resolve("norm_placement", config.norm_placement).final_norm
+        self.blocks = nn.ModuleList(Block(config, components, backend) for _ in range(config.n_layer))
         self.final_norm = (LayerNorm(config.d_model, backend, eps=config.layer_norm_eps, bias=config.bias)
-                           if final_norm else nn.Identity())
+                           if components.norm_placement.final_norm else nn.Identity())
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
         self.apply(self._init_weights)
@@ -117,6 +156,23 @@ class Andrea(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self._first_forward_done or torch.compiler.is_compiling():
+            return self._forward(idx, targets)
+        # The first forward is where a plugin's own code first runs: an exception there is reported
+        # naming the plugin. Later ones (out of memory at step 10 000, ...) propagate as they are.
+        try:
+            result = self._forward(idx, targets)
+        except AndreaError:
+            raise
+        except Exception as exc:
+            kind = culprit(exc.__traceback__, self._plugins, (Andrea, Block, MLP, CausalSelfAttention))
+            if kind is None:
+                raise
+            raise failure(kind, getattr(self.config, kind), "forward", exc) from exc
+        self._first_forward_done = True
+        return result
+
+    def _forward(self, idx: torch.Tensor, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds the model's context (block_size "

@@ -20,9 +20,11 @@ from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
 from andrea_lab.config import AndreaConfig, ConfigError
+from andrea_lab.contracts import PLUGIN_KINDS
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
+from andrea_lab.registry import selected_entry_point
 
 
 def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> float:
@@ -60,6 +62,17 @@ def fused_adamw(param_groups: list[dict], fused: bool = True, **hparams) -> torc
         return torch.optim.AdamW(param_groups, fused=True, **hparams)
     except RuntimeError:  # a device or dtype without the fused kernel
         return torch.optim.AdamW(param_groups, **hparams)
+
+
+def _same_field(name: str, saved, current) -> bool:
+    """Equal values; for a plugin, names that select the same entry point (``pre``, ``andrea-lab:pre``)."""
+    if saved == current:
+        return True
+    if name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str):
+        a, b = (selected_entry_point(name, value) for value in (saved, current))
+        return a is not None and b is not None and (a.value, a.dist and a.dist.name) == (
+            b.value, b.dist and b.dist.name)
+    return False
 
 
 class AndreaLM(L.LightningModule):
@@ -287,7 +300,7 @@ class AndreaLM(L.LightningModule):
             return
         current = asdict(self.config)
         differences = [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
-                       for name in self.ARCHITECTURE_FIELDS if saved.get(name) != current[name]]
+                       for name in self.ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
         if differences:
             raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
                               + "; ".join(differences) + "); use the run's own config.yaml with this "

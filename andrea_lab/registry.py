@@ -19,24 +19,40 @@ everywhere, for CI.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
-import re
 import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 
-from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from packaging.utils import canonicalize_name
 
-#: The plugin kinds, each the suffix of an entry-point group ``andrea_lab.<kind>``.
-KINDS: tuple[str, ...] = tuple(GROUP_CONTRACTS)
+from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS, Availability
+from andrea_lab.errors import UsageError
+
+KINDS = PLUGIN_KINDS  # the name this module has always exported
 STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
 
 
-class PluginError(ValueError):
-    """A plugin could not be selected; the message says which, why, and what would be valid."""
+class PluginError(UsageError):
+    """A plugin could not be selected or used; the message says which, why, and what would be valid."""
+
+
+class BackendUnavailableError(PluginError, RuntimeError):
+    """The selected kernel backend's ``availability()`` says it cannot run here; the message says why."""
+
+
+class PluginRuntimeError(PluginError):
+    """A plugin raised (or returned the wrong shape) while the model was built or first run; the message
+    names the plugin, its distribution and the exception, which is kept as ``__cause__``."""
+
+
+def _a(kind: str) -> str:
+    """'an activation', 'a norm_placement': the article for a kind."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def group_name(kind: str) -> str:
@@ -60,6 +76,7 @@ class PluginInfo:
     version: str
     description: str = ""
     error: str | None = None  # why loading or checking it failed
+    unavailable: str | None = None  # a kernel backend that loads but cannot run here: its reason
 
     @property
     def group(self) -> str:
@@ -70,8 +87,11 @@ class PluginInfo:
         return f"{self.distribution}:{self.name}"
 
 
-def _entry_points(kind: str) -> list[metadata.EntryPoint]:
-    return sorted(metadata.entry_points(group=group_name(kind)), key=lambda ep: (ep.name, _dist_name(ep)))
+@cache
+def _entry_points(kind: str) -> tuple[metadata.EntryPoint, ...]:
+    """The group's entry points, sorted; scanned once until :func:`clear_cache` (a scan reads every
+    installed distribution's metadata)."""
+    return tuple(sorted(metadata.entry_points(group=group_name(kind)), key=lambda ep: (ep.name, _dist_name(ep))))
 
 
 def _dist_name(ep: metadata.EntryPoint) -> str:
@@ -82,27 +102,28 @@ def _dist_version(ep: metadata.EntryPoint) -> str:
     return ep.dist.version if ep.dist is not None else "?"
 
 
-def _normalise_dist(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def registered_names(kind: str) -> list[str]:
     """The names installed in a group, sorted, each once (whether or not it loads)."""
     return sorted({ep.name for ep in _entry_points(kind)})
 
 
 def _describe(obj: object) -> str:
-    text = getattr(obj, "description", "") or inspect.getdoc(obj) or ""
+    """The plugin's own one-line description: its class's ``description``, else the first line of its
+    class's own docstring. Neither is inherited, so a subclass of a base never shows the base's text."""
+    own = vars(obj) if inspect.isclass(obj) else {}
+    text = own.get("description") or inspect.cleandoc(own.get("__doc__") or "")
+    text = text if isinstance(text, str) else ""
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _check_contract(kind: str, obj: object, label: str) -> None:
     """Refuse an object that does not implement the contract of its group, saying what is missing."""
-    base, required = GROUP_CONTRACTS[kind]
+    contract = GROUP_CONTRACTS[kind]
+    base = contract.base
     if not inspect.isclass(obj):
         raise PluginError(f"{label} is not a class (got {type(obj).__name__}); "
-                          f"a {kind} plugin must be a class implementing {base.__module__}.{base.__name__}")
-    missing = [attr for attr in required if not hasattr(obj, attr)]
+                          f"{_a(kind)} plugin must be a class implementing {base.__module__}.{base.__name__}")
+    missing = [attr for attr in contract.required if not hasattr(obj, attr)]
     if missing:
         raise PluginError(f"{label} does not satisfy the {kind} contract: missing {', '.join(missing)} "
                           f"(subclass {base.__module__}.{base.__name__} to inherit them)")
@@ -110,21 +131,19 @@ def _check_contract(kind: str, obj: object, label: str) -> None:
     if version != CONTRACT_VERSION:
         raise PluginError(f"{label} was written for plugin contract version {version}, but this andrea-lab "
                           f"provides contract version {CONTRACT_VERSION}; upgrade the plugin or andrea-lab")
-    probe_args = {
-        "norm_placement": ((8, None, None), {"eps": 1e-5, "bias": True}),
-        "activation": ((None,), {}),
-        "kernel_backend": ((), {}),
-    }[kind]
     try:
-        inspect.signature(obj).bind(*probe_args[0], **probe_args[1])
+        inspect.signature(obj).bind(*contract.probe_args, **dict(contract.probe_kwargs))
     except TypeError as exc:
-        expected = {"norm_placement": "(d_model, sublayer, backend, eps=..., bias=...)",
-                    "activation": "(backend)", "kernel_backend": "()"}[kind]
-        raise PluginError(f"{label} has the wrong constructor signature for a {kind} plugin: "
-                          f"{exc}; expected {expected}") from None
-    if kind == "kernel_backend" and not callable(getattr(obj, "availability")):
-        raise PluginError(f"{label} has no callable availability() check; a kernel backend must say "
-                          f"whether it can run here")
+        raise PluginError(f"{label} has the wrong constructor signature for {_a(kind)} plugin: "
+                          f"{exc}; expected {contract.constructor}") from None
+    if kind == "kernel_backend":
+        check = inspect.getattr_static(obj, "availability")
+        if not callable(getattr(obj, "availability")):
+            raise PluginError(f"{label} has no callable availability() check; a kernel backend must say "
+                              f"whether it can run here")
+        if not isinstance(check, (classmethod, staticmethod)):
+            raise PluginError(f"{label}: availability() must be a @classmethod (it is asked before any "
+                              f"instance exists), got {type(check).__name__} {check!r}")
 
 
 def _load_entry_point(kind: str, ep: metadata.EntryPoint) -> type:
@@ -171,15 +190,23 @@ def _matching_entry_points(kind: str, name: str) -> tuple[list[metadata.EntryPoi
     eps = _entry_points(kind)
     if ":" in name:
         dist, _, plain = name.partition(":")
-        chosen = [ep for ep in eps if ep.name == plain and _normalise_dist(_dist_name(ep)) == _normalise_dist(dist)]
+        wanted = canonicalize_name(dist)
+        chosen = [ep for ep in eps if ep.name == plain and canonicalize_name(_dist_name(ep)) == wanted]
         return chosen, dist
     return [ep for ep in eps if ep.name == name], None
+
+
+def selected_entry_point(kind: str, name: str) -> metadata.EntryPoint | None:
+    """The one entry point that ``name`` (``gelu`` or ``andrea-lab:gelu``) selects, without loading it;
+    None for an import path, an unknown name, or a bare name that several distributions register."""
+    matches, _ = _matching_entry_points(kind, name)
+    return matches[0] if len(matches) == 1 else None
 
 
 def _warn_or_raise_broken(kind: str, selected: metadata.EntryPoint) -> None:
     """Warn about (strict mode: refuse) the broken plugins of a group, except the one being selected,
     whose own error is raised when it is loaded."""
-    broken = [info for info in list_plugins(kind) if info.error
+    broken = [info for info in list_plugins(kind, availability=False) if info.error
               and (info.name, info.distribution) != (selected.name, _dist_name(selected))]
     if not broken:
         return
@@ -216,12 +243,31 @@ def resolve(kind: str, name: str) -> type:
             return _load_import_path(kind, name)
         except _NotImportable:
             raise PluginError(f"distribution {dist!r} registers no {kind} named {name.partition(':')[2]!r}; "
-                              f"installed in {group}: {', '.join(_qualified(kind)) or '(none)'}") from None
+                              f"{_suggestion(kind, name)}installed in {group}: "
+                              f"{', '.join(_qualified(kind)) or '(none)'}") from None
     if ":" in name:
         return _load_import_path(kind, name)
-    raise PluginError(f"unknown {kind} {name!r}; installed in {group}: "
-                      f"{', '.join(registered_names(kind)) or '(none)'} "
-                      f"(or give an import path 'module:Class')")
+    raise PluginError(f"unknown {kind} {name!r}; {_suggestion(kind, name)}installed in {group}: "
+                      f"{_choices(kind)} (or give an import path 'module:Class')")
+
+
+def suggest(name: str, candidates: list[str]) -> str:
+    """"did you mean 'gelu'? " for a name close to one of ``candidates``, else ""."""
+    close = difflib.get_close_matches(name, candidates, n=2, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+
+
+def _suggestion(kind: str, name: str) -> str:
+    return suggest(name, registered_names(kind) + _qualified(kind))
+
+
+def _choices(kind: str) -> str:
+    """The installed names of a group, the ones that fail to load listed apart."""
+    infos = list_plugins(kind, availability=False)
+    working = sorted({info.name for info in infos if not info.error})
+    broken = sorted({info.qualified_name for info in infos if info.error})
+    text = ", ".join(working) or "(none)"
+    return text + (f"; broken, see `andrea plugins`: {', '.join(broken)}" if broken else "")
 
 
 def _is_distribution(name: str) -> bool:
@@ -236,20 +282,54 @@ def _qualified(kind: str) -> list[str]:
     return [f"{_dist_name(ep)}:{ep.name}" for ep in _entry_points(kind)]
 
 
-def list_plugins(kind: str | None = None) -> list[PluginInfo]:
-    """Every registered entry point (of one kind, or all), each loaded and checked; failures kept."""
+def list_plugins(kind: str | None = None, availability: bool = True) -> list[PluginInfo]:
+    """Every registered entry point (of one kind, or all), each loaded and checked; failures kept.
+
+    With ``availability``, each kernel backend's ``availability()`` is called too (an exception makes
+    it broken, a "no" fills ``unavailable``); selecting a plugin skips that, since a backend's check
+    may be slow (the CUDA backend compiles its kernels on the first call).
+    """
     infos = []
     for k in ([kind] if kind else KINDS):
         for ep in _entry_points(k):
+            description, error, unavailable = "", None, None
             try:
                 obj = _load_entry_point(k, ep)
-                description, error = _describe(obj), None
+                description = _describe(obj)
+                if k == "kernel_backend" and availability:
+                    availability = check_availability(obj, f"{k} plugin {ep.name!r} from {_dist_name(ep)}")
+                    unavailable = None if availability else availability.reason or "(no reason given)"
             except PluginError as exc:
-                description, error = "", str(exc)
-            infos.append(PluginInfo(k, ep.name, ep.value, _dist_name(ep), _dist_version(ep), description, error))
+                error = str(exc)
+            infos.append(PluginInfo(k, ep.name, ep.value, _dist_name(ep), _dist_version(ep), description, error,
+                                    unavailable))
     return infos
 
 
+def describe_selection(kind: str, name: str) -> str:
+    """How a message names the plugin ``name`` selects: with its distribution, version and target."""
+    ep = selected_entry_point(kind, name)
+    if ep is None:
+        return f"{kind} plugin {name!r}"
+    return f"{kind} plugin {name!r} from {_dist_name(ep)} {_dist_version(ep)} ({ep.value})"
+
+
+def check_availability(backend: type, label: str) -> Availability:
+    """Call a kernel backend's ``availability()``; an exception or a result that is not an
+    :class:`Availability` (or a bool) becomes a :class:`PluginRuntimeError` naming ``label``."""
+    try:
+        result = backend.availability()
+    except Exception as exc:  # a plugin's check may raise anything; say whose it was
+        raise PluginRuntimeError(f"{label}: availability() raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(result, bool):
+        return Availability(result, "" if result else "availability() returned False without a reason")
+    if not isinstance(result, Availability):
+        raise PluginRuntimeError(f"{label}: availability() returned {result!r}; it must return "
+                                 f"andrea_lab.contracts.Availability(available, reason)")
+    return result
+
+
 def clear_cache() -> None:
-    """Forget resolved plugins (after installing or removing a distribution in-process)."""
+    """Forget discovered and resolved plugins (after installing or removing a distribution in-process)."""
     resolve.cache_clear()
+    _entry_points.cache_clear()

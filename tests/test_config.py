@@ -1,12 +1,19 @@
 import pytest
 
+from andrea_lab.builtin.activations import GELU
+from andrea_lab.builtin.backends import TorchBackend
+from andrea_lab.builtin.placements import PreNorm
 from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
+from andrea_lab.registry import PluginError, resolve
 
 
 def test_defaults_are_the_120m_spec():
     c = AndreaConfig()
     assert (c.vocab_size, c.d_model, c.n_layer, c.n_head, c.block_size) == (8449, 768, 12, 12, 1024)
-    assert (c.norm_placement, c.activation, c.kernel_backend, c.bias) == ("pre", "gelu", "torch", True)
+    # Qualified, so that the defaults keep selecting the built-ins when another distribution
+    # registers the same names (tests/test_third_party_plugins.py installs one).
+    assert (c.norm_placement, c.activation, c.kernel_backend, c.bias) == (
+        "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", True)
     assert c.mlp_hidden == 3072 and c.head_size == 64
 
 
@@ -45,12 +52,32 @@ def test_heads_must_divide_d_model_and_valid_choices_are_listed():
     ("kernel_backend", ["torch"]),
 ])
 def test_unknown_plugin_name_lists_installed_ones(kind, installed):
-    with pytest.raises(ConfigError) as info:
-        AndreaConfig(**{kind: "no_such_variant"})
+    config = AndreaConfig(**{kind: "no_such_variant"})  # names are selected when the model is built
+    with pytest.raises(PluginError) as info:
+        config.components()
     message = str(info.value)
     assert "'no_such_variant'" in message and f"andrea_lab.{kind}" in message
     for name in installed:
         assert name in message
+
+
+def test_components_are_the_classes_the_names_select():
+    components = AndreaConfig().components()
+    assert (components.norm_placement, components.activation, components.kernel_backend) == (
+        PreNorm, GELU, TorchBackend)
+
+
+def test_building_a_config_loads_no_plugin():
+    resolve.cache_clear()
+    AndreaConfig(activation="not_installed_anywhere", norm_placement="nor_this")
+    assert resolve.cache_info().misses == 0
+
+
+@pytest.mark.parametrize("kind", ["norm_placement", "activation", "kernel_backend"])
+@pytest.mark.parametrize("value", ["", "  ", None, 3])
+def test_a_plugin_field_must_be_a_name(kind, value):
+    with pytest.raises(ConfigError, match=f"{kind} must be a plugin name .*got {value!r}"):
+        AndreaConfig(**{kind: value})
 
 
 def test_mlp_ratio_defaults_to_the_activation():

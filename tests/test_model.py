@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from andrea_lab import Andrea, preset
-from andrea_lab.config import ConfigError
+from andrea_lab.registry import PluginError
 
 
 def tiny(**overrides):
@@ -76,6 +76,16 @@ def test_norm_counts_pre_and_post():
         assert count(Andrea(preset("andrea-120m", norm_placement="post"))) == 24
 
 
-def test_unknown_backend_fails_at_config():
-    with pytest.raises(ConfigError, match="unknown kernel_backend .triton.; installed in andrea_lab.kernel_backend: .*torch"):
-        tiny(kernel_backend="triton")
+def test_unknown_backend_fails_when_the_model_is_built():
+    with pytest.raises(PluginError, match="unknown kernel_backend .triton.; installed in andrea_lab.kernel_backend: .*torch"):
+        Andrea(tiny(kernel_backend="triton"))
+
+
+def test_each_plugin_is_resolved_once_per_model_and_handed_down(monkeypatch):
+    import andrea_lab.config
+    from andrea_lab.registry import resolve
+
+    calls = []
+    monkeypatch.setattr(andrea_lab.config, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
+    Andrea(preset("andrea-micro", n_layer=3))
+    assert sorted(calls) == ["activation", "kernel_backend", "norm_placement"]

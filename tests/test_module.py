@@ -72,6 +72,17 @@ def test_another_kernel_backend_may_resume_a_checkpoint():
     module.on_load_checkpoint({"hyper_parameters": saved})  # not an architecture field: accepted
 
 
+def test_a_checkpoint_naming_a_plugin_another_way_resumes():
+    # Checkpoints from before the defaults were qualified say "pre"; "andrea-lab:pre" is the same plugin.
+    module = AndreaLM(config=preset("andrea-micro"))
+    saved = dict(module.hparams)
+    saved["config"] = {**saved["config"], "norm_placement": "pre", "activation": "andrea_lab:gelu"}
+    module.on_load_checkpoint({"hyper_parameters": saved})
+    saved["config"] = {**saved["config"], "activation": "relu"}
+    with pytest.raises(ConfigError, match="activation: checkpoint 'relu', config 'andrea-lab:gelu'"):
+        module.on_load_checkpoint({"hyper_parameters": saved})
+
+
 def test_rng_states_round_trip_through_the_checkpoint():
     module = AndreaLM(config=preset("andrea-micro"))
     torch.manual_seed(123)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_lab import AndreaConfig, ConfigError
+from andrea_lab import AndreaConfig
 from andrea_lab.builtin.activations import GELU, ReLU, SwiGLU
 from andrea_lab.builtin.backends import TorchBackend
 from andrea_lab.builtin.placements import PostNorm, PreNorm
@@ -157,6 +157,19 @@ def test_plugin_info_names():
 
 
 def test_config_reports_an_unknown_name_with_the_installed_ones():
-    with pytest.raises(ConfigError, match="unknown norm_placement 'sandwhich'; installed in "
+    with pytest.raises(PluginError, match="unknown norm_placement 'prre'; did you mean 'pre'\\? installed in "
                                           "andrea_lab.norm_placement: .*post, pre"):
-        AndreaConfig(norm_placement="sandwhich")
+        AndreaConfig(norm_placement="prre").components()
+
+
+@pytest.mark.parametrize("spec, suggestion", [("geluu", "'gelu'"), ("andrea-lab:swigl", "'andrea-lab:swiglu'"),
+                                              ("Relu", "'relu'")])
+def test_a_misspelt_name_gets_a_suggestion(spec, suggestion):
+    with pytest.raises(PluginError, match=f"did you mean {suggestion}"):
+        resolve("activation", spec)
+
+
+def test_no_suggestion_for_a_name_like_nothing_installed():
+    with pytest.raises(PluginError) as caught:
+        resolve("activation", "qqqqqqqq")
+    assert "did you mean" not in str(caught.value)

@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab import Andrea, AndreaConfig, ConfigError, preset
+from andrea_lab import Andrea, preset
 from andrea_lab.builtin.activations import GELU
 from andrea_lab.contracts import LayerNorm
 from andrea_lab.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
-from plugin_fixtures import (forget_modules, isolated_plugins, make_distribution,  # noqa: F401  (fixtures)
-                             write_distribution)
+from andrea_lab.testing import forget_modules, write_distribution
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "plugins" / "andrea-lab-example"
@@ -74,11 +73,11 @@ def test_broken_plugin_is_listed_with_its_error_and_others_still_load(broken_plu
 
 def test_broken_plugin_warns_when_its_group_is_used_and_models_still_build(broken_plugin):
     with pytest.warns(RuntimeWarning, match=r"ignoring broken activation plugins: andrea-lab-broken:boom"):
-        assert resolve("activation", "gelu") is GELU
+        assert resolve("activation", "andrea-lab:gelu") is GELU
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the other groups are not concerned
         resolve("norm_placement", "pre")
-        Andrea(preset("andrea-micro"))  # gelu is cached now: warned once, not at every build
+        Andrea(preset("andrea-micro"))  # the default gelu is cached now: warned once, not at every build
 
 
 def test_selecting_the_broken_plugin_fails_with_the_original_exception(broken_plugin):
@@ -91,8 +90,8 @@ def test_selecting_the_broken_plugin_fails_with_the_original_exception(broken_pl
 
 
 def test_selecting_the_broken_plugin_in_a_config(broken_plugin):
-    with pytest.raises(ConfigError, match="andrea-lab-broken.*kaboom"):
-        AndreaConfig(activation="boom")
+    with pytest.raises(PluginError, match="andrea-lab-broken.*kaboom"):
+        Andrea(preset("andrea-micro", activation="boom"))
 
 
 def test_strict_mode_makes_any_broken_plugin_an_error(broken_plugin, monkeypatch):
@@ -145,9 +144,9 @@ def test_a_clash_is_settled_by_naming_the_distribution(clashing_plugins):
     assert model.blocks[0].mlp.sublayer.activation.__class__ is beta
 
 
-def test_a_clash_in_a_config_is_a_config_error(clashing_plugins):
-    with pytest.raises(ConfigError, match="andrea-lab-alpha.*andrea-lab-beta"):
-        AndreaConfig(activation="cube")
+def test_a_clash_in_a_config_fails_when_the_model_is_built(clashing_plugins):
+    with pytest.raises(PluginError, match="andrea-lab-alpha.*andrea-lab-beta"):
+        Andrea(preset("andrea-micro", activation="cube"))
 
 
 # --- plugins that do not satisfy the contract ------------------------------------------------------
@@ -165,7 +164,7 @@ OFF_CONTRACT = {
             def __init__(self, backend, width):
                 super().__init__(backend)
             def forward(self, h): return h
-        """, r"wrong constructor signature for a activation plugin: .*width.*; expected \(backend\)"),
+        """, r"wrong constructor signature for an activation plugin: .*width.*; expected \(backend\)"),
     "no_eps": ("norm_placement", """
         from andrea_lab.contracts import NormPlacement
         class Act(NormPlacement):
@@ -187,6 +186,12 @@ OFF_CONTRACT = {
         class Act(KernelBackend):
             availability = None
         """, r"has no callable availability\(\) check"),
+    "availability_instance_method": ("kernel_backend", """
+        from andrea_lab.contracts import Availability, KernelBackend
+        class Act(KernelBackend):
+            def availability(self):
+                return Availability(True)
+        """, r"availability\(\) must be a @classmethod .*got function"),
     "a_function": ("activation", """
         def Act(backend): return None
         """, "is not a class"),
@@ -409,3 +414,42 @@ def test_andrea_fit_selecting_a_broken_plugin_fails_with_one_message(tmp_path):
     assert result.returncode != 0
     assert "from andrea-lab-broken 0.3 failed to load: RuntimeError: kaboom" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- descriptions: the plugin's own, the same rule for every kind ----------------------------------
+
+DESCRIBED = '''
+from andrea_lab.contracts import Activation, KernelBackend
+
+class Documented(KernelBackend):
+    """Kernels written in Triton.
+
+    More detail that the listing does not show.
+    """
+
+class Silent(KernelBackend):
+    pass
+
+class Explicit(KernelBackend):
+    """Not this line."""
+    description = "this line"
+
+class DocumentedActivation(Activation):
+    """Softsign, x / (1 + |x|)."""
+    def forward(self, h):
+        return h / (1 + h.abs())
+
+class SilentActivation(DocumentedActivation):
+    pass
+'''
+
+
+def test_description_is_the_classs_own_for_every_kind(make_distribution):
+    make_distribution("andrea-lab-described", files={"described.py": DESCRIBED}, entry_points={
+        "kernel_backend": {"documented": "described:Documented", "silent": "described:Silent",
+                           "explicit": "described:Explicit"},
+        "activation": {"documented_act": "described:DocumentedActivation", "silent_act": "described:SilentActivation"}})
+    descriptions = {info.name: info.description for info in list_plugins()
+                    if info.distribution == "andrea-lab-described"}
+    assert descriptions == {"documented": "Kernels written in Triton.", "silent": "", "explicit": "this line",
+                            "documented_act": "Softsign, x / (1 + |x|).", "silent_act": ""}

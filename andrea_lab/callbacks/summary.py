@@ -14,7 +14,6 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import re
 import time
 import warnings
 from dataclasses import asdict, is_dataclass
@@ -27,9 +26,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from andrea_lab.callbacks.events import DivergenceDetector
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
+from andrea_lab.contracts import PLUGIN_KINDS
 from andrea_lab.rundir import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
-
-PLUGIN_KINDS = ("norm_placement", "activation", "kernel_backend")
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -38,17 +36,10 @@ def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
     ``name`` may be a registered name (``pre``), a qualified one (``andrea-lab-example:squared_relu``)
     or an import path (``my_module:MyClass``, recorded with distribution and version null).
     """
-    from andrea_lab import registry
+    from andrea_lab.registry import selected_entry_point
 
-    entry_points = registry._entry_points(kind)
-    matches = [ep for ep in entry_points if ep.name == name]
-    if not matches and ":" in name:
-        dist, _, plain = name.partition(":")
-        normal = re.sub(r"[-_.]+", "-", dist).lower()
-        matches = [ep for ep in entry_points if ep.name == plain and ep.dist is not None
-                   and re.sub(r"[-_.]+", "-", ep.dist.name).lower() == normal]
-    if len(matches) == 1:
-        ep = matches[0]
+    ep = selected_entry_point(kind, name)
+    if ep is not None:
         return {"name": ep.name, "distribution": ep.dist.name if ep.dist is not None else None,
                 "version": ep.dist.version if ep.dist is not None else None, "target": ep.value}
     return {"name": name, "distribution": None, "version": None, "target": name if ":" in name else None}

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import torch
 
-from andrea_lab.errors import UsageError
+from andrea_lab.errors import MissingFileError, UsageError
 
 
 def load_checkpoint(path: str) -> dict:
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"checkpoint {path!r} does not exist; pass the path of a .ckpt file, "
+        raise MissingFileError(f"checkpoint {path!r} does not exist; pass the path of a .ckpt file, "
                                 f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt")
     try:
         # weights_only=False: Lightning checkpoints hold optimizer and loop state; only load your own.

@@ -10,13 +10,14 @@ import yaml
 
 from andrea_lab.analysis.params import format_breakdown, parameter_breakdown, spec_check
 from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, preset
+from andrea_lab.errors import MissingFileError
 
 
 def config_from_yaml(path: str) -> AndreaConfig:
     """The ``model.config`` section of an experiment YAML (plain or class_path/init_args form)."""
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"config file {path!r} does not exist")
+        raise MissingFileError(f"config file {path!r} does not exist")
     try:
         document = yaml.safe_load(file.read_text()) or {}
     except yaml.YAMLError as exc:

@@ -1,7 +1,12 @@
 """`andrea plugins`: every installed plugin, by group, with the distribution that provides it — and,
 separately, the entry points that are installed but cannot be selected, with the reason.
 
-Exit status 0; with ANDREA_LAB_STRICT_PLUGINS=1, 1 when any plugin is broken (for CI).
+`andrea plugins --check [NAME ...]` runs each plugin (all installed ones, or those named: `gelu`,
+`andrea-lab:gelu`): alone on small tensors, then in a micro model alone and with each built-in of the
+other kinds, forward and backward; it prints a verdict per plugin (PASS, FAIL with the reason, or
+UNAVAILABLE with the backend's own reason).
+
+Exit status 0; 1 when a checked plugin fails, or (ANDREA_LAB_STRICT_PLUGINS=1) when any plugin is broken.
 """
 
 from __future__ import annotations
@@ -11,9 +16,16 @@ import contextlib
 import json
 import sys
 from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from packaging.utils import canonicalize_name
 
 from andrea_lab.contracts import CONTRACT_VERSION
-from andrea_lab.registry import KINDS, STRICT_ENV_VAR, PluginInfo, group_name, list_plugins, strict_mode
+from andrea_lab.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, group_name, list_plugins,
+                                 strict_mode, suggest)
+
+if TYPE_CHECKING:
+    from andrea_lab.plugin_check import Verdict
 
 
 def _clashes(infos: list[PluginInfo]) -> dict[tuple[str, str], list[PluginInfo]]:
@@ -26,7 +38,7 @@ def _clashes(infos: list[PluginInfo]) -> dict[tuple[str, str], list[PluginInfo]]
 
 def as_dict(infos: list[PluginInfo]) -> dict:
     """The machine-readable form printed by ``--json``."""
-    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description")
+    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description", "unavailable")
     return {
         "contract_version": CONTRACT_VERSION,
         "strict": strict_mode(),
@@ -59,7 +71,8 @@ def format_listing(infos: list[PluginInfo]) -> str:
             out.append("  (none installed)")
             continue
         out.append(line(("NAME", "PROVIDED BY", "OBJECT"), "DESCRIPTION"))
-        out += [line(rows[info], info.description).rstrip() for info in in_group]
+        out += [line(rows[info], info.description + (f" [unavailable here: {info.unavailable}]"
+                                                     if info.unavailable else "")).rstrip() for info in in_group]
     clashes = _clashes(infos)
     if clashes:
         out += ["", "Names registered by more than one distribution (select one as 'distribution:name'):"]
@@ -75,15 +88,54 @@ def format_listing(infos: list[PluginInfo]) -> str:
     return "\n".join(out)
 
 
+def select(infos: list[PluginInfo], names: list[str]) -> list[PluginInfo]:
+    """The plugins ``names`` designate (``gelu`` in every group and distribution, ``andrea-lab:gelu``)."""
+    chosen = []
+    for name in names:
+        found = [info for info in infos if name in (info.name, info.qualified_name)
+                 or (":" in name and canonicalize_name(name.partition(":")[0]) == canonicalize_name(info.distribution)
+                     and name.partition(":")[2] == info.name)]
+        if not found:
+            plain = sorted({info.name for info in infos})
+            known = plain + sorted({info.qualified_name for info in infos})
+            raise PluginError(f"no installed plugin is named {name!r}; {suggest(name, known)}installed: "
+                              f"{', '.join(plain)} (or distribution:name)")
+        chosen += [info for info in found if info not in chosen]
+    return chosen
+
+
+def format_verdict(verdict: Verdict) -> str:
+    info = verdict.info
+    head = f"{verdict.status:<11} {info.group} {info.name}  ({info.distribution} {info.version})"
+    details = verdict.passed + ([f"failed: {verdict.failure}"] if verdict.failure else []) + (
+        [f"not available here: {verdict.unavailable}"] if verdict.unavailable else [])
+    return "\n".join([head] + [f"    {line}" for line in details])
+
+
+def run_checks(infos: list[PluginInfo], names: list[str]) -> int:
+    from andrea_lab.plugin_check import check_plugin
+
+    verdicts = [check_plugin(info) for info in (select(infos, names) if names else infos)]
+    for verdict in verdicts:
+        print(format_verdict(verdict))
+    counts = {status: sum(v.status == status for v in verdicts) for status in ("PASS", "FAIL", "UNAVAILABLE")}
+    print(f"\n{counts['PASS']} passed, {counts['FAIL']} failed, {counts['UNAVAILABLE']} not available here")
+    return 1 if counts["FAIL"] else 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="andrea plugins", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--check", nargs="*", metavar="NAME", default=None,
+                        help="run the behaviour checks on every installed plugin, or on those named")
     args = parser.parse_args(argv)
     # Loading a plugin imports its module; whatever that prints must not end up in our output
     # (it would corrupt --json), so it goes to stderr.
     with contextlib.redirect_stdout(sys.stderr):
         infos = list_plugins()
+    if args.check is not None:
+        return run_checks(infos, args.check)
     print(json.dumps(as_dict(infos), indent=2) if args.json else format_listing(infos))
     broken = sum(1 for info in infos if info.error)
     if broken and strict_mode():

@@ -35,6 +35,7 @@ def check_command(fit_args: Sequence[str]) -> str | None:
     """None if ``andrea fit <fit_args>`` parses and its model config is valid, else the error message."""
     from andrea_lab.config import AndreaConfig, ConfigError
     from andrea_lab.lightning_cli import AndreaCLI
+    from andrea_lab.registry import PluginError
 
     class ParseOnly(AndreaCLI):
         def before_instantiate_classes(self) -> None:
@@ -52,8 +53,8 @@ def check_command(fit_args: Sequence[str]) -> str | None:
         model_config = config.model.config
         fields = dict(vars(model_config)) if hasattr(model_config, "__dict__") else dict(model_config)
         try:
-            AndreaConfig(**fields)
-        except (ConfigError, TypeError) as exc:
+            AndreaConfig(**fields).components()
+        except (ConfigError, PluginError, TypeError) as exc:
             return f"model.config: {exc}"
         return None
     except SystemExit:

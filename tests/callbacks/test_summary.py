@@ -149,7 +149,7 @@ def test_tensorboard_hparams_hold_the_real_final_metrics(cli_run):
     assert {"hparams/final_val_loss", "hparams/best_val_loss", "hparams/spike_count", "hparams/diverged"} <= metric_tags
     start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
     assert start.hparams["config/d_model"].number_value == 64
-    assert start.hparams["config/norm_placement"].string_value == "pre"
+    assert start.hparams["config/norm_placement"].string_value == "andrea-lab:pre"
     assert start.hparams["lr"].number_value == pytest.approx(3e-3)
     assert start.hparams["seed"].number_value == 1337
 

@@ -1,17 +1,12 @@
 """`andrea plugins`: the listing, its JSON form, broken plugins and strict mode."""
 
 import json
-import sys
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the shared plugin fixtures
-from plugin_fixtures import isolated_plugins, make_distribution  # noqa: E402,F401  (fixtures)
-
-from andrea_lab.commands.plugins import main  # noqa: E402
-from andrea_lab.registry import STRICT_ENV_VAR  # noqa: E402
+from andrea_lab.commands.plugins import main
+from andrea_lab.registry import STRICT_ENV_VAR
 
 GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend"]
 
@@ -67,7 +62,26 @@ def test_json(capsys):
     assert torch_backend == {"name": "torch", "qualified_name": "andrea-lab:torch", "distribution": "andrea-lab",
                              "version": metadata.version("andrea-lab"),
                              "target": "andrea_lab.builtin.backends:TorchBackend",
-                             "description": "eager PyTorch ops (runs everywhere; the reference for other backends)"}
+                             "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
+                             "unavailable": None}
+
+
+def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_distribution):
+    make_distribution("andrea-lab-fpga", files={"fpga.py": (
+        "from andrea_lab.contracts import Availability, KernelBackend\n"
+        "class Fpga(KernelBackend):\n"
+        "    description = 'kernels on an FPGA'\n"
+        "    @classmethod\n"
+        "    def availability(cls):\n"
+        "        return Availability(False, 'no FPGA found')\n")},
+        entry_points={"kernel_backend": {"fpga": "fpga:Fpga"}})
+    code, out, _ = run(capsys)
+    (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fpga"]]
+    assert code == 0 and line.endswith("kernels on an FPGA [unavailable here: no FPGA found]")
+    assert "Broken" not in out
+    code, out, _ = run(capsys, "--json")
+    (fpga,) = [p for p in json.loads(out)["groups"]["andrea_lab.kernel_backend"] if p["name"] == "fpga"]
+    assert fpga["unavailable"] == "no FPGA found"
 
 
 def test_broken_plugins_are_listed_separately_with_their_error(capsys, broken):
@@ -122,3 +136,113 @@ def test_help_and_bad_arguments(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["--yaml"])
     assert exited.value.code == 2 and "unrecognized arguments: --yaml" in capsys.readouterr().err
+
+
+# --- andrea plugins --check ------------------------------------------------------------------------
+
+CHECKED = '''
+import torch
+from torch import nn
+from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.contracts import Activation, Availability, KernelBackend, LayerNorm, NormPlacement
+
+class Softsign(Activation):
+    """x / (1 + |x|)."""
+    def forward(self, h):
+        return h / (1 + h.abs())
+
+class ForgotGated(Activation):
+    def forward(self, h):
+        gate, up = h.chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate) * up
+
+class NaNs(Activation):
+    def forward(self, h):
+        return h / 0 * 0
+
+class Unregistered(NormPlacement):
+    """Keeps the sublayer in a list, so its parameters are not the placement's."""
+    def __init__(self, d_model, sublayer, backend, eps=1e-5, bias=True):
+        nn.Module.__init__(self)
+        self.hidden = [sublayer]
+        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
+    def forward(self, x):
+        return x + self.hidden[0](self.norm(x))
+
+class Sloppy(KernelBackend):
+    def gelu_tanh(self, x):
+        return torch.nn.functional.gelu(x)  # the erf form, not the tanh approximation
+
+class Fpga(KernelBackend):
+    @classmethod
+    def availability(cls):
+        return Availability(False, "no FPGA found")
+'''
+
+
+@pytest.fixture
+def checked(make_distribution):
+    make_distribution("andrea-lab-checked", "0.4", files={"checked.py": CHECKED}, entry_points={
+        "activation": {"softsign": "checked:Softsign", "forgot_gated": "checked:ForgotGated", "nans": "checked:NaNs"},
+        "norm_placement": {"unregistered": "checked:Unregistered"},
+        "kernel_backend": {"sloppy": "checked:Sloppy", "fpga": "checked:Fpga"}})
+
+
+def verdicts(out: str) -> dict[str, str]:
+    """{plugin name: its verdict block} from the --check output."""
+    blocks, name = {}, None
+    for line in out.splitlines():
+        if line and not line.startswith(" ") and "andrea_lab." in line:
+            name = line.split()[2]
+            blocks[name] = line
+        elif name and line.startswith("    "):
+            blocks[name] += "\n" + line
+    return blocks
+
+
+def test_check_passes_a_good_plugin_alone_and_with_every_builtin(capsys, checked):
+    code, out, _ = run(capsys, "--check", "softsign")
+    assert code == 0
+    (block,) = verdicts(out).values()
+    assert block.startswith("PASS        andrea_lab.activation softsign  (andrea-lab-checked 0.4)")
+    assert "micro model forward + backward, alone and with no_residual, post, pre, torch" in block
+    assert "1 passed, 0 failed, 0 not available here" in out
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("forgot_gated", "expected (2, 5, 16) (ungated); it halves its input like a gated activation: "
+                     "declare `gated = True`"),
+    ("nans", "forward returned NaN or inf for a standard-normal input"),
+    ("unregistered", "the sublayer is not a submodule of the placement"),
+    ("sloppy", "gelu_tanh differs from the eager reference by up to"),
+])
+def test_check_fails_a_plugin_that_misbehaves_with_exit_status_1(capsys, checked, name, reason):
+    code, out, _ = run(capsys, "--check", name)
+    assert code == 1
+    block = verdicts(out)[name]
+    assert block.startswith("FAIL") and reason in block, block
+    assert "1 failed" in out
+
+
+def test_check_reports_an_unavailable_backend_with_its_reason_without_failing(capsys, checked):
+    code, out, _ = run(capsys, "--check", "andrea-lab-checked:fpga", "andrea_lab:torch")
+    assert code == 0
+    blocks = verdicts(out)
+    assert blocks["fpga"].startswith("UNAVAILABLE") and "not available here: no FPGA found" in blocks["fpga"]
+    assert blocks["torch"].startswith("PASS") and "ops match the eager reference" in blocks["torch"]
+
+
+def test_check_without_names_checks_every_plugin_and_fails_the_broken(capsys, broken):
+    code, out, _ = run(capsys, "--check")
+    assert code == 1
+    blocks = verdicts(out)
+    assert {"pre", "post", "gelu", "relu", "swiglu", "torch", "boom"} <= set(blocks)
+    assert blocks["boom"].startswith("FAIL") and "needs libfoo.so" in blocks["boom"]
+    assert all(blocks[name].startswith("PASS") for name in ("pre", "post", "gelu", "relu", "swiglu", "torch"))
+
+
+def test_check_of_an_unknown_name_suggests_one(capsys):
+    from andrea_lab.registry import PluginError
+
+    with pytest.raises(PluginError, match="no installed plugin is named 'swigllu'; did you mean 'swiglu'"):
+        main(["--check", "swigllu"])

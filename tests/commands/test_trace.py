@@ -43,7 +43,7 @@ def test_json_has_one_row_per_sublayer_with_finite_numbers(micro_checkpoint, cap
         for key in ("stream_norm", "delta_norm", "cosine", "ratio"):
             assert math.isfinite(row[key]), key
     assert payload["position"] == len("def main(argv):") - 1 and payload["token"] == ":"
-    assert payload["norm_placement"] == "pre" and payload["plot"] == str(png)
+    assert payload["norm_placement"] == "andrea-lab:pre" and payload["plot"] == str(png)
     assert png.stat().st_size > 1000
 
 

@@ -4,6 +4,7 @@ import torch
 
 from andrea_lab.contracts import KernelBackend
 from andrea_lab.registry import list_plugins, resolve
+from andrea_lab.testing import check_activation
 from andrea_lab_example.activations import SquaredReLU
 
 
@@ -29,16 +30,15 @@ def test_matches_reference_values_and_gradient():
     torch.testing.assert_close(x.grad, 2 * torch.relu(x.detach()))
 
 
-def test_relu_is_computed_by_the_backend():
-    calls = []
+def test_relu_is_computed_by_the_backend(recording_backend):
+    # recording_backend: a fixture of andrea_lab.testing's pytest plugin (installed with andrea-lab).
+    SquaredReLU(recording_backend)(torch.randn(2, 3, 8))
+    assert recording_backend.calls == ["relu"]
 
-    class SpyBackend(KernelBackend):
-        def relu(self, x):
-            calls.append(x.shape)
-            return super().relu(x)
 
-    SquaredReLU(SpyBackend())(torch.randn(2, 3, 8))
-    assert calls == [torch.Size([2, 3, 8])]
+def test_keeps_the_activation_contract_alone_and_in_models():
+    check_activation(SquaredReLU)                          # the class, alone and in micro models
+    check_activation("andrea-lab-example:squared_relu")    # the registered name, as a YAML selects it
 
 
 def test_elementwise_with_ratio_four():

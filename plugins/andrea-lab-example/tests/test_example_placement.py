@@ -7,6 +7,7 @@ from torch import nn
 from andrea_lab import Andrea, preset
 from andrea_lab.contracts import KernelBackend, LayerNorm
 from andrea_lab.registry import resolve
+from andrea_lab.testing import check_placement
 from andrea_lab_example.placements import SandwichNorm
 
 
@@ -31,24 +32,23 @@ def test_matches_the_formula():
     torch.testing.assert_close(block(x), expected)
 
 
-def test_both_norms_are_computed_by_the_backend():
-    calls = []
-
-    class SpyBackend(KernelBackend):
-        def layer_norm(self, x, weight, bias, eps):
-            calls.append(eps)
-            return super().layer_norm(x, weight, bias, eps)
-
-    block = SandwichNorm(8, nn.Identity(), SpyBackend(), eps=1e-6, bias=False)
+def test_both_norms_are_computed_by_the_backend(recording_backend):
+    block = SandwichNorm(8, nn.Identity(), recording_backend, eps=1e-6, bias=False)
     assert isinstance(block.norm_in, LayerNorm) and isinstance(block.norm_out, LayerNorm)
-    assert block.norm_in.bias is None
+    assert block.norm_in.bias is None and block.norm_in.eps == 1e-6
     block(torch.randn(1, 2, 8))
-    assert calls == [1e-6, 1e-6]
+    assert recording_backend.calls == ["layer_norm", "layer_norm"]
+
+
+def test_keeps_the_placement_contract_alone_and_in_models():
+    check_placement(SandwichNorm)
+    check_placement("andrea-lab-example:sandwich")
 
 
 def test_a_model_with_both_example_plugins_trains():
     torch.manual_seed(0)
-    config = preset("andrea-micro", norm_placement="sandwich", activation="squared_relu")
+    config = preset("andrea-micro", norm_placement="andrea-lab-example:sandwich",
+                    activation="andrea-lab-example:squared_relu")
     model = Andrea(config)
     # 2 norms per sublayer, 2 sublayers per block, plus the final norm.
     n_norms = sum(isinstance(m, LayerNorm) for m in model.modules())
