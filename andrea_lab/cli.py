@@ -39,14 +39,9 @@ def _usage() -> str:
 
 
 def _reported_errors() -> tuple[type[BaseException], ...]:
-    """Errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set: every AndreaError.
-
-    The data package's errors predate AndreaError and still subclass ValueError only; they are listed
-    here until they move under it (andrea_lab/data is owned by other work).
-    """
-    from andrea_lab.data import CorpusError, DataConfigError, TokenFileError, TokenizerError
-
-    return (AndreaError, CorpusError, DataConfigError, TokenFileError, TokenizerError)
+    """Errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set: every AndreaError
+    (the data package's errors included: they are UsageErrors)."""
+    return (AndreaError,)
 
 
 def check_config_files(argv: list[str]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from andrea_lab.data.token_file import is_token_file, read_token_file
+from andrea_lab.errors import UsageError
 
 # Why these are left out of the "stdlib" corpus:
 # * site-packages / dist-packages hold third-party code that varies per machine,
@@ -40,7 +41,7 @@ _GLOB_CHARS = ("*", "?", "[")
 _VALID_SPECS = "'stdlib', a text file, a directory, a glob pattern, or an llm.c token file"
 
 
-class CorpusError(ValueError):
+class CorpusError(UsageError):
     """The corpus spec does not name usable training text."""
 
 

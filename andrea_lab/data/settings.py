@@ -12,9 +12,10 @@ from typing import Optional
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.split import validate_val_fraction
+from andrea_lab.errors import UsageError
 
 
-class DataConfigError(ValueError):
+class DataConfigError(UsageError):
     """A data-module setting cannot work; the message names it and what would."""
 
 

@@ -21,6 +21,7 @@ from typing import Union
 import numpy as np
 import numpy.typing as npt
 
+from andrea_lab.errors import UsageError
 from andrea_lab.files import atomic_write
 
 MAGIC = 20240520
@@ -35,7 +36,7 @@ _TOKEN_DTYPE = np.dtype("<u2")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class TokenFileError(ValueError):
+class TokenFileError(UsageError):
     """A file that claims to be (or was given as) a token file is not a valid one."""
 
 

@@ -26,6 +26,7 @@ from typing import Iterable, Union
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from andrea_lab.errors import UsageError
 from andrea_lab.files import atomic_write
 
 END_OF_TEXT = "<|endoftext|>"
@@ -40,7 +41,7 @@ _ENCODE_BATCH_CHARS = 4_000_000
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UsageError):
     """A tokenizer cannot be built, loaded or used as asked."""
 
 
