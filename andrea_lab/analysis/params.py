@@ -99,8 +99,8 @@ def parameter_breakdown(config: AndreaConfig) -> ParameterBreakdown:
 def format_breakdown(b: ParameterBreakdown, name: str) -> str:
     c = b.config
     lines = [f"{name}: d_model {c.d_model}, {c.n_layer} layers, {c.n_head} heads, context {c.block_size}, "
-             f"vocab {c.vocab_size}, {c.norm_placement}-norm, {c.activation}, MLP hidden {c.mlp_hidden} "
-             f"(ratio {c.resolved_mlp_ratio:g}), backend {c.kernel_backend}", ""]
+             f"vocab {c.vocab_size}, norm placement {c.norm_placement}, activation {c.activation}, "
+             f"MLP hidden {c.mlp_hidden} (ratio {c.resolved_mlp_ratio:g}), backend {c.kernel_backend}", ""]
     row = "{:<34}{:>14}"
     first = b.blocks[0] if b.blocks else BlockBreakdown(0, 0, 0, 0)
     same = all(vars(x) == vars(first) for x in b.blocks)
