@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,6 +44,39 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
                          f"written; use an earlier checkpoint of the run")
 
 
+class UnsafeCheckpointError(UsageError):
+    """A checkpoint that only loads by running code from it (a pickled object the weights-only loader
+    refuses): never loaded (exit status 2)."""
+
+
+def _refusal(exc: BaseException) -> str:
+    """The line of PyTorch's weights-only refusal that names what the file wanted to run."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    named = [line for line in lines if "Unsupported" in line or "global" in line.lower()]
+    return (named or lines or [type(exc).__name__])[0][:300]
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """The one way andrea reads a checkpoint: manifest check, then ``torch.load(weights_only=True)``.
+
+    Every checkpoint ``andrea fit`` writes loads this way (tensors, numbers, strings and containers only:
+    numpy's RNG state is stored as a tensor for exactly this reason), so nothing is gained by unpickling
+    arbitrary objects -- and a shared or downloaded checkpoint could run code if it were. A file that
+    needs more is refused with :class:`UnsafeCheckpointError`, naming it and what it asked for."""
+    verify_checkpoint(path)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UnsafeCheckpointError(
+            f"checkpoint {os.fspath(path)} was refused: it holds objects that only load by running code "
+            f"({_refusal(exc)}). andrea loads checkpoints weights-only; every checkpoint `andrea fit` writes "
+            "loads that way. Use a checkpoint from a run you trust, or convert this one where you trust it"
+        ) from None
+    except Exception as exc:
+        raise UsageError(f"{os.fspath(path)} is not a readable PyTorch checkpoint: {type(exc).__name__}: "
+                         f"{_refusal(exc)}") from None
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """``TorchCheckpointIO`` with atomic writes and size/sha256 verification on load."""
 
@@ -54,8 +88,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         atomic_write(manifest_path(target), lambda file: file.write(json.dumps(record).encode()))
 
     def load_checkpoint(self, path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None):
-        verify_checkpoint(path)
-        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+        """Resume, validate, test: always weights-only (:func:`load_checkpoint`), whatever is asked."""
+        return load_checkpoint(path, map_location=map_location)
 
     def remove_checkpoint(self, path) -> None:
         super().remove_checkpoint(path)

@@ -7,10 +7,13 @@ through a TensorBoard logger, with a checkpoint callback whose arguments are con
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
+from andrea_lab.checkpoint_io import load_checkpoint
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
 
@@ -39,6 +42,16 @@ class AndreaCLI(LightningCLI):
         # AndreaLM.configure_optimizers is the one optimizer setup; no competing CLI keys.
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
+
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI reads ``--ckpt_path``'s hyperparameters before anything else, with its own
+        ``torch.load(weights_only=True)``: safe, but a refused file surfaces as a raw traceback. The file
+        goes through andrea's one loader first, so a damaged or unsafe checkpoint is one line (exit 2)."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            load_checkpoint(ckpt_path)
+        super()._parse_ckpt_path()
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.config.block_size", "data.block_size")

@@ -11,19 +11,15 @@ from pathlib import Path
 
 import torch
 
+from andrea_lab import checkpoint_io
 from andrea_lab.errors import MissingFileError, UsageError
 
 
 def load_checkpoint(path: str) -> dict:
-    file = Path(path)
-    if not file.is_file():
+    if not Path(path).is_file():
         raise MissingFileError(f"checkpoint {path!r} does not exist; pass the path of a .ckpt file, "
                                 f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt")
-    try:
-        # weights_only=False: Lightning checkpoints hold optimizer and loop state; only load your own.
-        return torch.load(file, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise UsageError(f"{path} is not a readable PyTorch checkpoint: {type(exc).__name__}: {exc}") from None
+    return checkpoint_io.load_checkpoint(path)
 
 
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):
