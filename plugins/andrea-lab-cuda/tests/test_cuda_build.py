@@ -8,6 +8,7 @@ compiles alone for both architectures, the whole library links, and every launch
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -95,6 +96,26 @@ def test_second_build_is_a_cache_hit(built):
     assert "sm_90" in manifest and "layer_norm.cu" in manifest
     # no temporary build directories are left behind
     assert not [p for p in built.path.parent.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("spoiled", ["cache root", "entry", "library"])
+def test_a_cached_library_others_could_replace_is_refused(built, tmp_path, spoiled):
+    """The cached library is executed (ctypes): a cache writable by others, or owned by someone else, is
+    refused with the path and the fix, never loaded."""
+    cache = tmp_path / "cache"
+    shutil.copytree(built.path.parent.parent, cache)
+    assert build.build_library(built.gencode, cache_dir=cache).cached  # the private copy is fine
+    target = {"cache root": cache, "entry": cache / built.key, "library": cache / built.key / built.path.name}[spoiled]
+    target.chmod(target.stat().st_mode | 0o022)
+    with pytest.raises(build.UntrustedCacheError, match=rf"refusing the kernel cache {re.escape(str(target))}: "
+                                                        r"it is writable by others .*chmod go-w"):
+        build.build_library(built.gencode, cache_dir=cache)
+    target.chmod(target.stat().st_mode & ~0o022)
+    if os.geteuid() == 0:  # only root can hand a file to another user
+        os.chown(target, 12345, -1)
+        with pytest.raises(build.UntrustedCacheError, match=r"owned by uid 12345, not by you"):
+            build.build_library(built.gencode, cache_dir=cache)
 
 
 # -- argument checks of the launchers (pure host code: no GPU involved) ------------------------------

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -54,6 +55,29 @@ class BuildError(RuntimeError):
         self.summary = summary
         self.log_path = log_path
         super().__init__(f"{summary}; build log: {log_path}" if log_path else summary)
+
+
+class UntrustedCacheError(BuildError):
+    """The cached library (which is executed: it is loaded with ctypes) sits where someone else could
+    have replaced it: a directory or file not owned by this user, or writable by others."""
+
+
+def check_trusted(*paths: Path) -> None:
+    """Refuse to use a cache path that another user owns or may write: whoever can write the compiled
+    library can run code in every process that loads it."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for path in paths:
+        info = path.stat()
+        if uid is not None and info.st_uid != uid:
+            raise UntrustedCacheError(
+                f"refusing the kernel cache {path}: it is owned by uid {info.st_uid}, not by you (uid {uid}); "
+                f"the compiled library is executed, so its cache must be yours alone. Set {CACHE_ENV_VAR} to a "
+                "directory of your own, or remove this one")
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UntrustedCacheError(
+                f"refusing the kernel cache {path}: it is writable by others (mode {stat.filemode(info.st_mode)}); "
+                f"the compiled library is executed, so no one else may write it. Fix with `chmod go-w {path}`, "
+                f"or set {CACHE_ENV_VAR} to a private directory")
 
 
 @dataclass(frozen=True)
@@ -251,11 +275,14 @@ def build_library(gencode: Sequence[str], *, nvcc: str | None = None, cache_dir:
                          f"(set {CACHE_ENV_VAR} to a writable directory)") from exc
     final = root / key
     library = final / LIBRARY_NAME
+    check_trusted(root)
     if library.is_file():
+        check_trusted(final, library)
         return BuiltLibrary(library, key, gencode, True, final / "build.log")
 
     with _locked(root / f"{key}.lock"):
         if library.is_file():  # another process built it while we waited for the lock
+            check_trusted(final, library)
             return BuiltLibrary(library, key, gencode, True, final / "build.log")
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
         log: list[str] = [f"andrea-lab-cuda build {key}\nnvcc: {nvcc}\n{tc.version_text}\n"
