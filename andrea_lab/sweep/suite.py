@@ -37,6 +37,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from andrea_lab.errors import UsageError
 from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims")
@@ -56,7 +57,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-class SuiteError(ValueError):
+class SuiteError(UsageError):
     """An invalid suite file or grid; the message names the file and the offending key or value."""
 
 
@@ -206,8 +207,8 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(f"suite file {str(path)!r} does not exist")
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise SuiteError(f"{path} is not valid YAML: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"{path} is not valid YAML text: {exc}") from None
     if not isinstance(document, dict):
         raise SuiteError(f"{path}: a suite must be a mapping with keys {', '.join(SUITE_KEYS)}")
     where = str(path)
