@@ -77,6 +77,37 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
                          f"{_refusal(exc)}") from None
 
 
+#: Weight files an import reads: safetensors (no code at all), or a pickle through the weights-only loader.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """A state dict from a weights file someone handed you (the loader imports build on).
+
+    ``.safetensors`` is read with the ``safetensors`` library, which holds tensors and a JSON header
+    and cannot run code; a pickled ``pytorch_model.bin`` (or ``.pt``/``.pth``/``.ckpt``) only through
+    :func:`load_checkpoint`, weights-only. A Lightning checkpoint gives its ``state_dict``."""
+    file = Path(path)
+    if file.suffix not in WEIGHT_SUFFIXES:
+        raise UsageError(f"{file} is not a weights file andrea reads; valid: {', '.join(WEIGHT_SUFFIXES)}")
+    if file.suffix != ".safetensors":
+        loaded = load_checkpoint(file)
+        state = loaded.get("state_dict", loaded) if isinstance(loaded, dict) else None
+    else:
+        if not file.is_file():
+            raise MissingFileError(f"weights file {os.fspath(path)!r} does not exist")
+        from safetensors.torch import load_file
+
+        try:
+            state = load_file(file, device="cpu")
+        except Exception as exc:  # safetensors raises its own SafetensorError, or OSError, on a damaged file
+            raise UsageError(f"{file} is not a readable safetensors file: {type(exc).__name__}: "
+                             f"{_refusal(exc)}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UsageError(f"{file} holds no state dict (a mapping of names to tensors)")
+    return state
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """``TorchCheckpointIO`` with atomic writes and size/sha256 verification on load."""
 

@@ -2,7 +2,7 @@
 AndreaError, which the CLI prints as one line with exit status 2) or, for run records, "no record" --
 never another exception, a hang, or code run. Each case runs under a deadline.
 
-Readers: checkpoints (checkpoint_io.load_checkpoint), llm.c token files (read_token_file), tokenizer
+Readers: checkpoints (checkpoint_io.load_checkpoint), weight files (load_weights: safetensors), llm.c token files (read_token_file), tokenizer
 files (load_tokenizer), summary.json (rundir.read_record), suite YAML (load_suite). Cases per reader:
 MAX_EXAMPLES random files plus as many single-byte mutations of a valid one (docs/reliability.md).
 """
@@ -18,7 +18,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.checkpoint_io import load_checkpoint, load_weights
 from andrea_lab.data.token_file import read_token_file, write_token_file
 from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer
 from andrea_lab.errors import AndreaError
@@ -68,8 +68,16 @@ def _mutations(valid: bytes):
         lambda change: valid[:change[0]] + bytes([change[1]]) + valid[change[0] + 1:])
 
 
+def _valid_safetensors(tmp: Path) -> bytes:
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.ones(2, 3)}, tmp / "valid.safetensors")
+    return (tmp / "valid.safetensors").read_bytes()
+
+
 READERS = {
     "checkpoint": (load_checkpoint, lambda tmp: _valid_checkpoint()),
+    "safetensors": (load_weights, _valid_safetensors),
     "token file": (read_token_file, _valid_token_file),
     "tokenizer": (load_tokenizer, lambda tmp: _valid_tokenizer()),
     "suite": (load_suite, _valid_suite),
@@ -80,8 +88,8 @@ READERS = {
 def test_random_and_mutated_bytes_give_a_clear_error(name, tmp_path):
     reader, make_valid = READERS[name]
     valid = make_valid(tmp_path)
-    target = tmp_path / {"checkpoint": "x.ckpt", "token file": "x.bin", "tokenizer": "x.json",
-                         "suite": "x.yaml"}[name]
+    target = tmp_path / {"checkpoint": "x.ckpt", "safetensors": "x.safetensors", "token file": "x.bin",
+                         "tokenizer": "x.json", "suite": "x.yaml"}[name]
     target.write_bytes(valid)
     reader(target)  # the valid file reads
 
@@ -134,6 +142,38 @@ def test_suites_with_wrongly_typed_keys_give_a_clear_error(tmp_path):
         calls.append(1)
         target.write_text(yaml.safe_dump({"base": "base.yaml", **document}))
         _reads_cleanly(load_suite, target)
+
+    calls: list[int] = []
+    case()
+    assert len(calls) >= MAX_EXAMPLES, f"only {len(calls)} cases ran"
+
+
+def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
+    """The tokenized-corpus cache: whatever its manifest.json holds, the load gives a verified entry
+    (rebuilt, with a warning, when the manifest does not vouch for the files), never an exception."""
+    import warnings
+
+    from andrea_lab.data.cache import MANIFEST_FILE, load_or_build, verify_entry
+    from andrea_lab.data.corpus import resolve_corpus
+
+    corpus_dir = tmp_path / "corpus"
+    corpus_dir.mkdir()
+    for n in range(3):
+        (corpus_dir / f"doc{n}.py").write_text(f"def f{n}():\n    return {n}\n" * 20)
+    corpus = resolve_corpus(str(corpus_dir))
+    entry = load_or_build(corpus, "byte", 257, 0.3, str(tmp_path / "cache"))
+    valid = (entry.directory / MANIFEST_FILE).read_bytes()
+    key = entry.manifest["key"]
+
+    @FUZZ
+    @given(st.one_of(st.binary(max_size=256), _mutations(valid), _YAML_VALUES.map(lambda v: repr(v).encode())))
+    def case(data: bytes) -> None:
+        calls.append(1)
+        (entry.directory / MANIFEST_FILE).write_bytes(data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            again = load_or_build(corpus, "byte", 257, 0.3, str(tmp_path / "cache"))
+        verify_entry(again.directory, key)  # what was returned is what its manifest vouches for
 
     calls: list[int] = []
     case()

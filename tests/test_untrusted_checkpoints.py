@@ -94,3 +94,28 @@ def test_every_command_refuses_the_payload_with_one_line(command, payload_checkp
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert "shared.ckpt was refused" in result.stderr
+
+
+def test_weights_import_from_safetensors_and_weights_only_pickles(tmp_path, payload_checkpoint):
+    from safetensors.torch import save_file
+
+    from andrea_lab.checkpoint_io import load_weights
+    from andrea_lab.errors import UsageError
+
+    weights = {"wte.weight": torch.randn(4, 3), "ln_f.bias": torch.zeros(3)}
+    save_file(weights, tmp_path / "model.safetensors")
+    loaded = load_weights(tmp_path / "model.safetensors")
+    assert loaded.keys() == weights.keys() and all(torch.equal(loaded[k], weights[k]) for k in weights)
+    torch.save(weights, tmp_path / "pytorch_model.bin")
+    assert torch.equal(load_weights(tmp_path / "pytorch_model.bin")["wte.weight"], weights["wte.weight"])
+    path, marker = payload_checkpoint
+    bin_payload = path.with_name("pytorch_model_payload.bin")
+    path.rename(bin_payload)
+    with pytest.raises(UnsafeCheckpointError):
+        load_weights(bin_payload)
+    assert not marker.exists()
+    (tmp_path / "broken.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    with pytest.raises(UsageError, match="broken.safetensors is not a readable safetensors file"):
+        load_weights(tmp_path / "broken.safetensors")
+    with pytest.raises(UsageError, match=r"model.onnx is not a weights file andrea reads; valid: .safetensors"):
+        load_weights(tmp_path / "model.onnx")

@@ -130,16 +130,16 @@ def verify_entry(directory: Path, key: str) -> dict[str, Any]:
         raise CacheCorruptError(f"{MANIFEST_FILE} is missing or unreadable: {error}") from None
     if not isinstance(manifest, dict) or manifest.get("key") != key:
         raise CacheCorruptError(f"{MANIFEST_FILE} belongs to another key")
-    recorded = manifest.get("files", {})
+    recorded = manifest.get("files")
     for name in _CHECKED_FILES:
         path = directory / name
-        expected = recorded.get(name)
-        if expected is None or not path.is_file():
-            raise CacheCorruptError(f"{name} is missing")
+        expected = recorded.get(name) if isinstance(recorded, dict) else None
+        if not isinstance(expected, dict) or not path.is_file():
+            raise CacheCorruptError(f"{name} is missing, or its manifest record is")
         size = path.stat().st_size
-        if size != expected["bytes"]:
+        if size != expected.get("bytes"):
             raise CacheCorruptError(f"{name} is {size} bytes, the manifest says {expected['bytes']}")
-        if sha256_file(path) != expected["sha256"]:
+        if sha256_file(path) != expected.get("sha256"):
             raise CacheCorruptError(f"{name} does not match its sha256 in the manifest")
     return manifest
 
