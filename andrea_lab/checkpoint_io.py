@@ -30,7 +30,8 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     """Raise a clear error if ``path`` is missing or disagrees with its manifest (when it has one)."""
     file = Path(path)
     if not file.is_file():
-        raise MissingFileError(f"checkpoint {os.fspath(path)!r} does not exist")
+        raise MissingFileError(f"checkpoint {os.fspath(path)!r} does not exist; pass the path of a .ckpt file, "
+                               f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt")
     manifest = manifest_path(file)
     if not manifest.is_file():
         return  # written elsewhere (plain Lightning): nothing to check against

@@ -44,14 +44,21 @@ class AndreaCLI(LightningCLI):
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
 
     def _parse_ckpt_path(self) -> None:
-        """LightningCLI reads ``--ckpt_path``'s hyperparameters before anything else, with its own
-        ``torch.load(weights_only=True)``: safe, but a refused file surfaces as a raw traceback. The file
-        goes through andrea's one loader first, so a damaged or unsafe checkpoint is one line (exit 2)."""
+        """LightningCLI's step that lets ``--ckpt_path``'s saved hyperparameters update the config, with the
+        file read once, by andrea's loader: LightningCLI's own version calls ``torch.load`` itself, so a
+        damaged or unsafe checkpoint would surface as a raw traceback (here: one line, exit 2) or, read
+        through both, be loaded twice."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if ckpt_path and Path(ckpt_path).is_file():
-            load_checkpoint(ckpt_path)
-        super()._parse_ckpt_path()
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return  # a missing file is reported by the trainer, as in LightningCLI
+        hparams = dict(load_checkpoint(ckpt_path).get("hyper_parameters", {}))
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        if "_class_path" in hparams:
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.config.block_size", "data.block_size")

@@ -137,6 +137,13 @@ class RunRecord:
         return self.status == "diverged"
 
     @property
+    def headline_loss(self) -> Optional[float]:
+        """The held-out loss, else (runs without the held-out evaluation) the last in-training one."""
+        if self.heldout is not None and self.heldout.loss is not None:
+            return self.heldout.loss
+        return self.final_val_loss
+
+    @property
     def divergence_kind(self) -> Optional[str]:
         return (self.divergence or {}).get("kind")
 

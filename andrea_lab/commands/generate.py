@@ -7,19 +7,10 @@ and the tokenizer (saved by ``AndreaDataModule.state_dict``), so no config or co
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
 import torch
 
-from andrea_lab import checkpoint_io
-from andrea_lab.errors import MissingFileError, UsageError
-
-
-def load_checkpoint(path: str) -> dict:
-    if not Path(path).is_file():
-        raise MissingFileError(f"checkpoint {path!r} does not exist; pass the path of a .ckpt file, "
-                                f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt")
-    return checkpoint_io.load_checkpoint(path)
+from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.errors import UsageError
 
 
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):

@@ -16,7 +16,8 @@ import torch
 
 def main(argv: list[str]) -> int:
     from andrea_lab.analysis.trace import format_table, plot_trace, trace_token
-    from andrea_lab.commands.generate import load_checkpoint, tokenizer_from_checkpoint
+    from andrea_lab.checkpoint_io import load_checkpoint
+    from andrea_lab.commands.generate import tokenizer_from_checkpoint
     from andrea_lab.module import AndreaLM
 
     parser = argparse.ArgumentParser(prog="andrea trace", description=__doc__,

@@ -20,7 +20,7 @@ import glob
 import hashlib
 import os
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -62,6 +62,7 @@ class Corpus:
     skipped_binary: int = 0
     skipped_empty: int = 0
     val_token_file: Optional[Path] = None
+    _fingerprint: Optional[str] = field(default=None, repr=False, compare=False)
 
     @property
     def is_tokenized(self) -> bool:
@@ -90,7 +91,11 @@ class Corpus:
 
         Streaming keeps it cheap in memory; lengths are hashed before each
         name and body so no two different corpora can produce the same stream.
+        Computed once per resolved corpus: the cache key and the run record
+        both ask for it.
         """
+        if self._fingerprint is not None:
+            return self._fingerprint
         digest = hashlib.sha256()
         if self.token_file is not None:
             digest.update(b"token-file\0")
@@ -99,7 +104,8 @@ class Corpus:
             digest.update(b"text-files\0")
             for name, path in zip(self.relative_names(), self.files):
                 _hash_file(digest, name, path)
-        return digest.hexdigest()
+        self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
 
 def resolve_corpus(spec: str) -> Corpus:

@@ -104,7 +104,6 @@ class AndreaDataModule(L.LightningDataModule):
         self._tokenizer_known = False
         self._train: Optional[MappedTokens] = None
         self._val: Optional[MappedTokens] = None
-        self._fingerprint: Optional[str] = None
 
     # ----------------------------------------------------------------- hooks
 
@@ -176,15 +175,13 @@ class AndreaDataModule(L.LightningDataModule):
         """What a run's numbers depend on in the data: the corpus content hash (for ``stdlib`` also the
         Python version whose library it is), the tokenizer's hash, and the split sizes."""
         corpus = self._resolved_corpus()
-        if self._fingerprint is None:
-            self._fingerprint = corpus.fingerprint()
         tokenizer = self._tokenizer if self._tokenizer_known else None
         manifest = self._entry.manifest if self._entry is not None else {}
         train_docs, val_docs = manifest.get("train_documents"), manifest.get("val_documents")
         return {
             "corpus": self.corpus_spec,
             "corpus_description": corpus.description,
-            "corpus_sha256": self._fingerprint,
+            "corpus_sha256": corpus.fingerprint(),
             "python_version": platform.python_version() if self.corpus_spec == "stdlib" else None,
             "tokenizer": self.tokenizer_spec,
             "tokenizer_sha256": None if tokenizer is None else sha256_text(tokenizer.to_str()),

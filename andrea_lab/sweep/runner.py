@@ -60,13 +60,9 @@ def _now() -> str:
 
 
 def final_val_loss(run_dir: Path) -> Optional[float]:
-    """The run's headline loss from its record: the held-out loss, else the last in-training validation."""
+    """The run's headline loss from its record (:attr:`RunRecord.headline_loss`), None without one."""
     record = read_record(run_dir)
-    if record is None:
-        return None
-    if record.heldout is not None and record.heldout.loss is not None:
-        return record.heldout.loss
-    return record.final_val_loss
+    return None if record is None else record.headline_loss
 
 
 def _fmt_loss(value: Optional[float]) -> str:
@@ -199,7 +195,7 @@ class Runner:
             return Outcome(spec, "stopped", seconds, returncode=code)
         if (code == 0 and status != "interrupted") or status == "diverged":
             state = status if status in DONE_STATES else "finished"
-            val = final_val_loss(spec.run_dir)
+            val = None if record is None else record.headline_loss
             write_json_atomic(spec.run_dir / DONE_MARKER, {
                 "schema": 1, "status": state, "returncode": code, "finished": _now(), "wall_time_s": round(seconds, 1),
                 "final_val_loss": val, "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),

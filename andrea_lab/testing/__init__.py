@@ -125,22 +125,23 @@ def _assert(check, *args, **kwargs) -> None:
         raise plugin_check.CheckFailed(str(exc)) from exc
 
 
+def _check_module(kind: str, check, plugin: type | str, backend: KernelBackend | None, in_models: bool) -> None:
+    """An activation or placement: alone through ``check``, then (``in_models``) in micro models."""
+    cls, name = _plugin(kind, plugin)
+    with plugin_check.one_thread():
+        _assert(check, cls, backend)
+        if in_models:
+            _assert(plugin_check.check_in_models, kind, name)
+
+
 def check_activation(plugin: type | str, backend: KernelBackend | None = None, in_models: bool = True) -> None:
     """Assert that an activation (class or registered name) keeps the contract when run (see module doc)."""
-    cls, name = _plugin("activation", plugin)
-    with plugin_check.one_thread():
-        _assert(plugin_check.check_activation, cls, backend)
-        if in_models:
-            _assert(plugin_check.check_in_models, "activation", name)
+    _check_module("activation", plugin_check.check_activation, plugin, backend, in_models)
 
 
 def check_placement(plugin: type | str, backend: KernelBackend | None = None, in_models: bool = True) -> None:
     """Assert that a norm placement (class or registered name) keeps the contract when run."""
-    cls, name = _plugin("norm_placement", plugin)
-    with plugin_check.one_thread():
-        _assert(plugin_check.check_placement, cls, backend)
-        if in_models:
-            _assert(plugin_check.check_in_models, "norm_placement", name)
+    _check_module("norm_placement", plugin_check.check_placement, plugin, backend, in_models)
 
 
 def check_backend(plugin: type | str, rtol: float = 1e-4, atol: float = 1e-5, in_models: bool = True) -> None:
