@@ -40,7 +40,7 @@ def variant_order(runs: pd.DataFrame) -> list[str]:
     index = runs.groupby("variant", sort=False)["variant_index"].min() if "variant_index" in runs else {}
 
     def position(name: str) -> tuple[float, int]:
-        value = index.get(name) if hasattr(index, "get") else None
+        value = index.get(name)
         return (math.inf if value is None or pd.isna(value) else float(value), first_seen[name])
 
     return sorted(first_seen, key=position)

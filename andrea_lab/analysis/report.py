@@ -58,16 +58,15 @@ def _pair(p: dict, part: str) -> str:
     return f"{compare.fmt(p[f'{part}_delta_mean'])} ({compare.fmt(p[f'{part}_delta_max'])})"
 
 
-INIT_COLUMNS = [
-    Column("variant", "variant", lambda v: v.name),
-    Column("runs", "runs", lambda v: len(v.rows)),
-    Column("embeddings", "grad norm: embeddings", lambda v: compare.fmt(init_profile(v.rows)["embeddings"])),
-    Column("first_block", "grad norm: first block", lambda v: compare.fmt(init_profile(v.rows)["first_block"])),
-    Column("last_block", "grad norm: last block", lambda v: compare.fmt(init_profile(v.rows)["last_block"])),
-    Column("first_over_last", "first / last block",
-           lambda v: compare.fmt(init_profile(v.rows)["first_over_last"], 2)),
-    Column("attn_delta", "attn delta/stream: mean (max)", lambda v: _pair(init_profile(v.rows), "attn")),
-    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda v: _pair(init_profile(v.rows), "mlp")),
+INIT_COLUMNS = [  # over (variant, its init_profile) pairs: the profile is computed once per variant
+    Column("variant", "variant", lambda vp: vp[0].name),
+    Column("runs", "runs", lambda vp: len(vp[0].rows)),
+    Column("embeddings", "grad norm: embeddings", lambda vp: compare.fmt(vp[1]["embeddings"])),
+    Column("first_block", "grad norm: first block", lambda vp: compare.fmt(vp[1]["first_block"])),
+    Column("last_block", "grad norm: last block", lambda vp: compare.fmt(vp[1]["last_block"])),
+    Column("first_over_last", "first / last block", lambda vp: compare.fmt(vp[1]["first_over_last"], 2)),
+    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: _pair(vp[1], "attn")),
+    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: _pair(vp[1], "mlp")),
 ]
 
 INIT_LEGEND = """\
@@ -125,7 +124,8 @@ def suite_markdown(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
     parts += ["## Per learning rate", "", markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]
     at_init = [v for v in variants if any(c.startswith("init/") and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
-        parts += ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(INIT_COLUMNS, at_init)), "",
+        parts += ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
+                      INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "",
                   INIT_LEGEND]
     if notes:
         parts += ["## Notes", "", *[f"- {note}" for note in notes], ""]
