@@ -13,6 +13,9 @@ under ``andrea sweep``) holds, besides Lightning's own files:
 ``sweep-failed.json``  the fit exited non-zero: the next sweep moves the directory aside and reruns it;
 ``sweep.log``          the fit's stdout and stderr.
 
+Beside the runs, ``_comparison/`` (in a suite's directory) is ``andrea compare``'s report as a TensorBoard
+run of its own (text and images); it is not a run, and readers of runs skip it (:func:`is_comparison_run`).
+
 :func:`run_state` is the one resume rule, used by every executor of a sweep and by ``andrea compare``.
 """
 
@@ -44,6 +47,8 @@ LOCK_FILE = ".sweep.lock"
 STATUSES = ("finished", "diverged", "interrupted")
 DONE_STATES = ("finished", "diverged")
 ASIDE_TAGS = (".interrupted-", ".failed-")
+#: The directory name of ``andrea compare``'s TensorBoard run (and the prefix of its temporary twin).
+COMPARISON_RUN = "_comparison"
 
 
 # ---------------------------------------------------------------------------------------- record
@@ -257,3 +262,8 @@ def move_aside(run_dir: Path, reason: str) -> Path:
 def is_aside(path: Path) -> bool:
     """A run directory moved aside by the sweep (ignored by ``andrea compare``)."""
     return any(tag in Path(path).name for tag in ASIDE_TAGS)
+
+
+def is_comparison_run(path: Path) -> bool:
+    """``andrea compare``'s report directory (or its temporary twin while it is written): not a run."""
+    return Path(path).name.startswith(COMPARISON_RUN)

@@ -114,22 +114,25 @@ def left_out_notes(runs: pd.DataFrame) -> list[str]:
             for row in out.itertuples()]
 
 
-def suite_markdown(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
-                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> str:
+def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
+                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> list[tuple[str, str]]:
+    """The report as ``(key, Markdown)`` sections, in order: the variants, the claims, per learning rate, at
+    initialisation, notes (those that apply) and the legend. TensorBoard shows each as its own text."""
     reference = next((v.name for v in variants if v.is_reference), "n/a")
-    parts = [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**.", "",
-             markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(variants)), ""]
+    sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**.", "",
+                              markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(variants)), ""])]
     if claims is not None and len(claims):
-        parts += ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]
-    parts += ["## Per learning rate", "", markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]
+        sections.append(("claims", ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]))
+    sections.append(("per_lr", ["## Per learning rate", "",
+                                markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]))
     at_init = [v for v in variants if any(c.startswith("init/") and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
-        parts += ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
-                      INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "",
-                  INIT_LEGEND]
+        sections.append(("at_init", ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
+                             INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
     if notes:
-        parts += ["## Notes", "", *[f"- {note}" for note in notes], ""]
-    return "\n".join([*parts, legend(loss_column)])
+        sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
+    sections.append(("legend", [legend(loss_column)]))
+    return [(key, "\n".join(lines)) for key, lines in sections]
 
 
 def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
@@ -164,7 +167,8 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
         else:
             notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
                          "(compare the run directories for those)")
-        markdown = suite_markdown(suite, variants, suite_runs, claim_frame, notes, loss_column)
+        sections = suite_sections(suite, variants, suite_runs, claim_frame, notes, loss_column)
+        markdown = "\n".join(text for _, text in sections)
         files["markdown"] = directory / "comparison.md"
         files["markdown"].write_text(markdown, encoding="utf-8")
         files["csv"] = directory / "comparison.csv"
@@ -176,7 +180,7 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
             files["claims_csv"] = directory / "claims.csv"
             claim_frame.to_csv(files["claims_csv"], index=False)
         written[suite] = {"variants": variants, "files": files, "notes": notes, "markdown": markdown,
-                          "claims": claim_frame}
+                          "sections": sections, "claims": claim_frame}
     return written
 
 

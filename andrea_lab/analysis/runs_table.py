@@ -21,8 +21,8 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from andrea_lab.files import read_json
-from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, parse_run_version,
-                               read_record)
+from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
+                               parse_run_version, read_record)
 
 VAL_TAG = "val/loss"
 TRAIN_TAG = "train/loss"
@@ -46,18 +46,18 @@ def _is_run_dir(names: Iterable[str]) -> bool:
 
 def find_runs(root: str | Path) -> list[Path]:
     """Every run directory under ``root`` (``root`` itself included), skipping directories the sweep
-    moved aside (``*.interrupted-*``, ``*.failed-*``)."""
+    moved aside (``*.interrupted-*``, ``*.failed-*``) and ``andrea compare``'s own ``_comparison`` run."""
     found = []
     for directory, subdirs, files in os.walk(Path(root)):
         path = Path(directory)
-        if is_aside(path):
+        if is_aside(path) or is_comparison_run(path):
             subdirs[:] = []
             continue
         if _is_run_dir(files):
             found.append(path)
             subdirs[:] = []  # checkpoints/ and the like
         else:
-            subdirs[:] = sorted(d for d in subdirs if not is_aside(Path(d)))
+            subdirs[:] = sorted(d for d in subdirs if not (is_aside(Path(d)) or is_comparison_run(Path(d))))
     return sorted(found)
 
 
