@@ -31,8 +31,9 @@ Scalar = bool | float | int | str
 DATA_KEYS_IGNORED = ("cache_dir", "num_workers")
 #: The data provenance (summary.json ``data``) that identifies what was trained on.
 DATA_PROVENANCE_KEYS = ("corpus_sha256", "tokenizer_sha256", "python_version")
-#: How a run ended, as the HParams dashboard's session status (its status filter).
-SESSION_STATUS = {"finished": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE", "interrupted": "STATUS_ABORTED"}
+#: How a run ended, as the HParams dashboard's session status (its status filter). TensorBoard has no
+#: "aborted": an interrupted run (its fit stopped early, not by divergence) is "unknown".
+SESSION_STATUS = {"finished": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE", "interrupted": "STATUS_UNKNOWN"}
 
 
 def hparam_value(value: Any) -> Scalar:
