@@ -35,11 +35,10 @@ def comparison_run_dir(run_paths: Iterable[str | Path], root: str | Path) -> Pat
 
 
 def _rgb(path: Path):
-    import numpy as np
-    from PIL import Image
+    """A PNG as an (H, W, 3) array in [0, 1], read with matplotlib (which wrote it)."""
+    from matplotlib.image import imread
 
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB"))
+    return imread(path)[..., :3]
 
 
 def _check_ours(directory: Path) -> None:
