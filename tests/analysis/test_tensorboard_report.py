@@ -79,7 +79,8 @@ class Board:
         with urllib.request.urlopen(request) as response:
             return json.load(response)
 
-    def experiment(self) -> dict[str, dict]:
+    def experiment(self) -> tuple[dict[str, dict], list[dict]]:
+        """The hparams by name, and the metrics."""
         found = self.post("data/plugin/hparams/experiment", {"experimentName": ""})
         return {info["name"]: info for info in found["hparamInfos"]}, found["metricInfos"]
 
