@@ -1,9 +1,10 @@
-"""The kernels as PyTorch ops: thin launch helpers and the ``torch.autograd.Function`` per op.
+"""Thin launch helpers: one per kernel, from PyTorch tensors to the ctypes launcher.
 
 The helpers (``*_forward`` / ``*_backward``) take CUDA tensors of a supported dtype in the layout
-they state (the backend makes inputs contiguous before calling), allocate the outputs with
-PyTorch's caching allocator and launch on the tensor's device, on PyTorch's current stream, so
-the kernels are ordered with every other op exactly like a native PyTorch kernel.
+they state (the operators of :mod:`andrea_lab_cuda.custom_ops` make inputs contiguous before
+calling), allocate the outputs with PyTorch's caching allocator and launch on the tensor's device,
+on PyTorch's current stream, so the kernels are ordered with every other op exactly like a native
+PyTorch kernel (and are captured into a CUDA graph like one).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch.autograd.function import FunctionCtx, once_differentiable
 
 from andrea_lab_cuda import _lib
 from andrea_lab_cuda._lib import DTYPE_CODES
