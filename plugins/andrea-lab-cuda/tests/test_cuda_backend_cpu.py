@@ -387,6 +387,29 @@ def test_elementwise_function_wiring(fake, name, dtype):
     assert fake.calls[0][1:] == (91, _lib.DTYPE_CODES[dtype])
 
 
+def test_a_compiled_graph_calls_the_launchers_not_a_traced_reference(fake):
+    """The operators are opaque to torch.compile: the compiled function calls the launchers at run time
+    (here the emulation, since ``fake`` routes CPU tensors to them as CUDA tensors are), forward and
+    backward, with no graph break (fullgraph)."""
+    def f(x, w, h):
+        y = custom_ops.gelu_tanh(custom_ops.layer_norm(x, w, None, 1e-5)[0])
+        return y.sum() + custom_ops.swiglu(*h.chunk(2, -1)).sum()
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    x, w, h = _pair((4, 8))[0], _pair((8,), seed=1)[0], _pair((4, 16), seed=2)[0]
+    loss = compiled(x, w, h)
+    loss.backward()
+    assert sorted(c[0] for c in fake.calls) == sorted(["layer_norm_fwd", "gelu_tanh_fwd", "swiglu_fwd",
+                                                       "swiglu_bwd", "gelu_tanh_bwd", "layer_norm_bwd"])
+    xr, wr, hr = (t.detach().clone().requires_grad_() for t in (x, w, h))
+    ref = F.gelu(F.layer_norm(xr, (8,), wr, None, 1e-5), approximate="tanh").sum() + \
+        (F.silu(hr[:, :8]) * hr[:, 8:]).sum()
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    for got, want in ((x, xr), (w, wr), (h, hr)):
+        torch.testing.assert_close(got.grad, want.grad)
+
+
 def test_rows_view_keeps_views_and_copies_only_what_it_must():
     h = torch.randn(4, 3, 10)
     gate, up = h.chunk(2, -1)
