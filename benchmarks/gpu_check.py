@@ -189,7 +189,12 @@ def read_dry_run(part: Part, code: int, log: str) -> tuple[str, dict]:
 
 
 def read_junit(part: Part, code: int, log: str) -> tuple[str, dict]:
-    """Counts from pytest's JUnit XML; ok only with tests run, none failed, none skipped."""
+    """Counts from pytest's JUnit XML; ok only with tests run and none failed, errored or skipped.
+
+    A module skipped while collecting (``pytest.importorskip`` of an optional package at its top) is
+    listed apart, as ``skipped_at_collection``: with ``-m gpu`` every module is collected, and such a
+    skip says a package is missing, not that a gpu test was skipped.
+    """
     counts = junit_counts(part.result_json) if part.result_json and part.result_json.is_file() else None
     if counts is None:
         return "failed", {"reason": f"pytest wrote no JUnit XML (exit status {code})"}
@@ -198,15 +203,18 @@ def read_junit(part: Part, code: int, log: str) -> tuple[str, dict]:
 
 
 def junit_counts(path: Path) -> dict:
-    """passed / failed / errors / skipped, and the names of those not passed (collection errors too)."""
-    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "not_passed": []}
+    """passed / failed / errors / skipped / skipped_at_collection, and the names of those not passed."""
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "skipped_at_collection": 0, "not_passed": []}
     for case in ET.parse(path).getroot().iter("testcase"):
         kind = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), None)
+        message = next((child.get("message", "") for child in case if child.tag == kind), "")
         key = {"failure": "failed", "error": "errors", "skipped": "skipped", None: "passed"}[kind]
+        if kind == "skipped" and message == "collection skipped":
+            key = "skipped_at_collection"
+            message = (next(child for child in case if child.tag == kind).text or "")
         counts[key] += 1
         if kind:
-            message = next(child for child in case if child.tag == kind).get("message", "")
-            counts["not_passed"].append(f"{case.get('classname')}::{case.get('name')}: {kind}: {message[:300]}")
+            counts["not_passed"].append(f"{case.get('classname')}::{case.get('name')}: {key}: {message[:300]}")
     return counts
 
 
@@ -283,7 +291,9 @@ def brief_environment(r: dict) -> str:
 
 
 def brief_tests(r: dict) -> str:
-    return f"{r['passed']} passed, {r['failed']} failed, {r['errors']} errors, {r['skipped']} skipped"
+    return (f"{r['passed']} passed, {r['failed']} failed, {r['errors']} errors, {r['skipped']} skipped"
+            + (f" ({r['skipped_at_collection']} modules skipped while collecting: see not_passed)"
+               if r.get("skipped_at_collection") else ""))
 
 
 def brief_sanitizer(r: dict) -> str:

@@ -125,6 +125,11 @@ def test_unknown_parts_are_refused_naming_the_valid_ones(tmp_path, capsys):
 def test_junit_counts_and_strict_gpu_skips(pytester, monkeypatch, tmp_path):
     """pytest's real JUnit XML: a gpu test skipped under ANDREA_REQUIRE_GPU=1 counts as an error."""
     monkeypatch.setenv("ANDREA_REQUIRE_GPU", "1")
+    pytester.makepyfile(test_optional="""
+        import pytest
+        pytest.importorskip("no_such_optional_package")
+        def test_never_collected(): pass
+    """)
     pytester.makepyfile("""
         import pytest
         def test_passes(): pass
@@ -140,6 +145,8 @@ def test_junit_counts_and_strict_gpu_skips(pytester, monkeypatch, tmp_path):
     gpu_error = 1 if not _has_cuda() else 0
     assert (counts["passed"], counts["failed"], counts["skipped"], counts["errors"]) == (1 + 1 - gpu_error, 1, 1,
                                                                                          gpu_error)
+    assert counts["skipped_at_collection"] == 1
+    assert any("no_such_optional_package" in line for line in counts["not_passed"])
     part = gc.Part("gpu_tests", "", [], 1, result_json=xml)
     assert gc.read_junit(part, 1, "")[0] == "failed"
 
