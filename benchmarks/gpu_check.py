@@ -109,25 +109,29 @@ def run_capped(argv: list[str], cap_s: float, log_path: Path, env: dict[str, str
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
-    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+    """SIGTERM to the whole group, up to KILL_GRACE_S for the leader to exit, then SIGKILL to whatever
+    of the group is left (a child that ignored SIGTERM included)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            break
+        if sig == signal.SIGTERM:
+            try:
+                proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+    proc.wait()
 
 
-def _missing(part: Part) -> str | None:
+def _missing(part: Part) -> tuple[str, str] | None:
+    """(status, reason) when the part cannot start here: a Python package or its tool is missing."""
     for module in part.needs:
         if importlib.util.find_spec(module) is None:
-            return (f"the Python package {module!r} is not installed for {sys.executable}; carry it as a wheel "
-                    f"(docs/kernels.md, 'Running it on the GPU machine')")
+            return "missing_package", (f"the Python package {module!r} is not installed for {sys.executable}; carry "
+                                       f"it as a wheel (docs/kernels.md, 'Running it on the GPU machine')")
     if part.tool and shutil.which(part.tool) is None:
-        return f"{part.tool} is not on PATH"
+        return "unavailable", f"{part.tool} not found (looked on PATH and beside nvcc)"
     return None
 
 
@@ -136,8 +140,7 @@ def run_part(part: Part, work: Path, remaining_s: float) -> Section:
     section = Section(part.name, part.what, "not_run", part.cap_s, command=part.argv)
     missing = _missing(part)
     if missing:
-        section.status = "unavailable" if part.tool and "PATH" in missing else "missing_package"
-        section.reason = missing
+        section.status, section.reason = missing
         return section
     if remaining_s < 1.0:
         section.reason = "not started: the run's time budget was spent"
