@@ -23,7 +23,7 @@ from andrea_lab.config import AndreaConfig, ConfigError
 from andrea_lab.contracts import PLUGIN_KINDS
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
-from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
+from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
 from andrea_lab.registry import selected_entry_point
 
 
@@ -188,10 +188,9 @@ class AndreaLM(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Called after backward and before clipping: this is the raw gradient norm.
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        if not grads:
+        norm = global_grad_norm(self.parameters())
+        if norm is None:
             return
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         self.last_grad_norm = norm.detach()
         if self._logger_writes_now():
             self.log("train/grad_norm", norm)
