@@ -225,14 +225,19 @@ class Andrea(nn.Module):
         modules: the forward itself has no branch for this, and nothing is called after the ``with``.
         """
         handles, sublayers = [], self.sublayers()
+
+        def watch(module: nn.Module, s: Sublayer, call: Callable) -> None:
+            def hook(m: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+                call(s, inputs[0], output)  # returns None: a hook's return value would replace the output
+            handles.append(module.register_forward_hook(hook))
+
         for s in sublayers:
             if on_stream is not None:
-                handles.append(s.wiring.register_forward_hook(lambda m, i, o, s=s: on_stream(s, i[0], o)))
+                watch(s.wiring, s, on_stream)
             if on_attention is not None and s.kind == "attn":
-                handles.append(s.module.qkv.register_forward_hook(
-                    lambda m, i, o, s=s: on_attention(s, AttentionLogits(*s.module.heads(o)[:2]))))
+                watch(s.module.qkv, s, lambda s, x, qkv: on_attention(s, AttentionLogits(*s.module.heads(qkv)[:2])))
             if on_hidden is not None and s.kind == "mlp":
-                handles.append(s.module.proj.register_forward_hook(lambda m, i, o, s=s: on_hidden(s, i[0])))
+                watch(s.module.proj, s, lambda s, hidden, y: on_hidden(s, hidden))
         try:
             yield sublayers
         finally:

@@ -19,6 +19,7 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
+from andrea_lab import tags
 from andrea_lab.config import AndreaConfig, ConfigError
 from andrea_lab.contracts import PLUGIN_KINDS
 from andrea_lab.errors import DivergenceError
@@ -174,10 +175,10 @@ class AndreaLM(L.LightningModule):
         self.last_grad_norm = None
         _, loss = self.model(x, y)
         self._last_train_loss = loss.detach()
-        self.log("train/loss", loss, prog_bar=True)
+        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)
         if self._logger_writes_now():
-            self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
-            self.log("train/tokens", float((self.global_step + 1) * x.numel() * self.trainer.world_size))
+            self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])
+            self.log(tags.TRAIN_TOKENS, float((self.global_step + 1) * x.numel() * self.trainer.world_size))
         return loss
 
     def _logger_writes_now(self) -> bool:
@@ -193,7 +194,7 @@ class AndreaLM(L.LightningModule):
             return
         self.last_grad_norm = norm.detach()
         if self._logger_writes_now():
-            self.log("train/grad_norm", norm)
+            self.log(tags.TRAIN_GRAD_NORM, norm)
         if self._grad_scaler() is not None:
             return  # fp16: GradScaler skips overflowing steps itself; they are routine, not divergence
         loss = self._last_train_loss if self._last_train_loss is not None else norm
@@ -231,7 +232,7 @@ class AndreaLM(L.LightningModule):
                 optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
             # The logger directly: Lightning refuses self.log in on_train_end and the checkpoint hooks.
             if self.logger is not None:
-                self.logger.log_metrics({"train/skipped_steps": float(self.skipped_steps)}, step=self.global_step)
+                self.logger.log_metrics({tags.TRAIN_SKIPPED_STEPS: float(self.skipped_steps)}, step=self.global_step)
             warnings.warn(f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
                           f"({self.skipped_steps} of at most {self.hparams.max_skipped_steps})", RuntimeWarning)
             return
@@ -278,15 +279,15 @@ class AndreaLM(L.LightningModule):
         logits, loss = self.model(x, y)
         self.val_loss.update(loss, weight=y.numel())
         self.val_perplexity.update(logits.float(), y)
-        self.log(f"{stage}/loss", self.val_loss, prog_bar=True)
-        self.log(f"{stage}/perplexity", self.val_perplexity)
+        self.log(tags.STAGE_LOSS[stage], self.val_loss, prog_bar=True)
+        self.log(tags.STAGE_PERPLEXITY[stage], self.val_perplexity)
 
     def on_validation_epoch_end(self) -> None:
         # Lightning discards what is logged during the sanity check. Its loss is the loss at
         # initialisation (about ln(vocab_size)), the natural first point of every curve: log it at step 0.
         if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
-            self.logger.log_metrics({"val/loss": float(self.val_loss.compute()),
-                                     "val/perplexity": float(self.val_perplexity.compute())}, step=0)
+            self.logger.log_metrics({tags.VAL_LOSS: float(self.val_loss.compute()),
+                                     tags.VAL_PERPLEXITY: float(self.val_perplexity.compute())}, step=0)
 
     #: Fields that decide the shapes and meaning of the weights; the others (kernel backend,
     #: dropout, ...) may change between a checkpoint and the run that resumes from it.

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab import tags
 from andrea_lab.callbacks.events import DivergenceDetector
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
@@ -68,7 +69,7 @@ class RunSummary(L.Callback):
         val_metric: The logged validation loss to track.
     """
 
-    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = "val/loss",
+    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = tags.VAL_LOSS,
                  filename: str = SUMMARY_FILE):
         super().__init__()
         if filename != SUMMARY_FILE:
