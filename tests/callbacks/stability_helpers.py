@@ -8,7 +8,6 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -16,6 +15,7 @@ from andrea_lab.config import preset
 from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
+from andrea_testing import tiny_trainer
 
 
 class BareNoResidual(NormPlacement):
@@ -93,10 +93,8 @@ def fit(tmp_path: Path, corpus: Path, callbacks: list[L.Callback], max_steps: in
     module = module if module is not None else micro_module()
     datamodule = micro_datamodule(corpus, block_size=module.config.block_size if hasattr(module, "config") else 32,
                                   cls=datamodule_cls)
-    trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=max_steps, callbacks=callbacks,
-        logger=TensorBoardLogger(str(tmp_path), name=name, default_hp_metric=False) if logger else False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    trainer = tiny_trainer(
+        tmp_path if logger else None, name=name, max_steps=max_steps, callbacks=callbacks,
         num_sanity_val_steps=trainer_kwargs.pop("num_sanity_val_steps", 1),
         limit_val_batches=trainer_kwargs.pop("limit_val_batches", 1),
         val_check_interval=val_check_interval or max_steps, check_val_every_n_epoch=None,
