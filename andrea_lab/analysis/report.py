@@ -55,7 +55,8 @@ def per_block(profile: dict[str, dict[str, float]], metric: probe.ProbeMetric, k
     return [values[key] for key in sorted(values) if re.fullmatch(pattern, key)]
 
 
-def _mean_max(values: Sequence[float]) -> str:
+def mean_max(values: Sequence[float]) -> str:
+    """``mean (max)`` of per-block values, for a table cell."""
     return f"{compare.fmt(_mean(values))} ({compare.fmt(max(values) if values else None)})"
 
 
@@ -74,8 +75,8 @@ INIT_COLUMNS = [  # over (variant, its init_profile) pairs: the profile is compu
            lambda vp: compare.fmt(next(reversed(per_block(vp[1], probe.grad_norm)), None))),
     Column("first_over_last", "first / last block",
            lambda vp: compare.fmt(_first_over_last(per_block(vp[1], probe.grad_norm)), 2)),
-    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: _mean_max(per_block(vp[1], probe.delta_ratio, "attn"))),
-    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: _mean_max(per_block(vp[1], probe.delta_ratio, "mlp"))),
+    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "attn"))),
+    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "mlp"))),
 ]
 
 INIT_LEGEND = """\
