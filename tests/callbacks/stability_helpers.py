@@ -8,11 +8,11 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
-from torch import nn
 from torch.utils.data import DataLoader
 
 from andrea_lab.config import preset
-from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
+from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.contracts import NormPlacement
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
 from andrea_testing import tiny_trainer
@@ -28,32 +28,23 @@ class BareNoResidual(NormPlacement):
         return self.sublayer(x)
 
 
-class NormNoResidual(NormPlacement):
-    """``LN(f(x))``: post-norm without the add. LayerNorm's scale invariance re-amplifies the signal in
-    every block, so at initialisation the embedding gradient is *not* small (measured; see docs/stability.md)."""
+class NormNoResidual(PreNorm):
+    """``LN(f(x))``: post-norm without the add (PreNorm's one LayerNorm, used after the sublayer). LayerNorm's
+    scale invariance re-amplifies the signal in every block, so at initialisation the embedding gradient is
+    *not* small (measured; see docs/stability.md)."""
 
     final_norm = False
-
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True):
-        super().__init__(d_model, sublayer, backend, eps, bias)
-        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(self.sublayer(x))
 
 
-class NoisyPreNorm(NormPlacement):
+class NoisyPreNorm(PreNorm):
     """Pre-norm that draws from the global RNG on every call, in eval mode too (adds 0·noise): a
     probe that did not isolate the RNG would shift every later random draw of the run."""
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True):
-        super().__init__(d_model, sublayer, backend, eps, bias)
-        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.sublayer(self.norm(x)) + 0.0 * torch.randn_like(x)
+        return super().forward(x) + 0.0 * torch.randn_like(x)
 
 
 class GlobalRNGValLoader(AndreaDataModule):
