@@ -207,8 +207,8 @@ class Andrea(nn.Module):
 
     def sublayers(self) -> list[Sublayer]:
         """Every sublayer of the trunk in forward order: block 0 attention, block 0 MLP, block 1 ..."""
-        return [Sublayer(i, kind, module, getattr(block, kind))
-                for i, block in enumerate(self.blocks) for kind, module in zip(SUBLAYER_KINDS, block.inner)]
+        return [Sublayer(i, kind, module, wiring) for i, block in enumerate(self.blocks)
+                for kind, wiring, module in zip(SUBLAYER_KINDS, (block.attn, block.mlp), block.inner)]
 
     @contextmanager
     def tap(self, on_stream: Callable[[Sublayer, torch.Tensor, torch.Tensor], None] | None = None,

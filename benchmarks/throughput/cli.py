@@ -25,7 +25,7 @@ from .machine import machine_info, measure_matmul_peak
 from .report import _double_ratio, _fmt_load, evaluate_targets, format_report, pair_ratio, summarize
 from .runners import RunResult, run_interleaved, run_variant
 from .settings import CPU_DEFAULTS, CUDA_DEFAULT_BATCH, BenchSettings
-from .variants import ABLATIONS, BASE, VARIANTS, hf_twin_problem
+from .variants import ABLATIONS, BASE, VARIANTS, hf_unavailable
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -130,7 +130,7 @@ def _skipped(names: list[str], config: AndreaConfig) -> dict[str, str]:
     """The variants that cannot run here, with why: (c) needs transformers and a GPT-2-shaped preset."""
     skipped = {}
     for name in names:
-        if VARIANTS[name].kind == "hf" and (problem := hf_twin_problem(config)):
+        if VARIANTS[name].kind == "hf" and (problem := hf_unavailable(config)):
             skipped[name] = problem
     return skipped
 

@@ -113,11 +113,17 @@ def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps:
                                decay_steps, hp["min_lr_ratio"], fused=fused)
 
 
-def hf_twin_problem(config: AndreaConfig) -> Optional[str]:
-    """Why HF GPT-2 cannot have this config's architecture (None when it can): GPT-2 is pre-norm, with
-    the tanh GELU (ungated) and biases. The one check (c) and its skip reason use."""
+def hf_unavailable(config: AndreaConfig) -> Optional[str]:
+    """Why (c) cannot run here (None when it can): transformers missing, or no GPT-2 twin of the config."""
     if importlib.util.find_spec("transformers") is None:
         return "transformers is not installed (pip install -e '.[bench]')"
+    return hf_twin_problem(config)
+
+
+def hf_twin_problem(config: AndreaConfig) -> Optional[str]:
+    """Why HF GPT-2 cannot have this config's architecture (None when it can): GPT-2 is pre-norm, with
+    the tanh GELU (ungated) and biases. The one check (c)'s model and its skip reason use. Compares the
+    resolved plugin classes: a preset names them qualified (``andrea-lab:pre``)."""
     from andrea_lab.builtin.activations import GELU
     from andrea_lab.builtin.placements import PreNorm
     from andrea_lab.registry import resolve

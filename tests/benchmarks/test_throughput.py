@@ -125,10 +125,9 @@ def _settings():
                                            ({"activation": "relu"}, False), ({"bias": False}, False)])
 def test_one_hf_twin_guard_reads_the_resolved_plugins(changes, twin):
     """Presets name plugins qualified (``andrea-lab:pre``): the guard compares classes, not spellings."""
-    pytest.importorskip("transformers")
     problem = variants.hf_twin_problem(preset("andrea-micro", **changes))
     assert (problem is None) == twin, problem
-    if not twin:
+    if not twin:  # refused before transformers is needed
         with pytest.raises(ValueError, match="not GPT-2's"):
             variants.hf_gpt2(preset("andrea-micro", **changes))
 
