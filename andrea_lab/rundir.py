@@ -46,6 +46,11 @@ LOCK_FILE = ".sweep.lock"
 #: How a fit ended. ``diverged`` wins over ``interrupted``: a run stopped because it diverged is done.
 STATUSES = ("finished", "diverged", "interrupted")
 DONE_STATES = ("finished", "diverged")
+#: Why a run diverged (``divergence.kind``; the StabilityMonitor's detectors, docs/stability.md).
+NONFINITE = "nonfinite"
+STUCK_AT_UNIGRAM = "stuck_at_unigram"
+FINAL_ABOVE_BEST = "final_above_best"
+DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, FINAL_ABOVE_BEST)
 ASIDE_TAGS = (".interrupted-", ".failed-")
 #: The directory name of ``andrea compare``'s TensorBoard run (and the prefix of its temporary twin).
 COMPARISON_RUN = "_comparison"
@@ -186,6 +191,11 @@ def read_record(run_dir: str | Path) -> Optional[RunRecord]:
 
 
 def write_record(run_dir: str | Path, record: RunRecord) -> Path:
+    """Write ``summary.json`` atomically; a status or divergence kind outside the schema's lists is a bug
+    in the writer, refused here rather than found by a reader (readers stay lenient: :meth:`RunRecord.from_json`)."""
+    if record.status not in STATUSES or record.divergence_kind not in (None, *DIVERGENCE_KINDS):
+        raise ValueError(f"run record with status {record.status!r} and divergence kind {record.divergence_kind!r}; "
+                         f"valid: statuses {', '.join(STATUSES)}, kinds {', '.join(DIVERGENCE_KINDS)} or none")
     path = Path(run_dir) / SUMMARY_FILE
     write_json_atomic(path, record.to_json())
     return path

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab import tags
 from andrea_lab.callbacks.events import DivergenceDetector
 from andrea_lab.callbacks.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
@@ -72,7 +73,7 @@ class RunSummary(L.Callback):
         variant: The suite's variant this run trains (``andrea sweep`` sets it), an hparam to filter on.
     """
 
-    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = "val/loss",
+    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = tags.VAL_LOSS,
                  filename: str = SUMMARY_FILE, suite: Optional[str] = None, variant: Optional[str] = None):
         super().__init__()
         if filename != SUMMARY_FILE:
