@@ -16,6 +16,7 @@ import yaml
 
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
+from andrea_lab.sweep.executors import LocalExecutor
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
 from andrea_lab.sweep.suite import load_suite
@@ -121,11 +122,10 @@ def test_parallel_jobs_overlap_and_all_finish(suite, tmp_path):
 
 def test_parallel_fits_share_the_cpu_threads(suite, tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    runner = Runner([], jobs=2, gpus=["3", "5"])
-    env = runner._env(slot=1)
+    env = LocalExecutor(jobs=2, gpus=["3", "5"]).env(slot=1)
     assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
     assert env["CUDA_VISIBLE_DEVICES"] == "5"
-    assert "OMP_NUM_THREADS" not in Runner([], jobs=1)._env(0)
+    assert "OMP_NUM_THREADS" not in LocalExecutor(jobs=1).env(0)
 
 
 def test_one_sweep_at_a_time_per_suite_directory(suite, tmp_path):
