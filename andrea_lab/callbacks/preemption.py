@@ -1,9 +1,12 @@
 """Preemption: on SIGTERM or SIGUSR1 a fit writes a checkpoint of its last completed optimizer step and stops.
 
-Lightning already has most of this. Its signal connector turns SIGTERM into ``trainer.received_sigterm``,
-the training loop raises ``SIGTERMException`` at the end of the current batch, and
-:class:`~lightning.pytorch.callbacks.OnExceptionCheckpoint` saves a checkpoint on the way out. What it
-lacks for an *exact* resume, and what this callback adds:
+Lightning already has most of this, and it is used: its signal connector turns SIGTERM into
+``trainer.received_sigterm``, the training loop raises ``SIGTERMException`` at the end of the current
+batch, and the callbacks' ``on_exception`` runs on the way out, where this one saves the checkpoint as
+:class:`~lightning.pytorch.callbacks.OnExceptionCheckpoint` does. It is not an ``OnExceptionCheckpoint``
+itself: with one of those among the callbacks, Lightning turns every ``fit`` without ``ckpt_path`` into
+``ckpt_path="last"``, so a new fit would silently continue from an old checkpoint. What Lightning lacks
+for an *exact* resume, and what this callback adds:
 
 * **gradient accumulation**: a signal that arrives between the micro-batches of one optimizer step is
   held back until that step is taken, and only then handed to Lightning's own handler. A checkpoint
@@ -28,7 +31,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
-from lightning.pytorch.callbacks import OnExceptionCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
@@ -38,11 +40,14 @@ PREEMPTED_NAME = "preempted"
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
 
 
-class PreemptionCheckpoint(OnExceptionCheckpoint):
+class PreemptionCheckpoint(L.Callback):
     """Stop on ``signals`` at the next optimizer-step boundary and write ``<checkpoints>/<filename>.ckpt``."""
 
     def __init__(self, filename: str = PREEMPTED_NAME, signals: tuple[str, ...] = STOP_SIGNALS) -> None:
-        super().__init__(dirpath=".", filename=filename)  # the directory is the run's, known at setup
+        if not filename:
+            raise ValueError("preemption.filename cannot be empty")
+        self.filename = filename
+        self.dirpath = "."  # the run's checkpoint directory, known at setup
         for name in signals:
             if not hasattr(signal, name):
                 raise ValueError(f"preemption.signals: {name!r} is not a signal here; e.g. {', '.join(STOP_SIGNALS)}")
@@ -137,6 +142,10 @@ class PreemptionCheckpoint(OnExceptionCheckpoint):
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._uninstall()  # and keep the checkpoint (OnExceptionCheckpoint would delete it here)
+
+    @property
+    def ckpt_path(self) -> str:
+        return str(Path(self.dirpath) / f"{self.filename}.ckpt")
 
     @property
     def signal_name(self) -> str:
