@@ -88,6 +88,19 @@ def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd):
     return RayExecutor(address=args.ray_address, cpus=cpus, gpus=gpus_per_run)
 
 
+def print_plan(specs) -> None:
+    """``--dry-run``: what each run would do under the resume rule, and its command."""
+    for spec in specs:
+        state = run_state(spec.run_dir)
+        action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
+                  "failed": "move aside (failed) and rerun",
+                  "interrupted": "move aside (interrupted) and rerun"}[state]
+        checkpoint = preempted_checkpoint(spec.run_dir) if state in ("failed", "interrupted") else None
+        if checkpoint is not None:
+            action = f"resume from {checkpoint}"
+        print(f"{spec.counter} {spec.label}: {action}\n    {shlex.join(spec.command)}")
+
+
 def _error(message: str) -> int:
     print(f"andrea sweep: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -128,14 +141,7 @@ def main(argv: list[str]) -> int:
             return EXIT_USAGE
 
     if args.dry_run:
-        for spec in specs:
-            state = run_state(spec.run_dir)
-            action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
-                      "failed": "move aside (failed) and rerun",
-                      "interrupted": "move aside (interrupted) and rerun"}[state]
-            if state in ("failed", "interrupted") and preempted_checkpoint(spec.run_dir):
-                action = f"resume from {preempted_checkpoint(spec.run_dir)}"
-            print(f"{spec.counter} {spec.label}: {action}\n    {shlex.join(spec.command)}")
+        print_plan(specs)
         return 0
 
     from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report

@@ -204,6 +204,39 @@ def _check_name(value: Any, where: str) -> str:
     return value
 
 
+def _parse_variants(raw_variants: Any, where: str) -> list[Variant]:
+    """The suite's ``variants`` list, checked: names unique and valid, keys known, overrides checked."""
+    if not isinstance(raw_variants, list):
+        raise SuiteError(f"{where}: variants must be a list of {{name: ..., overrides: {{...}}}}, "
+                         f"got {raw_variants!r}")
+    if not raw_variants:
+        raise SuiteError(f"{where}: variants is empty; list at least one")
+    variants: list[Variant] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(raw_variants, start=1):
+        label = f"{where}: variant {number}"
+        if not isinstance(raw, dict):
+            raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
+        for key in raw:
+            if key not in VARIANT_KEYS:
+                raise SuiteError(_unknown_key_message(label, key, VARIANT_KEYS))
+        if "name" not in raw:
+            raise SuiteError(f"{label} has no name")
+        variant_name = _check_name(raw["name"], f"{label}: name")
+        if variant_name in seen:
+            raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
+                             f"(variants {seen[variant_name]} and {number})")
+        seen[variant_name] = number
+        overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
+        description = raw.get("description") or ""
+        seed_offset = raw.get("seed_offset", 0)
+        if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:
+            raise SuiteError(f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, "
+                             f"got {seed_offset!r}")
+        variants.append(Variant(variant_name, overrides, str(description), seed_offset))
+    return variants
+
+
 def parse_resources(value: Any, where: str) -> dict[str, float]:
     """``{cpus: N, gpus: N}``: non-negative numbers; either may be left out."""
     if value is None:
@@ -255,35 +288,8 @@ def load_suite(path: str | Path) -> Suite:
     seeds = parse_grid(document["seeds"], "seeds", where)
     common = check_overrides(document.get("common"), f"{where}: common")
 
-    raw_variants = document["variants"]
-    if not isinstance(raw_variants, list):
-        raise SuiteError(f"{where}: variants must be a list of {{name: ..., overrides: {{...}}}}, "
-                         f"got {raw_variants!r}")
-    if not raw_variants:
-        raise SuiteError(f"{where}: variants is empty; list at least one")
-    variants: list[Variant] = []
-    seen: dict[str, int] = {}
-    for number, raw in enumerate(raw_variants, start=1):
-        label = f"{where}: variant {number}"
-        if not isinstance(raw, dict):
-            raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
-        for key in raw:
-            if key not in VARIANT_KEYS:
-                raise SuiteError(_unknown_key_message(label, key, VARIANT_KEYS))
-        if "name" not in raw:
-            raise SuiteError(f"{label} has no name")
-        variant_name = _check_name(raw["name"], f"{label}: name")
-        if variant_name in seen:
-            raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
-                             f"(variants {seen[variant_name]} and {number})")
-        seen[variant_name] = number
-        overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
-        description = raw.get("description") or ""
-        seed_offset = raw.get("seed_offset", 0)
-        if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:
-            raise SuiteError(f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, "
-                             f"got {seed_offset!r}")
-        variants.append(Variant(variant_name, overrides, str(description), seed_offset))
+    variants = _parse_variants(document["variants"], where)
+    seen = {variant.name: number for number, variant in enumerate(variants, start=1)}
 
     reference = document.get("reference", variants[0].name)
     if reference not in seen:

@@ -78,7 +78,7 @@ def test_a_ray_sweep_records_its_executor_and_a_failure_does_not_stop_it(tmp_pat
     assert [o.state for o in outcomes] == ["finished", "failed", "finished", "failed"], text
     assert "4 runs: 2 finished, 2 failed" in text
     bad = specs[1].run_dir
-    assert f"FAILED (exit status 3) after" in text and f"log: {bad / 'sweep.log'}" in text
+    assert "FAILED (exit status 3) after" in text and f"log: {bad / 'sweep.log'}" in text
     assert "boom: something broke" in (bad / "sweep.log").read_text()
     for spec in specs:
         started = json.loads((spec.run_dir / START_MARKER).read_text())
