@@ -35,6 +35,8 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab.errors import UsageError
+
 #: The checkpoint's file name (without ``.ckpt``) in the run's checkpoint directory.
 PREEMPTED_NAME = "preempted"
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
@@ -49,8 +51,8 @@ class PreemptionCheckpoint(L.Callback):
         self.filename = filename
         self.dirpath = "."  # the run's checkpoint directory, known at setup
         for name in signals:
-            if not hasattr(signal, name):
-                raise ValueError(f"preemption.signals: {name!r} is not a signal here; e.g. {', '.join(STOP_SIGNALS)}")
+            if not name.startswith("SIG") or not hasattr(signal, name):
+                raise UsageError(f"preemption.signals: {name!r} is not a signal here; e.g. {', '.join(STOP_SIGNALS)}")
         self.signals = tuple(signals)
         self.received: Optional[int] = None  # the signal number once one arrived
         self.forwarded = False
@@ -134,8 +136,9 @@ class PreemptionCheckpoint(L.Callback):
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._uninstall()
-        if not isinstance(exception, SIGTERMException) or self._mid_accumulation():
-            return
+        if (not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING
+                or self._mid_accumulation()):
+            return  # a crash, a stopped validate/test, or a step half done: nothing worth resuming from
         self.step = trainer.global_step
         trainer.save_checkpoint(self.ckpt_path)
         self.saved = Path(self.ckpt_path)

@@ -87,3 +87,11 @@ def test_resume_needs_a_run_directory(tmp_path, capsys):
     assert main(["fit", "--resume", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"--resume {tmp_path}: not a run directory" in err and "Traceback" not in err
+
+
+def test_an_unknown_signal_name_is_a_usage_error():
+    from andrea_lab.callbacks import PreemptionCheckpoint
+    from andrea_lab.errors import UsageError
+
+    with pytest.raises(UsageError, match="preemption.signals: 'SIGNOPE' is not a signal here; e.g. SIGTERM, SIGUSR1"):
+        PreemptionCheckpoint(signals=("SIGNOPE",))
