@@ -68,6 +68,12 @@ def write_start_marker(run_dir: Path, marker: dict[str, Any]) -> None:
     write_json_atomic(run_dir / START_MARKER, {**marker, "started": now(), "pid": os.getpid()})
 
 
+def _ignore_sigint() -> None:  # pragma: no cover - runs in the forked child
+    """A fit under the sweep ignores the terminal's Ctrl-C (Python keeps an ignored SIGINT ignored): the sweep
+    stops it with SIGTERM instead, so that it writes its preemption checkpoint rather than just ending."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class LocalExecutor:
     """Each run an ``andrea fit`` subprocess of this process, its output appended to ``sweep.log``.
 
@@ -102,7 +108,7 @@ class LocalExecutor:
         write_start_marker(run_dir, marker)
         log = (run_dir / LOG_FILE).open("ab")
         process = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=self.cwd, env=self.env(slot),
+                                   cwd=self.cwd, env=self.env(slot), preexec_fn=_ignore_sigint,
                                    pass_fds=(self.lock_fd,) if self.lock_fd is not None else ())
         return process, log
 

@@ -243,3 +243,15 @@ def test_a_run_preempted_during_the_sweep_goes_back_in_the_queue(suite, tmp_path
     outcomes, out = run([spec])
     assert "preempted after" in out and "resumes from its checkpoint" in out and "resuming from" in out, out
     assert [o.state for o in outcomes] == ["finished"]
+
+
+def test_local_fits_leave_ctrl_c_to_the_sweep(tmp_path):
+    """The terminal's SIGINT reaches the whole foreground group; a fit ignores it and is stopped by the
+    sweep's SIGTERM instead, which makes it write its preemption checkpoint."""
+    check = "import signal, sys; sys.exit(0 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else 1)"
+    executor = LocalExecutor()
+    handle = executor.launch(tmp_path / "run", [sys.executable, "-c", check], {"schema": 1}, 0)
+    handle[0].wait(timeout=60)
+    ended = executor.poll(handle)
+    assert ended is not None and ended.returncode == 0
+    assert json.loads((tmp_path / "run" / START_MARKER).read_text())["schema"] == 1
