@@ -9,8 +9,9 @@ A task runs ``andrea fit`` as a subprocess of its worker, with the worker's own 
 the plugins must be installed on every node) and its output appended to the run's ``sweep.log``. The
 run directories are written by the workers and read by the driver, so they must be on storage every
 node sees (NFS, Lustre, ...): :meth:`RayExecutor.check_storage` proves that on every node before
-anything runs. Stopping a task (Ctrl-C of the sweep: ``ray.cancel``) sends the fit SIGTERM and waits for
-its checkpoint; if the worker itself dies, the fit gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``).
+anything runs. Stopping a running task (Ctrl-C of the sweep) goes through a stop file in its run
+directory: the task sends the fit SIGTERM and returns when the checkpoint is written; a queued task is
+cancelled. If the worker itself dies, the fit gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from andrea_lab.errors import UsageError
-from andrea_lab.rundir import LOG_FILE
+from andrea_lab.rundir import LOG_FILE, START_MARKER
 from andrea_lab.sweep.executors import Ended, write_start_marker
 
 INSTALL_HINT = "pip install -e '.[ray]'"
@@ -52,19 +53,29 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
         pass
 
 
+#: Written into a run directory by the driver to stop that run's task: the task sends its fit SIGTERM and
+#: returns the fit's exit status once the checkpoint is written. (``ray.cancel`` of a running task
+#: resolves its result at once, and a driver that then exits takes the cancellation with it.)
+STOP_FILE = ".sweep-stop"
+
+
 def run_fit(run_dir: str, command: Sequence[str], marker: dict[str, Any], cwd: Optional[str],
             env: dict[str, str]) -> int:
-    """The Ray task: write the start marker, run the fit, return its exit status. Cancelled (``ray.cancel``
-    raises KeyboardInterrupt here), it stops the fit as a preemption does and waits for it."""
+    """The Ray task: write the start marker, run the fit, return its exit status. Asked to stop (the stop
+    file, or ``ray.cancel``: KeyboardInterrupt here), it stops the fit as a preemption does and waits for it."""
     directory = Path(run_dir)
     write_start_marker(directory, {**marker, "node": socket.gethostname()})
+    stop = directory / STOP_FILE
     argv = [sys.executable, *command[1:]]  # the worker's Python, not the driver's path
     with (directory / LOG_FILE).open("ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    cwd=cwd if cwd and os.path.isdir(cwd) else None, env={**os.environ, **env},
                                    preexec_fn=_die_with_parent)
         try:
-            while process.poll() is None:  # not a blocking wait: Ray's cancel must be able to interrupt it
+            while process.poll() is None:  # not a blocking wait: a stop request must be able to interrupt it
+                if stop.exists():
+                    process.send_signal(signal.SIGTERM)
+                    return process.wait()
                 time.sleep(0.2)
             return process.returncode
         except KeyboardInterrupt:
@@ -128,9 +139,17 @@ class RayExecutor:
 
     def launch(self, run_dir: Path, command: Sequence[str], marker: dict[str, Any], slot: int) -> Any:
         marker = {**marker, "resources": {"cpus": self.cpus, "gpus": self.gpus}}
-        return self.task.remote(str(run_dir), list(command), marker, self.cwd, self.env())
+        (run_dir / STOP_FILE).unlink(missing_ok=True)
+        ref = self.task.remote(str(run_dir), list(command), marker, self.cwd, self.env())
+        return ref, run_dir, time.time()
+
+    def _started(self, handle: Any) -> bool:
+        _, run_dir, submitted = handle
+        marker = run_dir / START_MARKER
+        return marker.is_file() and marker.stat().st_mtime >= submitted - 1
 
     def poll(self, handle: Any) -> Optional[Ended]:
+        handle = handle[0]
         ready, _ = self.ray.wait([handle], timeout=0)
         if not ready:
             return None
@@ -142,7 +161,14 @@ class RayExecutor:
             return Ended(None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
     def stop(self, handle: Any) -> None:
-        self.ray.cancel(handle)
+        """A running task is asked through its stop file and returns once its fit has checkpointed; a
+        queued one is cancelled (it has nothing to save)."""
+        ref, run_dir, _ = handle
+        if self._started(handle):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / STOP_FILE).write_text("stop\n")
+        else:
+            self.ray.cancel(ref)
 
     def kill(self, handle: Any) -> None:
-        self.ray.cancel(handle, force=True)
+        self.ray.cancel(handle[0], force=True)
