@@ -18,8 +18,8 @@ from typing import Any, Optional
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from andrea_lab.errors import MissingFileError, UsageError
-from andrea_lab.files import atomic_write, sha256_file
+from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
+from andrea_lab.files import sha256_file, write_temp
 
 
 def manifest_path(path: str | os.PathLike) -> Path:
@@ -113,11 +113,26 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """``TorchCheckpointIO`` with atomic writes and size/sha256 verification on load."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Optional[Any] = None) -> None:
+        """Both the checkpoint and its manifest are written in full to temporary files before either
+        replaces anything, so a full disk (the only failure that needs space) leaves the previous pair
+        as it was, and says so: :class:`DiskFullError`, exit status 5."""
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, lambda file: torch.save(checkpoint, file))
-        record = {"bytes": target.stat().st_size, "sha256": sha256_file(target)}
-        atomic_write(manifest_path(target), lambda file: file.write(json.dumps(record).encode()))
+        tmp_manifest = None
+        try:
+            tmp = write_temp(target, lambda file: torch.save(checkpoint, file))
+            try:
+                record = {"bytes": tmp.stat().st_size, "sha256": sha256_file(tmp)}
+                tmp_manifest = write_temp(manifest_path(target), lambda file: file.write(json.dumps(record).encode()))
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except DiskFullError as exc:
+            last = target.parent / "last.ckpt"
+            hint = f" (e.g. {last})" if last.is_file() else ""
+            raise DiskFullError(f"{exc}; the run's earlier checkpoints are intact: resume from one with "
+                                f"--ckpt_path{hint}") from None
+        os.replace(tmp, target)
+        os.replace(tmp_manifest, manifest_path(target))
 
     def load_checkpoint(self, path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None):
         """Resume, validate, test: always weights-only (:func:`load_checkpoint`), whatever is asked."""

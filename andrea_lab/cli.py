@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, UsageError
+from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
@@ -75,9 +75,39 @@ def check_checkpoint_path(argv: list[str]) -> None:
             verify_checkpoint(path)
 
 
+def expand_resume(argv: list[str]) -> list[str]:
+    """``fit --resume RUN_DIR [overrides]`` -> ``fit --config RUN_DIR/config.yaml --ckpt_path CKPT`` with the
+    logger pointed at RUN_DIR itself: the run continues in its own directory from its newest checkpoint
+    (``preempted.ckpt`` or ``last.ckpt``, :func:`andrea_lab.rundir.resume_checkpoint`)."""
+    from andrea_lab.rundir import resume_checkpoint
+
+    if "--resume" not in argv and not any(arg.startswith("--resume=") for arg in argv):
+        return argv
+    rest, run_dir = [], None
+    for i, arg in enumerate(argv):
+        if arg.startswith("--resume="):
+            run_dir = arg.split("=", 1)[1]
+        elif arg == "--resume":
+            if i + 1 >= len(argv):
+                raise UsageError("--resume needs a run directory, e.g. --resume runs/quickstart/version_0")
+            run_dir = argv[i + 1]
+        elif i == 0 or argv[i - 1] != "--resume":
+            rest.append(arg)
+    if rest[:1] != ["fit"]:
+        raise UsageError("--resume is an option of `andrea fit`: andrea fit --resume RUN_DIR")
+    config, ckpt = os.path.join(run_dir, "config.yaml"), resume_checkpoint(run_dir)
+    if not os.path.isfile(config) or ckpt is None:
+        raise MissingFileError(f"--resume {run_dir}: not a run directory with a config.yaml and a checkpoint "
+                               f"(checkpoints/preempted.ckpt or checkpoints/last.ckpt); pass runs/NAME/version_N")
+    version = os.path.basename(os.path.normpath(run_dir))
+    return ["fit", "--config", config, "--trainer.logger.init_args.version", version, *rest[1:],
+            "--ckpt_path", str(ckpt)]
+
+
 def run_lightning(argv: list[str]) -> int:
     from andrea_lab.lightning_cli import AndreaCLI
 
+    argv = expand_resume(argv)
     check_config_files(argv)
     check_checkpoint_path(argv)
     # LightningCLI reads sys.argv. When called from Python with other arguments, present them there;
@@ -109,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     except _reported_errors() as exc:
         if os.environ.get(DEBUG_ENV_VAR):
             raise
-        if isinstance(exc, DivergenceError):  # not a mistake to fix: the policy worked as configured
+        if isinstance(exc, (DivergenceError, PreemptedError)):  # not a mistake to fix: it worked as configured
             print(f"andrea {command}: {exc}", file=sys.stderr)
         else:
             print(f"andrea {command}: error: {exc}", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 The CLI catches ``AndreaError`` and prints its message (no traceback unless ANDREA_LAB_DEBUG=1);
 the class decides the exit status: 2 for anything the user passed or installed (a value, a file, a
-plugin), 3 for a fit stopped by the divergence policy. 1 stays what it is everywhere: a crash.
+plugin), 3 for a fit stopped by the divergence policy, 4 for a fit stopped by SIGTERM/SIGUSR1 after
+writing its preemption checkpoint, 5 for a full disk. 1 stays what it is everywhere: a crash.
 """
 
 
@@ -24,3 +25,16 @@ class DivergenceError(AndreaError, RuntimeError):
     """Training produced a non-finite loss or gradient and the policy says stop (exit status 3)."""
 
     exit_status = 3
+
+
+class PreemptedError(AndreaError, RuntimeError):
+    """A fit stopped by SIGTERM or SIGUSR1 after writing a checkpoint of its last completed optimizer step;
+    the message says how to resume (exit status 4: not a mistake, and distinct from a crash)."""
+
+    exit_status = 4
+
+
+class DiskFullError(AndreaError, OSError):
+    """A write failed with ENOSPC; the message names the file and what is still intact (exit status 5)."""
+
+    exit_status = 5

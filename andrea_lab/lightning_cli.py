@@ -8,14 +8,19 @@ through a TensorBoard logger, with a checkpoint callback whose arguments are con
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from andrea_lab import tags
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
+from andrea_lab.callbacks.preemption import PreemptionCheckpoint
 from andrea_lab.checkpoint_io import load_checkpoint
 from andrea_lab.data import AndreaDataModule
+from andrea_lab.errors import PreemptedError, UsageError
 from andrea_lab.module import AndreaLM
 
 DEFAULT_LOGGER = {
@@ -61,6 +66,38 @@ class AndreaCLI(LightningCLI):
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
 
+    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> Trainer:
+        """The Trainer, built from the user's ``trainer.*`` arguments: what it refuses while being built
+        (``MisconfigurationException``, and the ``ValueError`` of an unknown accelerator, strategy or
+        precision) is a bad argument, reported as one line with exit status 2. Errors after this point
+        keep their traceback: they are not the arguments' fault."""
+        subcommand = self.config.get("subcommand")
+        if subcommand and self.config[subcommand].get("ckpt_path"):
+            # Resuming into the run's own directory (andrea fit --resume, a sweep) rewrites its config.yaml.
+            self.save_config_kwargs = {**self.save_config_kwargs, "overwrite": True}
+        try:
+            return super()._instantiate_trainer(config, callbacks)
+        except (MisconfigurationException, ValueError) as exc:
+            raise UsageError(f"invalid trainer argument: {exc}") from None
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Lightning's run, with a fit stopped by SIGTERM/SIGUSR1 turned into :class:`PreemptedError`
+        (exit status 4) whose message is the command that resumes it."""
+        try:
+            super()._run_subcommand(subcommand)
+        except SIGTERMException:
+            raise PreemptedError(self._preempted_message()) from None
+
+    def _preempted_message(self) -> str:
+        callback = next((c for c in self.trainer.callbacks if isinstance(c, PreemptionCheckpoint)), None)
+        if callback is None or callback.saved is None:
+            return ("stopped by SIGTERM before a checkpoint could be written; resume from the run's last "
+                    "checkpoint with --ckpt_path")
+        run_dir = callback.saved.parent.parent
+        return (f"stopped by {callback.signal_name} after step {callback.step}; checkpoint written: {callback.saved}\n"
+                f"resume with: andrea fit --resume {run_dir}\n"
+                f"(or the same command as before plus --ckpt_path {callback.saved})")
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.config.block_size", "data.block_size")
         parser.link_arguments("model.config.vocab_size", "data.vocab_size")
@@ -76,3 +113,5 @@ class AndreaCLI(LightningCLI):
         parser.add_lightning_class_args(StabilityMonitor, "stability")
         parser.add_lightning_class_args(HeldOutEvaluation, "heldout")
         parser.add_lightning_class_args(RunSummary, "summary")
+        # SIGTERM/SIGUSR1: checkpoint at the last completed optimizer step, exit status 4 (docs/performance.md).
+        parser.add_lightning_class_args(PreemptionCheckpoint, "preemption")

@@ -11,7 +11,9 @@ under ``andrea sweep``) holds, besides Lightning's own files:
 ``sweep-run.json``     what the sweep started here and how (before the fit starts);
 ``sweep-done.json``    the fit exited 0 (or diverged): the sweep skips this run next time;
 ``sweep-failed.json``  the fit exited non-zero: the next sweep moves the directory aside and reruns it;
-``sweep.log``          the fit's stdout and stderr.
+``sweep.log``          the fit's stdout and stderr;
+``checkpoints/preempted.ckpt``  written by a fit stopped by SIGTERM/SIGUSR1 (andrea_lab.callbacks.preemption):
+                       ``andrea fit --resume`` and the next sweep continue from it.
 
 Beside the runs, ``_comparison/`` (in a suite's directory) is ``andrea compare``'s report as a TensorBoard
 run of its own (text and images); it is not a run, and readers of runs skip it (:func:`is_comparison_run`).
@@ -43,6 +45,8 @@ DONE_MARKER = "sweep-done.json"
 FAILED_MARKER = "sweep-failed.json"
 LOG_FILE = "sweep.log"
 LOCK_FILE = ".sweep.lock"
+PREEMPTED_CHECKPOINT = "checkpoints/preempted.ckpt"
+LAST_CHECKPOINT = "checkpoints/last.ckpt"
 #: How a fit ended. ``diverged`` wins over ``interrupted``: a run stopped because it diverged is done.
 STATUSES = ("finished", "diverged", "interrupted")
 DONE_STATES = ("finished", "diverged")
@@ -277,3 +281,24 @@ def is_aside(path: Path) -> bool:
 def is_comparison_run(path: Path) -> bool:
     """``andrea compare``'s report directory (or its temporary twin while it is written): not a run."""
     return Path(path).name.startswith(COMPARISON_RUN)
+
+
+def resume_checkpoint(run_dir: str | Path) -> Optional[Path]:
+    """The checkpoint a run continues from: the newer of ``preempted.ckpt`` and ``last.ckpt`` (a run resumed
+    after a preemption goes on saving ``last.ckpt``), or None when it has neither."""
+    candidates = [Path(run_dir) / name for name in (PREEMPTED_CHECKPOINT, LAST_CHECKPOINT)]
+    present = [path for path in candidates if path.is_file()]
+    return max(present, key=lambda path: path.stat().st_mtime_ns) if present else None
+
+
+def preempted_checkpoint(run_dir: str | Path) -> Optional[Path]:
+    """The preemption checkpoint written by the run's latest attempt (newer than its ``sweep-run.json``),
+    with its manifest complete; None when the latest attempt was not preempted."""
+    path = Path(run_dir) / PREEMPTED_CHECKPOINT
+    manifest = Path(f"{path}.sha256.json")
+    if not (path.is_file() and manifest.is_file()):
+        return None
+    started = Path(run_dir) / START_MARKER
+    if started.is_file() and started.stat().st_mtime_ns > path.stat().st_mtime_ns:
+        return None  # left by an earlier attempt, which was resumed and then ended otherwise
+    return path

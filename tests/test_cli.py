@@ -106,3 +106,29 @@ def test_bad_input_is_one_message_without_traceback(tmp_path):
     assert result.returncode != 0
     assert "d_model (128) must be divisible by n_head (5)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_lightning_argument_errors_are_one_line_with_exit_status_2(tmp_path):
+    result = run_andrea("fit", "--config", str(REPO / "experiments/quickstart.yaml"), "--trainer.max_steps", "-5",
+                        cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert ("andrea fit: error: invalid trainer argument: `max_steps` must be a non-negative integer or -1 "
+            "(infinite steps). You passed in -5.") in result.stderr
+    assert "Traceback" not in result.stderr and "MisconfigurationException" not in result.stderr
+
+
+def test_a_lightning_error_after_the_trainer_is_built_keeps_its_traceback(tmp_path, text_corpus, monkeypatch):
+    """Only what the Trainer refuses while being built from the arguments is the user's; later it is a bug."""
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+    from andrea_lab.cli import main
+    from andrea_lab.module import AndreaLM
+
+    def broken(self):
+        raise MisconfigurationException("an internal bug")
+
+    monkeypatch.setattr(AndreaLM, "configure_optimizers", broken)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MisconfigurationException, match="an internal bug"):
+        main(["fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
+              "--data.corpus", str(text_corpus), "--trainer.max_steps", "1"])

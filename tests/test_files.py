@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 
 import pytest
 
+from andrea_lab.errors import DiskFullError
 from andrea_lab.files import atomic_write, read_json, sha256_file, sha256_text, write_json_atomic
 
 
@@ -40,3 +42,26 @@ def test_hashes_match_hashlib(tmp_path):
     (tmp_path / "blob").write_bytes(data)
     assert sha256_file(tmp_path / "blob") == hashlib.sha256(data).hexdigest()
     assert sha256_text("ANDREA ✓") == hashlib.sha256("ANDREA ✓".encode()).hexdigest()
+
+
+def test_a_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path):
+    path = tmp_path / "sweep-done.json"
+    write_json_atomic(path, {"status": "finished"})
+
+    def full(handle):
+        handle.write(b'{"sta')
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("unexpected pos 64")  # what torch.save raises on top of it
+
+    with pytest.raises(DiskFullError) as raised:
+        atomic_write(path, full)
+    message = str(raised.value)
+    assert f"the disk is full (No space left on device) while writing {path}" in message
+    assert "the previous version of it is intact" in message and "no partial file was left" in message
+    assert raised.value.exit_status == 5
+    assert read_json(path) == {"status": "finished"}
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep-done.json"]
+    with pytest.raises(DiskFullError, match="nothing was written"):
+        atomic_write(tmp_path / "new.json", full)

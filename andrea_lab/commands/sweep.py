@@ -3,7 +3,8 @@
 Each run is ``python -m andrea_lab.cli fit --config BASE <overrides>`` in its own directory
 ``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` with ``seed_everything`` and ``data.seed`` set to the
 seed, so every variant sees the same batches at the same seed (a paired comparison). Finished runs are
-skipped; unfinished directories are moved aside and rerun. A failed run does not stop the sweep; the exit
+skipped; preempted ones resume from their checkpoint; other unfinished directories are moved aside and
+rerun. ``--launcher ray`` runs each fit as a Ray task instead of a local subprocess. A failed run does not stop the sweep; the exit
 status is 1 if any run failed. See docs/experiments.md.
 """
 
@@ -16,7 +17,7 @@ import sys
 
 import yaml
 
-from andrea_lab.rundir import run_state
+from andrea_lab.rundir import preempted_checkpoint, run_state
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.suite import SuiteError, check_overrides, format_lr, load_suite, parse_cli_list
 
@@ -41,6 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
                                        "(CUDA_VISIBLE_DEVICES), e.g. 0,1,2,3")
     parser.add_argument("--runs-dir", default="runs",
                         help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)")
+    parser.add_argument("--launcher", choices=("local", "ray"), default="local",
+                        help="local: subprocesses on this machine (default); ray: one Ray task per run, on the "
+                             "cluster --ray-address or RAY_ADDRESS names, else a local Ray (docs/performance.md)")
+    parser.add_argument("--ray-address", help="the Ray cluster to use, e.g. 10.0.0.1:6379 (default: RAY_ADDRESS, "
+                                              "else a local Ray started for this sweep)")
+    parser.add_argument("--cpus-per-run", type=float, help="CPUs each run holds under --launcher ray "
+                                                           "(default: the suite's resources.cpus, else 1)")
+    parser.add_argument("--gpus-per-run", type=float, help="GPUs each run holds under --launcher ray "
+                                                           "(default: the suite's resources.gpus, else 0)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan (and what would be skipped or rerun) without running anything")
     parser.add_argument("--no-check", action="store_true",
@@ -60,6 +70,35 @@ def parse_sets(items: list[str]) -> dict:
         except yaml.YAMLError:
             overrides[key.strip()] = value
     return check_overrides(overrides, "--set")
+
+
+def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd):
+    """The executor ``--launcher`` names, with the per-run resources of the command line, else the suite."""
+    if args.launcher == "local":
+        from andrea_lab.sweep.executors import LocalExecutor
+
+        return LocalExecutor(jobs, gpus, lock_fd=lock_fd)
+    from andrea_lab.sweep.ray_executor import RayExecutor
+
+    cpus = args.cpus_per_run if args.cpus_per_run is not None else suite.resources.get("cpus", 1.0)
+    gpus_per_run = args.gpus_per_run if args.gpus_per_run is not None else suite.resources.get("gpus", 0.0)
+    for flag, value in (("--cpus-per-run", cpus), ("--gpus-per-run", gpus_per_run)):
+        if value < 0:
+            raise SuiteError(f"{flag} must be a non-negative number, got {value}")
+    return RayExecutor(address=args.ray_address, cpus=cpus, gpus=gpus_per_run)
+
+
+def print_plan(specs) -> None:
+    """``--dry-run``: what each run would do under the resume rule, and its command."""
+    for spec in specs:
+        state = run_state(spec.run_dir)
+        action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
+                  "failed": "move aside (failed) and rerun",
+                  "interrupted": "move aside (interrupted) and rerun"}[state]
+        checkpoint = preempted_checkpoint(spec.run_dir) if state in ("failed", "interrupted") else None
+        if checkpoint is not None:
+            action = f"resume from {checkpoint}"
+        print(f"{spec.counter} {spec.label}: {action}\n    {shlex.join(spec.command)}")
 
 
 def _error(message: str) -> int:
@@ -102,20 +141,18 @@ def main(argv: list[str]) -> int:
             return EXIT_USAGE
 
     if args.dry_run:
-        for spec in specs:
-            state = run_state(spec.run_dir)
-            action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
-                      "failed": "move aside (failed) and rerun",
-                      "interrupted": "move aside (interrupted) and rerun"}[state]
-            print(f"{spec.counter} {spec.label}: {action}\n    {shlex.join(spec.command)}")
+        print_plan(specs)
         return 0
 
     from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
 
     try:
         with SweepLock(directory) as lock:
-            runner = Runner(specs, jobs=jobs, gpus=gpus)
-            outcomes = runner.run(lock_fd=lock.fd)
+            executor = make_executor(args, suite, jobs, gpus, lock.fd)
+            if args.launcher == "ray" and args.jobs is None:
+                jobs = len(specs)  # Ray queues every run and starts each when its resources are free
+            runner = Runner(specs, jobs=jobs, executor=executor)
+            outcomes = runner.run()
     except SweepLockedError as exc:
         return _error(str(exc))
     report(outcomes)

@@ -1,16 +1,19 @@
 """Running a planned sweep: one ``andrea fit`` subprocess per run, N at a time, resumable.
 
-Per run directory the sweep writes ``sweep-run.json`` (what and how, before the fit starts),
-``sweep.log`` (the fit's stdout and stderr), then ``sweep-done.json`` once the fit exited 0, or
-``sweep-failed.json`` if it did not. Finished runs are skipped; an unfinished directory (killed sweep,
-failed fit) is moved aside — never deleted — and the run starts again from scratch.
+Per run directory the sweep writes ``sweep-run.json`` (what and how, and which executor, when the fit
+starts), ``sweep.log`` (the fit's stdout and stderr), then ``sweep-done.json`` once the fit exited 0, or
+``sweep-failed.json`` if it did not. The runs go through an executor (:mod:`andrea_lab.sweep.executors`:
+local subprocesses or Ray tasks); the rule below is the same for both. Finished runs are skipped; a run
+whose last attempt was preempted (SIGTERM/SIGUSR1: it wrote ``checkpoints/preempted.ckpt`` and exited
+with status 4) continues from that checkpoint in its own directory; any other unfinished directory
+(a fit killed outright, a failed fit) is moved aside — never deleted — and the run starts again.
 
 One sweep at a time per suite directory: ``<runs-dir>/<suite>/.sweep.lock`` is held with ``flock`` by the
 sweep *and* inherited by the fits it starts, so a fit that outlives its sweep (the sweep was killed with
 SIGKILL or SIGTERM without its process group) still blocks a second sweep from moving its directory aside.
 
-On SIGINT/SIGTERM the sweep starts nothing new, sends SIGTERM to its running fits, waits for them and
-writes no done marker for them: the next sweep reruns them.
+On SIGINT/SIGTERM the sweep starts nothing new, sends SIGTERM to its running fits (they checkpoint and
+exit), waits for them and writes no done marker for them: the next sweep resumes them.
 """
 
 from __future__ import annotations
@@ -18,18 +21,24 @@ from __future__ import annotations
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Optional, Sequence
+from typing import IO, Any, Optional, Sequence
 
+from andrea_lab.errors import PreemptedError
 from andrea_lab.files import write_json_atomic
-from andrea_lab.rundir import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, START_MARKER, move_aside,
-                               read_record, run_state)
+from andrea_lab.rundir import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, move_aside,
+                               preempted_checkpoint, read_record, run_state)
+from andrea_lab.sweep.executors import Ended, Executor, LocalExecutor
 from andrea_lab.sweep.plan import RunSpec
+
+#: ``andrea fit``'s exit status after a SIGTERM/SIGUSR1 with its checkpoint written.
+PREEMPTED_EXIT_STATUS = PreemptedError.exit_status
+#: How often one sweep resumes a run that keeps being preempted before it leaves it to the next sweep.
+MAX_PREEMPTIONS = 3
 
 try:  # POSIX only; elsewhere sweeps are simply not locked
     import fcntl
@@ -44,7 +53,7 @@ class SweepLockedError(RuntimeError):
 @dataclass
 class Outcome:
     spec: RunSpec
-    state: str  # skipped | finished | diverged | failed | stopped
+    state: str  # skipped | finished | diverged | failed | preempted | stopped
     seconds: Optional[float] = None
     val_loss: Optional[float] = None
     returncode: Optional[int] = None
@@ -111,20 +120,21 @@ class SweepLock:
 
 
 class Runner:
-    """Runs planned fits with at most ``jobs`` at once and prints one line per run."""
+    """Runs planned fits through an executor, at most ``jobs`` at once, and prints one line per run."""
 
     def __init__(self, specs: Sequence[RunSpec], jobs: int = 1, out: Optional[IO[str]] = None,
-                 gpus: Optional[Sequence[str]] = None, cwd: Optional[Path] = None, poll_s: float = 0.2):
+                 gpus: Optional[Sequence[str]] = None, cwd: Optional[Path] = None, poll_s: float = 0.2,
+                 executor: Optional[Executor] = None):
         if jobs < 1:
             raise ValueError(f"jobs must be >= 1, got {jobs}")
         self.specs = list(specs)
         self.jobs = jobs
         self.out = out if out is not None else sys.stdout
-        self.gpus = list(gpus) if gpus else None
-        self.cwd = cwd
+        self.executor = executor if executor is not None else LocalExecutor(jobs, gpus, cwd)
         self.poll_s = poll_s
         self.stopping = False
-        self.running: dict[int, tuple[RunSpec, subprocess.Popen, float, IO[bytes]]] = {}
+        self.running: dict[int, tuple[RunSpec, Any, float]] = {}
+        self.preemptions: dict[int, int] = {}
 
     # ------------------------------------------------------------ output
 
@@ -140,53 +150,52 @@ class Runner:
 
     def _on_signal(self, signum, frame) -> None:
         if not self.stopping:
-            self.stopping = True
             name = signal.Signals(signum).name
-            self.say(f"\n{name}: stopping; {len(self.running)} running fit(s) are being stopped and will be rerun "
-                     "by the next `andrea sweep`")
-        for _, process, _, _ in self.running.values():
-            if process.poll() is None:
-                try:
-                    process.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+            self.say(f"\n{name}: stopping; {len(self.running)} running fit(s) write a checkpoint and stop, and "
+                     "the next `andrea sweep` resumes them")
+        self.stop()
+
+    def stop(self) -> None:
+        """Start nothing new and stop the running fits as if preempted (they checkpoint, then exit)."""
+        self.stopping = True
+        for _, handle, _ in self.running.values():
+            self.executor.stop(handle)
 
     # ------------------------------------------------------------ running
 
-    def _env(self, slot: int) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        if self.jobs > 1 and "OMP_NUM_THREADS" not in env:
-            # N fits on one CPU: share the cores instead of each fit taking all of them.
-            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
-        if self.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot % len(self.gpus)]
-        return env
-
-    def _start(self, spec: RunSpec, slot: int, lock_fd: Optional[int]) -> None:
+    def _prepare(self, spec: RunSpec) -> Optional[Path]:
+        """Apply the resume rule to an unfinished directory: a run whose last attempt was preempted continues
+        from its checkpoint (returned); any other unfinished one is moved aside and starts again."""
         state = run_state(spec.run_dir)
-        if state in ("interrupted", "failed"):
-            aside = move_aside(spec.run_dir, "failed" if state == "failed" else "interrupted")
-            self.say(f"{spec.counter} {spec.label}: unfinished run directory moved aside to {aside.name}")
-        spec.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(spec.run_dir / START_MARKER, {
+        if state not in ("interrupted", "failed"):
+            return None
+        checkpoint = preempted_checkpoint(spec.run_dir)
+        if checkpoint is not None:
+            (spec.run_dir / FAILED_MARKER).unlink(missing_ok=True)  # it described the attempt resumed now
+            self.say(f"{spec.counter} {spec.label}: resuming from {checkpoint}")
+            return checkpoint
+        aside = move_aside(spec.run_dir, "failed" if state == "failed" else "interrupted")
+        self.say(f"{spec.counter} {spec.label}: unfinished run directory moved aside to {aside.name}")
+        return None
+
+    def _start(self, spec: RunSpec, slot: int) -> None:
+        checkpoint = self._prepare(spec)
+        command = list(spec.command) + (["--ckpt_path", str(checkpoint)] if checkpoint else [])
+        marker = {
             "schema": 1, "suite": spec.suite, "suite_file": spec.suite_file, "variant": spec.variant,
             "variant_index": spec.variant_index,
             "lr": spec.lr, "seed": spec.seed, "data_seed": spec.seed, "overrides": spec.overrides,
-            "command": list(spec.command), "started": _now(), "sweep_pid": os.getpid(),
-        })
-        log = (spec.run_dir / LOG_FILE).open("wb")
-        process = subprocess.Popen(spec.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=self.cwd, env=self._env(slot),
-                                   pass_fds=(lock_fd,) if lock_fd is not None else ())
-        self.running[slot] = (spec, process, time.monotonic(), log)
-        self.say(f"{spec.counter} {spec.label} ...", end=" " if self._inline else " started\n")
+            "command": command, "executor": self.executor.name,
+            "resumed_from": str(checkpoint) if checkpoint else None, "sweep_pid": os.getpid(),
+        }
+        handle = self.executor.launch(spec.run_dir, command, marker, slot)
+        self.running[slot] = (spec, handle, time.monotonic())
+        self.say(f"{spec.counter} {spec.label} ...", end=" " if self._inline else f" {self.executor.launched}\n")
 
-    def _finish(self, slot: int) -> Outcome:
-        spec, process, started, log = self.running.pop(slot)
-        log.close()
+    def _finish(self, slot: int, ended: Ended) -> Outcome:
+        spec, _, started = self.running.pop(slot)
         seconds = time.monotonic() - started
-        code = process.returncode
+        code = ended.returncode
         record = read_record(spec.run_dir)
         status = None if record is None else record.status
         prefix = "" if self._inline else f"{spec.counter} {spec.label} ... "
@@ -194,32 +203,62 @@ class Runner:
             self.say(f"{prefix}stopped after {seconds:.0f} s")
             return Outcome(spec, "stopped", seconds, returncode=code)
         if (code == 0 and status != "interrupted") or status == "diverged":
-            state = status if status in DONE_STATES else "finished"
-            val = None if record is None else record.headline_loss
-            write_json_atomic(spec.run_dir / DONE_MARKER, {
-                "schema": 1, "status": state, "returncode": code, "finished": _now(), "wall_time_s": round(seconds, 1),
-                "final_val_loss": val, "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
-            })
-            what = "done" if state == "finished" else "diverged"
-            self.say(f"{prefix}{what} in {seconds:.0f} s, val {_fmt_loss(val)}")
-            return Outcome(spec, state, seconds, val, code)
-        reason = f"exit status {code}" + (f", summary.json status {status!r}" if status else "")
-        write_json_atomic(spec.run_dir / FAILED_MARKER, {"schema": 1, "returncode": code, "summary_status": status,
-                                                   "finished": _now(), "wall_time_s": round(seconds, 1)})
+            return self._done(spec, prefix, seconds, code, record)
+        preempted = code == PREEMPTED_EXIT_STATUS or (code is None and preempted_checkpoint(spec.run_dir))
+        reason = (f"exit status {code}" if code is not None else ended.detail or "lost by its executor") + (
+            f", summary.json status {status!r}" if status else "")
+        write_json_atomic(spec.run_dir / FAILED_MARKER, {
+            "schema": 1, "returncode": code, "summary_status": status, "preempted": bool(preempted),
+            "executor": self.executor.name, "finished": _now(), "wall_time_s": round(seconds, 1)})
+        if preempted:
+            self.say(f"{prefix}preempted after {seconds:.0f} s ({reason}); resumes from its checkpoint")
+            return Outcome(spec, "preempted", seconds, returncode=code, detail=reason)
         self.say(f"{prefix}FAILED ({reason}) after {seconds:.0f} s; log: {spec.run_dir / LOG_FILE}")
         return Outcome(spec, "failed", seconds, returncode=code, detail=reason)
 
-    def run(self, lock_fd: Optional[int] = None) -> list[Outcome]:
-        outcomes: list[Outcome] = []
+    def _done(self, spec: RunSpec, prefix: str, seconds: float, code: Optional[int], record) -> Outcome:
+        state = record.status if record is not None and record.status in DONE_STATES else "finished"
+        val = None if record is None else record.headline_loss
+        write_json_atomic(spec.run_dir / DONE_MARKER, {
+            "schema": 1, "status": state, "returncode": code, "finished": _now(), "wall_time_s": round(seconds, 1),
+            "final_val_loss": val, "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
+            "executor": self.executor.name,
+        })
+        what = "done" if state == "finished" else "diverged"
+        self.say(f"{prefix}{what} in {seconds:.0f} s, val {_fmt_loss(val)}")
+        return Outcome(spec, state, seconds, val, code)
+
+    def _pending(self) -> deque[RunSpec]:
+        """The runs still to do; finished ones are reported as skipped (into ``self.outcomes``)."""
         queue: deque[RunSpec] = deque()
         for spec in self.specs:
             state = run_state(spec.run_dir)
             if state in DONE_STATES:
                 val = final_val_loss(spec.run_dir)
                 self.say(f"{spec.counter} {spec.label} ... skipped ({state} before, val {_fmt_loss(val)})")
-                outcomes.append(Outcome(spec, "skipped", val_loss=val, detail=state))
+                self.outcomes.append(Outcome(spec, "skipped", val_loss=val, detail=state))
             else:
                 queue.append(spec)
+        return queue
+
+    def _collect(self, queue: deque[RunSpec]) -> None:
+        """Record every run that ended; a preempted one goes back in the queue (up to MAX_PREEMPTIONS times)."""
+        for slot, (spec, handle, _) in list(self.running.items()):
+            ended = self.executor.poll(handle)
+            if ended is None:
+                continue
+            outcome = self._finish(slot, ended)
+            count = self.preemptions.get(spec.index, 0)
+            if outcome.state == "preempted" and count < MAX_PREEMPTIONS and not self.stopping:
+                self.preemptions[spec.index] = count + 1
+                queue.append(spec)
+            else:
+                self.outcomes.append(outcome)
+
+    def run(self) -> list[Outcome]:
+        self.executor.check_storage(self.specs[0].run_dir.parent.parent if self.specs else Path("."))
+        self.outcomes: list[Outcome] = []
+        queue = self._pending()
         handlers = {}
         if hasattr(signal, "SIGTERM") and _in_main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -228,9 +267,8 @@ class Runner:
             while queue or self.running:
                 while queue and not self.stopping and len(self.running) < self.jobs:
                     slot = min(set(range(self.jobs)) - set(self.running))
-                    self._start(queue.popleft(), slot, lock_fd)
-                for slot in [s for s, (_, p, _, _) in self.running.items() if p.poll() is not None]:
-                    outcomes.append(self._finish(slot))
+                    self._start(queue.popleft(), slot)
+                self._collect(queue)
                 if self.running:
                     time.sleep(self.poll_s)
                 if self.stopping:
@@ -238,11 +276,10 @@ class Runner:
         finally:
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
-            for _, process, _, log in self.running.values():  # only on an unexpected error
-                process.kill()
-                log.close()
+            for _, handle, _ in self.running.values():  # only on an unexpected error
+                self.executor.kill(handle)
         order = {spec.index: n for n, spec in enumerate(self.specs)}
-        return sorted(outcomes, key=lambda o: order[o.spec.index])
+        return sorted(self.outcomes, key=lambda o: order[o.spec.index])
 
 
 def _in_main_thread() -> bool:
@@ -257,7 +294,7 @@ def report(outcomes: Sequence[Outcome], out: Optional[IO[str]] = None) -> None:
     counts: dict[str, int] = {}
     for outcome in outcomes:
         counts[outcome.state] = counts.get(outcome.state, 0) + 1
-    order = ("finished", "diverged", "skipped", "failed", "stopped")
+    order = ("finished", "diverged", "skipped", "failed", "preempted", "stopped")
     parts = [f"{counts[state]} {state}" for state in order if counts.get(state)]
     print(f"\n{len(outcomes)} runs: {', '.join(parts) or 'none'}", file=out)
     failed = [o for o in outcomes if o.failed]
@@ -267,7 +304,7 @@ def report(outcomes: Sequence[Outcome], out: Optional[IO[str]] = None) -> None:
         tail = _tail(log)
         if tail:
             print("    " + tail.replace("\n", "\n    "), file=out)
-    if counts.get("stopped"):
-        print("stopped runs are rerun (their directories moved aside) by the next `andrea sweep` of this suite",
-              file=out)
+    if counts.get("stopped") or counts.get("preempted"):
+        print("stopped and preempted runs are resumed from their checkpoints by the next `andrea sweep` of this "
+              "suite (a run stopped before it could write one is moved aside and rerun)", file=out)
     out.flush()

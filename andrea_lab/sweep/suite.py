@@ -40,7 +40,9 @@ import yaml
 from andrea_lab.errors import UsageError
 from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
-SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims")
+SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources")
+#: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
+RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
 VARIANT_KEYS = ("name", "description", "overrides", "seed_offset")
 
@@ -85,6 +87,8 @@ class Suite:
     reference: Optional[str] = None
     #: Hypotheses ``andrea compare`` evaluates (andrea_lab.analysis.stats.Claim), as written in the file.
     claims: tuple[Any, ...] = ()
+    #: ``{"cpus": float, "gpus": float}`` per run, for executors that reserve resources (Ray); may be empty.
+    resources: dict[str, float] = field(default_factory=dict)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -277,6 +281,22 @@ def _check_claims(claims: list, names: list[str], where: str) -> None:
         raise SuiteError(f"{where}: claims: {problem}") from None
 
 
+def parse_resources(value: Any, where: str) -> dict[str, float]:
+    """``{cpus: N, gpus: N}``: non-negative numbers; either may be left out."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SuiteError(f"{where} must be a mapping like {{cpus: 4, gpus: 1}}, got {value!r}")
+    resources = {}
+    for key, amount in value.items():
+        if key not in RESOURCE_KEYS:
+            raise SuiteError(_unknown_key_message(where, key, RESOURCE_KEYS))
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount < 0:
+            raise SuiteError(f"{where}: {key} must be a non-negative number, got {amount!r}")
+        resources[key] = float(amount)
+    return resources
+
+
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file."""
     path = Path(path)
@@ -299,4 +319,4 @@ def load_suite(path: str | Path) -> Suite:
     _check_claims(claims, names, where)
     return Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
                  common=common, description=str(document.get("description") or ""), reference=reference,
-                 claims=tuple(claims))
+                 claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"))

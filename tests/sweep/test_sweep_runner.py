@@ -16,6 +16,7 @@ import yaml
 
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
+from andrea_lab.sweep.executors import LocalExecutor
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
 from andrea_lab.sweep.suite import load_suite
@@ -121,11 +122,10 @@ def test_parallel_jobs_overlap_and_all_finish(suite, tmp_path):
 
 def test_parallel_fits_share_the_cpu_threads(suite, tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    runner = Runner([], jobs=2, gpus=["3", "5"])
-    env = runner._env(slot=1)
+    env = LocalExecutor(jobs=2, gpus=["3", "5"]).env(slot=1)
     assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
     assert env["CUDA_VISIBLE_DEVICES"] == "5"
-    assert "OMP_NUM_THREADS" not in Runner([], jobs=1)._env(0)
+    assert "OMP_NUM_THREADS" not in LocalExecutor(jobs=1).env(0)
 
 
 def test_one_sweep_at_a_time_per_suite_directory(suite, tmp_path):
@@ -198,3 +198,60 @@ sys.exit(130 if runner.stopping else 0)
     assert not any((s.run_dir / DONE_MARKER).exists() for s in specs)
     assert not specs[2].run_dir.exists(), "nothing new starts after the signal"
     assert all(run_state(s.run_dir) == "interrupted" for s in specs[:2]), "rerun (moved aside) next time"
+
+
+def test_the_ray_launcher_without_ray_says_how_to_install_it(suite, tmp_path, monkeypatch, capsys):
+    from andrea_lab.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed: `import ray` raises ImportError
+    code = main(["sweep", str(suite.path), "--runs-dir", str(tmp_path / "runs"), "--no-check", "--launcher", "ray"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--launcher ray needs Ray, which is not installed; install the extra: pip install -e '.[ray]'" in err
+    assert "Traceback" not in err
+
+
+def test_a_preempted_run_is_resumed_not_moved_aside(suite, tmp_path):
+    """The resume rule: a run whose last attempt exited 4 with checkpoints/preempted.ckpt (and its manifest)
+    newer than its start marker continues from it, with --ckpt_path added to its command."""
+    spec = stand_in(plan_sweep(suite, tmp_path / "runs"))[0]
+    run_dir = spec.run_dir
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / START_MARKER).write_text("{}")
+    time.sleep(0.01)
+    for name in ("preempted.ckpt", "preempted.ckpt.sha256.json"):
+        (run_dir / "checkpoints" / name).write_text("x")
+    (run_dir / FAILED_MARKER).write_text(json.dumps({"returncode": 4, "preempted": True}))
+    outcomes, out = run([spec])
+    assert f"resuming from {run_dir / 'checkpoints' / 'preempted.ckpt'}" in out
+    assert [o.state for o in outcomes] == ["finished"] and not (run_dir / FAILED_MARKER).exists()
+    started = json.loads((run_dir / START_MARKER).read_text())
+    assert started["command"][-2:] == ["--ckpt_path", str(run_dir / "checkpoints" / "preempted.ckpt")]
+    assert started["executor"] == "local" and json.loads((run_dir / DONE_MARKER).read_text())["executor"] == "local"
+    assert not [p for p in run_dir.parent.iterdir() if ".interrupted-" in p.name or ".failed-" in p.name]
+
+
+def test_a_run_preempted_during_the_sweep_goes_back_in_the_queue(suite, tmp_path):
+    """Exit status 4 with a fresh preemption checkpoint: resumed in the same sweep (up to MAX_PREEMPTIONS)."""
+    spec = plan_sweep(suite, tmp_path / "runs")[0]
+    preempt_once = ("import os, sys; d = sys.argv[1]; c = os.path.join(d, 'checkpoints'); "
+                    "resumed = '--ckpt_path' in sys.argv; os.makedirs(c, exist_ok=True); "
+                    "[open(os.path.join(c, n), 'w').write('x') for n in ('preempted.ckpt', 'preempted.ckpt.sha256.json')]"
+                    " if not resumed else open(os.path.join(d, 'summary.json'), 'w').write('{\"status\": \"finished\"}'); "
+                    "sys.exit(0 if resumed else 4)")
+    spec = dataclasses.replace(spec, command=(sys.executable, "-c", preempt_once, str(spec.run_dir)))
+    outcomes, out = run([spec])
+    assert "preempted after" in out and "resumes from its checkpoint" in out and "resuming from" in out, out
+    assert [o.state for o in outcomes] == ["finished"]
+
+
+def test_local_fits_leave_ctrl_c_to_the_sweep(tmp_path):
+    """The terminal's SIGINT reaches the whole foreground group; a fit ignores it and is stopped by the
+    sweep's SIGTERM instead, which makes it write its preemption checkpoint."""
+    check = "import signal, sys; sys.exit(0 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else 1)"
+    executor = LocalExecutor()
+    handle = executor.launch(tmp_path / "run", [sys.executable, "-c", check], {"schema": 1}, 0)
+    handle[0].wait(timeout=60)
+    ended = executor.poll(handle)
+    assert ended is not None and ended.returncode == 0
+    assert json.loads((tmp_path / "run" / START_MARKER).read_text())["schema"] == 1

@@ -86,6 +86,9 @@ INVALID = [
     ("not a dotted key", lambda d: d["variants"][0]["overrides"].update({"--model.lr": 1}),
      ["'--model.lr' is not a dotted config key"]),
     ("overrides not a mapping", lambda d: d["variants"][0].update(overrides=["a"]), ["must be a mapping of dotted keys"]),
+    ("unknown resource", lambda d: d.update(resources={"gpu": 1}), ["resources: unknown key 'gpu'", "did you mean 'gpus'"]),
+    ("negative resource", lambda d: d.update(resources={"cpus": -2}), ["resources: cpus must be a non-negative number"]),
+    ("resources not a mapping", lambda d: d.update(resources=4), ["resources must be a mapping like {cpus: 4, gpus: 1}"]),
 ]
 
 

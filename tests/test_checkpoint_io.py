@@ -1,0 +1,55 @@
+"""AtomicCheckpointIO on a full disk: the checkpoint and its manifest are both written before either replaces
+anything, so the previous pair stays intact and verifiable; the error names the file and says so.
+(A real 3 MB tmpfs needs root to mount; the writer is patched here to fail as ENOSPC does.)"""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+import torch
+
+from andrea_lab import checkpoint_io
+from andrea_lab.checkpoint_io import AtomicCheckpointIO, load_checkpoint, manifest_path
+from andrea_lab.errors import DiskFullError
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch):
+    io = AtomicCheckpointIO()
+    target = tmp_path / "checkpoints" / "last.ckpt"
+    io.save_checkpoint({"global_step": 10, "w": torch.ones(4)}, target)
+
+    real_save = torch.save
+
+    def save_until_full(obj, handle):
+        real_save(obj, handle)
+        handle.write(b"x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_io.torch, "save", save_until_full)
+    with pytest.raises(DiskFullError) as raised:
+        io.save_checkpoint({"global_step": 20, "w": torch.zeros(4)}, target)
+    message = str(raised.value)
+    assert f"the disk is full (No space left on device) while writing {target}" in message
+    assert "the previous version of it is intact" in message
+    assert f"resume from one with --ckpt_path (e.g. {target})" in message
+    monkeypatch.undo()
+    assert load_checkpoint(target)["global_step"] == 10, "verified against its (old) manifest"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["last.ckpt", manifest_path(target).name]
+
+
+def test_a_full_disk_while_writing_the_manifest_replaces_nothing(tmp_path, monkeypatch):
+    io = AtomicCheckpointIO()
+    target = tmp_path / "last.ckpt"
+    io.save_checkpoint({"global_step": 10}, target)
+    real_dumps = checkpoint_io.json.dumps
+
+    def dumps_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_io.json, "dumps", dumps_full)
+    with pytest.raises(DiskFullError, match=r"while writing .*last\.ckpt\.sha256\.json"):
+        io.save_checkpoint({"global_step": 20}, target)
+    monkeypatch.setattr(checkpoint_io.json, "dumps", real_dumps)
+    assert load_checkpoint(target)["global_step"] == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "last.ckpt.sha256.json"]
