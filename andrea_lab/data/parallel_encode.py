@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from collections import deque
 from typing import Any, Iterable, Iterator, Optional
 
@@ -28,6 +29,7 @@ from tokenizers import Tokenizer
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 
+_STOP_SECONDS = 5.0
 _worker_tokenizer: Optional[Tokenizer] = None
 _worker_eot = 0
 
@@ -84,7 +86,9 @@ def encode_ordered(tokenizer: Tokenizer, jobs: Iterable[tuple[Any, list[str]]],
         return
     context = multiprocessing.get_context("spawn")
     init = (tokenizer.to_str(), threads_per_worker(workers))
+    before = set(multiprocessing.active_children())
     pool = context.Pool(workers, initializer=_init_worker, initargs=init)
+    finished = False
     try:
         pending: deque = deque()
         for tag, texts in jobs:
@@ -96,6 +100,23 @@ def encode_ordered(tokenizer: Tokenizer, jobs: Iterable[tuple[Any, list[str]]],
             tag_done, result = pending.popleft()
             yield (tag_done, *result.get())
         pool.close()
-    finally:
-        pool.terminate()
         pool.join()
+        finished = True
+    finally:
+        if not finished:
+            _stop(pool, [child for child in multiprocessing.active_children() if child not in before])
+
+
+def _stop(pool: Any, workers: list) -> None:
+    """Stop at once after an interruption or error: kill the workers, then let the pool clean up.
+
+    ``Pool.terminate`` alone can hang for good when its task thread is blocked writing a large task
+    into the pipe (our batches are ~1 MB, far over a pipe's buffer) while terminate drains it: a
+    known race in CPython's pool. So the workers die first, and terminate runs in a daemon thread
+    that is given a few seconds; the shards already in the manifest are complete either way.
+    """
+    for process in workers:
+        process.kill()
+    stopper = threading.Thread(target=pool.terminate, name="andrea-pool-stop", daemon=True)
+    stopper.start()
+    stopper.join(timeout=_STOP_SECONDS)
