@@ -93,7 +93,8 @@ def loader_tokens_per_s(shards: Path, vocab_size: int, batches: int) -> float:
     """Tokens/s AndreaDataModule's training loader yields from the shards (batch 16 x 1024, no workers)."""
     from andrea_lab.data import AndreaDataModule
 
-    dm = AndreaDataModule(corpus=str(shards), batch_size=16, block_size=1024, vocab_size=vocab_size)
+    dm = AndreaDataModule(corpus=str(shards), batch_size=16, block_size=1024, vocab_size=vocab_size,
+                          samples_per_epoch=(batches + 1) * 16)  # windows may repeat: speed, not coverage
     dm.prepare_data()
     dm.setup()
     loader = iter(dm.train_dataloader())
