@@ -71,6 +71,12 @@ def test_datasets_directory_through_the_datasets_library(tmp_path: Path, small_t
     datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": small_texts[:3]})}).save_to_disk(str(dict_dir))
     assert _texts(resolve_corpus(str(tmp_path / "single"))) == small_texts[:6]
     assert _texts(resolve_corpus(str(dict_dir))) == small_texts[:3]
+    hub = tmp_path / "hub-cache"  # the hub cache's layout: *.arrow beside dataset_info.json, no state.json
+    hub.mkdir()
+    for file in (tmp_path / "single").iterdir():
+        if file.suffix == ".arrow" or file.name == "dataset_info.json":
+            (hub / file.name).write_bytes(file.read_bytes())
+    assert _texts(resolve_corpus(str(hub))) == small_texts[:6]
 
 
 def test_a_missing_optional_library_names_the_extra(tmp_path: Path, monkeypatch, small_texts, parquet_writer) -> None:
