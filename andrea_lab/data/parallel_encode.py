@@ -110,10 +110,10 @@ def encode_ordered(tokenizer: Tokenizer, jobs: Iterable[tuple[Any, list[str]]],
 def _stop(pool: Any, workers: list) -> None:
     """Stop at once after an interruption or error: kill the workers, then let the pool clean up.
 
-    ``Pool.terminate`` alone can hang for good when its task thread is blocked writing a large task
-    into the pipe (our batches are ~1 MB, far over a pipe's buffer) while terminate drains it: a
-    known race in CPython's pool. So the workers die first, and terminate runs in a daemon thread
-    that is given a few seconds; the shards already in the manifest are complete either way.
+    ``Pool.terminate`` waits for the pool's task thread, which may be blocked writing a ~1 MB batch
+    into a pipe far smaller than that; workers busy with their own batch would make the interrupt
+    wait for them. So the workers die first, and terminate runs in a daemon thread that is given a
+    few seconds; the shards already in the manifest are complete either way.
     """
     for process in workers:
         process.kill()
