@@ -23,6 +23,7 @@ OWN_COMMANDS = {
     "compare": "compare finished runs: tables, CSV/Markdown and plots",
     "trace": "follow one token through every block of a checkpoint",
     "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.testing)",
+    "tokenize": "tokenize a corpus (JSONL, Parquet, datasets...) into llm.c shards, in parallel, resumable",
 }
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"

@@ -4,6 +4,11 @@ The pipeline is corpus spec -> ``Corpus`` (corpus.py) -> tokenizer
 (tokenizer.py) -> cached llm.c token files (cache.py, token_file.py) ->
 deterministic windows (windows.py) -> ``AndreaDataModule`` (datamodule.py).
 
+At scale, ``andrea tokenize`` (tokenize_corpus.py) streams record files
+(records.py: JSONL, Parquet, ``datasets``) through worker processes
+(parallel_encode.py) into fixed-size llm.c shards (shard_writer.py) that the
+data module reads as one stream (shards.py, ``ConcatenatedTokens``).
+
 ``AndreaDataModule`` is imported lazily: it pulls in Lightning (seconds to
 import), which tools that only read token files or tokenizers do not need.
 """

@@ -242,3 +242,24 @@ def _discard(directory: Path) -> None:
 
 def _describe(path: Path) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def cached_shards(corpus: Corpus, tokenizer_spec: str, vocab_size: int, val_fraction: float, seed: int,
+                  cache_dir: Optional[str] = None) -> Corpus:
+    """A record corpus (JSONL, Parquet, datasets) given straight to the data module: tokenized once by
+    ``andrea tokenize``'s engine into a shard directory in the cache, then read like any shard directory.
+
+    The directory is named by the tokenize settings (corpus fingerprint included), so a changed
+    corpus or setting makes a new one; an interrupted build is resumed by the next run.
+    """
+    from andrea_lab.data.shards import shard_dir_corpus
+    from andrea_lab.data.tokenize_corpus import TokenizeOptions, settings_of, tokenize_corpus
+
+    # workers=0: encode in this process (its Rayon threads use the cores): spawning workers from inside a
+    # user's script would re-run a script that has no `if __name__ == "__main__"` guard.
+    options = TokenizeOptions(tokenizer=tokenizer_spec, vocab_size=vocab_size, seed=seed, val_fraction=val_fraction,
+                              workers=0, progress=False)
+    key = sha256_text(json.dumps(settings_of(corpus, options), sort_keys=True))
+    directory = default_cache_root(cache_dir) / f"shards-{key[:16]}"
+    tokenize_corpus(corpus, directory, options)
+    return shard_dir_corpus(directory)

@@ -6,11 +6,18 @@ A spec is what a user types after ``--data.corpus``:
   every machine that can run us, needs no download, and is about 11 MB of
   real, varied code on Python 3.11: a good default corpus for a small model.
 * a text file, a directory (scanned recursively) or a glob pattern;
-* an llm.c token file, i.e. a corpus that is already tokenized.
+* an llm.c token file, i.e. a corpus that is already tokenized;
+* record files: JSONL (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``) or Parquet,
+  named directly, by a glob, or as a directory holding only such files, where
+  each record is one document (records.py); a local Hugging Face ``datasets``
+  directory;
+* a shard directory written by ``andrea tokenize`` (or any directory or glob of
+  llm.c ``*train*.bin`` / ``*val*.bin`` shards), see shards.py.
 
-Each document is one file. Files are kept in sorted order of their names
-relative to a common root, so the same spec always yields the same corpus,
-and the fingerprint (the cache key) does not depend on where it lives.
+For text files each document is one file; for record files, one record.
+Files are kept in sorted order of their names relative to a common root, so
+the same spec always yields the same corpus, and the fingerprint (the cache
+key) does not depend on where it lives.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
 
+from andrea_lab.data import records as records_lib
 from andrea_lab.data.token_file import is_token_file, read_token_file
 from andrea_lab.errors import UsageError
 
@@ -38,7 +46,12 @@ STDLIB_EXCLUDED_DIRS = frozenset({"site-packages", "dist-packages", "test", "tes
 BINARY_SNIFF_BYTES = 8192
 _READ_CHUNK = 1 << 20
 _GLOB_CHARS = ("*", "?", "[")
-_VALID_SPECS = "'stdlib', a text file, a directory, a glob pattern, or an llm.c token file"
+_VALID_SPECS = (
+    "'stdlib', a text file, a directory, a glob pattern, an llm.c token file, JSONL/Parquet record files, "
+    "a Hugging Face datasets directory, or a shard directory"
+)
+_PREPARE_HINT = "to prepare a shard directory from a JSONL/Parquet corpus run `andrea tokenize CORPUS --out DIR`"
+_FINGERPRINT_EDGE_BYTES = 1 << 20
 
 
 class CorpusError(UsageError):
@@ -62,29 +75,66 @@ class Corpus:
     skipped_binary: int = 0
     skipped_empty: int = 0
     val_token_file: Optional[Path] = None
+    record_files: list[Path] = field(default_factory=list)
+    datasets_dir: Optional[Path] = None
+    train_shards: list[Path] = field(default_factory=list)
+    val_shards: list[Path] = field(default_factory=list)
+    shard_manifest: Optional[dict] = field(default=None, repr=False)
+    text_field: str = "text"
     _fingerprint: Optional[str] = field(default=None, repr=False, compare=False)
 
     @property
     def is_tokenized(self) -> bool:
-        """Whether the corpus is already token ids (an llm.c token file)."""
-        return self.token_file is not None
+        """Whether the corpus is already token ids (an llm.c token file or shards)."""
+        return self.token_file is not None or bool(self.train_shards)
+
+    @property
+    def is_records(self) -> bool:
+        """Whether documents are records (JSONL, Parquet, a datasets directory) rather than files."""
+        return bool(self.record_files) or self.datasets_dir is not None
+
+    def token_streams(self) -> tuple[list[Path], list[Path]]:
+        """The train and validation token files of a tokenized corpus (validation may be empty)."""
+        if self.token_file is not None:
+            return [self.token_file], [] if self.val_token_file is None else [self.val_token_file]
+        return list(self.train_shards), list(self.val_shards)
 
     def relative_names(self) -> list[str]:
-        """Document names relative to ``root``, in '/' form, in corpus order."""
+        """Names of the document files (or, for a record corpus, the record files) relative to ``root``,
+        in '/' form, in corpus order."""
+        paths = self.record_files or self.files
         if self.root is None:
-            return [path.name for path in self.files]
-        return [path.relative_to(self.root).as_posix() for path in self.files]
+            return [path.name for path in paths]
+        return [path.relative_to(self.root).as_posix() for path in paths]
 
     def iter_documents(self) -> Iterator[str]:
         """Yield each document's text, decoded as UTF-8, in corpus order."""
         for path in self.files:
             yield read_document(path)
 
+    def iter_records(self) -> Iterator[records_lib.Record]:
+        """Every document as a :class:`~andrea_lab.data.records.Record`, in corpus order, streamed;
+        ``position`` counts input bytes across the whole corpus (its total is ``total_bytes()``)."""
+        if self.datasets_dir is not None:
+            yield from records_lib.read_datasets_dir(self.datasets_dir, self.text_field)
+            return
+        done = 0
+        if self.record_files:
+            for name, path in zip(self.relative_names(), self.record_files):
+                for record in records_lib.read_records(path, name, self.text_field):
+                    yield records_lib.Record(record.key, record.text, record.problem, done + record.position)
+                done += path.stat().st_size
+            return
+        for name, path in zip(self.relative_names(), self.files):
+            done += path.stat().st_size
+            yield records_lib.Record(name, read_document(path), None, done)
+
     def total_bytes(self) -> int:
-        """Size of the corpus on disk: the text bytes, or the token file's size."""
-        if self.token_file is not None:
-            return self.token_file.stat().st_size
-        return sum(path.stat().st_size for path in self.files)
+        """Size of the corpus on disk: text or record bytes, or the token files' size."""
+        if self.datasets_dir is not None:
+            return records_lib.datasets_dir_size(self.datasets_dir)
+        train, val = self.token_streams() if self.is_tokenized else ([], [])
+        return sum(path.stat().st_size for path in [*self.files, *self.record_files, *train, *val])
 
     def fingerprint(self) -> str:
         """A sha256 over the names and contents: the key of the tokenized cache.
@@ -100,6 +150,9 @@ class Corpus:
         if self.token_file is not None:
             digest.update(b"token-file\0")
             _hash_file(digest, self.token_file.name, self.token_file)
+        elif self.is_records or self.train_shards:
+            self._fingerprint = _large_corpus_fingerprint(self)
+            return self._fingerprint
         else:
             digest.update(b"text-files\0")
             for name, path in zip(self.relative_names(), self.files):
@@ -108,12 +161,19 @@ class Corpus:
         return self._fingerprint
 
 
-def resolve_corpus(spec: str) -> Corpus:
+def resolve_corpus(spec: str, text_field: str = "text") -> Corpus:
     """Resolve a corpus spec (see the module docstring) into a ``Corpus``.
 
+    ``text_field`` names the field (JSONL) or column (Parquet, datasets) holding a record's text.
     Raises ``CorpusError`` with one sentence saying what is wrong and what
     would be valid, so a typo on the command line is obvious at once.
     """
+    corpus = _resolve(spec)
+    corpus.text_field = text_field
+    return corpus
+
+
+def _resolve(spec: str) -> Corpus:
     if spec == "stdlib":
         return _stdlib_corpus()
     expanded = os.path.expanduser(spec)
@@ -124,7 +184,7 @@ def resolve_corpus(spec: str) -> Corpus:
         return _single_file_corpus(path)
     if any(char in expanded for char in _GLOB_CHARS):
         return _glob_corpus(expanded)
-    raise CorpusError(f"corpus {spec!r} does not exist; valid corpora are {_VALID_SPECS}")
+    raise CorpusError(f"corpus {spec!r} does not exist; valid corpora are {_VALID_SPECS}; {_PREPARE_HINT}")
 
 
 def read_document(path: Path) -> str:
@@ -165,6 +225,12 @@ def _stdlib_corpus() -> Corpus:
 
 
 def _directory_corpus(directory: Path) -> Corpus:
+    from andrea_lab.data.shards import is_shard_dir, shard_dir_corpus
+
+    if records_lib.is_datasets_dir(directory):
+        return _datasets_corpus(directory)
+    if is_shard_dir(directory):
+        return shard_dir_corpus(directory)
     candidates = []
     for current, dirnames, filenames in os.walk(directory):
         # Hidden directories are VCS metadata, caches and editor state, not corpus.
@@ -172,6 +238,8 @@ def _directory_corpus(directory: Path) -> Corpus:
         candidates.extend(Path(current, name) for name in filenames if not name.startswith("."))
     if not candidates:
         raise CorpusError(f"corpus directory {directory} contains no files")
+    if any(records_lib.is_record_file(path) for path in candidates):
+        return _record_corpus(candidates, directory, f"directory {directory}")
     return _text_corpus(candidates, directory, f"directory {directory}", source=f"directory {directory}")
 
 
@@ -181,6 +249,12 @@ def _glob_corpus(pattern: str) -> Corpus:
         raise CorpusError(f"corpus glob {pattern!r} matches no files")
     root = Path(os.path.commonpath([str(path.parent.absolute()) for path in candidates]))
     candidates = [path.absolute() for path in candidates]
+    if candidates and all(path.suffix == ".bin" for path in candidates):
+        from andrea_lab.data.shards import shard_glob_corpus
+
+        return shard_glob_corpus(candidates, root, pattern)
+    if any(records_lib.is_record_file(path) for path in candidates):
+        return _record_corpus(candidates, root, f"glob {pattern!r}")
     return _text_corpus(candidates, root, f"glob {pattern!r}", source=f"glob {pattern!r}")
 
 
@@ -192,6 +266,8 @@ def _single_file_corpus(path: Path) -> Corpus:
         val_file = find_val_token_file(path)
         description = f"token file {path}" + (f" (validation: {val_file.name})" if val_file else "")
         return Corpus(files=[], token_file=path, description=description, root=path.parent, val_token_file=val_file)
+    if records_lib.is_record_file(path):
+        return _record_corpus([path], path.parent, f"file {path}")
     kind = _classify(path)
     if kind == "binary":
         raise CorpusError(
@@ -261,3 +337,50 @@ def _hash_file(digest: "hashlib._Hash", name: str, path: Path) -> None:
     with open(path, "rb") as handle:
         while chunk := handle.read(_READ_CHUNK):
             digest.update(chunk)
+
+
+def _record_corpus(candidates: list[Path], root: Path, description: str) -> Corpus:
+    """A corpus of JSONL/Parquet files; anything else among ``candidates`` is an error, not a guess."""
+    others = [path for path in candidates if not records_lib.is_record_file(path)]
+    if others:
+        raise CorpusError(
+            f"corpus {description} mixes record files (JSONL/Parquet) with {len(others)} other files, "
+            f"e.g. {others[0]}; name the record files alone, e.g. with a glob such as '{root}/*.jsonl'"
+        )
+    files = sorted(candidates, key=lambda path: path.relative_to(root).as_posix())
+    records_lib.check_libraries(files)
+    return Corpus(files=[], token_file=None, description=f"{description}: {len(files)} record files",
+                  root=root, record_files=files)
+
+
+def _datasets_corpus(directory: Path) -> Corpus:
+    records_lib.optional_module("datasets", f"Hugging Face datasets directory {directory}")
+    return Corpus(files=[], token_file=None, description=f"datasets directory {directory}",
+                  root=directory.parent, datasets_dir=directory)
+
+
+def _large_corpus_fingerprint(corpus: Corpus) -> str:
+    """Names, sizes and the first and last MiB of every file, not every byte.
+
+    A record or shard corpus can be terabytes: hashing all of it would cost a full extra read before
+    any work. What this misses (an edit that keeps a file's size, head and tail) is rare for corpora
+    that are downloaded, not edited; the shard manifest records the sha256 of every output shard.
+    """
+    digest = hashlib.sha256(b"large-corpus\0" + corpus.text_field.encode("utf-8") + b"\0")
+    if corpus.datasets_dir is not None:
+        paths = sorted(corpus.datasets_dir.rglob("*"))
+        named = [(path.relative_to(corpus.datasets_dir).as_posix(), path) for path in paths if path.is_file()]
+    else:
+        train, val = corpus.token_streams() if corpus.is_tokenized else ([], [])
+        paths = corpus.record_files or [*train, *val]
+        named = [(path.name if corpus.root is None else path.relative_to(corpus.root).as_posix(), path)
+                 for path in paths]
+    for name, path in named:
+        encoded = name.encode("utf-8")
+        size = path.stat().st_size
+        digest.update(len(encoded).to_bytes(8, "little") + encoded + size.to_bytes(8, "little"))
+        with open(path, "rb") as handle:
+            digest.update(handle.read(_FINGERPRINT_EDGE_BYTES))
+            handle.seek(max(0, size - _FINGERPRINT_EDGE_BYTES))
+            digest.update(handle.read(_FINGERPRINT_EDGE_BYTES))
+    return digest.hexdigest()

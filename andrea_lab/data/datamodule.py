@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import lightning as L
 import torch
@@ -21,30 +21,36 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from andrea_lab.data import tokenizer as tokenizers_lib
-from andrea_lab.data.cache import TokenizedCorpus, load_or_build
+from andrea_lab.data.cache import TokenizedCorpus, cached_shards, load_or_build
 from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import check_settings, check_tokenizer_spec
 from andrea_lab.data.split import split_point
-from andrea_lab.data.token_file import MappedTokens
+from andrea_lab.data.shards import TOKENIZER_FILE, manifest_max_token_id
+from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 from andrea_lab.files import sha256_text
 
 STATE_TOKENIZER_KEY = "tokenizer_json"
+Tokens = Union[MappedTokens, ConcatenatedTokens]
 
 
 class AndreaDataModule(L.LightningDataModule):
     """Batches of ``(x, y)`` token windows from a corpus, reproducible from the seed.
 
     Args:
-        corpus: What to train on: ``stdlib`` (the Python standard library's
-            .py sources), a text file, a directory, a glob pattern, or an
-            llm.c token file (``*_train*.bin``; a ``*_val*.bin`` beside it is
-            used for validation).
+        corpus: What to train on: a shard directory written by ``andrea tokenize``
+            (or a directory or glob of llm.c ``*train*.bin`` / ``*val*.bin``
+            shards), ``stdlib`` (the Python standard library's .py sources), a
+            text file, a directory, a glob pattern, JSONL/Parquet record
+            files or a Hugging Face datasets directory (tokenized once into
+            the cache), or an llm.c token file (``*_train*.bin``; a
+            ``*_val*.bin`` beside it is used for validation).
         tokenizer: ``bpe`` (train a byte-level BPE with exactly vocab_size
-            ids on the training documents), ``byte`` (257 ids: bytes and
-            <|endoftext|>; needs vocab_size 257), or a path to a
-            tokenizer.json with at most vocab_size ids.
+            ids on the training documents; for a shard directory, its own
+            tokenizer.json), ``byte`` (257 ids: bytes and <|endoftext|>;
+            needs vocab_size 257), or a path to a tokenizer.json with at most
+            vocab_size ids.
         batch_size: Windows per batch.
         block_size: Tokens per window (the model's context length).
         vocab_size: Number of token ids the model has; every id in the data
@@ -64,6 +70,7 @@ class AndreaDataModule(L.LightningDataModule):
         num_workers: DataLoader worker processes (0 loads in the main process).
         cache_dir: Where tokenized corpora are cached; default
             $ANDREA_LAB_CACHE, else ~/.cache/andrea-lab.
+        text_field: The JSONL field / Parquet column holding a record's text.
     """
 
     def __init__(
@@ -79,6 +86,7 @@ class AndreaDataModule(L.LightningDataModule):
         max_val_batches: Optional[int] = 50,
         num_workers: int = 0,
         cache_dir: Optional[str] = None,
+        text_field: str = "text",
     ) -> None:
         super().__init__()
         check_settings(
@@ -97,13 +105,14 @@ class AndreaDataModule(L.LightningDataModule):
         self.max_val_batches = max_val_batches
         self.num_workers = num_workers
         self.cache_dir = cache_dir
+        self.text_field = text_field
 
         self._corpus: Optional[Corpus] = None
         self._entry: Optional[TokenizedCorpus] = None
         self._tokenizer: Optional[Tokenizer] = None
         self._tokenizer_known = False
-        self._train: Optional[MappedTokens] = None
-        self._val: Optional[MappedTokens] = None
+        self._train: Optional[Tokens] = None
+        self._val: Optional[Tokens] = None
 
     # ----------------------------------------------------------------- hooks
 
@@ -178,6 +187,9 @@ class AndreaDataModule(L.LightningDataModule):
         tokenizer = self._tokenizer if self._tokenizer_known else None
         manifest = self._entry.manifest if self._entry is not None else {}
         train_docs, val_docs = manifest.get("train_documents"), manifest.get("val_documents")
+        if corpus.shard_manifest is not None:  # counts, not name lists: a shard corpus has millions
+            totals = corpus.shard_manifest.get("totals", {})
+            train_docs, val_docs = [None] * totals.get("train_documents", 0), [None] * totals.get("val_documents", 0)
         return {
             "corpus": self.corpus_spec,
             "corpus_description": corpus.description,
@@ -246,7 +258,7 @@ class AndreaDataModule(L.LightningDataModule):
         return None if tokenizer is None else tokenizers_lib.eot_id(tokenizer)
 
     @property
-    def train_token_stream(self) -> MappedTokens:
+    def train_token_stream(self) -> Tokens:
         """The training tokens themselves (memory-mapped), e.g. for the unigram entropy of the data."""
         return self._require(self._train)
 
@@ -277,7 +289,11 @@ class AndreaDataModule(L.LightningDataModule):
 
     def _resolved_corpus(self) -> Corpus:
         if self._corpus is None:
-            self._corpus = resolve_corpus(self.corpus_spec)
+            corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
+            if corpus.is_records:  # records are tokenized once, in parallel, into cached shards
+                corpus = cached_shards(corpus, self.tokenizer_spec, self.vocab_size, self.val_fraction,
+                                       self.seed, self.cache_dir)
+            self._corpus = corpus
         return self._corpus
 
     def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
@@ -287,30 +303,43 @@ class AndreaDataModule(L.LightningDataModule):
         self._tokenizer = tokenizer
         self._tokenizer_known = True
 
-    def _token_file_streams(self, corpus: Corpus) -> tuple[MappedTokens, MappedTokens, str]:
-        """Train/val streams of a pre-tokenized corpus, after checking ids against vocab_size."""
-        assert corpus.token_file is not None
-        if corpus.val_token_file is not None:
-            train, val = MappedTokens(corpus.token_file), MappedTokens(corpus.val_token_file)
-            how = f"validation from {corpus.val_token_file.name}"
-        else:
-            total = len(MappedTokens(corpus.token_file))
+    def _token_file_streams(self, corpus: Corpus) -> tuple[Tokens, Tokens, str]:
+        """Train/val streams of a pre-tokenized corpus, after checking ids against vocab_size up front."""
+        train_files, val_files = corpus.token_streams()
+        if len(train_files) == 1 and not val_files:
+            total = len(MappedTokens(train_files[0]))
             boundary = split_point(total, self.val_fraction)
-            train = MappedTokens(corpus.token_file, 0, boundary)
-            val = MappedTokens(corpus.token_file, boundary, total)
+            train, val = MappedTokens(train_files[0], 0, boundary), MappedTokens(train_files[0], boundary, total)
             how = f"validation is the last {self.val_fraction:.1%} of tokens"
-        for stream, path in ((train, corpus.token_file), (val, corpus.val_token_file or corpus.token_file)):
-            highest = stream.max()
-            if highest >= self.vocab_size:
-                raise CorpusError(
-                    f"token file {path} contains token id {highest} but vocab_size is {self.vocab_size}; "
-                    f"every id must be below vocab_size (set model.config.vocab_size to at least {highest + 1})"
-                )
-        self._set_tokenizer(self._token_file_tokenizer())
+        elif not val_files:
+            raise CorpusError(f"corpus {corpus.description} has no validation shard (*val*.bin); "
+                              "`andrea tokenize` writes one, llm.c names its first shard *_val_000000.bin")
+        else:
+            train, val = _stream(train_files), _stream(val_files)
+            how = f"validation from {', '.join(path.name for path in val_files[:3])}" + (
+                ", ..." if len(val_files) > 3 else "")
+        recorded = manifest_max_token_id(corpus)
+        highest = recorded if recorded is not None else max(train.max(), val.max())
+        if highest >= self.vocab_size:
+            raise CorpusError(
+                f"token files of {corpus.description} contain token id {highest} but vocab_size is {self.vocab_size}; "
+                f"every id must be below vocab_size (set model.config.vocab_size to at least {highest + 1})"
+            )
+        self._set_tokenizer(self._token_file_tokenizer(corpus))
         return train, val, how
 
-    def _token_file_tokenizer(self) -> Optional[Tokenizer]:
-        """A token file carries no tokenizer: use 'byte' or a given file, else none (with a warning)."""
+    def _token_file_tokenizer(self, corpus: Corpus) -> Optional[Tokenizer]:
+        """A shard directory's own tokenizer.json; a token file carries none: use 'byte' or a given file,
+        else none (with a warning)."""
+        own = None if corpus.shard_manifest is None or corpus.root is None else corpus.root / TOKENIZER_FILE
+        if own is not None and self.tokenizer_spec == "bpe":
+            return tokenizers_lib.load_tokenizer(own)
+        if own is not None and self.tokenizer_spec != "byte":
+            given = tokenizers_lib.load_tokenizer(Path(self.tokenizer_spec).expanduser())
+            if sha256_text(given.to_str()) != corpus.shard_manifest["tokenizer"]["sha256"]:
+                raise CorpusError(f"tokenizer {self.tokenizer_spec} is not the one that made {corpus.root} "
+                                  f"(its {TOKENIZER_FILE}); leave data.tokenizer at 'bpe' to use that one")
+            return given
         if self.tokenizer_spec == "byte":
             return tokenizers_lib.byte_tokenizer()
         if self.tokenizer_spec != "bpe":
@@ -337,7 +366,7 @@ class AndreaDataModule(L.LightningDataModule):
         )
 
     @staticmethod
-    def _require(stream: Optional[MappedTokens]) -> MappedTokens:
+    def _require(stream: Optional[Tokens]) -> Tokens:
         if stream is None:
             raise RuntimeError("the data is not loaded yet: call prepare_data() and setup() first")
         return stream
@@ -361,3 +390,8 @@ def _cache_summary(entry: TokenizedCorpus, tokens: int) -> str:
         f"{corpus_bytes / 1e6:.2f} MB of text, "
         f"{corpus_bytes / max(tokens, 1):.2f} bytes/token; {how} ({entry.directory})"
     )
+
+
+def _stream(paths: list[Path]) -> Tokens:
+    """One shard as itself; several as one concatenated stream."""
+    return MappedTokens(paths[0]) if len(paths) == 1 else ConcatenatedTokens([MappedTokens(path) for path in paths])

@@ -171,3 +171,38 @@ class MappedTokens:
         state = self.__dict__.copy()
         state["_array"] = None
         return state
+
+
+class ConcatenatedTokens:
+    """Several token files (shards) read as one stream, each memory-mapped on first use.
+
+    Slices that cross a shard boundary are stitched from both sides, so windows, the held-out scan
+    and the deterministic sampler see one stream of ``sum(len(shard))`` tokens, whatever the number
+    of shards. Pickles as the paths and bounds, like :class:`MappedTokens`.
+    """
+
+    def __init__(self, parts: "list[MappedTokens]") -> None:
+        self.parts = [part for part in parts if len(part)]
+        self._starts = np.cumsum([0] + [len(part) for part in self.parts])
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("ConcatenatedTokens supports contiguous slices only")
+        begin, end, _ = key.indices(len(self))
+        if end <= begin:
+            return np.zeros(0, dtype=_TOKEN_DTYPE)
+        first = int(np.searchsorted(self._starts, begin, side="right")) - 1
+        pieces = []
+        while begin < end:
+            offset = int(self._starts[first])
+            stop = min(end, int(self._starts[first + 1]))
+            pieces.append(self.parts[first][begin - offset:stop - offset])
+            begin, first = stop, first + 1
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def max(self) -> int:
+        """The largest token id over every shard (0 when empty)."""
+        return max((part.max() for part in self.parts), default=0)

@@ -53,3 +53,57 @@ def generated_corpus(tmp_path: Path) -> Path:
     directory = tmp_path / "corpus"
     write_text_corpus(directory)
     return directory
+
+
+def stdlib_documents(count: int, offset: int = 0) -> list[str]:
+    """Real text from the machine: the first ``count`` standard-library modules after ``offset``."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(root.glob("*.py"))[offset:offset + count]
+    return [path.read_text(encoding="utf-8", errors="replace") for path in files]
+
+
+def write_jsonl(path: Path, texts: list[str], bad_lines: tuple[bytes, ...] = (), field: str = "text") -> Path:
+    """A JSONL corpus (gzip-compressed when the name ends in .gz), bad lines appended after the texts."""
+    import gzip
+    import json
+
+    body = b"".join(json.dumps({field: text, "n": i}).encode("utf-8") + b"\n" for i, text in enumerate(texts))
+    body += b"".join(line + b"\n" for line in bad_lines)
+    path.write_bytes(gzip.compress(body) if path.name.endswith(".gz") else body)
+    return path
+
+
+def write_parquet(path: Path, texts: list, field: str = "text") -> Path:
+    """A Parquet corpus with several row groups (so the reader's batching is exercised)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({field: texts, "n": list(range(len(texts)))}), path, row_group_size=7)
+    return path
+
+
+#: Lines that are not documents, one of each reason the reader reports.
+BAD_LINES = (b'{"other": "no text field"}', b'{"text": "   "}', b"this is not json", b'{"text": 5}',
+             b'{"text": "caf\xe9 is latin-1"}', b'{"text": "\\ud800 lone surrogate"}')
+
+
+@pytest.fixture(scope="session")
+def small_texts() -> list[str]:
+    return stdlib_documents(40)
+
+
+@pytest.fixture(scope="session")
+def jsonl_writer():
+    return write_jsonl
+
+
+@pytest.fixture(scope="session")
+def parquet_writer():
+    return write_parquet
+
+
+@pytest.fixture(scope="session")
+def bad_lines() -> tuple[bytes, ...]:
+    return BAD_LINES
