@@ -1,8 +1,8 @@
 """The run's tokenizer as a transformers fast tokenizer, and a Hugging Face directory's tokenizer back.
 
 ANDREA's tokenizers are already ``tokenizers.Tokenizer`` objects (byte-level BPE or bytes), so the
-export wraps the same object in ``PreTrainedTokenizerFast`` and saves it: ``tokenizer.json`` is the
-run's tokenizer unchanged, and ``AutoTokenizer.from_pretrained`` gives the same ids. ``<|endoftext|>``
+export wraps the same object in ``PreTrainedTokenizerFast`` for its configuration files and writes
+``tokenizer.json`` as the run's tokenizer unchanged, and ``AutoTokenizer.from_pretrained`` gives the same ids. ``<|endoftext|>``
 is bos and eos. A literal "<|endoftext|>" in text encodes as its bytes, as in andrea
 (``split_special_tokens``), so a prompt gives the same ids in both.
 """
@@ -15,7 +15,7 @@ from typing import Optional
 
 from tokenizers import Tokenizer
 
-from andrea_lab.data.tokenizer import END_OF_TEXT, TokenizerError, load_tokenizer, tokenizer_from_json
+from andrea_lab.data.tokenizer import END_OF_TEXT, TokenizerError, load_tokenizer, save_tokenizer, tokenizer_from_json
 from andrea_lab.files import write_json_atomic
 
 #: The class name both transformers 4 and 5 resolve to the fast tokenizer over ``tokenizer.json``
@@ -34,6 +34,9 @@ def save_fast_tokenizer(tokenizer: Tokenizer, directory: Path, model_max_length:
         bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, model_max_length=model_max_length,
         split_special_tokens=True, clean_up_tokenization_spaces=False)
     fast.save_pretrained(directory)
+    # tokenizer.json is the run's own, byte for byte: transformers 5 adds a (no-op) post-processor to the
+    # object it wraps, and an import of the directory must give back exactly the tokenizer that was exported.
+    save_tokenizer(tokenizer, directory / "tokenizer.json")
     config_path = directory / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["tokenizer_class"] = TOKENIZER_CLASS

@@ -47,7 +47,7 @@ def test_the_files_name_a_class_transformers_4_and_5_both_know(tmp_path):
 def test_a_directory_tokenizer_is_read_back_identically(bpe, tmp_path):
     save_fast_tokenizer(bpe, tmp_path, model_max_length=64)
     tokenizer, described = read_tokenizer(tmp_path)
-    assert described.endswith("tokenizer.json") and tokenizer.get_vocab() == bpe.get_vocab()
+    assert described.endswith("tokenizer.json") and tokenizer.to_str() == bpe.to_str()  # unchanged
     assert tokenizer.encode(TEXTS[0]).ids == bpe.encode(TEXTS[0]).ids
 
 
