@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import GPT2Config
 
 from andrea_lab.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.config import preset
@@ -25,10 +26,10 @@ def test_gpt2_to_andrea_to_gpt2_gives_back_the_same_tensors_and_config(gpt2_dir,
     exported = export_checkpoint(tmp_path / "a.ckpt", tmp_path / "back")
     original, back = load_file(directory / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
     assert original.keys() == back.keys() and all(torch.equal(original[k], back[k]) for k in original)
-    before, after = (json.loads((d / "config.json").read_text()) for d in (directory, tmp_path / "back"))
+    before, after = (GPT2Config.from_pretrained(d) for d in (directory, tmp_path / "back"))
     for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "activation_function",
                 "layer_norm_epsilon", "bos_token_id", "eos_token_id", "tie_word_embeddings", "model_type"):
-        assert before[key] == after[key], key
+        assert getattr(before, key) == getattr(after, key), key
     assert exported.files == ["README.md", "config.json", "generation_config.json", "model.safetensors",
                               "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
     assert json.loads((tmp_path / "back" / "generation_config.json").read_text())["eos_token_id"] == 256
