@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-#: Export formats; each is a function of (checkpoint, out, tokenizer) in andrea_lab.interop.
+#: Export formats (``--to``): so far transformers' GPT-2 directory layout.
 FORMATS = ("hf",)
 
 

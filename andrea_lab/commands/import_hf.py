@@ -19,7 +19,8 @@ def fit_arguments(result) -> list[str]:
     """The `andrea fit` overrides that make a new fit's model (and data) match the imported checkpoint."""
     config = result.config
     arguments = [f"--model.init_from {result.checkpoint}"]
-    for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "activation", "mlp_ratio"):
+    for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "activation", "mlp_ratio",
+                 "layer_norm_eps"):
         value = getattr(config, name)
         arguments.append(f"--model.config.{name} {'null' if value is None else value}")
     if result.tokenizer_file is not None:

@@ -72,6 +72,8 @@ def _checked_tokenizer(source: Path, explicit: bool, config: AndreaConfig) -> tu
         if explicit:
             raise
         return None, f"not carried: {exc}"
+    if tokenizer is None and explicit:
+        raise UsageError(f"--tokenizer {source}: {described}")
     if tokenizer is not None and tokenizer.get_vocab_size() > config.vocab_size:
         raise NotImportableError(f"the tokenizer ({described}) has {tokenizer.get_vocab_size()} ids but the model "
                                  f"only {config.vocab_size} (vocab_size in config.json); they do not belong together")

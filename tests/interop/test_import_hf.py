@@ -51,6 +51,9 @@ def test_weights_without_a_tokenizer_import_and_say_so(gpt2_dir, tmp_path):
     with_tokenizer = import_directory(gpt2_dir(tokenizer=False, name="b"), tmp_path / "b.ckpt",
                                       tokenizer_source=gpt2_dir(name="with-tokenizer") / "tokenizer.json")
     assert with_tokenizer.tokenizer_file.is_file()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="--tokenizer .*empty: .*has no tokenizer files"):
+        import_directory(gpt2_dir(tokenizer=False, name="c"), tmp_path / "c.ckpt", tokenizer_source=tmp_path / "empty")
 
 
 def test_nothing_is_overwritten_and_bad_directories_are_named(gpt2_dir, tmp_path):
