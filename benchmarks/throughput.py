@@ -539,7 +539,11 @@ def hf_gpt2(config: AndreaConfig, activation: str = "gelu_new"):
     (no weights are downloaded)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    if _is_gated(config) or config.norm_placement != "pre" or not config.bias or config.activation != "gelu":
+    from andrea_lab.builtin.activations import GELU
+    from andrea_lab.interop.gpt2_config import unexportable_fields
+
+    # Plugin names are compared by what they select (``pre`` and ``andrea-lab:pre`` are one placement).
+    if unexportable_fields(config) or config.components().activation is not GELU:
         raise ValueError("HF GPT-2 has ANDREA's shape only for the spec's pre-norm, GELU, biased blocks")
     hf_config = GPT2Config(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
