@@ -534,16 +534,21 @@ def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps:
     return optimizer, scheduler
 
 
+def _gpt2_shaped(config: AndreaConfig) -> bool:
+    """Pre-norm, tanh GELU, biases: GPT-2's function. Plugin names are compared by what they select
+    (``pre`` and ``andrea-lab:pre`` are one placement), through the export's own check."""
+    from andrea_lab.builtin.activations import GELU
+    from andrea_lab.interop.gpt2_config import unexportable_fields
+
+    return not unexportable_fields(config) and config.components().activation is GELU
+
+
 def hf_gpt2(config: AndreaConfig, activation: str = "gelu_new"):
     """``GPT2LMHeadModel`` of ANDREA's shape, SDPA attention, every dropout 0, built from a config
     (no weights are downloaded)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from andrea_lab.builtin.activations import GELU
-    from andrea_lab.interop.gpt2_config import unexportable_fields
-
-    # Plugin names are compared by what they select (``pre`` and ``andrea-lab:pre`` are one placement).
-    if unexportable_fields(config) or config.components().activation is not GELU:
+    if not _gpt2_shaped(config):
         raise ValueError("HF GPT-2 has ANDREA's shape only for the spec's pre-norm, GELU, biased blocks")
     hf_config = GPT2Config(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
@@ -1064,7 +1069,7 @@ def run(settings: BenchSettings, echo: Callable[[str], None] = print) -> dict:
         kind = name if name in VARIANT_LABELS else ABLATIONS[name][0]
         if kind == "hf":
             reason = transformers_missing()
-            if reason is None and (_is_gated(config) or config.norm_placement != "pre" or config.activation != "gelu"):
+            if reason is None and not _gpt2_shaped(config):
                 reason = "the preset's architecture is not GPT-2's"
             if reason:
                 skipped[name] = reason
