@@ -13,7 +13,7 @@ selecting andrea-lab's own plugins when another installed distribution registers
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, NormPlacement
@@ -134,9 +134,6 @@ class AndreaConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    def with_changes(self, **changes) -> "AndreaConfig":
-        return replace(self, **changes)
 
 
 #: Named configurations. ``andrea-120m`` is the spec; the small ones are for CPUs and tests.

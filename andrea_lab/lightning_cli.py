@@ -12,6 +12,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from andrea_lab import tags
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
 from andrea_lab.checkpoint_io import load_checkpoint
 from andrea_lab.data import AndreaDataModule
@@ -65,10 +66,10 @@ class AndreaCLI(LightningCLI):
         parser.link_arguments("model.config.vocab_size", "data.vocab_size")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults({
-            "checkpoint.monitor": "val/loss",
+            "checkpoint.monitor": tags.VAL_LOSS,
             "checkpoint.mode": "min",
             "checkpoint.save_last": True,
-            "checkpoint.filename": "step{step}-val{val/loss:.3f}",
+            "checkpoint.filename": f"step{{step}}-val{{{tags.VAL_LOSS}:.3f}}",
             "checkpoint.auto_insert_metric_name": False,
         })
         # On by default; configured as stability.* and summary.* (docs/stability.md).

@@ -8,11 +8,19 @@
 Which norm placement, activation and kernel backend are used is decided by the config's names,
 resolved through the plugin registry once, in ``Andrea.__init__``; the classes are handed down to the
 blocks, and this file never branches on a name.
+
+Looking inside (the stability probe, ``andrea trace``, ``andrea params``) goes through one small API at the
+end of this file: :meth:`Andrea.sublayers` lists the trunk's sublayers (block index, kind, the module and
+the norm-placement wiring around it) and :meth:`Andrea.tap` calls back with the residual stream before and
+after each sublayer, the attention logits and the MLP's hidden activations during a forward pass.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -39,12 +47,17 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        q, k, v = self.heads(self.qkv(x))  # (B, nh, T, hs)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                            dropout_p=self.dropout if self.training else 0.0)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.proj(y))
+
+    def heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Split the qkv projection (B, T, 3C) into q, k, v, each (B, nh, T, hs)."""
+        B, T, three_c = qkv.shape
+        return tuple(t.view(B, T, self.n_head, three_c // (3 * self.n_head)).transpose(1, 2)
+                     for t in qkv.split(three_c // 3, dim=2))
 
 
 class MLP(nn.Module):
@@ -97,6 +110,9 @@ class Block(nn.Module):
             self.attn = placement(config.d_model, attention, backend, eps=eps, bias=bias)
             self.mlp = placement(config.d_model, mlp, backend, eps=eps, bias=bias)
         self.placement_name = config.norm_placement
+        # The sublayers themselves, whatever the placement does with them (a plain tuple: not registered
+        # twice, so the state dict keeps its names); Andrea.sublayers reads them.
+        self.inner = (attention, mlp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.attn(x)  # (B, T, C)
@@ -187,6 +203,47 @@ class Andrea(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
 
+    # ------------------------------------------------------------------ looking inside
+
+    def sublayers(self) -> list[Sublayer]:
+        """Every sublayer of the trunk in forward order: block 0 attention, block 0 MLP, block 1 ..."""
+        return [Sublayer(i, kind, module, wiring) for i, block in enumerate(self.blocks)
+                for kind, wiring, module in zip(SUBLAYER_KINDS, (block.attn, block.mlp), block.inner)]
+
+    @contextmanager
+    def tap(self, on_stream: Callable[[Sublayer, torch.Tensor, torch.Tensor], None] | None = None,
+            on_attention: Callable[[Sublayer, AttentionLogits], None] | None = None,
+            on_hidden: Callable[[Sublayer, torch.Tensor], None] | None = None) -> Iterator[list[Sublayer]]:
+        """Inside the ``with``, every forward pass calls back, sublayer by sublayer:
+
+        * ``on_stream(sublayer, before, after)``: the residual stream (B, T, C) entering and leaving the
+          sublayer's wiring; for pre-norm ``after - before`` is exactly what the sublayer adds;
+        * ``on_attention(sublayer, logits)``: an attention sublayer's logits (:class:`AttentionLogits`);
+        * ``on_hidden(sublayer, hidden)``: an MLP's activation output (B, T, hidden), before its projection.
+
+        The tensors keep their autograd graph (detach what you keep). Forward hooks on the model's own
+        modules: the forward itself has no branch for this, and nothing is called after the ``with``.
+        """
+        handles, sublayers = [], self.sublayers()
+
+        def watch(module: nn.Module, s: Sublayer, call: Callable) -> None:
+            def hook(m: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+                call(s, inputs[0], output)  # returns None: a hook's return value would replace the output
+            handles.append(module.register_forward_hook(hook))
+
+        for s in sublayers:
+            if on_stream is not None:
+                watch(s.wiring, s, on_stream)
+            if on_attention is not None and s.kind == "attn":
+                watch(s.module.qkv, s, lambda s, x, qkv: on_attention(s, AttentionLogits(*s.module.heads(qkv)[:2])))
+            if on_hidden is not None and s.kind == "mlp":
+                watch(s.module.proj, s, lambda s, hidden, y: on_hidden(s, hidden))
+        try:
+            yield sublayers
+        finally:
+            for handle in handles:
+                handle.remove()
+
     def num_parameters(self) -> int:
         """Parameters stored (the tied embedding counted once)."""
         return sum(p.numel() for p in self.parameters())
@@ -213,3 +270,33 @@ class Andrea(nn.Module):
                 next_id = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
             idx = torch.cat((idx, next_id), dim=1)
         return idx
+
+
+#: The kinds of sublayer in a block, in forward order.
+SUBLAYER_KINDS = ("attn", "mlp")
+
+
+@dataclass(frozen=True)
+class Sublayer:
+    """One sublayer of the trunk as seen from outside (:meth:`Andrea.sublayers`)."""
+
+    block: int            # index of its block, from 0 at the input
+    kind: str             # "attn" or "mlp" (SUBLAYER_KINDS)
+    module: nn.Module     # the sublayer itself: CausalSelfAttention or MLP
+    wiring: nn.Module     # the norm placement around it: stream before → stream after
+
+
+class AttentionLogits:
+    """The pre-softmax attention logits q·kᵀ/√hs of one attention sublayer, kept as q and k (B, nh, T, hs):
+    all heads at once are B·nh·T² numbers, so a caller materialises the heads it asks for."""
+
+    def __init__(self, q: torch.Tensor, k: torch.Tensor):
+        self.q, self.k = q, k
+        self.n_head = q.shape[1]
+
+    def __call__(self, heads: slice = slice(None)) -> torch.Tensor:
+        """The logits of ``heads`` in float32, (B, h, T, T); a query's future positions are -inf (masked)."""
+        q, k = self.q[:, heads].float(), self.k[:, heads].float()
+        T = q.shape[-2]
+        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        return (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill_(future, -math.inf)

@@ -19,12 +19,13 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
+from andrea_lab import tags
 from andrea_lab.config import AndreaConfig, ConfigError
 from andrea_lab.contracts import PLUGIN_KINDS
 from andrea_lab.errors import DivergenceError
 from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
-from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
+from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
 from andrea_lab.registry import selected_entry_point
 
 
@@ -63,6 +64,21 @@ def fused_adamw(param_groups: list[dict], fused: bool = True, **hparams) -> torc
         return torch.optim.AdamW(param_groups, fused=True, **hparams)
     except RuntimeError:  # a device or dtype without the fused kernel
         return torch.optim.AdamW(param_groups, **hparams)
+
+
+def adamw_with_schedule(model: torch.nn.Module, lr: float, betas: tuple[float, float], eps: float,
+                        weight_decay: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float,
+                        fused: bool = True) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AndreaLM's optimizer, for any model: AdamW with weight decay on the matrices only (``dim >= 2``,
+    unless a parameter says otherwise in ``_andrea_decay``), fused where torch has the kernel, and the
+    per-step warmup + cosine schedule (:func:`warmup_cosine`). benchmarks/throughput trains HF GPT-2 with it."""
+    decays = [(p, getattr(p, "_andrea_decay", p.dim() >= 2)) for p in model.parameters()]
+    optimizer = fused_adamw([{"params": [p for p, d in decays if d], "weight_decay": weight_decay},
+                             {"params": [p for p, d in decays if not d], "weight_decay": 0.0}],
+                            lr=lr, betas=betas, eps=eps, fused=fused)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, warmup_steps, decay_steps, min_lr_ratio))
+    return optimizer, scheduler
 
 
 def _same_field(name: str, saved, current) -> bool:
@@ -205,10 +221,10 @@ class AndreaLM(L.LightningModule):
         self.last_grad_norm = None
         _, loss = self.model(x, y)
         self._last_train_loss = loss.detach()
-        self.log("train/loss", loss, prog_bar=True)
+        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)
         if self._logger_writes_now():
-            self.log("train/lr", self.lr_schedulers().get_last_lr()[0])
-            self.log("train/tokens", float((self.global_step + 1) * x.numel() * self.trainer.world_size))
+            self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])
+            self.log(tags.TRAIN_TOKENS, float((self.global_step + 1) * x.numel() * self.trainer.world_size))
         return loss
 
     def _logger_writes_now(self) -> bool:
@@ -219,13 +235,12 @@ class AndreaLM(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         # Called after backward and before clipping: this is the raw gradient norm.
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        if not grads:
+        norm = global_grad_norm(self.parameters())
+        if norm is None:
             return
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         self.last_grad_norm = norm.detach()
         if self._logger_writes_now():
-            self.log("train/grad_norm", norm)
+            self.log(tags.TRAIN_GRAD_NORM, norm)
         if self._grad_scaler() is not None:
             return  # fp16: GradScaler skips overflowing steps itself; they are routine, not divergence
         loss = self._last_train_loss if self._last_train_loss is not None else norm
@@ -263,7 +278,7 @@ class AndreaLM(L.LightningModule):
                 optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
             # The logger directly: Lightning refuses self.log in on_train_end and the checkpoint hooks.
             if self.logger is not None:
-                self.logger.log_metrics({"train/skipped_steps": float(self.skipped_steps)}, step=self.global_step)
+                self.logger.log_metrics({tags.TRAIN_SKIPPED_STEPS: float(self.skipped_steps)}, step=self.global_step)
             warnings.warn(f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
                           f"({self.skipped_steps} of at most {self.hparams.max_skipped_steps})", RuntimeWarning)
             return
@@ -310,15 +325,15 @@ class AndreaLM(L.LightningModule):
         logits, loss = self.model(x, y)
         self.val_loss.update(loss, weight=y.numel())
         self.val_perplexity.update(logits.float(), y)
-        self.log(f"{stage}/loss", self.val_loss, prog_bar=True)
-        self.log(f"{stage}/perplexity", self.val_perplexity)
+        self.log(tags.STAGE_LOSS[stage], self.val_loss, prog_bar=True)
+        self.log(tags.STAGE_PERPLEXITY[stage], self.val_perplexity)
 
     def on_validation_epoch_end(self) -> None:
         # Lightning discards what is logged during the sanity check. Its loss is the loss at
         # initialisation (about ln(vocab_size)), the natural first point of every curve: log it at step 0.
         if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
-            self.logger.log_metrics({"val/loss": float(self.val_loss.compute()),
-                                     "val/perplexity": float(self.val_perplexity.compute())}, step=0)
+            self.logger.log_metrics({tags.VAL_LOSS: float(self.val_loss.compute()),
+                                     tags.VAL_PERPLEXITY: float(self.val_perplexity.compute())}, step=0)
 
     #: Fields that decide the shapes and meaning of the weights; the others (kernel backend,
     #: dropout, ...) may change between a checkpoint and the run that resumes from it.
@@ -342,16 +357,9 @@ class AndreaLM(L.LightningModule):
                               "checkpoint, or start a new fit without ckpt_path")
 
     def configure_optimizers(self):
-        decay = [p for p in self.model.parameters() if getattr(p, "_andrea_decay", p.dim() >= 2)]
-        no_decay = [p for p in self.model.parameters() if not getattr(p, "_andrea_decay", p.dim() >= 2)]
-        optimizer = fused_adamw(
-            [{"params": decay, "weight_decay": self.hparams.weight_decay},
-             {"params": no_decay, "weight_decay": 0.0}],
-            lr=self.hparams.lr, betas=self.hparams.betas, eps=self.hparams.eps, fused=self.use_fused_adamw,
-        )
-        decay_steps = self.hparams.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda step: warmup_cosine(step, self.hparams.warmup_steps, decay_steps, self.hparams.min_lr_ratio),
-        )
+        hp = self.hparams
+        decay_steps = hp.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
+        optimizer, scheduler = adamw_with_schedule(self.model, hp.lr, hp.betas, hp.eps, hp.weight_decay,
+                                                   hp.warmup_steps, decay_steps, hp.min_lr_ratio,
+                                                   fused=self.use_fused_adamw)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

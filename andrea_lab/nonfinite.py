@@ -17,9 +17,17 @@ can still be dropped before it is applied.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 import torch
+
+
+def global_grad_norm(parameters: Iterable[torch.nn.Parameter]) -> Optional[torch.Tensor]:
+    """The L2 norm of all the parameters' gradients together (those that have one), on their device and
+    without a host sync; None when no parameter has a gradient. The one place this norm is computed
+    (AndreaLM, the stability monitor, benchmarks/throughput)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    return torch.nn.utils.get_total_norm(grads) if grads else None
 
 
 def takes_found_inf(optimizer: torch.optim.Optimizer) -> bool:

@@ -13,6 +13,9 @@ under ``andrea sweep``) holds, besides Lightning's own files:
 ``sweep-failed.json``  the fit exited non-zero: the next sweep moves the directory aside and reruns it;
 ``sweep.log``          the fit's stdout and stderr.
 
+Beside the runs, ``_comparison/`` (in a suite's directory) is ``andrea compare``'s report as a TensorBoard
+run of its own (text and images); it is not a run, and readers of runs skip it (:func:`is_comparison_run`).
+
 :func:`run_state` is the one resume rule, used by every executor of a sweep and by ``andrea compare``.
 """
 
@@ -43,7 +46,14 @@ LOCK_FILE = ".sweep.lock"
 #: How a fit ended. ``diverged`` wins over ``interrupted``: a run stopped because it diverged is done.
 STATUSES = ("finished", "diverged", "interrupted")
 DONE_STATES = ("finished", "diverged")
+#: Why a run diverged (``divergence.kind``; the StabilityMonitor's detectors, docs/stability.md).
+NONFINITE = "nonfinite"
+STUCK_AT_UNIGRAM = "stuck_at_unigram"
+FINAL_ABOVE_BEST = "final_above_best"
+DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, FINAL_ABOVE_BEST)
 ASIDE_TAGS = (".interrupted-", ".failed-")
+#: The directory name of ``andrea compare``'s TensorBoard run (and the prefix of its temporary twin).
+COMPARISON_RUN = "_comparison"
 
 
 # ---------------------------------------------------------------------------------------- record
@@ -181,6 +191,11 @@ def read_record(run_dir: str | Path) -> Optional[RunRecord]:
 
 
 def write_record(run_dir: str | Path, record: RunRecord) -> Path:
+    """Write ``summary.json`` atomically; a status or divergence kind outside the schema's lists is a bug
+    in the writer, refused here rather than found by a reader (readers stay lenient: :meth:`RunRecord.from_json`)."""
+    if record.status not in STATUSES or record.divergence_kind not in (None, *DIVERGENCE_KINDS):
+        raise ValueError(f"run record with status {record.status!r} and divergence kind {record.divergence_kind!r}; "
+                         f"valid: statuses {', '.join(STATUSES)}, kinds {', '.join(DIVERGENCE_KINDS)} or none")
     path = Path(run_dir) / SUMMARY_FILE
     write_json_atomic(path, record.to_json())
     return path
@@ -257,3 +272,8 @@ def move_aside(run_dir: Path, reason: str) -> Path:
 def is_aside(path: Path) -> bool:
     """A run directory moved aside by the sweep (ignored by ``andrea compare``)."""
     return any(tag in Path(path).name for tag in ASIDE_TAGS)
+
+
+def is_comparison_run(path: Path) -> bool:
+    """``andrea compare``'s report directory (or its temporary twin while it is written): not a run."""
+    return Path(path).name.startswith(COMPARISON_RUN)

@@ -24,7 +24,6 @@ Needs a CUDA GPU, nvcc (the kernels are compiled on first use) and andrea-lab-cu
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -78,64 +77,18 @@ def make_case(op: str, n: int, dtype: torch.dtype, d_model: int, hidden: int, co
     automatic dynamic shapes then recompile it once for varying sizes, not once per size); it is
     None when the compile column is off.
     """
-    from andrea_lab_cuda import ops
-
-    s = torch.empty((), dtype=dtype).element_size()
-
     def rand(*shape, scale=1.0, shift=0.0):
         return (torch.randn(*shape, device="cuda") * scale + shift).to(dtype)
 
+    s = torch.empty((), dtype=dtype).element_size()
     if op in ("gelu_fwd", "gelu_bwd", "relu_fwd", "relu_bwd"):
-        x = rand(n, scale=2.0)
-        if op == "gelu_fwd":
-            ours, args, nbytes = (lambda: ops.gelu_tanh_forward(x)), (x,), 2 * n * s  # read x, write y
-        elif op == "relu_fwd":
-            ours, args, nbytes = (lambda: ops.relu_forward(x)), (x,), 2 * n * s
-        elif op == "gelu_bwd":
-            dy = rand(n)
-            ours, args, nbytes = (lambda: ops.gelu_tanh_backward(dy, x)), (dy, x), 3 * n * s  # read dy, x; write dx
-        else:
-            dy, y = rand(n), F.relu(x)
-            ours, args, nbytes = (lambda: ops.relu_backward(dy, y)), (dy, y), 3 * n * s  # read dy, y; write dx
-        target = ELEMENTWISE_TARGET
+        ours, args, nbytes, target = _elementwise_case(op, n, s, rand)
     elif op in ("swiglu_fwd", "swiglu_bwd"):
-        rows = max(1, n // hidden)
-        n = rows * hidden
-        h = rand(rows, 2 * hidden, scale=2.0)
-        gate, up = h.chunk(2, -1)  # as the model calls it: row-strided views of h
-        if op == "swiglu_fwd":  # read gate, up; write out
-            ours, args, nbytes = (lambda: ops.swiglu_forward(gate, up)), (gate, up), 3 * n * s
-        else:  # read dout, gate, up; write dgate, dup
-            dout = rand(rows, hidden)
-            ours, args, nbytes = (lambda: ops.swiglu_backward(dout, gate, up)), (dout, gate, up), 5 * n * s
-        target = ELEMENTWISE_TARGET
+        n = max(1, n // hidden) * hidden
+        ours, args, nbytes, target = _swiglu_case(op, n // hidden, hidden, s, rand)
     else:
-        rows = max(1, n // d_model)
-        n = rows * d_model
-        x = rand(rows, d_model, scale=2.0, shift=0.5)
-        w = rand(d_model, scale=0.1, shift=1.0)
-        b = rand(d_model, scale=0.1)
-        params = 2 * d_model * s  # weight and bias (or dweight and dbias)
-        stats = 2 * rows * 4  # mean and rstd, fp32
-        if op == "layer_norm_fwd":  # read x, w, b; write y, mean, rstd
-            ours, args, nbytes = (lambda: ops.layer_norm_forward(x, None, w, b, EPS)), (x, w, b), \
-                2 * n * s + params + stats
-            target = LAYER_NORM_TARGET
-        elif op == "add_layer_norm_fwd":  # read x, delta, w, b; write sum, y, mean, rstd
-            delta = rand(rows, d_model)
-            ours, args, nbytes = (lambda: ops.layer_norm_forward(x, delta, w, b, EPS)), (x, delta, w, b), \
-                4 * n * s + params + stats
-            target = LAYER_NORM_TARGET
-        elif op == "layer_norm_bwd":  # read dy, x, w, mean, rstd; write dx, dw, db
-            dy = rand(rows, d_model)
-            _, mean, rstd = torch.ops.aten.native_layer_norm(x, [d_model], w, b, EPS)
-            mean_flat, rstd_flat = mean.reshape(-1).float().contiguous(), rstd.reshape(-1).float().contiguous()
-            ours = lambda: ops.layer_norm_backward(dy, x, mean_flat, rstd_flat, w, dtype, None, True, True)  # noqa: E731
-            args, nbytes = (dy, x, mean, rstd, w, b), 3 * n * s + 3 * d_model * s + stats
-            target = None
-        else:
-            raise ValueError(op)
-
+        n = max(1, n // d_model) * d_model
+        ours, args, nbytes, target = _layer_norm_case(op, n // d_model, d_model, dtype, s, rand)
     eager = EAGER[op]
     impls: dict[str, Callable[[], object]] = {"cuda": ours, "eager": lambda: eager(*args)}
     if compiled is not None:
@@ -144,6 +97,57 @@ def make_case(op: str, n: int, dtype: torch.dtype, d_model: int, hidden: int, co
         fn = compiled[op]
         impls["compile"] = lambda: fn(*args)
     return Case(op, n, nbytes, impls, target)
+
+
+def _elementwise_case(op: str, n: int, s: int, rand: Callable):
+    """(our call, the eager op's arguments, bytes moved, target) for GELU / ReLU."""
+    from andrea_lab_cuda import ops
+
+    x = rand(n, scale=2.0)
+    if op == "gelu_fwd":  # read x, write y
+        return (lambda: ops.gelu_tanh_forward(x)), (x,), 2 * n * s, ELEMENTWISE_TARGET
+    if op == "relu_fwd":
+        return (lambda: ops.relu_forward(x)), (x,), 2 * n * s, ELEMENTWISE_TARGET
+    dy = rand(n)
+    if op == "gelu_bwd":  # read dy, x; write dx
+        return (lambda: ops.gelu_tanh_backward(dy, x)), (dy, x), 3 * n * s, ELEMENTWISE_TARGET
+    y = F.relu(x)  # read dy, y; write dx
+    return (lambda: ops.relu_backward(dy, y)), (dy, y), 3 * n * s, ELEMENTWISE_TARGET
+
+
+def _swiglu_case(op: str, rows: int, hidden: int, s: int, rand: Callable):
+    from andrea_lab_cuda import ops
+
+    n = rows * hidden
+    gate, up = rand(rows, 2 * hidden, scale=2.0).chunk(2, -1)  # as the model calls it: row-strided views of h
+    if op == "swiglu_fwd":  # read gate, up; write out
+        return (lambda: ops.swiglu_forward(gate, up)), (gate, up), 3 * n * s, ELEMENTWISE_TARGET
+    dout = rand(rows, hidden)  # read dout, gate, up; write dgate, dup
+    return (lambda: ops.swiglu_backward(dout, gate, up)), (dout, gate, up), 5 * n * s, ELEMENTWISE_TARGET
+
+
+def _layer_norm_case(op: str, rows: int, d_model: int, dtype: torch.dtype, s: int, rand: Callable):
+    from andrea_lab_cuda import ops
+
+    n = rows * d_model
+    x = rand(rows, d_model, scale=2.0, shift=0.5)
+    w, b = rand(d_model, scale=0.1, shift=1.0), rand(d_model, scale=0.1)
+    params = 2 * d_model * s  # weight and bias (or dweight and dbias)
+    stats = 2 * rows * 4  # mean and rstd, fp32
+    if op == "layer_norm_fwd":  # read x, w, b; write y, mean, rstd
+        return (lambda: ops.layer_norm_forward(x, None, w, b, EPS)), (x, w, b), 2 * n * s + params + stats, \
+            LAYER_NORM_TARGET
+    if op == "add_layer_norm_fwd":  # read x, delta, w, b; write sum, y, mean, rstd
+        delta = rand(rows, d_model)
+        return (lambda: ops.layer_norm_forward(x, delta, w, b, EPS)), (x, delta, w, b), \
+            4 * n * s + params + stats, LAYER_NORM_TARGET
+    if op != "layer_norm_bwd":
+        raise ValueError(op)
+    dy = rand(rows, d_model)  # read dy, x, w, mean, rstd; write dx, dw, db
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [d_model], w, b, EPS)
+    mean_flat, rstd_flat = mean.reshape(-1).float().contiguous(), rstd.reshape(-1).float().contiguous()
+    ours = lambda: ops.layer_norm_backward(dy, x, mean_flat, rstd_flat, w, dtype, None, True, True)  # noqa: E731
+    return ours, (dy, x, mean, rstd, w, b), 3 * n * s + 3 * d_model * s + stats, None
 
 
 def _add_layer_norm_eager(x, delta, w, b):
@@ -219,8 +223,8 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def check_backend() -> str:
+    """The cuda backend's availability reason; exits with a message saying what is missing."""
     if not torch.cuda.is_available():
         fail(f"needs a CUDA GPU, and torch.cuda.is_available() is False (PyTorch {torch.__version__}, "
              f"CUDA {torch.version.cuda or 'none: a CPU-only build'}); run it on a machine with an NVIDIA GPU")
@@ -231,76 +235,100 @@ def main(argv=None) -> int:
     avail = CudaBackend.availability()
     if not avail:
         fail(f"the cuda kernel backend is not available: {avail.reason}")
-    ops_wanted = [o.strip() for o in args.ops.split(",") if o.strip()]
-    unknown = sorted(set(ops_wanted) - set(OPS))
-    if unknown:
-        fail(f"unknown ops {unknown}; valid: {', '.join(OPS)}")
-    dtype = getattr(torch, args.dtype)
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
-    sizes = [1 << k for k in range(args.min_log2, args.max_log2 + 1, args.step_log2)]
-    timer = Timer(l2, args.warmup, args.reps)
-    compiled: dict | None = None if args.no_compile else {}
-    torch.backends.cuda.matmul.allow_tf32 = True
+    return avail.reason
 
-    print(f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / 2**20:.0f} MiB, {args.dtype}; "
-          f"{avail.reason}")
-    # Device-to-device copy: the bandwidth that the fractions are taken of.
+
+def measure_copy(sizes: list[int], dtype: torch.dtype, timer: Timer) -> dict[int, float]:
+    """GB/s of a device-to-device copy (read n, write n) at each size: the 100 % of the fractions."""
     copy_gbps = {}
     for n in sizes:
         src = torch.empty(n, dtype=dtype, device="cuda").normal_()
         dst = torch.empty_like(src)
         ms = timer(lambda: dst.copy_(src))
         copy_gbps[n] = 2 * _bytes(src) / ms / 1e6
-        del src, dst
+    return copy_gbps
+
+
+def measure_op(op: str, sizes: list[int], args: argparse.Namespace, timer: Timer, peak_copy: float,
+               compiled: dict | None) -> tuple[list[Result], dict | None]:
+    """Every size of one op, printed as a row each; the results and the op's target verdict."""
+    dtype = getattr(torch, args.dtype)
+    print(f"{op:<20}{'elements':>12}" + "".join(f"{impl:>22}" for impl in ("cuda", "eager", "compile")))
+    results: list[Result] = []
+    for n in sizes:
+        try:
+            case = make_case(op, n, dtype, args.d_model, args.hidden, compiled)
+        except torch.cuda.OutOfMemoryError:
+            print(f"{'':<20}{n:>12}  out of memory, skipped")
+            torch.cuda.empty_cache()
+            continue
+        row = f"{'':<20}{case.elements:>12}"
+        for impl in ("cuda", "eager", "compile"):
+            fn = case.impls.get(impl)
+            if fn is None:
+                row += f"{'-':>22}"
+                continue
+            ms = timer(fn)
+            gbps = case.bytes / ms / 1e6
+            results.append(Result(op, impl, case.elements, case.bytes, ms, gbps, gbps / peak_copy))
+            row += f"{gbps:>11.0f} GB/s {gbps / peak_copy:>5.0%}"
+        print(row)
+        del case
+        torch.cuda.empty_cache()
+    return results, verdict(op, results)
+
+
+def verdict(op: str, results: list[Result]) -> dict | None:
+    """Whether the op's kernel meets its target at >= 2^24 elements (worst size counts); None without one."""
+    target = TARGETS.get(op)
+    large = [r.fraction_of_copy for r in results if r.impl == "cuda" and r.elements >= TARGET_MIN_ELEMENTS]
+    if target is None or not large:
+        return None
+    worst = min(large)
+    print(f"{'':<20}target >= {target:.0%} of copy at >= 2^24 elements: "
+          f"{'met' if worst >= target else 'NOT met'} (worst {worst:.0%})")
+    return {"op": op, "target": target, "worst_fraction_at_2^24_plus": worst, "met": worst >= target}
+
+
+def report_json(device: str, sms: int, l2_bytes: int, args: argparse.Namespace, backend: str,
+                copy_gbps: dict[int, float], peak_copy: float, verdicts: list[dict], results: list[Result]) -> dict:
+    """What ``--json`` writes (benchmarks/gpu_check.py reads it; docs/kernels.md describes it)."""
+    return {"device": device, "sms": sms, "l2_bytes": l2_bytes, "dtype": args.dtype, "d_model": args.d_model,
+            "hidden": args.hidden, "reps": args.reps, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "backend": backend, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "copy_gbps": {str(n): g for n, g in copy_gbps.items()}, "copy_peak_gbps": peak_copy,
+            "targets": verdicts, "results": [asdict(r) for r in results]}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    backend = check_backend()
+    ops_wanted = [o.strip() for o in args.ops.split(",") if o.strip()]
+    unknown = sorted(set(ops_wanted) - set(OPS))
+    if unknown:
+        fail(f"unknown ops {unknown}; valid: {', '.join(OPS)}")
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0) or 64 << 20)
+    sizes = [1 << k for k in range(args.min_log2, args.max_log2 + 1, args.step_log2)]
+    timer = Timer(l2, args.warmup, args.reps)
+    compiled: dict | None = None if args.no_compile else {}
+    print(f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / 2**20:.0f} MiB, {args.dtype}; {backend}")
+    copy_gbps = measure_copy(sizes, getattr(torch, args.dtype), timer)
     peak_copy = max(copy_gbps.values())
     print("copy  " + "  ".join(f"2^{n.bit_length() - 1}: {g:7.0f} GB/s" for n, g in copy_gbps.items()))
     print(f"measured copy bandwidth: {peak_copy:.0f} GB/s (the 100 % below)\n")
-
     results: list[Result] = []
     verdicts = []
     for op in ops_wanted:
-        print(f"{op:<20}{'elements':>12}" + "".join(f"{impl:>22}" for impl in ("cuda", "eager", "compile")))
-        worst_large = None
-        for n in sizes:
-            try:
-                case = make_case(op, n, dtype, args.d_model, args.hidden, compiled)
-            except torch.cuda.OutOfMemoryError:
-                print(f"{'':<20}{n:>12}  out of memory, skipped")
-                torch.cuda.empty_cache()
-                continue
-            row = f"{'':<20}{case.elements:>12}"
-            for impl in ("cuda", "eager", "compile"):
-                fn = case.impls.get(impl)
-                if fn is None:
-                    row += f"{'-':>22}"
-                    continue
-                ms = timer(fn)
-                gbps = case.bytes / ms / 1e6
-                frac = gbps / peak_copy
-                results.append(Result(op, impl, case.elements, case.bytes, ms, gbps, frac))
-                row += f"{gbps:>11.0f} GB/s {frac:>5.0%}"
-                if impl == "cuda" and case.target is not None and case.elements >= TARGET_MIN_ELEMENTS:
-                    worst_large = frac if worst_large is None else min(worst_large, frac)
-            print(row)
-            del case
-            torch.cuda.empty_cache()
-        target = TARGETS.get(op)
-        if target is not None and worst_large is not None:
-            ok = worst_large >= target
-            verdicts.append({"op": op, "target": target, "worst_fraction_at_2^24_plus": worst_large, "met": ok})
-            print(f"{'':<20}target >= {target:.0%} of copy at >= 2^24 elements: "
-                  f"{'met' if ok else 'NOT met'} (worst {worst_large:.0%})")
+        op_results, op_verdict = measure_op(op, sizes, args, timer, peak_copy, compiled)
+        results += op_results
+        verdicts += [op_verdict] if op_verdict else []
         print()
-
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": props.name, "sms": props.multi_processor_count, "l2_bytes": l2,
-                       "dtype": args.dtype, "d_model": args.d_model, "hidden": args.hidden, "reps": args.reps,
-                       "torch": torch.__version__, "cuda": torch.version.cuda, "backend": avail.reason,
-                       "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                       "copy_gbps": {str(n): g for n, g in copy_gbps.items()}, "copy_peak_gbps": peak_copy,
-                       "targets": verdicts, "results": [asdict(r) for r in results]}, handle, indent=1)
+        from andrea_lab.files import write_json_atomic
+
+        write_json_atomic(args.json, report_json(props.name, props.multi_processor_count, l2, args, backend,
+                                                 copy_gbps, peak_copy, verdicts, results))
         print(f"wrote {args.json}")
     return 0
 

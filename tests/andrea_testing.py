@@ -1,5 +1,13 @@
 """Constants and helpers shared by the tests (a module with a unique name, unlike conftest)."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
+
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
 
@@ -11,6 +19,15 @@ MICRO_OVERRIDES = [
     "--trainer.limit_val_batches", "2", "--trainer.num_sanity_val_steps", "2",
     "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
 ]
+
+
+def tiny_trainer(log_dir: Optional[Path] = None, name: str = "run", **overrides: Any) -> L.Trainer:
+    """The tests' one Trainer: one CPU device, no checkpoints, progress bar or model summary; a TensorBoard
+    logger under ``log_dir`` (none without one). ``overrides`` are any other Trainer arguments."""
+    logger = TensorBoardLogger(str(log_dir), name=name, default_hp_metric=False) if log_dir is not None else False
+    settings = dict(accelerator="cpu", devices=1, logger=logger, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False)
+    return L.Trainer(**{**settings, **overrides})
 
 
 class NaNAtStep(AndreaLM):

@@ -10,6 +10,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory, monkeypatch):
+    """One default cache for the whole session, never ~/.cache (tokenizers built once are reused)."""
     monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path_factory.getbasetemp() / "andrea-cache"))
 
 

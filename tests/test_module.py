@@ -1,12 +1,12 @@
 import math
 
-import lightning as L
 import pytest
 import torch
 
 from andrea_lab import preset
 from andrea_lab.config import ConfigError
 from andrea_lab.module import AndreaLM, warmup_cosine
+from andrea_testing import tiny_trainer
 
 
 def test_warmup_then_cosine():
@@ -24,7 +24,7 @@ def test_zero_warmup_starts_at_the_peak():
 
 def test_weight_decay_only_on_matrices():
     module = AndreaLM(config=preset("andrea-micro"), weight_decay=0.1)
-    module.trainer = L.Trainer(max_steps=10, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    module.trainer = tiny_trainer(max_steps=10)
     optimizer = module.configure_optimizers()["optimizer"]
     decayed, plain = optimizer.param_groups
     assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
@@ -35,7 +35,7 @@ def test_weight_decay_only_on_matrices():
 def test_weight_decay_groups_survive_flattened_parameters():
     # What FSDP does to parameters before configure_optimizers: every one becomes a 1-D view.
     module = AndreaLM(config=preset("andrea-micro"))
-    module.trainer = L.Trainer(max_steps=10, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    module.trainer = tiny_trainer(max_steps=10)
     matrices = sum(p.numel() for p in module.model.parameters() if p.dim() >= 2)
     for p in module.model.parameters():
         p.data = p.data.reshape(-1)

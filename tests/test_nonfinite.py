@@ -7,14 +7,13 @@ import math
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
 from andrea_lab.module import fused_adamw
 from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
-from andrea_testing import NaNAtStep
+from andrea_testing import NaNAtStep, tiny_trainer
 
 NAN = float("nan")
 
@@ -56,10 +55,7 @@ def run(tmp_path, corpus, module, max_steps=12, log_every=5):
     L.seed_everything(0, verbose=False)
     data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32,
                             batch_size=4, max_val_batches=1)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, log_every_n_steps=log_every,
-                        logger=TensorBoardLogger(str(tmp_path), name="run", default_hp_metric=False),
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=1, num_sanity_val_steps=0, val_check_interval=max_steps,
+    trainer = tiny_trainer(tmp_path, max_steps=max_steps, log_every_n_steps=log_every, limit_val_batches=1, num_sanity_val_steps=0, val_check_interval=max_steps,
                         check_val_every_n_epoch=None, gradient_clip_val=1.0)
     trainer.fit(module, datamodule=data)
     return trainer

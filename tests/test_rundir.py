@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from andrea_lab.rundir import SCHEMA_VERSION, SUMMARY_FILE, HeldOut, RunRecord, read_record, run_state, write_record
 
 
@@ -33,3 +35,17 @@ def test_a_damaged_or_foreign_file_is_no_record(tmp_path):
     (tmp_path / SUMMARY_FILE).write_text(json.dumps({"status": "finished", "heldout": {"loss": "x"}}))
     assert read_record(tmp_path) is None, "a heldout object of the wrong shape is not a record"
     assert read_record(tmp_path / "missing") is None
+
+
+def test_a_writer_cannot_record_a_status_or_kind_outside_the_schema(tmp_path):
+    from andrea_lab.rundir import DIVERGENCE_KINDS, STATUSES, RunRecord, write_record
+
+    for status in STATUSES:
+        write_record(tmp_path, RunRecord(status=status))
+    for kind in DIVERGENCE_KINDS:
+        write_record(tmp_path, RunRecord(status="diverged", divergence={"step": 3, "kind": kind}))
+    with pytest.raises(ValueError, match="status 'done'"):
+        write_record(tmp_path / "other", RunRecord(status="done"))
+    with pytest.raises(ValueError, match="kind 'nan'"):
+        write_record(tmp_path / "other", RunRecord(status="diverged", divergence={"step": 3, "kind": "nan"}))
+    assert not (tmp_path / "other").exists()

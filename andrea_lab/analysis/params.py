@@ -1,7 +1,8 @@
 """Where an ANDREA model's parameters are: per block (attention, MLP, norms), trunk, embeddings.
 
 The breakdown is read off an instantiated model (on the meta device, so even a large one costs no
-memory), never computed from formulas, so it stays true for any plugin combination.
+memory) through its sublayers (:meth:`Andrea.sublayers`), never computed from formulas, so it stays true
+for any plugin combination.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from andrea_lab.config import AndreaConfig
-from andrea_lab.model import MLP, Andrea, CausalSelfAttention
+from andrea_lab.model import Andrea
 
 #: The figures of the ANDREA-120M spec table (shared/design/ANDREA.md), checked by `andrea params`.
 SPEC_120M = {
@@ -83,12 +84,12 @@ def parameter_breakdown(config: AndreaConfig) -> ParameterBreakdown:
     seen: set[int] = set()
     breakdown.token_embedding = _count(model.token_embed, seen)  # tied: lm_head shares it
     breakdown.position_embedding = _count(model.position_embed, seen)
-    for block in model.blocks:
-        attention = sum(_count(m, seen) for m in block.modules() if isinstance(m, CausalSelfAttention))
-        mlps = [m for m in block.modules() if isinstance(m, MLP)]
-        mlp_weights = sum(p.numel() for m in mlps for p in m.parameters() if p.dim() >= 2)
-        mlp = sum(_count(m, seen) for m in mlps)
-        norms = _count(block, seen)  # what the placement adds around the sublayers
+    for block in range(len(model.blocks)):
+        sublayers = {s.kind: s for s in model.sublayers() if s.block == block}
+        attention = _count(sublayers["attn"].module, seen)
+        mlp_weights = sum(p.numel() for p in sublayers["mlp"].module.parameters() if p.dim() >= 2)
+        mlp = _count(sublayers["mlp"].module, seen)
+        norms = sum(_count(s.wiring, seen) for s in sublayers.values())  # what the placement adds around them
         breakdown.blocks.append(BlockBreakdown(attention, mlp, norms, mlp_weights))
     breakdown.final_norm = _count(model.final_norm, seen)
     breakdown.layer_norms = sum(isinstance(m, nn.LayerNorm) for m in model.modules())

@@ -23,10 +23,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from andrea_lab import probe  # noqa: E402
+from andrea_lab.analysis.runs_table import init_column  # noqa: E402
 from andrea_lab.rundir import format_lr  # noqa: E402
 
-_BLOCK_RE = re.compile(r"^init/grad_norm/block_(\d+)$")
-_SUBLAYER_RE = re.compile(r"^init/delta_ratio/block_(\d+)_(attn|mlp)$")
+_BLOCK_RE = re.compile(f"^{re.escape(init_column(probe.grad_norm))}/" + r"block_(\d+)$")
+_SUBLAYER_RE = re.compile(f"^{re.escape(init_column(probe.delta_ratio))}/" + r"block_(\d+)_(attn|mlp)$")
 
 
 def _seed_band(curves: Sequence[list[tuple[int, float]]]) -> tuple[list[int], list[float], list[float], list[float]]:
@@ -149,7 +151,7 @@ def plot_init_grad_norms(variants, path: Path) -> Optional[Path]:
     for index, v, by_block in series:
         color = f"C{index % 10}"
         ax.plot(list(by_block), list(by_block.values()), marker="o", color=color, label=v.name)
-        embeddings = v.rows.get("init/grad_norm/embeddings")
+        embeddings = v.rows.get(init_column(probe.grad_norm, "embeddings"))
         if embeddings is not None and embeddings.notna().any():
             ax.scatter([-1], [float(embeddings.mean())], marker="s", color=color)
     return _finish_by_block(fig, ax, path, "gradient norm by block at step 0 (square at -1: embeddings)",

@@ -14,9 +14,10 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from andrea_lab import probe
 from andrea_lab.analysis import compare
 from andrea_lab.analysis.compare import Column
-from andrea_lab.analysis.runs_table import write_runs_csv
+from andrea_lab.analysis.runs_table import INIT, write_runs_csv
 from andrea_lab.analysis.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
 from andrea_lab.rundir import format_lr
 
@@ -36,37 +37,46 @@ def _mean(values: Sequence[float]) -> Optional[float]:
     return sum(finite) / len(finite) if finite else None
 
 
-def init_profile(rows: pd.DataFrame) -> dict[str, Optional[float]]:
-    """The step-0 picture of a variant, averaged over its runs (the init depends on the seed only): the
-    gradient norm of the embeddings and of the first and last block, and the sublayer delta-to-stream
-    ratios (mean and max over blocks). Small deltas against the stream: the block starts near the identity."""
-    blocks = sorted(c for c in rows.columns if re.fullmatch(r"init/grad_norm/block_\d+", c))
-    mean_of = {c: _mean(rows[c]) for c in rows.columns if c.startswith("init/")}
-    first = mean_of[blocks[0]] if blocks else None
-    last = mean_of[blocks[-1]] if blocks else None
-    profile = {"embeddings": mean_of.get("init/grad_norm/embeddings"), "first_block": first, "last_block": last,
-               "first_over_last": first / last if first is not None and last else None}
-    for part in ("attn", "mlp"):
-        per_block = [m for c, m in mean_of.items() if re.fullmatch(rf"init/delta_ratio/block_\d+_{part}", c)
-                     and m is not None]
-        profile[f"{part}_delta_mean"] = _mean(per_block)
-        profile[f"{part}_delta_max"] = max(per_block) if per_block else None
+def init_profile(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """The step-0 picture of a variant: the mean over its runs (the init depends on the seed only) of every
+    probe value at init, as ``{metric name: {key: mean}}`` (``{"grad_norm": {"block_00": ...}}``)."""
+    profile: dict[str, dict[str, float]] = {}
+    for column in rows.columns:
+        if column.startswith(INIT) and (mean := _mean(rows[column])) is not None:
+            name, _, key = column[len(INIT):].partition("/")
+            profile.setdefault(name, {})[key] = mean
     return profile
 
 
-def _pair(p: dict, part: str) -> str:
-    return f"{compare.fmt(p[f'{part}_delta_mean'])} ({compare.fmt(p[f'{part}_delta_max'])})"
+def per_block(profile: dict[str, dict[str, float]], metric: probe.ProbeMetric, kind: str = "") -> list[float]:
+    """A metric's step-0 means block by block (keys ``block_NN``, or ``block_NN_<kind>`` for a sublayer kind)."""
+    values = profile.get(metric.name, {})
+    pattern = r"block_\d+" + (f"_{kind}" if kind else "")
+    return [values[key] for key in sorted(values) if re.fullmatch(pattern, key)]
+
+
+def mean_max(values: Sequence[float]) -> str:
+    """``mean (max)`` of per-block values, for a table cell."""
+    return f"{compare.fmt(_mean(values))} ({compare.fmt(max(values) if values else None)})"
+
+
+def _first_over_last(blocks: Sequence[float]) -> Optional[float]:
+    return blocks[0] / blocks[-1] if blocks and blocks[-1] else None
 
 
 INIT_COLUMNS = [  # over (variant, its init_profile) pairs: the profile is computed once per variant
     Column("variant", "variant", lambda vp: vp[0].name),
     Column("runs", "runs", lambda vp: len(vp[0].rows)),
-    Column("embeddings", "grad norm: embeddings", lambda vp: compare.fmt(vp[1]["embeddings"])),
-    Column("first_block", "grad norm: first block", lambda vp: compare.fmt(vp[1]["first_block"])),
-    Column("last_block", "grad norm: last block", lambda vp: compare.fmt(vp[1]["last_block"])),
-    Column("first_over_last", "first / last block", lambda vp: compare.fmt(vp[1]["first_over_last"], 2)),
-    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: _pair(vp[1], "attn")),
-    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: _pair(vp[1], "mlp")),
+    Column("embeddings", "grad norm: embeddings",
+           lambda vp: compare.fmt(vp[1].get(probe.grad_norm.name, {}).get("embeddings"))),
+    Column("first_block", "grad norm: first block",
+           lambda vp: compare.fmt(next(iter(per_block(vp[1], probe.grad_norm)), None))),
+    Column("last_block", "grad norm: last block",
+           lambda vp: compare.fmt(next(reversed(per_block(vp[1], probe.grad_norm)), None))),
+    Column("first_over_last", "first / last block",
+           lambda vp: compare.fmt(_first_over_last(per_block(vp[1], probe.grad_norm)), 2)),
+    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "attn"))),
+    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "mlp"))),
 ]
 
 INIT_LEGEND = """\
@@ -114,22 +124,25 @@ def left_out_notes(runs: pd.DataFrame) -> list[str]:
             for row in out.itertuples()]
 
 
-def suite_markdown(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
-                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> str:
+def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
+                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> list[tuple[str, str]]:
+    """The report as ``(key, Markdown)`` sections, in order: the variants, the claims, per learning rate, at
+    initialisation, notes (those that apply) and the legend. TensorBoard shows each as its own text."""
     reference = next((v.name for v in variants if v.is_reference), "n/a")
-    parts = [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**.", "",
-             markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(variants)), ""]
+    sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**.", "",
+                              markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(variants)), ""])]
     if claims is not None and len(claims):
-        parts += ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]
-    parts += ["## Per learning rate", "", markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]
-    at_init = [v for v in variants if any(c.startswith("init/") and v.rows[c].notna().any() for c in v.rows.columns)]
+        sections.append(("claims", ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]))
+    sections.append(("per_lr", ["## Per learning rate", "",
+                                markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]))
+    at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
-        parts += ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
-                      INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "",
-                  INIT_LEGEND]
+        sections.append(("at_init", ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
+                             INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
     if notes:
-        parts += ["## Notes", "", *[f"- {note}" for note in notes], ""]
-    return "\n".join([*parts, legend(loss_column)])
+        sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
+    sections.append(("legend", [legend(loss_column)]))
+    return [(key, "\n".join(lines)) for key, lines in sections]
 
 
 def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
@@ -159,12 +172,13 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
                 if path is not None:
                     files[kind] = path
             if "grad_norm_init" not in files:
-                notes.append("gradient norm by layer at init: skipped, no run has stability/grad_norm/block_XX "
+                notes.append(f"gradient norm by layer at init: skipped, no run has {probe.grad_norm.tag}/block_XX "
                              "scalars at step 0 (the StabilityMonitor callback logs them)")
         else:
             notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
                          "(compare the run directories for those)")
-        markdown = suite_markdown(suite, variants, suite_runs, claim_frame, notes, loss_column)
+        sections = suite_sections(suite, variants, suite_runs, claim_frame, notes, loss_column)
+        markdown = "\n".join(text for _, text in sections)
         files["markdown"] = directory / "comparison.md"
         files["markdown"].write_text(markdown, encoding="utf-8")
         files["csv"] = directory / "comparison.csv"
@@ -176,7 +190,7 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
             files["claims_csv"] = directory / "claims.csv"
             claim_frame.to_csv(files["claims_csv"], index=False)
         written[suite] = {"variants": variants, "files": files, "notes": notes, "markdown": markdown,
-                          "claims": claim_frame}
+                          "sections": sections, "claims": claim_frame}
     return written
 
 

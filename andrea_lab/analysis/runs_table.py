@@ -20,14 +20,28 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
+from andrea_lab import probe, tags
 from andrea_lab.files import read_json
-from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, parse_run_version,
-                               read_record)
+from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
+                               parse_run_version, read_record)
 
-VAL_TAG = "val/loss"
-TRAIN_TAG = "train/loss"
-#: Step-0 scalars kept as columns ``init/<rest of the tag>`` for the initialisation table and plots.
-INIT_PREFIXES = ("stability/grad_norm/", "stability/delta_ratio/")
+VAL_TAG = tags.VAL_LOSS
+TRAIN_TAG = tags.TRAIN_LOSS
+#: Every probe metric's step-0 values are kept as columns ``init/<metric name>/<key>`` (:func:`init_column`)
+#: for the initialisation table and plots.
+INIT = "init/"
+
+
+def init_column(metric: probe.ProbeMetric, key: str = "") -> str:
+    """The runs-frame column of a probe metric's step-0 value: ``init/grad_norm/block_00``."""
+    return INIT + metric.key(key)
+
+
+def _init_values(curves: dict[str, Curve]) -> dict[str, float]:
+    """The finite step-0 values of the probe metrics' curves, by :func:`init_column`."""
+    return {INIT + tag.split("/", 1)[1]: curve[0][1] for tag, curve in curves.items()
+            if any(m.owns(tag) for m in probe.METRICS.values())
+            and curve and curve[0][0] == 0 and math.isfinite(curve[0][1])}
 #: The columns of ``runs.csv``: one per field a comparison reads (the init columns are not written).
 RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "initial_val_loss", "final_val_loss", "best_val_loss",
                "heldout_loss", "heldout_se", "heldout_tokens", "heldout_documents", "divergence_kind",
@@ -46,18 +60,18 @@ def _is_run_dir(names: Iterable[str]) -> bool:
 
 def find_runs(root: str | Path) -> list[Path]:
     """Every run directory under ``root`` (``root`` itself included), skipping directories the sweep
-    moved aside (``*.interrupted-*``, ``*.failed-*``)."""
+    moved aside (``*.interrupted-*``, ``*.failed-*``) and ``andrea compare``'s own ``_comparison`` run."""
     found = []
     for directory, subdirs, files in os.walk(Path(root)):
         path = Path(directory)
-        if is_aside(path):
+        if is_aside(path) or is_comparison_run(path):
             subdirs[:] = []
             continue
         if _is_run_dir(files):
             found.append(path)
             subdirs[:] = []  # checkpoints/ and the like
         else:
-            subdirs[:] = sorted(d for d in subdirs if not is_aside(Path(d)))
+            subdirs[:] = sorted(d for d in subdirs if not (is_aside(Path(d)) or is_comparison_run(Path(d))))
     return sorted(found)
 
 
@@ -140,9 +154,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     if events:
         curves = read_scalars(run_dir)
         row["val_curve"], row["train_curve"] = curves.get(VAL_TAG, []), curves.get(TRAIN_TAG, [])
-        for tag, curve in curves.items():
-            if tag.startswith(INIT_PREFIXES) and curve and curve[0][0] == 0 and math.isfinite(curve[0][1]):
-                row["init/" + tag.split("/", 1)[1]] = curve[0][1]
+        row.update(_init_values(curves))
     return row
 
 

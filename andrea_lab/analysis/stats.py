@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from andrea_lab.rundir import format_lr
+from andrea_lab.rundir import DONE_STATES, NONFINITE, format_lr
 
 CONFIDENCE = 0.95
 VERDICTS = ("better", "worse", "not detected")
@@ -33,9 +33,9 @@ VERDICTS = ("better", "worse", "not detected")
 MIN_SEEDS = 3
 TOO_FEW_SEEDS = "n < 3: too few seeds"
 #: Only these runs count; interrupted or failed runs say nothing about the variant.
-COUNTED_STATUSES = ("finished", "diverged")
+COUNTED_STATUSES = DONE_STATES
 #: A non-finite blow-up may come after the last validation, so that validation loss is not trusted.
-NONFINITE_KIND = "nonfinite"
+NONFINITE_KIND = NONFINITE
 CLAIM_KINDS = ("lower_loss", "fewer_divergences", "lower_sensitivity")
 CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
 

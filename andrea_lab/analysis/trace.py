@@ -9,7 +9,8 @@ attention, ...), :func:`trace_token` records
 * ``cosine``      — cos(Δ, x): near 0, the sublayer writes something new; near −1, it cancels the stream;
 * ``ratio``       — ‖Δ‖ / ‖x‖.
 
-Measured with forward hooks on the norm-placement wrappers, so it works for any placement plugin.
+Read through :meth:`andrea_lab.model.Andrea.tap` (the stream before and after each sublayer's wiring),
+so it works for any placement plugin.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 import torch
-from torch import nn
 
-SUBLAYERS = ("attn", "mlp")
+from andrea_lab.model import Andrea, Sublayer
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def resolve_position(position: int, length: int) -> int:
 
 
 @torch.no_grad()
-def trace_token(model: nn.Module, ids: Union[Sequence[int], torch.Tensor], position: int = -1) -> TokenTrace:
+def trace_token(model: Andrea, ids: Union[Sequence[int], torch.Tensor], position: int = -1) -> TokenTrace:
     """Run ``model`` (an :class:`andrea_lab.model.Andrea`) on ``ids`` and trace the token at ``position``.
 
     The model is put in eval mode for the pass and returned to its previous mode afterwards.
@@ -84,48 +84,34 @@ def trace_token(model: nn.Module, ids: Union[Sequence[int], torch.Tensor], posit
     idx = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)
     length = idx.shape[1]
     pos = resolve_position(position, length)
-    block_size = getattr(getattr(model, "config", None), "block_size", None)
-    if block_size is not None and length > block_size:
+    block_size = model.config.block_size
+    if length > block_size:
         raise ValueError(f"the text is {length} tokens, longer than the model's context "
                          f"(block_size {block_size}); shorten it to at most {block_size} tokens")
     device = next(model.parameters()).device
     idx = idx.to(device)
 
-    captured: list[tuple[int, str, torch.Tensor, torch.Tensor]] = []
-    final: dict[str, torch.Tensor] = {}
-    handles = []
+    captured: list[tuple[Sublayer, torch.Tensor, torch.Tensor]] = []
 
-    def wrapper_hook(block: int, sublayer: str):
-        def hook(module, inputs, output):
-            captured.append((block, sublayer, inputs[0][0, pos].float().clone(), output[0, pos].float().clone()))
-        return hook
+    def on_stream(s: Sublayer, before: torch.Tensor, after: torch.Tensor) -> None:
+        captured.append((s, before[0, pos].float().clone(), after[0, pos].float().clone()))
 
-    for i, block in enumerate(model.blocks):
-        for name in SUBLAYERS:
-            wrapper = getattr(block, name, None)
-            if wrapper is not None:
-                handles.append(wrapper.register_forward_hook(wrapper_hook(i, name)))
-    if len(model.blocks):
-        handles.append(model.blocks[-1].register_forward_hook(
-            lambda module, inputs, output: final.__setitem__("stream", output[0, pos].float().clone())))
     was_training = model.training
     model.eval()
     try:
-        logits, _ = model(idx)
+        with model.tap(on_stream):
+            logits, _ = model(idx)
     finally:
         model.train(was_training)
-        for handle in handles:
-            handle.remove()
-
     rows = []
-    for block, sublayer, x, y in captured:
+    for s, x, y in captured:
         delta = y - x
         x_norm, d_norm = torch.linalg.vector_norm(x), torch.linalg.vector_norm(delta)
         cosine = torch.dot(delta, x) / (x_norm * d_norm).clamp_min(1e-30)
-        rows.append(TraceRow(block, sublayer, float(x_norm), float(d_norm), float(cosine)))
+        rows.append(TraceRow(s.block, s.kind, float(x_norm), float(d_norm), float(cosine)))
     probs = torch.softmax(logits[0, pos].float(), dim=-1)
     best = int(probs.argmax())
-    stream = final.get("stream")
+    stream = captured[-1][2] if captured else None  # the stream leaving the last block
     return TokenTrace(position=pos, length=length, token_id=int(idx[0, pos]), rows=rows,
                       final_stream_norm=0.0 if stream is None else float(torch.linalg.vector_norm(stream)),
                       next_token_id=best, next_token_prob=float(probs[best]))

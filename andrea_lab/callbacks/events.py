@@ -26,10 +26,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-NONFINITE = "nonfinite"
-STUCK_AT_UNIGRAM = "stuck_at_unigram"
-FINAL_ABOVE_BEST = "final_above_best"
-DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, FINAL_ABOVE_BEST)
+from andrea_lab.rundir import FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM  # the kinds are the record's
 
 
 def _finite(value: float) -> bool:

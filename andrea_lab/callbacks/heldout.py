@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab import tags
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, clustered_mean
 from andrea_lab.files import write_json_atomic
 from andrea_lab.rundir import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
@@ -90,7 +91,7 @@ class HeldOutEvaluation(L.Callback):
         heldout = self.evaluate(trainer, pl_module)
         if heldout is None or not trainer.is_global_zero:
             return
-        val_loss = trainer.callback_metrics.get("val/loss")
+        val_loss = trainer.callback_metrics.get(tags.VAL_LOSS)
         record: dict[str, Any] = {
             "schema": SCHEMA_VERSION, "checkpoint": trainer.ckpt_path,
             "val_loss": finite_or_none(val_loss), "heldout": dataclasses.asdict(heldout),

@@ -11,7 +11,7 @@ Two kinds of measurement, both logged under ``stability/`` (full list and defini
   validation batch): gradient norm per block and for the embeddings, update-to-weight ratio per block,
   residual-stream RMS after each block, each sublayer's change of the stream relative to the stream,
   the largest attention logit per block, the output logits' max and log Z, and the fraction of dead MLP
-  units. The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
+  units (each one function in :mod:`andrea_lab.probe`). The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
   ``torch.autograd.grad`` (never ``.backward()``), so parameters' ``.grad``, the RNG streams and the
   training mode are exactly as they were: a run with the monitor trains identically to one without.
 """
@@ -22,8 +22,8 @@ import math
 import statistics
 import time
 import warnings
-from contextlib import ExitStack, contextmanager
-from typing import Any, Iterator, Optional
+import re
+from typing import Any, Optional
 
 import lightning as L
 import numpy as np
@@ -31,49 +31,35 @@ import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
+from andrea_lab import tags
+from andrea_lab import probe
 from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector, unigram_entropy
+from andrea_lab.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.errors import DivergenceError
-
-PREFIX = "stability"
-_LOGIT_BUDGET = 1 << 26  # attention scores materialised at once by the probe (float32: 256 MiB)
+from andrea_lab.model import Andrea
+from andrea_lab.nonfinite import global_grad_norm
 
 #: TensorBoard custom-scalars layout: one chart per group of per-layer curves (tags are regexes), so every
-#: block of every selected run lands in the same chart.
-CUSTOM_SCALARS_LAYOUT: dict[str, dict[str, list]] = {
-    "stability: loss and events": {
-        "loss (train, val, EMA)": ["Multiline", [r"^train/loss$", r"^val/loss$", r"^stability/loss_ema$"]],
-        "spikes (cumulative), non-finite flag, diverged": ["Multiline", [r"^stability/spikes$", r"^stability/nonfinite$",
-                                                                       r"^stability/diverged$"]],
-        "global gradient norm before clipping": ["Multiline", [r"^train/grad_norm$"]],
-        "learning rate": ["Multiline", [r"^train/lr$"]],
-    },
-    "stability: gradients and updates (probe)": {
-        "gradient norm per block, embeddings, head": ["Multiline", [r"^stability/grad_norm/.*"]],
-        "update / weight per block": ["Multiline", [r"^stability/update_ratio/.*"]],
-    },
-    "stability: residual stream (probe)": {
-        "stream RMS after each block": ["Multiline", [r"^stability/stream_rms/.*"]],
-        "attention delta / stream": ["Multiline", [r"^stability/delta_ratio/.*_attn$"]],
-        "MLP delta / stream": ["Multiline", [r"^stability/delta_ratio/.*_mlp$"]],
-    },
-    "stability: logits and units (probe)": {
-        "max attention logit per block": ["Multiline", [r"^stability/attn_logit_max/.*"]],
-        "output logit max and log Z": ["Multiline", [r"^stability/logit_max$", r"^stability/log_z$"]],
-        "dead MLP units per block": ["Multiline", [r"^stability/dead_fraction/.*"]],
-        "probe loss and cost": ["Multiline", [r"^stability/probe_loss$", r"^stability/probe_seconds$"]],
-    },
-}
+#: block of every selected run lands in the same chart. The probe's charts come from its metrics.
+_STEP_CHARTS = [
+    ("stability: loss and events", "loss (train, val, EMA)", (tags.TRAIN_LOSS, tags.VAL_LOSS, tags.LOSS_EMA)),
+    ("stability: loss and events", "spikes (cumulative), non-finite flag, diverged",
+     (tags.SPIKES, tags.NONFINITE, tags.DIVERGED)),
+    ("stability: loss and events", "global gradient norm before clipping", (tags.TRAIN_GRAD_NORM,)),
+    ("stability: loss and events", "learning rate", (tags.TRAIN_LR,)),
+]
 
 
-def block_tag(i: int) -> str:
-    return f"block_{i:02d}"
+def custom_scalars_layout() -> dict[str, dict[str, list]]:
+    """``{section: {chart: ["Multiline", [tag regex, ...]]}}`` for ``SummaryWriter.add_custom_scalars``."""
+    entries = [(section, title, f"^{re.escape(tag)}$") for section, title, names in _STEP_CHARTS for tag in names]
+    layout: dict[str, dict[str, list]] = {}
+    for section, title, regex in entries + probe.layout_entries():
+        layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
+    return layout
 
 
-def _frobenius(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """sqrt of the sum of squares of all entries of all tensors, in float32, on their device."""
-    if not tensors:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t.float()) for t in tensors]))
+CUSTOM_SCALARS_LAYOUT = custom_scalars_layout()
 
 
 def _inputs_of(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -108,96 +94,6 @@ def _train_token_stream(datamodule: Any) -> Any:
     except RuntimeError:  # not set up yet
         return None
     return stream if stream is not None and hasattr(stream, "__len__") else None
-
-
-class _ProbeHooks:
-    """Forward hooks that turn one probe forward pass into per-block statistics (device tensors)."""
-
-    def __init__(self, model: nn.Module):
-        self.model = model
-        self.values: dict[str, torch.Tensor] = {}
-        self.embedded: Optional[torch.Tensor] = None
-        self._handles: list[Any] = []
-
-    def __enter__(self) -> "_ProbeHooks":
-        model = self.model
-        if hasattr(model, "embed_dropout"):
-            self._handles.append(model.embed_dropout.register_forward_hook(self._keep_embedded))
-        for i, block in enumerate(model.blocks):
-            tag = block_tag(i)
-            self._handles.append(block.register_forward_hook(self._stream_rms(tag)))
-            for part in ("attn", "mlp"):
-                wrapper = getattr(block, part, None)
-                if wrapper is None:
-                    continue
-                self._handles.append(wrapper.register_forward_hook(self._delta_ratio(f"{tag}_{part}")))
-                sublayer = getattr(wrapper, "sublayer", None)
-                if part == "attn" and hasattr(sublayer, "qkv") and hasattr(sublayer, "n_head"):
-                    self._handles.append(sublayer.qkv.register_forward_hook(
-                        self._attention_logit_max(tag, sublayer.n_head)))
-                if part == "mlp" and isinstance(getattr(sublayer, "activation", None), nn.Module):
-                    self._handles.append(sublayer.activation.register_forward_hook(self._dead_fraction(tag)))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
-
-    def _keep_embedded(self, module, inputs, output) -> None:
-        self.embedded = output  # kept with its graph: the probe differentiates the loss with respect to it
-
-    def _stream_rms(self, tag: str):
-        def hook(module, inputs, output) -> None:
-            with torch.no_grad():
-                self.values[f"stream_rms/{tag}"] = output.detach().float().pow(2).mean().sqrt()
-        return hook
-
-    def _delta_ratio(self, key: str):
-        def hook(module, inputs, output) -> None:
-            with torch.no_grad():
-                x = inputs[0].detach().float()
-                delta = output.detach().float() - x
-                self.values[f"delta_ratio/{key}"] = (torch.linalg.vector_norm(delta)
-                                                     / torch.linalg.vector_norm(x).clamp_min(1e-30))
-        return hook
-
-    def _attention_logit_max(self, tag: str, n_head: int):
-        def hook(module, inputs, output) -> None:
-            with torch.no_grad():
-                B, T, three_c = output.shape
-                C = three_c // 3
-                hs = C // n_head
-                q, k, _ = output.detach().float().split(C, dim=2)
-                q = q.reshape(B, T, n_head, hs).transpose(1, 2)
-                k = k.reshape(B, T, n_head, hs).transpose(1, 2)
-                future = torch.ones(T, T, dtype=torch.bool, device=output.device).triu(1)
-                best = torch.full((), -math.inf, device=output.device)
-                heads = max(1, _LOGIT_BUDGET // (B * T * T))  # heads per matmul: at most ~64M scores at once
-                for h in range(0, n_head, heads):
-                    scores = q[:, h:h + heads] @ k[:, h:h + heads].transpose(-1, -2)  # (B, heads, T, T)
-                    best = torch.maximum(best, scores.masked_fill_(future, -math.inf).amax())
-                self.values[f"attn_logit_max/{tag}"] = best / math.sqrt(hs)  # a positive scale: max commutes
-        return hook
-
-    def _dead_fraction(self, tag: str):
-        def hook(module, inputs, output) -> None:
-            with torch.no_grad():
-                alive = (output.detach() != 0).reshape(-1, output.shape[-1]).any(dim=0)
-                self.values[f"dead_fraction/{tag}"] = 1.0 - alive.float().mean()
-        return hook
-
-
-@contextmanager
-def _eval_mode(module: nn.Module) -> Iterator[None]:
-    """Every submodule in eval mode inside, each restored to its own previous mode after."""
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
-        yield
-    finally:
-        for m, training in modes:
-            m.training = training
 
 
 class StabilityMonitor(L.Callback):
@@ -284,7 +180,6 @@ class StabilityMonitor(L.Callback):
         self.divergence_detector = DivergenceDetector(None, self.stuck_after or 0, self.stuck_patience,
                                                       self.stuck_margin, final_margin=self.final_margin)
         self.unigram_loss: Optional[float] = self.unigram_loss_setting
-        self.unigram_source: Optional[str] = "given" if self.unigram_loss_setting is not None else None
         self.grad_norms: list[float] = []
         self.nonfinite_steps = 0
         self._pending: list[tuple[int, torch.Tensor, Optional[torch.Tensor]]] = []
@@ -299,7 +194,6 @@ class StabilityMonitor(L.Callback):
         self._layout_written = False
         self.probe_seconds: list[float] = []
         self.last_probe: dict[str, float] = {}
-        self.last_update_ratios: dict[str, float] = {}
 
     @property
     def spike_count(self) -> int:
@@ -337,7 +231,7 @@ class StabilityMonitor(L.Callback):
         # divergence, unless the module gives up (its DivergenceError, seen in on_exception).
         self._skip_nonfinite = (getattr(pl_module, "hparams", {}) or {}).get("on_nonfinite") == "skip"
         if self.unigram_loss is None:
-            self.unigram_loss, self.unigram_source = self._measure_unigram_loss(trainer, pl_module)
+            self.unigram_loss = self._measure_unigram_loss(trainer, pl_module)
         self.divergence_detector.unigram_loss = self.unigram_loss
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -375,9 +269,9 @@ class StabilityMonitor(L.Callback):
         if not self.enabled or hasattr(pl_module, "last_grad_norm"):
             return  # AndreaLM computes this norm in its own hook (run after this one): read it at batch end
         # Called after backward and before gradient clipping: the raw global norm, kept on the device.
-        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
-        if grads:
-            self._batch_grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).float())
+        norm = global_grad_norm(pl_module.parameters())
+        if norm is not None:
+            self._batch_grad_norm = norm.float()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -444,11 +338,10 @@ class StabilityMonitor(L.Callback):
             newly_diverged = newly_diverged or found
         self.nonfinite_steps += window_nonfinite
         last_step = pending[-1][0]
-        metrics = {f"{PREFIX}/nonfinite": float(window_nonfinite > 0),
-                   f"{PREFIX}/spikes": float(self.spikes.count),
-                   f"{PREFIX}/diverged": float(self.divergence is not None)}
+        metrics = {tags.NONFINITE: float(window_nonfinite > 0), tags.SPIKES: float(self.spikes.count),
+                   tags.DIVERGED: float(self.divergence is not None)}
         if self.spikes.ema is not None:
-            metrics[f"{PREFIX}/loss_ema"] = self.spikes.ema
+            metrics[tags.LOSS_EMA] = self.spikes.ema
         self._log(trainer, metrics, last_step)
         if newly_diverged is not None and self.stop_on_divergence:
             trainer.should_stop = True
@@ -497,7 +390,7 @@ class StabilityMonitor(L.Callback):
         assert model is not None and self._probe_batch is not None
         started = time.perf_counter()
         x, y = self._probe_batch
-        with _eval_mode(pl_module):  # the whole LightningModule, not only the model inside it
+        with probe.eval_mode(pl_module):  # the whole LightningModule, not only the model inside it
             values = measure_probe(model, x, y, autocast=trainer.precision_plugin.forward_context())
         # Snapshot the weights; the update ratio is measured after this step's optimizer step.
         self._snapshot = (step, {key: [p.detach().clone() for _, p in members]
@@ -505,7 +398,7 @@ class StabilityMonitor(L.Callback):
         seconds = time.perf_counter() - started
         self.probe_seconds.append(seconds)
         metrics = {f"{PREFIX}/{k}": v for k, v in values.items()}
-        metrics[f"{PREFIX}/probe_seconds"] = seconds
+        metrics[probe.PROBE_SECONDS] = seconds
         self._log(trainer, metrics, step)
         self.last_probe = metrics
 
@@ -513,22 +406,8 @@ class StabilityMonitor(L.Callback):
         assert self._snapshot is not None
         step, before = self._snapshot
         self._snapshot = None
-        model = _andrea_of(pl_module)
-        groups = param_groups(model)
-        values = {}
-        with torch.no_grad():
-            for key, old in before.items():
-                new = [p.detach() for _, p in groups.get(key, [])]
-                if len(new) != len(old):
-                    continue
-                delta = _frobenius([n.float() - o.float() for n, o in zip(new, old)])
-                values[f"update_ratio/{key}"] = delta / _frobenius(old).clamp_min(1e-30)
-            if not values:
-                return
-            names = list(values)
-            numbers = torch.stack([values[k].reshape(()) for k in names]).cpu().tolist()
-        self.last_update_ratios = {f"{PREFIX}/{k}": v for k, v in zip(names, numbers)}
-        self._log(trainer, self.last_update_ratios, step)
+        values = probe.measure_updates(_andrea_of(pl_module), before)
+        self._log(trainer, {f"{PREFIX}/{k}": v for k, v in values.items()}, step)
 
     # ------------------------------------------------------------ helpers
 
@@ -541,20 +420,19 @@ class StabilityMonitor(L.Callback):
         except (TypeError, ValueError):
             return 0
 
-    def _measure_unigram_loss(self, trainer: L.Trainer, pl_module: L.LightningModule
-                              ) -> tuple[Optional[float], Optional[str]]:
+    def _measure_unigram_loss(self, trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[float]:
         model = _andrea_of(pl_module)
-        vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+        vocab_size = None if model is None else model.config.vocab_size
         stream = _train_token_stream(trainer.datamodule) if trainer.datamodule is not None else None
         if stream is not None and vocab_size:
             try:
-                return sample_unigram_loss(stream, vocab_size, self.unigram_sample_tokens), "train_tokens"
+                return sample_unigram_loss(stream, vocab_size, self.unigram_sample_tokens)
             except Exception as exc:
                 warnings.warn(f"StabilityMonitor: could not measure the unigram loss from the training tokens "
                               f"({type(exc).__name__}: {exc}); using ln(vocab_size)")
         if vocab_size:
-            return math.log(vocab_size), "ln_vocab"
-        return None, None
+            return math.log(vocab_size)
+        return None
 
     def _write_layout(self, trainer: L.Trainer) -> None:
         for logger in trainer.loggers:
@@ -571,100 +449,7 @@ class StabilityMonitor(L.Callback):
             logger.log_metrics(metrics, step=step)
 
 
-def param_groups(model: nn.Module) -> dict[str, list[tuple[str, nn.Parameter]]]:
-    """The model's parameters by group: ``block_NN``, ``embeddings`` (token and position; the token matrix
-    is tied to the head) and ``head`` (everything else: the final norm, an untied head)."""
-    groups: dict[str, list[tuple[str, nn.Parameter]]] = {}
-    for name, param in model.named_parameters():
-        if name.startswith("blocks."):
-            key = block_tag(int(name.split(".")[1]))
-        elif name.startswith(("token_embed.", "position_embed.")):
-            key = "embeddings"
-        else:
-            key = "head"
-        groups.setdefault(key, []).append((name, param))
-    return groups
-
-
-def measure_probe(model: nn.Module, x: torch.Tensor, y: Optional[torch.Tensor] = None,
-                  autocast: Any = None) -> dict[str, float]:
-    """Every probe statistic of ``model`` (an Andrea) on the batch ``x`` (targets ``y``; None: ``x`` shifted),
-    as ``{"grad_norm/block_00": ..., "stream_rms/block_00": ..., ...}`` (names without the prefix).
-
-    Runs in eval mode (restored after), under an isolated RNG, and differentiates with
-    ``torch.autograd.grad``: parameters' ``.grad`` are never touched. ``autocast`` is an optional context
-    manager for the forward pass (Lightning's precision plugin's ``forward_context()``).
-    """
-    if y is None:
-        x, y = x[:, :-1], x[:, 1:]
-    groups = param_groups(model)
-    named = [(key, name, p) for key, members in groups.items() for name, p in members if p.requires_grad]
-    with ExitStack() as stack:
-        stack.enter_context(isolate_rng())
-        stack.enter_context(_eval_mode(model))
-        stack.enter_context(torch.enable_grad())
-        hooks = stack.enter_context(_ProbeHooks(model))
-        if autocast is not None:
-            stack.enter_context(autocast)
-        logits, loss = model(x, y)
-        embedded = hooks.embedded if hooks.embedded is not None and hooks.embedded.requires_grad else None
-        inputs = [p for _, _, p in named] + ([embedded] if embedded is not None else [])
-        grads = torch.autograd.grad(loss, inputs, allow_unused=True)
-    with torch.no_grad():
-        values = dict(hooks.values)
-        logits = logits.detach().float()
-        values["logit_max"] = logits.amax()
-        values["log_z"] = torch.logsumexp(logits, dim=-1).mean()
-        values["probe_loss"] = loss.detach().float()
-        by_group: dict[str, list[torch.Tensor]] = {}
-        grad_of: dict[str, torch.Tensor] = {}
-        for (key, name, _), g in zip(named, grads):
-            if g is not None:
-                by_group.setdefault(key, []).append(g)
-                grad_of[name] = g
-        for key, gs in by_group.items():
-            if key.startswith("block_"):
-                values[f"grad_norm/{key}"] = _frobenius(gs)
-        grad_embedded = grads[len(named)] if embedded is not None else None
-        values.update(_embedding_and_head_grad_norms(model, x, grad_of, by_group, grad_embedded))
-        names = sorted(values)
-        numbers = torch.stack([values[k].reshape(()).float().to(logits.device) for k in names]).cpu().tolist()
-    return dict(zip(names, numbers))
-
-
-def _embedding_and_head_grad_norms(model: nn.Module, idx: torch.Tensor, grad_of: dict[str, torch.Tensor],
-                                   by_group: dict[str, list[torch.Tensor]], grad_embedded: Optional[torch.Tensor]
-                                   ) -> dict[str, torch.Tensor]:
-    """Gradient norm of the embeddings *through the trunk* (the bottom of the Xiong et al. depth profile),
-    and of the output head.
-
-    The token embedding is tied to the output head, so its parameter gradient is mostly the head's. Its
-    input share is the gradient at the embedding output (the bottom of the residual stream) scattered
-    back onto the rows of the tokens used; with the position embedding's gradient that is
-    ``grad_norm/embeddings``. ``grad_norm/head`` is the rest of the tied matrix's gradient plus the final
-    norm's (or an untied head's) parameters.
-    """
-    out: dict[str, torch.Tensor] = {}
-    if grad_embedded is None:  # no hook point: report the raw parameter gradients
-        for key in ("embeddings", "head"):
-            if by_group.get(key):
-                out[f"grad_norm/{key}"] = _frobenius(by_group[key])
-        return out
-    g = grad_embedded.float()
-    token_in = torch.zeros(model.token_embed.weight.shape, device=g.device, dtype=torch.float32)
-    token_in.index_add_(0, idx.reshape(-1), g.reshape(-1, g.shape[-1]))
-    out["grad_norm/embeddings"] = _frobenius([token_in, g.sum(dim=0)])
-    head = list(by_group.get("head", []))
-    token_total = grad_of.get("token_embed.weight")
-    lm_head = getattr(model, "lm_head", None)
-    if token_total is not None and lm_head is not None and lm_head.weight is model.token_embed.weight:
-        head.append(token_total.float() - token_in)
-    if head:
-        out["grad_norm/head"] = _frobenius(head)
-    return out
-
-
-def _andrea_of(pl_module: nn.Module) -> Optional[nn.Module]:
-    """The ANDREA-shaped model inside a LightningModule (``.model`` with ``.blocks``), if any."""
+def _andrea_of(pl_module: nn.Module) -> Optional[Andrea]:
+    """The Andrea model of an AndreaLM (``.model``), or the module itself if it is one; else None (no probe)."""
     model = getattr(pl_module, "model", pl_module)
-    return model if isinstance(getattr(model, "blocks", None), nn.ModuleList) else None
+    return model if isinstance(model, Andrea) else None

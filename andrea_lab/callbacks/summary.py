@@ -1,5 +1,6 @@
-"""RunSummary: at the end of every fit, ``summary.json`` in the run directory, the same figures as
-TensorBoard hparams metrics, and a few printed lines saying where the run is and what to do next.
+"""RunSummary: at the end of every fit, ``summary.json`` in the run directory, the run's knobs and
+the same figures in TensorBoard's HParams dashboard (andrea_lab.callbacks.hparams), and a few printed
+lines saying where the run is and what to do next.
 
 The file's schema is :class:`andrea_lab.rundir.RunRecord` (every reader uses the same class). It is
 written atomically, also when the fit ends with an exception or Ctrl-C (status ``interrupted``, unless
@@ -11,7 +12,6 @@ interruption: a Ctrl-C should end the process, not start an evaluation).
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import time
@@ -23,7 +23,9 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab import tags
 from andrea_lab.callbacks.events import DivergenceDetector
+from andrea_lab.callbacks.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.contracts import PLUGIN_KINDS
@@ -63,13 +65,16 @@ class RunSummary(L.Callback):
         enabled: Set false to write nothing.
         filename: Always ``summary.json``; kept so that the config.yaml of older runs, which names it,
             still loads.
-        hparams: Also log the results as TensorBoard hparams metrics (``hparams/...``) with the model
-            config, learning rate and seeds as the hyperparameters.
+        hparams: Also log the run to TensorBoard's HParams dashboard: every knob of the config (model,
+            data, the trainer settings that change training, plugins' distributions) as an hparam and the
+            results as ``hparams/...`` metrics (andrea_lab.callbacks.hparams).
         val_metric: The logged validation loss to track.
+        suite: The sweep suite this run belongs to (``andrea sweep`` sets it), an hparam to filter on.
+        variant: The suite's variant this run trains (``andrea sweep`` sets it), an hparam to filter on.
     """
 
-    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = "val/loss",
-                 filename: str = SUMMARY_FILE):
+    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = tags.VAL_LOSS,
+                 filename: str = SUMMARY_FILE, suite: Optional[str] = None, variant: Optional[str] = None):
         super().__init__()
         if filename != SUMMARY_FILE:
             raise ValueError(f"summary.filename is {filename!r}, but the run record is always {SUMMARY_FILE!r} "
@@ -77,6 +82,8 @@ class RunSummary(L.Callback):
         self.enabled = enabled
         self.hparams = hparams
         self.val_metric = val_metric
+        self.suite = suite
+        self.variant = variant
         self._reset()
 
     def _reset(self) -> None:
@@ -234,25 +241,8 @@ class RunSummary(L.Callback):
         rank_zero_info(closing_lines(summary, Path(log_dir), self.path))
 
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord) -> None:
-        params = {"config": summary.config, "lr": summary.lr, "seed": summary.seed, "data_seed": summary.data_seed}
-        heldout = summary.heldout
-        metrics = {
-            "hparams/final_val_loss": summary.final_val_loss,
-            "hparams/best_val_loss": summary.best_val_loss,
-            "hparams/initial_val_loss": summary.initial_val_loss,
-            "hparams/heldout_loss": None if heldout is None else heldout.loss,
-            "hparams/heldout_loss_se": None if heldout is None else heldout.se,
-            "hparams/spike_count": float(summary.spike_count),
-            "hparams/diverged": float(summary.diverged),
-            "hparams/grad_norm_max": summary.grad_norm_max,
-            "hparams/steps": float(summary.steps),
-        }
-        metrics = {k: float(v) for k, v in metrics.items() if v is not None}
-        for logger in trainer.loggers:
-            if "metrics" not in inspect.signature(logger.log_hyperparams).parameters:
-                continue  # e.g. CSVLogger: it has no hparams metrics, summary.json is the record
-            logger.log_hyperparams(params, metrics=metrics, step=summary.steps)
-            logger.save()
+        knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
+        log_run_hparams(trainer, knobs, run_metrics(summary), summary.status, summary.steps)
         self._hparams_logged = True
 
 

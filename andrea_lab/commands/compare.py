@@ -6,6 +6,8 @@ RUNS is a sweep's suite directory (``runs/<suite>``), a directory of suites (``r
 The reference variant and the claims come from the suite file (``--suite``, else the one the sweep
 recorded in its runs); without one, the first variant is the reference and there are no claims.
 ``--doc FILE`` also rewrites the suite's generated claims block in FILE (docs/results.md).
+Compared from run directories, the report is also written as the TensorBoard run ``<suite dir>/_comparison``
+(tables in TensorBoard's Text dashboard, plots in Images) unless ``--no-tensorboard``.
 Read docs/experiments.md for what the columns mean.
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from andrea_lab.analysis import compare, report
+from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
 from andrea_lab.files import read_json
 from andrea_lab.rundir import START_MARKER
@@ -40,6 +43,28 @@ def recorded_suite(runs) -> Optional[Path]:
     return Path(files.pop()) if len(files) == 1 else None
 
 
+def write_tensorboard_run(suite_runs, result: dict, root: Path) -> Path:
+    """The suite's report as the TensorBoard run beside its runs (andrea_lab.analysis.tensorboard_report)."""
+    images = {kind: path for kind, path in result["files"].items() if Path(path).suffix == ".png"}
+    directory = comparison_run_dir(suite_runs["path"].dropna(), root)
+    return write_comparison_run(directory, result["sections"], images)
+
+
+def print_results(written: dict[str, dict]) -> None:
+    """Each suite's variant and claims tables, its notes and the files written."""
+    for suite_name, result in written.items():
+        print(f"## {suite_name}\n")
+        print(report.markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(result["variants"])))
+        if result["claims"] is not None:
+            print("\n" + report.markdown_table(compare.CLAIM_COLUMNS, result["claims"]))
+        for note in result["notes"]:
+            print(f"- {note}")
+        print()
+        for kind, path in result["files"].items():
+            print(f"  {kind:<15} {path}")
+        print()
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="andrea compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,6 +76,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--reference", help="the variant every other one is compared with (default: the suite's "
                                             "reference, else the first variant)")
     parser.add_argument("--doc", help="a Markdown file whose generated claims block for this suite is rewritten")
+    parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                        help="do not also write the report as the TensorBoard run <suite dir>/_comparison "
+                             "(its tables in the Text dashboard, its plots in Images)")
     args = parser.parse_args(argv)
     source = Path(args.runs)
     if source.is_file() and source.suffix == ".csv":
@@ -78,17 +106,12 @@ def main(argv: list[str]) -> int:
         written = report.write_outputs(runs, out, reference, claims)
     except ValueError as exc:  # e.g. a claim names a variant these runs lack
         return _error(str(exc))
-    for suite_name, result in written.items():
-        print(f"## {suite_name}\n")
-        print(report.markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(result["variants"])))
-        if result["claims"] is not None:
-            print("\n" + report.markdown_table(compare.CLAIM_COLUMNS, result["claims"]))
-        for note in result["notes"]:
-            print(f"- {note}")
-        print()
-        for kind, path in result["files"].items():
-            print(f"  {kind:<15} {path}")
-        print()
+    if args.tensorboard and source.is_dir():
+        for suite_name, result in written.items():
+            result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
+    print_results(written)
+    if args.tensorboard and source.is_dir():
+        print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
         doc = Path(args.doc)
         suite_name = next(iter(written))

@@ -66,6 +66,7 @@ def fit_command(suite: Suite, variant_overrides: dict[str, Any], lr: float, seed
         "--trainer.logger.init_args.name", variant,
         "--trainer.logger.init_args.version", version or run_version(lr, seed),
         "--trainer.logger.init_args.default_hp_metric", "false",
+        "--summary.suite", suite.name, "--summary.variant", variant,  # hparams to filter the runs by
     ]
 
 

@@ -200,9 +200,8 @@ def _check_name(value: Any, where: str) -> str:
     return value
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Read and validate a suite file."""
-    path = Path(path)
+def _read_document(path: Path) -> dict:
+    """The suite file as a mapping with only known keys and every required one."""
     if not path.is_file():
         raise SuiteError(f"suite file {str(path)!r} does not exist")
     try:
@@ -211,74 +210,93 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(f"{path} is not valid YAML text: {exc}") from None
     if not isinstance(document, dict):
         raise SuiteError(f"{path}: a suite must be a mapping with keys {', '.join(SUITE_KEYS)}")
-    where = str(path)
     for key in document:
         if key not in SUITE_KEYS:
-            raise SuiteError(_unknown_key_message(where, key, SUITE_KEYS))
+            raise SuiteError(_unknown_key_message(str(path), key, SUITE_KEYS))
     for key in REQUIRED_SUITE_KEYS:
         if key not in document:
-            raise SuiteError(f"{where}: missing required key {key!r}")
+            raise SuiteError(f"{path}: missing required key {key!r}")
+    return document
 
-    name = _check_name(document.get("name", path.stem.replace(" ", "_")), f"{where}: name")
 
-    base_value = document["base"]
+def _base_config(path: Path, base_value: Any) -> Path:
+    """The experiment YAML the suite's runs start from, relative to the suite file."""
     if not isinstance(base_value, str) or not base_value:
-        raise SuiteError(f"{where}: base must be the path of an experiment YAML, got {base_value!r}")
+        raise SuiteError(f"{path}: base must be the path of an experiment YAML, got {base_value!r}")
     base = (path.parent / base_value).resolve()
     if not base.is_file():
-        raise SuiteError(f"{where}: base config {base_value!r} does not exist (looked for {base})")
+        raise SuiteError(f"{path}: base config {base_value!r} does not exist (looked for {base})")
+    return base
 
-    for key in ("lrs", "seeds"):
-        if not isinstance(document[key], list):
-            raise SuiteError(f"{where}: {key} must be a list, got {document[key]!r}")
-    lrs = parse_grid(document["lrs"], "lrs", where)
-    seeds = parse_grid(document["seeds"], "seeds", where)
-    common = check_overrides(document.get("common"), f"{where}: common")
 
-    raw_variants = document["variants"]
+def _variant(raw: Any, number: int, where: str, seen: dict[str, int]) -> Variant:
+    """Variant ``number`` (from 1) of the list, checked against the names ``seen`` before it (then added)."""
+    label = f"{where}: variant {number}"
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
+    for key in raw:
+        if key not in VARIANT_KEYS:
+            raise SuiteError(_unknown_key_message(label, key, VARIANT_KEYS))
+    if "name" not in raw:
+        raise SuiteError(f"{label} has no name")
+    variant_name = _check_name(raw["name"], f"{label}: name")
+    if variant_name in seen:
+        raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
+                         f"(variants {seen[variant_name]} and {number})")
+    seen[variant_name] = number
+    overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
+    description = raw.get("description") or ""
+    seed_offset = raw.get("seed_offset", 0)
+    if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:
+        raise SuiteError(f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, "
+                         f"got {seed_offset!r}")
+    return Variant(variant_name, overrides, str(description), seed_offset)
+
+
+def _variants(raw_variants: Any, where: str) -> list[Variant]:
     if not isinstance(raw_variants, list):
         raise SuiteError(f"{where}: variants must be a list of {{name: ..., overrides: {{...}}}}, "
                          f"got {raw_variants!r}")
     if not raw_variants:
         raise SuiteError(f"{where}: variants is empty; list at least one")
-    variants: list[Variant] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(raw_variants, start=1):
-        label = f"{where}: variant {number}"
-        if not isinstance(raw, dict):
-            raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
-        for key in raw:
-            if key not in VARIANT_KEYS:
-                raise SuiteError(_unknown_key_message(label, key, VARIANT_KEYS))
-        if "name" not in raw:
-            raise SuiteError(f"{label} has no name")
-        variant_name = _check_name(raw["name"], f"{label}: name")
-        if variant_name in seen:
-            raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
-                             f"(variants {seen[variant_name]} and {number})")
-        seen[variant_name] = number
-        overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
-        description = raw.get("description") or ""
-        seed_offset = raw.get("seed_offset", 0)
-        if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:
-            raise SuiteError(f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, "
-                             f"got {seed_offset!r}")
-        variants.append(Variant(variant_name, overrides, str(description), seed_offset))
+    return [_variant(raw, number, where, seen) for number, raw in enumerate(raw_variants, start=1)]
 
-    reference = document.get("reference", variants[0].name)
-    if reference not in seen:
-        raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(seen)}")
-    claims = document.get("claims") or []
+
+def _check_claims(claims: list, names: list[str], where: str) -> None:
+    """Each claim parses and names two of the suite's variants."""
     try:
         # Imported here: the statistics need pandas and scipy, which a suite without claims never loads.
         from andrea_lab.analysis.stats import parse_claims
 
         for claim in parse_claims(claims) if claims else []:
             for named in (claim.a, claim.b):
-                if named not in seen:
-                    raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(seen)}")
+                if named not in names:
+                    raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(names)}")
     except ValueError as problem:
         raise SuiteError(f"{where}: claims: {problem}") from None
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file."""
+    path = Path(path)
+    document = _read_document(path)
+    where = str(path)
+    name = _check_name(document.get("name", path.stem.replace(" ", "_")), f"{where}: name")
+    base = _base_config(path, document["base"])
+    for key in ("lrs", "seeds"):
+        if not isinstance(document[key], list):
+            raise SuiteError(f"{where}: {key} must be a list, got {document[key]!r}")
+    lrs = parse_grid(document["lrs"], "lrs", where)
+    seeds = parse_grid(document["seeds"], "seeds", where)
+    common = check_overrides(document.get("common"), f"{where}: common")
+    variants = _variants(document["variants"], where)
+    names = [v.name for v in variants]
+    reference = document.get("reference", variants[0].name)
+    if reference not in names:
+        raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
+    claims = document.get("claims") or []
+    _check_claims(claims, names, where)
     return Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
                  common=common, description=str(document.get("description") or ""), reference=reference,
                  claims=tuple(claims))

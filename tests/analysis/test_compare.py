@@ -180,3 +180,24 @@ def test_the_claim_tables_in_results_md_are_generated_from_the_committed_runs():
         runs = read_runs_csv(REPO / "docs" / "results" / suite / "runs.csv")
         claims = load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml").claims
         assert report.claims_block(runs, claims) == content, f"{suite}: rerun andrea compare --doc docs/results.md"
+
+
+def test_every_probe_metric_reaches_the_runs_frame_and_a_column_is_one_line(tmp_path):
+    """Step-0 values of any probe metric become ``init/<name>/<key>`` columns; showing one in the
+    initialisation table is one Column over the variant's init profile."""
+    from andrea_lab import probe
+
+    run_dir = write_run(tmp_path / "runs", "a", 1e-3, 0, 2.0, layers={"block_00": 0.2})
+    writer = SummaryWriter(str(run_dir))
+    for step, value in ((0, 3.0), (50, 30.0)):
+        writer.add_scalar(f"{probe.attn_logit_max.tag}/block_00", value, step)
+        writer.add_scalar(f"{probe.attn_logit_max.tag}/block_01", value + 1, step)
+    writer.add_scalar("stability/spikes", 1.0, 0)  # a per-step scalar, not a probe metric: no init column
+    writer.close()
+    row = load_run(run_dir, tmp_path / "runs")
+    assert row["init/attn_logit_max/block_00"] == 3.0 and "init/spikes" not in row
+    column = compare.Column("attn_logit_max", "max attention logit: mean (max)",
+                            lambda vp: report.mean_max(report.per_block(vp[1], probe.attn_logit_max)))
+    frame = pd.DataFrame([row])
+    variant = compare.Variant("a", frame, pd.DataFrame(), None, 1e-3)
+    assert compare.table([column], [(variant, report.init_profile(frame))])["attn_logit_max"][0] == "3.500 (4.000)"

@@ -1,4 +1,4 @@
-"""benchmarks/throughput.py: the FLOP formula against hand arithmetic, the optimizer parity of the
+"""benchmarks/throughput (the package; benchmarks/throughput.py runs it): the FLOP formula against hand arithmetic, the optimizer parity of the
 variants, and a 2-step smoke run of the whole benchmark writing its JSON. No wall-clock assertions."""
 
 from __future__ import annotations
@@ -15,20 +15,12 @@ import torch
 
 from andrea_lab.config import preset
 from andrea_lab.model import Andrea
+from benchmarks.throughput import flops, variants
+from benchmarks.throughput.settings import ADAMW_HPARAMS
+from benchmarks.throughput.variants import ABLATIONS, BASE, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "throughput.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("andrea_throughput_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-tp = _load()
 
 
 def test_flops_per_token_of_andrea_micro_by_hand():
@@ -44,7 +36,7 @@ def test_flops_per_token_of_andrea_micro_by_hand():
     expected = 6 * N + 12 * L * d * T          # PaLM: 6N + 12·L·H·Q·T with H·Q = d
     assert expected == 797_568
 
-    fl = tp.flops_per_token(preset("andrea-micro"), 64)
+    fl = flops.flops_per_token(preset("andrea-micro"), 64)
     assert fl["N"] == N
     assert fl["dense"] == 6 * N
     assert fl["attention"] == 12 * L * d * T
@@ -53,19 +45,19 @@ def test_flops_per_token_of_andrea_micro_by_hand():
 
 def test_flops_per_token_of_andrea_120m_by_hand():
     # The spec: 92,331,264 parameters stored; the position table (1024 x 768) is not in N.
-    fl = tp.flops_per_token(preset("andrea-120m"))
+    fl = flops.flops_per_token(preset("andrea-120m"))
     assert fl["parameters"]["total"] == 92_331_264
     assert fl["N"] == 92_331_264 - 1024 * 768 == 91_544_832
     assert fl["total"] == 6 * 91_544_832 + 12 * 12 * 768 * 1024 == 662_515_200
     # The attention term follows the sequence length actually trained on.
-    assert tp.flops_per_token(preset("andrea-120m"), 256)["attention"] == 12 * 12 * 768 * 256
+    assert flops.flops_per_token(preset("andrea-120m"), 256)["attention"] == 12 * 12 * 768 * 256
 
 
 @pytest.mark.parametrize("changes", [{}, {"activation": "swiglu"}, {"norm_placement": "post"},
                                      {"bias": False}, {"activation": "relu", "mlp_ratio": 2.0}])
 def test_parameter_counts_match_the_model(changes):
     config = preset("andrea-micro", **changes)
-    counts = tp.parameter_counts(config)
+    counts = flops.parameter_counts(config)
     assert counts["total"] == Andrea(config).num_parameters()
     assert counts["position_embedding"] == config.block_size * config.d_model
 
@@ -75,9 +67,9 @@ def test_bare_loop_optimizer_is_andrea_lms():
     from andrea_lab.module import AndreaLM
 
     config = preset("andrea-micro")
-    lm = AndreaLM(config=config, decay_steps=10, **tp.ADAMW_HPARAMS)
+    lm = AndreaLM(config=config, decay_steps=10, **ADAMW_HPARAMS)
     theirs = lm.configure_optimizers()
-    ours, scheduler = tp.adamw_like_andrea(lm.model, torch.device("cpu"), decay_steps=10)
+    ours, scheduler = variants.adamw_like_andrea(lm.model, torch.device("cpu"), decay_steps=10)
     reference = theirs["optimizer"]
     assert len(ours.param_groups) == len(reference.param_groups)
     for mine, ref in zip(ours.param_groups, reference.param_groups):
@@ -93,11 +85,70 @@ def test_hf_gpt2_has_andreas_shape():
     pytest.importorskip("transformers", reason="transformers is not installed: (c) HF GPT-2 is skipped "
                                                "(pip install -e '.[bench]')")
     config = preset("andrea-micro")
-    model = tp.hf_gpt2(config)
+    model = variants.hf_gpt2(config)
     assert sum(p.numel() for p in model.parameters()) == Andrea(config).num_parameters()
     assert model.lm_head.weight is model.transformer.wte.weight
     assert model.config._attn_implementation == "sdpa"
     assert model.config.n_positions == config.block_size
+
+
+def test_every_ablation_changes_one_of_the_three_variants():
+    assert tuple(name for name in VARIANTS if name in BASE) == BASE == ("lightning", "bare", "hf")
+    assert all(row.kind in BASE for row in VARIANTS.values())
+    assert len({row.short for row in VARIANTS.values()}) == len(VARIANTS), "one printed label each"
+    defaults = variants.Ablation("x", "bare", "", "")
+    for name, row in ABLATIONS.items():
+        changed = [f for f in ("module", "fused", "hf_activation", "compile", "logger", "progress_bar",
+                               "num_workers") if getattr(row, f) != getattr(defaults, f)]
+        assert len(changed) <= 1 or name == "a-cli", (name, changed)  # a-cli: andrea fit's callbacks and its bar
+
+
+@pytest.mark.parametrize("name", ["a-unfused", "b-unfused"])
+def test_unfused_ablations_train_with_the_librarys_foreach_adamw(name):
+    lm = variants.andrea_lm(preset("andrea-micro"), _settings(), VARIANTS[name])
+    optimizer = lm.configure_optimizers()["optimizer"]
+    assert not optimizer.param_groups[0]["fused"]
+    assert variants.andrea_lm(preset("andrea-micro"), _settings()).configure_optimizers()["optimizer"] \
+        .param_groups[0]["fused"]
+
+
+def _settings():
+    from benchmarks.throughput.settings import BenchSettings
+
+    return BenchSettings(preset="andrea-micro", batch_size=2, block_size=32, steps=1, warmup=1, rounds=1,
+                         device="cpu", precision="32-true", compile=False, num_workers=0, logger="none",
+                         log_every_n_steps=1, corpus="synthetic", seed=0, variants=["bare"])
+
+
+@pytest.mark.parametrize("changes, twin", [({}, True), ({"norm_placement": "pre"}, True),
+                                           ({"norm_placement": "post"}, False), ({"activation": "swiglu"}, False),
+                                           ({"activation": "relu"}, False), ({"bias": False}, False)])
+def test_one_hf_twin_guard_reads_the_resolved_plugins(changes, twin):
+    """Presets name plugins qualified (``andrea-lab:pre``): the guard compares classes, not spellings."""
+    problem = variants.hf_twin_problem(preset("andrea-micro", **changes))
+    assert (problem is None) == twin, problem
+    if not twin:  # refused before transformers is needed
+        with pytest.raises(ValueError, match="not GPT-2's"):
+            variants.hf_gpt2(preset("andrea-micro", **changes))
+
+
+def documented_commands() -> list[str]:
+    """The benchmark command lines docs/performance.md tells a reader to run (not the ``$ `` transcripts,
+    some of which name ablations of older code that the page says are gone)."""
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    return [line.split("#")[0].split("python benchmarks/throughput.py", 1)[1]
+            for line in text.splitlines() if line.strip().startswith("python benchmarks/throughput.py")]
+
+
+def test_the_documented_command_lines_are_accepted():
+    from benchmarks.throughput.cli import parse_args, settings_from_args
+
+    commands = documented_commands()
+    assert len(commands) >= 4
+    for command in commands:
+        args = parse_args(command.split())
+        settings = settings_from_args(args, torch.device(args.device))
+        assert settings.preset in ("andrea-tiny", "andrea-small", "andrea-120m"), command
 
 
 @pytest.mark.slow

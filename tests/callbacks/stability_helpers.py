@@ -8,14 +8,14 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger
-from torch import nn
 from torch.utils.data import DataLoader
 
 from andrea_lab.config import preset
-from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
+from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.contracts import NormPlacement
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
+from andrea_testing import tiny_trainer
 
 
 class BareNoResidual(NormPlacement):
@@ -28,32 +28,23 @@ class BareNoResidual(NormPlacement):
         return self.sublayer(x)
 
 
-class NormNoResidual(NormPlacement):
-    """``LN(f(x))``: post-norm without the add. LayerNorm's scale invariance re-amplifies the signal in
-    every block, so at initialisation the embedding gradient is *not* small (measured; see docs/stability.md)."""
+class NormNoResidual(PreNorm):
+    """``LN(f(x))``: post-norm without the add (PreNorm's one LayerNorm, used after the sublayer). LayerNorm's
+    scale invariance re-amplifies the signal in every block, so at initialisation the embedding gradient is
+    *not* small (measured; see docs/stability.md)."""
 
     final_norm = False
-
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True):
-        super().__init__(d_model, sublayer, backend, eps, bias)
-        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(self.sublayer(x))
 
 
-class NoisyPreNorm(NormPlacement):
+class NoisyPreNorm(PreNorm):
     """Pre-norm that draws from the global RNG on every call, in eval mode too (adds 0·noise): a
     probe that did not isolate the RNG would shift every later random draw of the run."""
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True):
-        super().__init__(d_model, sublayer, backend, eps, bias)
-        self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.sublayer(self.norm(x)) + 0.0 * torch.randn_like(x)
+        return super().forward(x) + 0.0 * torch.randn_like(x)
 
 
 class GlobalRNGValLoader(AndreaDataModule):
@@ -93,10 +84,8 @@ def fit(tmp_path: Path, corpus: Path, callbacks: list[L.Callback], max_steps: in
     module = module if module is not None else micro_module()
     datamodule = micro_datamodule(corpus, block_size=module.config.block_size if hasattr(module, "config") else 32,
                                   cls=datamodule_cls)
-    trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=max_steps, callbacks=callbacks,
-        logger=TensorBoardLogger(str(tmp_path), name=name, default_hp_metric=False) if logger else False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    trainer = tiny_trainer(
+        tmp_path if logger else None, name=name, max_steps=max_steps, callbacks=callbacks,
         num_sanity_val_steps=trainer_kwargs.pop("num_sanity_val_steps", 1),
         limit_val_batches=trainer_kwargs.pop("limit_val_batches", 1),
         val_check_interval=val_check_interval or max_steps, check_val_every_n_epoch=None,

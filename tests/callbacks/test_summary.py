@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.config import preset
@@ -144,14 +144,19 @@ def test_tensorboard_hparams_hold_the_real_final_metrics(cli_run):
     assert events.Scalars("hparams/spike_count")[0].value == summary["spike_count"]
 
     content = events.PluginTagToContent("hparams")
-    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
-    metric_tags = {info.name.tag for info in experiment.metric_infos}
-    assert {"hparams/final_val_loss", "hparams/best_val_loss", "hparams/spike_count", "hparams/diverged"} <= metric_tags
+    assert "_hparams_/experiment" not in content, "TensorBoard derives the experiment (and differs) from all runs"
     start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
-    assert start.hparams["config/d_model"].number_value == 64
-    assert start.hparams["config/norm_placement"].string_value == "andrea-lab:pre"
-    assert start.hparams["lr"].number_value == pytest.approx(3e-3)
+    assert start.hparams["model.config.d_model"].number_value == 64
+    assert start.hparams["model.config.norm_placement"].string_value == "andrea-lab:pre"
+    assert start.hparams["model.lr"].number_value == pytest.approx(3e-3)
+    assert start.hparams["model.warmup_steps"].number_value == 5
+    assert start.hparams["trainer.max_steps"].number_value == STEPS
+    assert start.hparams["data.batch_size"].number_value == 8
+    assert start.hparams["model.compile"].WhichOneof("kind") == "bool_value"
     assert start.hparams["seed"].number_value == 1337
+    assert start.hparams["suite"].string_value == "None", "a plain fit belongs to no suite"
+    end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"]).session_end_info
+    assert end.status == api_pb2.STATUS_SUCCESS
 
 
 # ------------------------------------------------------------ in-process

@@ -14,6 +14,7 @@ from andrea_lab.commands import trace as trace_command
 from andrea_lab.config import preset
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
+from andrea_testing import tiny_trainer
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +25,7 @@ def micro_checkpoint(tmp_path_factory, text_corpus):
     module = AndreaLM(config=preset("andrea-micro", block_size=32), lr=3e-3, warmup_steps=1)
     data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
                             batch_size=4, cache_dir=str(root / "cache"))
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=3, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                        num_sanity_val_steps=0)
+    trainer = tiny_trainer(max_steps=3, limit_val_batches=0, num_sanity_val_steps=0)
     trainer.fit(module, datamodule=data)
     path = root / "micro.ckpt"
     trainer.save_checkpoint(path)

@@ -1,4 +1,7 @@
-"""Shared fixtures: small generated corpora, and a cache that never touches ~/.cache."""
+"""Fixtures of the data tests: small generated corpora, and a fresh cache directory per test.
+
+Named apart from tests/conftest.py's ``text_corpus`` (real standard-library sources, one per session)
+and ``isolated_cache`` (one cache for the session): one meaning per fixture name."""
 
 from __future__ import annotations
 
@@ -31,8 +34,8 @@ def write_text_corpus(directory: Path, n_files: int = 12, words_per_file: int = 
 
 
 @pytest.fixture(autouse=True)
-def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point the default cache at a temporary directory for every test."""
+def fresh_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the default cache at a new temporary directory for every data test (returned)."""
     root = tmp_path_factory.mktemp("default-cache")
     monkeypatch.setenv("ANDREA_LAB_CACHE", str(root))
     return root
@@ -45,8 +48,8 @@ def make_text_corpus():
 
 
 @pytest.fixture
-def text_corpus(tmp_path: Path) -> Path:
-    """A directory of 12 small text documents."""
+def generated_corpus(tmp_path: Path) -> Path:
+    """A directory of 12 small generated text documents (4 in a subdirectory)."""
     directory = tmp_path / "corpus"
     write_text_corpus(directory)
     return directory

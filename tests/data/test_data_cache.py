@@ -29,8 +29,8 @@ def _forbid_training(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokenizers_lib, "train_bpe_tokenizer", refuse)
 
 
-def test_first_build_writes_a_complete_entry(text_corpus: Path, tmp_path: Path) -> None:
-    entry = _build(text_corpus, tmp_path / "cache")
+def test_first_build_writes_a_complete_entry(generated_corpus: Path, tmp_path: Path) -> None:
+    entry = _build(generated_corpus, tmp_path / "cache")
     assert not entry.hit
     assert entry.directory.parent == tmp_path / "cache" and len(entry.directory.name) == 16
     names = sorted(p.name for p in entry.directory.iterdir())
@@ -48,26 +48,26 @@ def test_first_build_writes_a_complete_entry(text_corpus: Path, tmp_path: Path) 
     assert tokenizers_lib.load_tokenizer(entry.tokenizer_path).get_vocab_size() == VOCAB
 
 
-def test_second_build_is_a_hit_without_training(text_corpus: Path, tmp_path: Path, monkeypatch) -> None:
-    first = _build(text_corpus, tmp_path / "cache")
+def test_second_build_is_a_hit_without_training(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    first = _build(generated_corpus, tmp_path / "cache")
     _forbid_training(monkeypatch)
-    second = _build(text_corpus, tmp_path / "cache")
+    second = _build(generated_corpus, tmp_path / "cache")
     assert second.hit and second.directory == first.directory
     assert second.manifest == first.manifest
 
 
-def test_settings_that_change_the_result_change_the_key(text_corpus: Path, tmp_path: Path) -> None:
-    base = _build(text_corpus, tmp_path / "cache").directory
-    assert _build(text_corpus, tmp_path / "cache", vocab_size=VOCAB + 1).directory != base
-    assert _build(text_corpus, tmp_path / "cache", val_fraction=0.3).directory != base
-    assert _build(text_corpus, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257).directory != base
-    (text_corpus / "doc_01.txt").write_text("new text " * 50)
-    assert _build(text_corpus, tmp_path / "cache").directory != base
+def test_settings_that_change_the_result_change_the_key(generated_corpus: Path, tmp_path: Path) -> None:
+    base = _build(generated_corpus, tmp_path / "cache").directory
+    assert _build(generated_corpus, tmp_path / "cache", vocab_size=VOCAB + 1).directory != base
+    assert _build(generated_corpus, tmp_path / "cache", val_fraction=0.3).directory != base
+    assert _build(generated_corpus, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257).directory != base
+    (generated_corpus / "doc_01.txt").write_text("new text " * 50)
+    assert _build(generated_corpus, tmp_path / "cache").directory != base
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "delete_manifest", "garble_manifest", "delete_val"])
-def test_damaged_entry_warns_and_is_rebuilt(text_corpus: Path, tmp_path: Path, damage: str) -> None:
-    entry = _build(text_corpus, tmp_path / "cache")
+def test_damaged_entry_warns_and_is_rebuilt(generated_corpus: Path, tmp_path: Path, damage: str) -> None:
+    entry = _build(generated_corpus, tmp_path / "cache")
     good_train = entry.train_path.read_bytes()
     if damage == "truncate":
         with open(entry.train_path, "r+b") as handle:
@@ -84,24 +84,24 @@ def test_damaged_entry_warns_and_is_rebuilt(text_corpus: Path, tmp_path: Path, d
         entry.val_path.unlink()
 
     with pytest.warns(UserWarning, match=r"cache .* is damaged .*rebuilding"):
-        rebuilt = _build(text_corpus, tmp_path / "cache")
+        rebuilt = _build(generated_corpus, tmp_path / "cache")
     assert not rebuilt.hit and rebuilt.directory == entry.directory
     assert rebuilt.train_path.read_bytes() == good_train
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [entry.directory.name]
-    assert _build(text_corpus, tmp_path / "cache").hit
+    assert _build(generated_corpus, tmp_path / "cache").hit
 
 
-def test_failed_build_leaves_nothing_behind(text_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+def test_failed_build_leaves_nothing_behind(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
     def crash(*args, **kwargs):
         raise RuntimeError("killed mid-build")
 
     monkeypatch.setattr(tokenizers_lib, "encode_documents", crash)
     with pytest.raises(RuntimeError, match="killed mid-build"):
-        _build(text_corpus, tmp_path / "cache")
+        _build(generated_corpus, tmp_path / "cache")
     assert list((tmp_path / "cache").iterdir()) == []
 
 
-def test_tokenizer_is_trained_on_training_documents_only(text_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+def test_tokenizer_is_trained_on_training_documents_only(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
     seen: list[str] = []
     real_train = tokenizers_lib.train_bpe_tokenizer
 
@@ -111,7 +111,7 @@ def test_tokenizer_is_trained_on_training_documents_only(text_corpus: Path, tmp_
         return real_train(documents, vocab_size)
 
     monkeypatch.setattr(tokenizers_lib, "train_bpe_tokenizer", spy)
-    entry = _build(text_corpus, tmp_path / "cache")
+    entry = _build(generated_corpus, tmp_path / "cache")
     assert len(seen) == len(entry.manifest["train_documents"]) < 12
 
 
@@ -133,6 +133,6 @@ def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert default_cache_root() == tmp_path / "home" / ".cache" / "andrea-lab"
 
 
-def test_default_cache_dir_comes_from_the_environment(text_corpus: Path, isolated_cache: Path) -> None:
-    entry = load_or_build(resolve_corpus(str(text_corpus)), "byte", 257, 0.25)
-    assert entry.directory.parent == isolated_cache
+def test_default_cache_dir_comes_from_the_environment(generated_corpus: Path, fresh_cache: Path) -> None:
+    entry = load_or_build(resolve_corpus(str(generated_corpus)), "byte", 257, 0.25)
+    assert entry.directory.parent == fresh_cache

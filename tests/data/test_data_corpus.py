@@ -57,12 +57,12 @@ def test_directory_is_recursive_sorted_and_skips_hidden_and_binary(tmp_path: Pat
     assert "2 binary skipped" in corpus.description
 
 
-def test_glob_pattern(text_corpus: Path) -> None:
-    corpus = resolve_corpus(str(text_corpus / "**" / "doc_0*.txt"))
+def test_glob_pattern(generated_corpus: Path) -> None:
+    corpus = resolve_corpus(str(generated_corpus / "**" / "doc_0*.txt"))
     assert len(corpus.files) == 10
-    assert corpus.root == text_corpus
+    assert corpus.root == generated_corpus
     assert "sub/doc_00.txt" in corpus.relative_names()
-    only_top = resolve_corpus(str(text_corpus / "doc_1?.txt"))
+    only_top = resolve_corpus(str(generated_corpus / "doc_1?.txt"))
     assert only_top.relative_names() == ["doc_10.txt", "doc_11.txt"]
 
 

@@ -71,6 +71,7 @@ def test_the_command_sets_lr_seeds_and_directory_after_the_overrides(suite, tmp_
     assert option(command, "trainer.logger.init_args.save_dir") == str((tmp_path / "runs" / "np").resolve())
     assert option(command, "trainer.logger.init_args.name") == "post"
     assert option(command, "trainer.logger.init_args.version") == "lr1e-3-seed1"
+    assert option(command, "summary.suite") == "np" and option(command, "summary.variant") == "post"  # hparams
     # common first, then the variant, then what the sweep owns
     assert command.index("--trainer.max_steps") < command.index("--model.config.norm_placement") < \
         command.index("--model.lr")

@@ -1,8 +1,10 @@
 """Shared fixtures of the andrea-lab-cuda tests.
 
-Markers: ``gpu`` tests need a CUDA device and are skipped (with the reason) without one. The
-markers are also registered in this package's pyproject.toml; registering them here as well keeps
-``--strict-markers`` happy when these tests run from another rootdir.
+Markers: ``gpu`` tests need a CUDA device. andrea-lab's pytest plugin (``andrea_lab.testing``,
+installed with andrea-lab) skips them without one, and with ``ANDREA_REQUIRE_GPU=1`` turns every
+such skip into a failure: the one switch for strict GPU runs. The markers are also registered in
+this package's pyproject.toml; registering them here as well keeps ``--strict-markers`` happy when
+these tests run from another rootdir.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 # Deterministic cuBLAS (the determinism tests compare whole training runs bit for bit). Must be
 # set before the first cuBLAS handle exists, i.e. before any test runs.
@@ -23,15 +24,6 @@ HERE = Path(__file__).resolve().parent
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: end-to-end runs that take more than a few seconds")
-
-
-def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="no CUDA device: torch.cuda.is_available() is False")
-    for item in items:
-        if "gpu" in item.keywords and HERE in Path(str(item.path)).resolve().parents:
-            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import andrea_lab
 from andrea_lab.builtin.backends import TorchBackend
 from andrea_lab.contracts import KernelBackend
 from andrea_lab.registry import list_plugins, resolve
-from andrea_lab_cuda import CudaBackend, _lib, backend, build, ops
+from andrea_lab_cuda import CudaBackend, _lib, backend, build, custom_ops, ops
 
 no_gpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour on a machine without a GPU")
 
@@ -189,9 +189,8 @@ class FakeLibrary:
     def gelu_tanh_bwd(self, dy, x, dx, n, dtype, sms, stream):
         self.calls.append(("gelu_tanh_bwd", n, dtype))
         d = _DTYPES[dtype]
-        xv = _mem(x, n, d).float().requires_grad_()
-        with torch.enable_grad():
-            (g,) = torch.autograd.grad(F.gelu(xv, approximate="tanh"), xv, _mem(dy, n, d).float())
+        # Formulas, not autograd: a custom operator's implementation runs below the autograd layer.
+        g = torch.ops.aten.gelu_backward(_mem(dy, n, d).float(), _mem(x, n, d).float(), approximate="tanh")
         _mem(dx, n, d).copy_(g)
         return 0
 
@@ -218,12 +217,12 @@ class FakeLibrary:
     def swiglu_bwd(self, dout, gate, ld_gate, up, ld_up, dgate, dup, rows, cols, dtype, sms, stream):
         self.calls.append(("swiglu_bwd", rows, cols, ld_gate, ld_up, dtype))
         d = _DTYPES[dtype]
-        g = _rows(gate, rows, cols, ld_gate, d).float().requires_grad_()
-        u = _rows(up, rows, cols, ld_up, d).float().requires_grad_()
-        with torch.enable_grad():
-            dg, du = torch.autograd.grad(F.silu(g) * u, (g, u), _mem(dout, rows * cols, d).view(rows, cols).float())
-        _mem(dgate, rows * cols, d).view(rows, cols).copy_(dg)
-        _mem(dup, rows * cols, d).view(rows, cols).copy_(du)
+        g = _rows(gate, rows, cols, ld_gate, d).float()
+        u = _rows(up, rows, cols, ld_up, d).float()
+        do = _mem(dout, rows * cols, d).view(rows, cols).float()
+        s = torch.sigmoid(g)
+        _mem(dgate, rows * cols, d).view(rows, cols).copy_(do * u * s * (1 + g * (1 - s)))
+        _mem(dup, rows * cols, d).view(rows, cols).copy_(do * g * s)
         return 0
 
     def layer_norm_bwd_workspace(self, rows, cols, dtype, sms):
@@ -279,6 +278,7 @@ class FakeLibrary:
 def fake(monkeypatch):
     lib = FakeLibrary()
     monkeypatch.setattr(ops, "_launch_context", lambda t: (lib, 4, 0))
+    monkeypatch.setattr(custom_ops, "uses_kernels", lambda t: True)  # CPU tensors through the launch helpers
     return lib
 
 
@@ -295,7 +295,7 @@ def test_layer_norm_function_wiring(fake, dtype):
         x1, x2 = _pair((3, 4, 24), dtype)
         w1, w2 = _pair((24,), dtype, seed=1) if affine != "none" else (None, None)
         b1, b2 = _pair((24,), dtype, seed=2) if affine == "both" else (None, None)
-        y1 = ops.LayerNormFunction.apply(x1, w1, b1, 1e-5)
+        y1 = custom_ops.layer_norm(x1, w1, b1, 1e-5)[0]
         y2 = F.layer_norm(x2, (24,), w2, b2, 1e-5)
         assert y1.shape == x1.shape and y1.dtype == dtype
         torch.testing.assert_close(y1, y2, **TOL[dtype])
@@ -312,7 +312,7 @@ def test_layer_norm_function_wiring(fake, dtype):
 def test_layer_norm_function_skips_parameter_grads_nobody_needs(fake):
     x = torch.randn(5, 8, requires_grad=True)
     w, b = torch.randn(8), torch.randn(8)  # frozen
-    ops.LayerNormFunction.apply(x, w, b, 1e-5).sum().backward()
+    custom_ops.layer_norm(x, w, b, 1e-5)[0].sum().backward()
     assert fake.calls[-1] == ("layer_norm_bwd", 5, 8, True, False, False, False, 0)
 
 
@@ -322,7 +322,7 @@ def test_add_layer_norm_function_wiring(fake, use):
     d1, d2 = _pair((2, 3, 16), seed=1)
     w1, w2 = _pair((16,), seed=2)
     b1, b2 = _pair((16,), seed=3)
-    s1, y1 = ops.AddLayerNormFunction.apply(x1, d1, w1, b1, 1e-5)
+    s1, y1, _, _ = custom_ops.add_layer_norm(x1, d1, w1, b1, 1e-5)
     s2 = x2 + d2
     y2 = F.layer_norm(s2, (16,), w2, b2, 1e-5)
     torch.testing.assert_close(s1, s2)
@@ -346,7 +346,7 @@ def test_add_layer_norm_function_wiring(fake, use):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_swiglu_function_reads_chunked_halves_in_place(fake, dtype):
     h1, h2 = _pair((2, 5, 2 * 40), dtype)
-    out1 = ops.SwiGLUFunction.apply(*h1.chunk(2, -1))
+    out1 = custom_ops.swiglu(*h1.chunk(2, -1))
     gate, up = h2.chunk(2, -1)
     out2 = F.silu(gate.float()) * up.float()
     torch.testing.assert_close(out1.float(), out2, **TOL[dtype])
@@ -360,7 +360,7 @@ def test_swiglu_function_reads_chunked_halves_in_place(fake, dtype):
 def test_swiglu_function_on_contiguous_and_transposed_inputs(fake):
     g1, g2 = _pair((6, 9))
     u1, u2 = _pair((6, 9), seed=1)
-    out1 = ops.SwiGLUFunction.apply(g1, u1.t().contiguous().t())  # column-major: copied to rows
+    out1 = custom_ops.swiglu(g1, u1.t().contiguous().t())  # column-major: copied to rows
     assert fake.calls[-1] == ("swiglu_fwd", 6, 9, 9, 9, 0)
     out2 = F.silu(g2) * u2
     torch.testing.assert_close(out1, out2)
@@ -373,10 +373,10 @@ def test_swiglu_function_on_contiguous_and_transposed_inputs(fake):
 @pytest.mark.parametrize("name", ["gelu", "relu"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_elementwise_function_wiring(fake, name, dtype):
-    fn, ref = {"gelu": (ops.GeluTanhFunction, lambda t: F.gelu(t, approximate="tanh")),
-               "relu": (ops.ReluFunction, F.relu)}[name]
+    fn, ref = {"gelu": (custom_ops.gelu_tanh, lambda t: F.gelu(t, approximate="tanh")),
+               "relu": (custom_ops.relu, F.relu)}[name]
     x1, x2 = _pair((7, 13), dtype)
-    y1, y2 = fn.apply(x1), ref(x2)
+    y1, y2 = fn(x1), ref(x2)
     torch.testing.assert_close(y1, y2, **TOL[dtype])
     g = torch.randn(y1.shape).to(dtype)
     y1.backward(g)
@@ -385,6 +385,29 @@ def test_elementwise_function_wiring(fake, name, dtype):
     assert [c[0] for c in fake.calls] == [f"{name}_tanh_fwd" if name == "gelu" else "relu_fwd",
                                           f"{name}_tanh_bwd" if name == "gelu" else "relu_bwd"]
     assert fake.calls[0][1:] == (91, _lib.DTYPE_CODES[dtype])
+
+
+def test_a_compiled_graph_calls_the_launchers_not_a_traced_reference(fake):
+    """The operators are opaque to torch.compile: the compiled function calls the launchers at run time
+    (here the emulation, since ``fake`` routes CPU tensors to them as CUDA tensors are), forward and
+    backward, with no graph break (fullgraph)."""
+    def f(x, w, h):
+        y = custom_ops.gelu_tanh(custom_ops.layer_norm(x, w, None, 1e-5)[0])
+        return y.sum() + custom_ops.swiglu(*h.chunk(2, -1)).sum()
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    x, w, h = _pair((4, 8))[0], _pair((8,), seed=1)[0], _pair((4, 16), seed=2)[0]
+    loss = compiled(x, w, h)
+    loss.backward()
+    assert sorted(c[0] for c in fake.calls) == sorted(["layer_norm_fwd", "gelu_tanh_fwd", "swiglu_fwd",
+                                                       "swiglu_bwd", "gelu_tanh_bwd", "layer_norm_bwd"])
+    xr, wr, hr = (t.detach().clone().requires_grad_() for t in (x, w, h))
+    ref = F.gelu(F.layer_norm(xr, (8,), wr, None, 1e-5), approximate="tanh").sum() + \
+        (F.silu(hr[:, :8]) * hr[:, 8:]).sum()
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    for got, want in ((x, xr), (w, wr), (h, hr)):
+        torch.testing.assert_close(got.grad, want.grad)
 
 
 def test_rows_view_keeps_views_and_copies_only_what_it_must():

@@ -17,7 +17,7 @@ import torch
 from andrea_lab_cuda import build
 
 #: Must equal ANDREA_CUDA_ABI_VERSION in csrc/runtime.cu.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 #: The dtype codes of csrc/common.cuh (enum DType).
 DTYPE_CODES: dict[torch.dtype, int] = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -35,7 +35,7 @@ SIGNATURES: dict[str, tuple[type, tuple[type, ...]]] = {
     "andrea_cuda_driver_version": (_I, ()),
     "andrea_cuda_error_name": (ctypes.c_char_p, (_I,)),
     "andrea_cuda_error_string": (ctypes.c_char_p, (_I,)),
-    "andrea_cuda_probe": (_I, (_P,)),
+    "andrea_cuda_probe": (_I, ()),
     # gelu.cu: (x, y, n, dtype, sm_count, stream) / (dy, x, dx, n, dtype, sm_count, stream)
     "andrea_gelu_tanh_fwd": (_I, (_P, _P, _I64, _I, _I, _P)),
     "andrea_gelu_tanh_bwd": (_I, (_P, _P, _P, _I64, _I, _I, _P)),

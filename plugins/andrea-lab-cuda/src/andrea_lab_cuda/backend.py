@@ -5,8 +5,9 @@ Registered in the entry-point group ``andrea_lab.kernel_backend`` under the name
 reference of :class:`andrea_lab.contracts.KernelBackend` (``super()``) for inputs the kernels do
 not take: CPU tensors (Lightning builds the model on the CPU before moving it to the GPU), dtypes
 other than fp32/fp16/bf16, empty tensors, mismatched shapes, devices or dtypes, and LayerNorm
-widths above :data:`andrea_lab_cuda.ops.MAX_LAYER_NORM_COLS`. Under ``torch.compile`` the ops
-also use the eager reference, which the compiler traces and fuses (it cannot trace a ctypes call).
+widths above :data:`andrea_lab_cuda.ops.MAX_LAYER_NORM_COLS`. The kernels are called through the
+operators of :mod:`andrea_lab_cuda.custom_ops`, so ``torch.compile`` keeps them in its graph (as
+opaque calls) instead of tracing the eager reference.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import cache
 import torch
 
 from andrea_lab.contracts import Availability, KernelBackend
-from andrea_lab_cuda import _lib, build, ops
+from andrea_lab_cuda import _lib, build, custom_ops, ops
 from andrea_lab_cuda._lib import DTYPE_CODES
 
 
@@ -63,7 +64,9 @@ def availability() -> Availability:
         return Availability(False, f"building the CUDA kernels with {nvcc} failed: {exc.summary}{where}")
     except _lib.LibraryLoadError as exc:
         return Availability(False, f"the compiled CUDA kernels cannot be loaded: {exc}")
-    code = int(lib.cuda_probe(torch.cuda.current_stream(device).cuda_stream))
+    # The probe runs on a stream of its own: it never syncs PyTorch's current stream, nor breaks a
+    # CUDA graph being captured there.
+    code = int(lib.cuda_probe())
     if code != 0:
         err_name, text = lib.error_text(code)
         runtime, driver = lib.versions()
@@ -91,9 +94,9 @@ def _cuda_floats(*tensors: torch.Tensor | None) -> bool:
 
 def _eager_kernels(*tensors: torch.Tensor | None) -> bool:
     """True when the kernels take these tensors: all on one CUDA device, one supported dtype, none
-    empty, and not inside ``torch.compile`` (which traces the eager reference instead and fuses it
-    itself; a ctypes call cannot be traced)."""
-    return _cuda_floats(*tensors) and not torch.compiler.is_compiling()
+    empty. The same under ``torch.compile``: the operators are registered with fake and autograd
+    implementations, so the compiled graph calls the kernels."""
+    return _cuda_floats(*tensors)
 
 
 def _autocast_enabled() -> bool:
@@ -130,7 +133,7 @@ class CudaBackend(KernelBackend):
             x, weight, bias = (_to_fp32(t) for t in (x, weight, bias))
         if not self._layer_norm_ok(x, weight, bias):
             return super().layer_norm(x, weight, bias, eps)
-        return ops.LayerNormFunction.apply(x.contiguous(), _contig(weight), _contig(bias), float(eps))
+        return custom_ops.layer_norm(x, _contig(weight), _contig(bias), float(eps))[0]
 
     def add_layer_norm(self, x, delta, weight, bias, eps):
         if x.is_cuda and _autocast_enabled():
@@ -141,25 +144,25 @@ class CudaBackend(KernelBackend):
         if x.shape != delta.shape or not _eager_kernels(x, delta) or not self._layer_norm_ok(x, weight, bias):
             # x + delta, then this backend's layer_norm (itself accelerated when it can be).
             return super().add_layer_norm(x, delta, weight, bias, eps)
-        return ops.AddLayerNormFunction.apply(x.contiguous(), delta.contiguous(), _contig(weight), _contig(bias),
-                                              float(eps))
+        summed, normed, _, _ = custom_ops.add_layer_norm(x, delta, _contig(weight), _contig(bias), float(eps))
+        return summed, normed
 
     # -- activations ----------------------------------------------------------------------------
     def gelu_tanh(self, x):
         if not _eager_kernels(x):
             return super().gelu_tanh(x)
-        return ops.GeluTanhFunction.apply(x.contiguous())
+        return custom_ops.gelu_tanh(x)
 
     def relu(self, x):
         if not _eager_kernels(x):
             return super().relu(x)
-        return ops.ReluFunction.apply(x.contiguous())
+        return custom_ops.relu(x)
 
     def swiglu(self, gate, up):
         if (gate.shape != up.shape or gate.dim() < 1 or not _eager_kernels(gate, up)
                 or gate.numel() > ops.MAX_SWIGLU_ELEMENTS):
             return super().swiglu(gate, up)
-        return ops.SwiGLUFunction.apply(gate, up)  # reads row-strided views (h.chunk(2, -1)) in place
+        return custom_ops.swiglu(gate, up)  # reads row-strided views (h.chunk(2, -1)) in place
 
 
 def _contig(t: torch.Tensor | None) -> torch.Tensor | None:

@@ -284,32 +284,39 @@ def build_library(gencode: Sequence[str], *, nvcc: str | None = None, cache_dir:
         if library.is_file():  # another process built it while we waited for the lock
             check_trusted(final, library)
             return BuiltLibrary(library, key, gencode, True, final / "build.log")
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
-        log: list[str] = [f"andrea-lab-cuda build {key}\nnvcc: {nvcc}\n{tc.version_text}\n"
-                          f"gencode: {' '.join(gencode)}\n\n"]
-        try:
-            objects = _compile_all(nvcc, sources, gencode, tmp, log, jobs)
-            cmd = [nvcc, *LINK_FLAGS, "-o", str(tmp / LIBRARY_NAME), *map(str, objects)]
-            _step(cmd, log, f"linking {LIBRARY_NAME}")
-            for obj in objects:
-                obj.unlink()
-            (tmp / "build.log").write_text("".join(log))
-            (tmp / "manifest.json").write_text(json.dumps({
-                "key": key, "nvcc": nvcc, "nvcc_release": tc.release, "gencode": list(gencode),
-                "compile_flags": list(COMPILE_FLAGS), "link_flags": list(LINK_FLAGS),
-                "sources": [p.name for p in sources], "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }, indent=2))
-            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
-            if final.exists():  # a leftover without a library (e.g. deleted by hand): replace it
-                shutil.rmtree(final, ignore_errors=True)
-            os.rename(tmp, final)
-        except BuildError as exc:
-            log_path = _write_failure_log(root, key, "".join(log))
-            raise BuildError(exc.summary, log_path) from None
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+        _compile_into(final, root, key, nvcc, tc, gencode, sources, jobs)
     return BuiltLibrary(library, key, gencode, False, final / "build.log")
+
+
+def _compile_into(final: Path, root: Path, key: str, nvcc: str, tc: Toolchain, gencode: tuple[str, ...],
+                  sources: Sequence[Path], jobs: int | None) -> None:
+    """Compile and link in a private temporary folder under ``root``, then rename it to ``final`` in one
+    step, so that a crash or a failed compile never leaves a half-built library where readers look."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    log: list[str] = [f"andrea-lab-cuda build {key}\nnvcc: {nvcc}\n{tc.version_text}\n"
+                      f"gencode: {' '.join(gencode)}\n\n"]
+    try:
+        objects = _compile_all(nvcc, sources, gencode, tmp, log, jobs)
+        cmd = [nvcc, *LINK_FLAGS, "-o", str(tmp / LIBRARY_NAME), *map(str, objects)]
+        _step(cmd, log, f"linking {LIBRARY_NAME}")
+        for obj in objects:
+            obj.unlink()
+        (tmp / "build.log").write_text("".join(log))
+        (tmp / "manifest.json").write_text(json.dumps({
+            "key": key, "nvcc": nvcc, "nvcc_release": tc.release, "gencode": list(gencode),
+            "compile_flags": list(COMPILE_FLAGS), "link_flags": list(LINK_FLAGS),
+            "sources": [p.name for p in sources], "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }, indent=2))
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
+        if final.exists():  # a leftover without a library (e.g. deleted by hand): replace it
+            shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp, final)
+    except BuildError as exc:
+        log_path = _write_failure_log(root, key, "".join(log))
+        raise BuildError(exc.summary, log_path) from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _step(cmd: Sequence[str], log: list[str], what: str) -> None:

@@ -1,9 +1,10 @@
-"""The kernels as PyTorch ops: thin launch helpers and the ``torch.autograd.Function`` per op.
+"""Thin launch helpers: one per kernel, from PyTorch tensors to the ctypes launcher.
 
 The helpers (``*_forward`` / ``*_backward``) take CUDA tensors of a supported dtype in the layout
-they state (the backend makes inputs contiguous before calling), allocate the outputs with
-PyTorch's caching allocator and launch on the tensor's device, on PyTorch's current stream, so
-the kernels are ordered with every other op exactly like a native PyTorch kernel.
+they state (the operators of :mod:`andrea_lab_cuda.custom_ops` make inputs contiguous before
+calling), allocate the outputs with PyTorch's caching allocator and launch on the tensor's device,
+on PyTorch's current stream, so the kernels are ordered with every other op exactly like a native
+PyTorch kernel (and are captured into a CUDA graph like one).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch.autograd.function import FunctionCtx, once_differentiable
 
 from andrea_lab_cuda import _lib
 from andrea_lab_cuda._lib import DTYPE_CODES
@@ -210,99 +210,3 @@ def layer_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, mean: torch.Tensor,
     return dx, dw, db
 
 
-# ------------------------------------------------------------------------------------------------
-# Autograd functions (first derivatives only: once_differentiable)
-# ------------------------------------------------------------------------------------------------
-class GeluTanhFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: FunctionCtx, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return gelu_tanh_forward(x)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: FunctionCtx, dy: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return gelu_tanh_backward(dy.contiguous(), x)
-
-
-class ReluFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: FunctionCtx, x: torch.Tensor) -> torch.Tensor:
-        y = relu_forward(x)
-        ctx.save_for_backward(y)  # the output, like PyTorch: the input can be freed
-        return y
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: FunctionCtx, dy: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return relu_backward(dy.contiguous(), y)
-
-
-class SwiGLUFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: FunctionCtx, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(gate, up)
-        return swiglu_forward(gate, up)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: FunctionCtx, dout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        gate, up = ctx.saved_tensors
-        return swiglu_backward(dout.contiguous(), gate, up)
-
-
-class LayerNormFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: FunctionCtx, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                eps: float) -> torch.Tensor:
-        x2 = x.view(-1, x.shape[-1])
-        _, y, mean, rstd = layer_norm_forward(x2, None, weight, bias, eps)
-        ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.has_bias = bias is not None
-        ctx.wdtype = _weight_dtype(x, weight, bias)
-        return y.view(x.shape)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: FunctionCtx, dy: torch.Tensor):
-        x, weight, mean, rstd = ctx.saved_tensors
-        x2 = x.view(-1, x.shape[-1])
-        need_dw = weight is not None and ctx.needs_input_grad[1]
-        need_db = ctx.has_bias and ctx.needs_input_grad[2]
-        dx, dw, db = layer_norm_backward(dy.reshape(x2.shape).contiguous(), x2, mean, rstd, weight, ctx.wdtype,
-                                         None, need_dw, need_db)
-        return dx.view(x.shape), dw, db, None
-
-
-class AddLayerNormFunction(torch.autograd.Function):
-    """``(x + delta, LayerNorm(x + delta))`` in one kernel; the backward adds the gradient of the sum
-    into the LayerNorm backward (one kernel too): d(x) = d(delta) = grad_sum + LN'(grad_normed)."""
-
-    @staticmethod
-    def forward(ctx: FunctionCtx, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor | None,
-                bias: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-        ctx.set_materialize_grads(False)
-        x2 = x.view(-1, x.shape[-1])
-        summed, y, mean, rstd = layer_norm_forward(x2, delta.view(x2.shape), weight, bias, eps)
-        summed = summed.view(x.shape)
-        ctx.save_for_backward(summed, weight, mean, rstd)
-        ctx.has_bias = bias is not None
-        ctx.wdtype = _weight_dtype(x, weight, bias)
-        return summed, y.view(x.shape)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: FunctionCtx, grad_sum: torch.Tensor | None, grad_normed: torch.Tensor | None):
-        summed, weight, mean, rstd = ctx.saved_tensors
-        if grad_normed is None:  # only the sum was used
-            return grad_sum, grad_sum, None, None, None
-        s2 = summed.view(-1, summed.shape[-1])
-        dres = grad_sum.reshape(s2.shape).contiguous() if grad_sum is not None else None
-        need_dw = weight is not None and ctx.needs_input_grad[2]
-        need_db = ctx.has_bias and ctx.needs_input_grad[3]
-        dx, dw, db = layer_norm_backward(grad_normed.reshape(s2.shape).contiguous(), s2, mean, rstd, weight,
-                                         ctx.wdtype, dres, need_dw, need_db)
-        dx = dx.view(summed.shape)
-        return dx, dx, dw, db, None

@@ -18,6 +18,8 @@
 // workspace, and a second kernel adds the partials of each column in block order. No atomics.
 // The grid of the backward depends only on (rows, cols, dtype, sm_count), so repeated runs on the
 // same device give bit-identical gradients.
+#include <mutex>
+
 #include "common.cuh"
 
 namespace andrea {
@@ -63,10 +65,48 @@ inline int64_t ln_bwd_grid(int64_t rows, int64_t cols, int dtype, int sm_count) 
 
 constexpr size_t kDefaultSmem = 48 * 1024;
 
-template <typename Kernel>
-inline cudaError_t allow_smem(Kernel kernel, size_t dynamic_bytes, size_t static_bytes) {
+// The most dynamic shared memory a LayerNorm kernel asks for over every width it takes: rows per
+// block times cols floats, per array (the forward's row cache: 1; the backward's dw, db: 2).
+inline size_t ln_max_smem_bytes(int vec, int arrays) {
+  int64_t most = 0;
+  for (int64_t cols = 1; cols <= kMaxCols; ++cols) {
+    const int64_t floats = static_cast<int64_t>(ln_config(cols, vec).ty) * cols;
+    if (floats > most) most = floats;
+  }
+  return static_cast<size_t>(most) * arrays * sizeof(float);
+}
+
+// A launch above 48 KiB of shared memory needs the kernel's limit raised first. The limit belongs
+// to the function on the current device, so it is raised once per (kernel, device), to the most
+// any width needs (capped at what the device allows), under a lock: setting it per call with that
+// call's size would let two host threads launching different widths race (one lowering the limit
+// between the other's set and launch).
+inline cudaError_t allow_smem(const void* kernel, size_t dynamic_bytes, size_t static_bytes, size_t max_dynamic_bytes) {
   if (dynamic_bytes + static_bytes <= kDefaultSmem) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_bytes));
+  // A fixed table (kernels x devices is small; no std::set, whose instantiations would be exported).
+  struct Raised {
+    const void* kernel;
+    int device;
+  };
+  static Raised raised[1024];
+  static int count = 0;
+  static std::mutex mutex;
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int i = 0; i < count; ++i) {
+    if (raised[i].kernel == kernel && raised[i].device == device) return cudaSuccess;
+  }
+  int optin = 0;
+  err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) return err;
+  size_t limit = max_dynamic_bytes;
+  if (optin > 0 && limit + static_bytes > static_cast<size_t>(optin)) limit = static_cast<size_t>(optin) - static_bytes;
+  if (limit < dynamic_bytes) return cudaErrorInvalidValue;  // this width does not fit this GPU
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit));
+  if (err == cudaSuccess && count < 1024) raised[count++] = Raised{kernel, device};
+  return err;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -175,7 +215,8 @@ cudaError_t ln_fwd_launch(const void* x, const void* delta, void* sum_out, const
   const dim3 block(cfg.tx, cfg.ty);
   const size_t smem = static_cast<size_t>(cfg.ty) * cols * sizeof(float);
   auto kernel = vec ? ln_fwd_kernel<T, W, V> : ln_fwd_kernel<T, W, 1>;
-  cudaError_t err = allow_smem(kernel, smem, 32 * sizeof(float));
+  static const size_t max_smem = ln_max_smem_bytes(V, 1);  // config depends on V, not on `vec`
+  cudaError_t err = allow_smem(reinterpret_cast<const void*>(kernel), smem, 32 * sizeof(float), max_smem);
   if (err != cudaSuccess) return err;
   kernel<<<static_cast<unsigned>(grid), block, smem, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum_out), static_cast<const W*>(w),
@@ -352,7 +393,8 @@ cudaError_t ln_bwd_launch(const void* dy, const void* x, const void* mean, const
   const dim3 block(cfg.tx, cfg.ty);
   const size_t smem = wgrad ? 2 * static_cast<size_t>(cfg.ty) * cols * sizeof(float) : 0;
   auto kernel = vec ? ln_bwd_kernel<T, W, V> : ln_bwd_kernel<T, W, 1>;
-  cudaError_t err = allow_smem(kernel, smem, 64 * sizeof(float));
+  static const size_t max_smem = ln_max_smem_bytes(V, 2);
+  cudaError_t err = allow_smem(reinterpret_cast<const void*>(kernel), smem, 64 * sizeof(float), max_smem);
   if (err != cudaSuccess) return err;
   kernel<<<static_cast<unsigned>(grid), block, smem, stream>>>(
       static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const float*>(mean),

@@ -4,7 +4,7 @@
 
 // Bumped whenever a launcher's signature changes; the Python wrapper refuses a library whose
 // version differs from the one it was written for (andrea_lab_cuda/_lib.py: ABI_VERSION).
-#define ANDREA_CUDA_ABI_VERSION 1
+#define ANDREA_CUDA_ABI_VERSION 2
 
 namespace andrea {
 namespace {
@@ -38,13 +38,26 @@ ANDREA_API const char* andrea_cuda_error_string(int code) {
   return cudaGetErrorString(static_cast<cudaError_t>(code));
 }
 
-// Runs an empty kernel on `stream` and waits for it: cudaErrorInsufficientDriver when the driver
-// is older than the runtime, cudaErrorNoKernelImageForDevice when the .so was built for another
+// Runs an empty kernel and waits for it: cudaErrorInsufficientDriver when the driver is older
+// than the runtime, cudaErrorNoKernelImageForDevice when the .so was built for another
 // architecture, cudaSuccess when the kernels can run here.
-ANDREA_API int andrea_cuda_probe(void* stream) {
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  andrea::probe_kernel<<<1, 32, 0, s>>>(nullptr);
-  cudaError_t err = cudaGetLastError();
+//
+// It runs on a stream of its own, created and destroyed here, so it never waits for (nor orders
+// itself into) the caller's stream; and in relaxed capture mode for this thread, so a CUDA graph
+// being captured elsewhere (or on this thread's current stream) is neither broken nor captured into.
+ANDREA_API int andrea_cuda_probe() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaError_t err = cudaThreadExchangeStreamCaptureMode(&mode);
   if (err != cudaSuccess) return err;
-  return cudaStreamSynchronize(s);
+  cudaStream_t s = nullptr;
+  err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (err == cudaSuccess) {
+    andrea::probe_kernel<<<1, 32, 0, s>>>(nullptr);
+    err = cudaGetLastError();
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+    const cudaError_t destroyed = cudaStreamDestroy(s);
+    if (err == cudaSuccess) err = destroyed;
+  }
+  cudaThreadExchangeStreamCaptureMode(&mode);  // the caller's mode back
+  return err;
 }

@@ -1,0 +1,29 @@
+"""The TensorBoard scalar tags of a fit, each spelled once, here: what AndreaLM and the stability monitor's
+per-step detectors log, and what the run record, the checkpoint monitor and ``andrea compare`` read.
+
+The stability *probe*'s tags are defined with their metric functions in
+:mod:`andrea_lab.probe` (``METRICS``). tests/test_tags.py checks that no other module spells
+any of these strings.
+"""
+
+TRAIN_LOSS = "train/loss"
+TRAIN_LR = "train/lr"
+TRAIN_TOKENS = "train/tokens"
+TRAIN_GRAD_NORM = "train/grad_norm"          # global norm before clipping
+TRAIN_SKIPPED_STEPS = "train/skipped_steps"  # non-finite steps dropped (on_nonfinite: skip)
+
+#: The evaluation loss and perplexity of each evaluation stage (``validate`` logs val/, ``test`` test/).
+STAGE_LOSS = {"val": "val/loss", "test": "test/loss"}
+STAGE_PERPLEXITY = {"val": "val/perplexity", "test": "test/perplexity"}
+VAL_LOSS = STAGE_LOSS["val"]
+VAL_PERPLEXITY = STAGE_PERPLEXITY["val"]
+
+# The stability monitor's per-step event scalars (docs/stability.md).
+LOSS_EMA = "stability/loss_ema"
+SPIKES = "stability/spikes"
+NONFINITE = "stability/nonfinite"
+DIVERGED = "stability/diverged"
+
+#: Every tag above (tests/test_tags.py).
+ALL = (TRAIN_LOSS, TRAIN_LR, TRAIN_TOKENS, TRAIN_GRAD_NORM, TRAIN_SKIPPED_STEPS, *STAGE_LOSS.values(),
+       *STAGE_PERPLEXITY.values(), LOSS_EMA, SPIKES, NONFINITE, DIVERGED)

@@ -1,0 +1,152 @@
+"""What the benchmark trains: the three variants and the ablations, one row each of :data:`TABLE`.
+
+An ablation changes exactly one thing against the variant it names as its ``kind`` ((a) lightning,
+(b) bare, (c) hf); the runners read the row's fields and never branch on a variant's name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from andrea_lab.config import AndreaConfig
+
+from .settings import ADAMW_HPARAMS, BenchSettings
+
+
+def _same(base: type) -> type:
+    return base
+
+
+def _no_check(base: type) -> type:
+    class NoCheck(base):  # type: ignore[misc, valid-type]
+        def on_before_optimizer_step(self, optimizer):  # no grad norm, no host sync
+            return None
+    return NoCheck
+
+
+def _no_log(base: type) -> type:
+    class NoLog(base):  # type: ignore[misc, valid-type]
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            _, loss = self.model(x, y)
+            self._last_train_loss = loss.detach()
+            return loss
+
+        def log(self, *args, **kwargs):  # the grad-norm log in on_before_optimizer_step too
+            return None
+    return NoLog
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One way of training in the benchmark: a variant ((a), (b), (c)) or an ablation of one."""
+
+    name: str
+    kind: str                                  # the runner: "lightning", "bare" or "hf" (an ablation: what it changes)
+    label: str                                 # the description (the JSON's ``label``)
+    short: str                                 # its row in the printed table
+    module: Callable[[type], type] = _same     # (a), (b): the AndreaLM subclass trained
+    fused: bool = True                         # AdamW's fused kernel (else foreach)
+    hf_activation: str = "gelu_new"            # (c): GPT2Config.activation_function
+    compile: bool = False                      # torch.compile the model (also on with --compile)
+    logger: bool = True                        # (a): write TensorBoard (with --logger tensorboard)
+    progress_bar: bool = False                 # (a): Lightning's TQDM progress bar
+    cli_callbacks: bool = False                # (a): + andrea fit's StabilityMonitor and RunSummary
+    num_workers: Optional[int] = None          # (a): DataLoader workers instead of --num-workers
+    times_check: bool = False                  # (b): also time AndreaLM's grad-norm + non-finite check alone
+
+
+TABLE = [
+    Ablation("lightning", "lightning", "(a) AndreaLM + Lightning Trainer", "(a) AndreaLM + Lightning Trainer"),
+    Ablation("bare", "bare", "(b) Andrea, bare PyTorch loop", "(b) Andrea, bare loop", times_check=True),
+    Ablation("hf", "hf", "(c) HF GPT2LMHeadModel, bare loop", "(c) HF GPT2LMHeadModel, bare loop"),
+    Ablation("a-nocheck", "lightning", "(a) without AndreaLM's grad-norm + non-finite check (no host sync)",
+             "(a) - grad-norm/non-finite check", module=_no_check),
+    Ablation("a-nolog", "lightning", "(a) without any self.log in the training step", "(a) - self.log in the step",
+             module=_no_log),
+    Ablation("a-progbar", "lightning", "(a) with Lightning's TQDM progress bar (andrea fit's default)",
+             "(a) + progress bar", progress_bar=True),
+    Ablation("a-cli", "lightning", "(a) as andrea fit runs it: + StabilityMonitor, RunSummary and the progress bar",
+             "(a) + andrea fit's callbacks, progress bar", progress_bar=True, cli_callbacks=True),
+    Ablation("a-nologger", "lightning", "(a) with logger=False (self.log still collects, nothing is written)",
+             "(a) - TensorBoard logger", logger=False),
+    Ablation("a-unfused", "lightning", "(a) with the unfused (foreach) AdamW and so a per-step non-finite host check",
+             "(a) with foreach AdamW", fused=False),
+    Ablation("a-workers", "lightning", "(a) with DataLoader num_workers=1 (+ persistent workers)",
+             "(a) + num_workers=1", num_workers=1),
+    Ablation("b-unfused", "bare", "(b) with the unfused (foreach) AdamW", "(b) with foreach AdamW", fused=False),
+    Ablation("b-copy", "bare", "(b) again, unchanged: an A/A control of the method's noise and position bias",
+             "(b) again (A/A control)"),
+    Ablation("c-gelu", "hf", "(c) with activation_function='gelu_pytorch_tanh' (fused GELU kernel)",
+             "(c) + gelu_pytorch_tanh", hf_activation="gelu_pytorch_tanh"),
+    Ablation("b-compile", "bare", "(b) with torch.compile of the model (what model.compile=true does in (a))",
+             "(b) + torch.compile", compile=True),
+    Ablation("c-compile", "hf", "(c) with torch.compile of the model", "(c) + torch.compile", compile=True),
+]
+VARIANTS: dict[str, Ablation] = {row.name: row for row in TABLE}
+#: The three ways of training (``--variants``); every other row is an ablation (``--ablations``).
+BASE = ("lightning", "bare", "hf")
+ABLATIONS: dict[str, Ablation] = {name: row for name, row in VARIANTS.items() if name not in BASE}
+
+
+def andrea_lm(config: AndreaConfig, settings: BenchSettings, variant: Ablation = VARIANTS["lightning"]):
+    """AndreaLM with the benchmark's hyperparameters (or the variant's subclass of it)."""
+    from andrea_lab.module import AndreaLM
+
+    cls = variant.module(AndreaLM)
+    if not variant.fused:
+        cls = type(f"Unfused{cls.__name__}", (cls,), {"use_fused_adamw": False})
+    return cls(config=config, decay_steps=settings.warmup + settings.steps, compile=settings.compile,
+               **ADAMW_HPARAMS)
+
+
+def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps: int, fused: bool = True):
+    """What ``AndreaLM.configure_optimizers`` builds, for any model (the library's ``adamw_with_schedule``)."""
+    from andrea_lab.module import adamw_with_schedule
+
+    hp = ADAMW_HPARAMS
+    return adamw_with_schedule(model, hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"], hp["warmup_steps"],
+                               decay_steps, hp["min_lr_ratio"], fused=fused)
+
+
+def hf_unavailable(config: AndreaConfig) -> Optional[str]:
+    """Why (c) cannot run here (None when it can): transformers missing, or no GPT-2 twin of the config."""
+    if importlib.util.find_spec("transformers") is None:
+        return "transformers is not installed (pip install -e '.[bench]')"
+    return hf_twin_problem(config)
+
+
+def hf_twin_problem(config: AndreaConfig) -> Optional[str]:
+    """Why HF GPT-2 cannot have this config's architecture (None when it can): GPT-2 is pre-norm, with
+    the tanh GELU (ungated) and biases. The one check (c)'s model and its skip reason use. Compares the
+    resolved plugin classes: a preset names them qualified (``andrea-lab:pre``)."""
+    from andrea_lab.builtin.activations import GELU
+    from andrea_lab.builtin.placements import PreNorm
+    from andrea_lab.registry import resolve
+
+    if (resolve("norm_placement", config.norm_placement) is not PreNorm
+            or resolve("activation", config.activation) is not GELU or not config.bias):
+        return "the preset's architecture is not GPT-2's (pre-norm, GELU, biases)"
+    return None
+
+
+def hf_gpt2(config: AndreaConfig, activation: str = "gelu_new"):
+    """``GPT2LMHeadModel`` of ANDREA's shape, SDPA attention, every dropout 0, built from a config
+    (no weights are downloaded)."""
+    problem = hf_twin_problem(config)
+    if problem:
+        raise ValueError(f"HF GPT-2 of this shape cannot be built: {problem}")
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    hf_config = GPT2Config(
+        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
+        n_layer=config.n_layer, n_head=config.n_head, n_inner=config.mlp_hidden,
+        activation_function=activation, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        layer_norm_epsilon=config.layer_norm_eps, initializer_range=config.init_std,
+        tie_word_embeddings=True, use_cache=False, bos_token_id=None, eos_token_id=None,
+    )
+    return GPT2LMHeadModel._from_config(hf_config, attn_implementation="sdpa")
