@@ -24,7 +24,11 @@ OWN_COMMANDS = {
     "trace": "follow one token through every block of a checkpoint",
     "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.testing)",
     "tokenize": "tokenize a corpus (JSONL, Parquet, datasets...) into llm.c shards, in parallel, resumable",
+    "export": "a checkpoint as a Hugging Face transformers directory (--to hf)",
+    "import": "a Hugging Face GPT-2 directory as a checkpoint (--from-hf)",
 }
+#: A command whose module is not its name with '-' as '_' (``import`` is a Python keyword).
+COMMAND_MODULES = {"import": "import_hf"}
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
 #: Exit status of a fit stopped by the divergence policy (distinct from 1 = crash, 2 = bad input).
@@ -131,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0]
     try:
         if command in OWN_COMMANDS:
-            module = importlib.import_module(f"andrea_lab.commands.{command.replace('-', '_')}")
+            name = COMMAND_MODULES.get(command, command.replace("-", "_"))
+            module = importlib.import_module(f"andrea_lab.commands.{name}")
             return module.main(argv[1:])
         return run_lightning(argv)
     except argparse.ArgumentError as exc:

@@ -23,6 +23,7 @@ from andrea_lab import tags
 from andrea_lab.config import AndreaConfig, ConfigError
 from andrea_lab.contracts import PLUGIN_KINDS
 from andrea_lab.errors import DivergenceError
+from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
 from andrea_lab.registry import selected_entry_point
@@ -110,6 +111,9 @@ class AndreaLM(L.LightningModule):
             ``stop`` ends the run up to that many steps after the first non-finite step.
         max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
         compile: Compile the model with ``torch.compile`` (in place, so checkpoint keys do not change).
+        init_from: A checkpoint (from ``andrea fit`` or ``andrea import``) whose weights this fit starts
+            from: weights only; optimizer, step and schedule start fresh (to resume a run, use
+            ``--ckpt_path``). Its architecture must equal ``config`` and its tokenizer the data's.
     """
 
     #: Use the fused AdamW kernel where torch has one (a class attribute so benchmarks and tests can
@@ -129,6 +133,7 @@ class AndreaLM(L.LightningModule):
         on_nonfinite: Literal["stop", "skip"] = "stop",
         max_skipped_steps: int = 10,
         compile: bool = False,
+        init_from: Optional[str] = None,
     ):
         super().__init__()
         if isinstance(config, dict):  # as stored in a checkpoint's hyperparameters
@@ -147,6 +152,9 @@ class AndreaLM(L.LightningModule):
                                    "compile": compile})
         self.config = config
         self.model = Andrea(config)
+        # Not a saved hyperparameter: a checkpoint of this run is complete without the file it started from
+        # (config.yaml records it), and loading that checkpoint must not read it again.
+        self._initial_weights = self._load_initial_weights(init_from) if init_from else None
         # Which parameters get weight decay is decided here, on the original shapes: under FSDP,
         # configure_optimizers sees flattened 1-D shards, and p.dim() would turn decay off for all.
         for parameter in self.model.parameters():
@@ -174,6 +182,29 @@ class AndreaLM(L.LightningModule):
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+
+    def _load_initial_weights(self, path: str) -> InitialWeights:
+        """Load ``init_from``'s weights into the model, after checking its architecture is ``config``'s."""
+        initial = InitialWeights(path)
+        differences = self._architecture_differences(initial.saved_config)
+        if differences:
+            raise initial.architecture_error(differences)
+        try:
+            self.load_state_dict(initial.state_dict)
+        except RuntimeError as exc:  # no saved config to compare (a foreign state dict): the shapes speak
+            raise initial.architecture_error([str(exc).splitlines()[-1].strip()]) from None
+        initial.state_dict = {}  # the weights are in the model now; keep only what setup checks
+        return initial
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if self._initial_weights is None or datamodule is None:
+            return
+        try:
+            tokenizer = datamodule.tokenizer
+        except (AttributeError, RuntimeError):  # another data module, or one that knows no tokenizer yet
+            return
+        self._initial_weights.check_tokenizer(tokenizer, str(getattr(datamodule, "tokenizer_spec", "")))
 
     def configure_model(self) -> None:
         # nn.Module.compile compiles in place: parameter names, and so checkpoints, stay the same
@@ -309,13 +340,17 @@ class AndreaLM(L.LightningModule):
     ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
                            "norm_placement", "activation", "bias")
 
+    def _architecture_differences(self, saved: dict | None) -> list[str]:
+        """``field: checkpoint X, config Y`` for each architecture field where ``saved`` differs (none if no config)."""
+        if not saved:
+            return []
+        current = asdict(self.config)
+        return [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
+                for name in self.ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
+
     def _check_same_architecture(self, saved: dict | None) -> None:
         """Refuse a checkpoint of another architecture with the differing fields, not a shape traceback."""
-        if not saved:
-            return
-        current = asdict(self.config)
-        differences = [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
-                       for name in self.ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
+        differences = self._architecture_differences(saved)
         if differences:
             raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
                               + "; ".join(differences) + "); use the run's own config.yaml with this "

@@ -1,0 +1,116 @@
+"""``andrea import --from-hf``: a transformers GPT-2 directory as an andrea checkpoint.
+
+The result is shaped like a checkpoint ``andrea fit`` writes (``state_dict``, ``hyper_parameters``
+with the model config, the data module's tokenizer), written atomically with its sha256 manifest, so
+``andrea generate``, ``validate`` and ``trace`` read it as they read any checkpoint, and a new fit
+starts from it with ``--model.init_from``. The tokenizer also goes beside it as a tokenizer.json, the
+file ``data.tokenizer`` takes. Weights are read only through :func:`andrea_lab.checkpoint_io.load_weights`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from tokenizers import Tokenizer
+
+from andrea_lab.checkpoint_io import AtomicCheckpointIO
+from andrea_lab.config import AndreaConfig
+from andrea_lab.data.tokenizer import TokenizerError, eot_id, save_tokenizer
+from andrea_lab.errors import MissingFileError, UsageError
+from andrea_lab.interop import require_transformers
+from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
+from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights
+from andrea_lab.interop.hf_tokenizer import read_tokenizer
+
+DATAMODULE_STATE_KEY = "AndreaDataModule"
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What an import wrote (for the command's summary)."""
+
+    checkpoint: Path
+    config: AndreaConfig
+    parameters: int
+    tokenizer_file: Optional[Path]
+    tokenizer_source: str
+
+
+def tokenizer_path_for(out: Path) -> Path:
+    """Where the imported tokenizer goes beside the checkpoint: ``gpt2.ckpt`` -> ``gpt2.tokenizer.json``."""
+    return out.with_suffix(".tokenizer.json")
+
+
+def read_gpt2_config(directory: Path) -> AndreaConfig:
+    """The AndreaConfig of the GPT-2 a directory's config.json describes (or one error naming what is not)."""
+    path = directory / "config.json"
+    if not path.is_file():
+        raise MissingFileError(f"{directory} has no config.json; pass a directory saved by transformers' "
+                               f"save_pretrained (config.json and model.safetensors or pytorch_model.bin)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("model_type") != "gpt2":
+        found = data.get("model_type") if isinstance(data, dict) else None
+        raise NotImportableError(f"{path} has model_type {found!r}; andrea imports GPT-2 models only "
+                                 f"(model_type 'gpt2')")
+    from transformers import GPT2Config
+
+    return andrea_config_from_gpt2(GPT2Config.from_dict(data), str(path))
+
+
+def _checked_tokenizer(source: Path, explicit: bool, config: AndreaConfig) -> tuple[Optional[Tokenizer], str]:
+    """The tokenizer to carry, and what was read (or why none is carried). One the user named explicitly
+    must be usable; a directory's own that is not (no ``<|endoftext|>``) is left behind with the reason."""
+    try:
+        tokenizer, described = read_tokenizer(source)
+    except TokenizerError as exc:
+        if explicit:
+            raise
+        return None, f"not carried: {exc}"
+    if tokenizer is None and explicit:
+        raise UsageError(f"--tokenizer {source}: {described}")
+    if tokenizer is not None and tokenizer.get_vocab_size() > config.vocab_size:
+        raise NotImportableError(f"the tokenizer ({described}) has {tokenizer.get_vocab_size()} ids but the model "
+                                 f"only {config.vocab_size} (vocab_size in config.json); they do not belong together")
+    return tokenizer, described
+
+
+def _checkpoint(module: Any, tokenizer: Optional[Tokenizer], directory: Path, described: str) -> dict[str, Any]:
+    """A dict shaped like the checkpoints ``andrea fit`` writes, at step 0."""
+    import lightning
+
+    return {
+        "state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams), "epoch": 0, "global_step": 0,
+        "pytorch-lightning_version": lightning.__version__,
+        DATAMODULE_STATE_KEY: {"tokenizer_json": None if tokenizer is None else tokenizer.to_str(),
+                               "eot_id": None if tokenizer is None else eot_id(tokenizer),
+                               "vocab_size": module.config.vocab_size, "corpus": None},
+        "andrea_import": {"from_hf": str(directory), "tokenizer": described},
+    }
+
+
+def import_directory(directory: Path, out: Path, tokenizer_source: Optional[Path] = None) -> Imported:
+    """Write ``out`` (and its tokenizer.json beside it) from the GPT-2 in ``directory``."""
+    from andrea_lab.module import AndreaLM
+
+    require_transformers()
+    if not directory.is_dir():
+        raise MissingFileError(f"--from-hf {directory} is not a directory; pass one saved by save_pretrained")
+    tokenizer_file = tokenizer_path_for(out)
+    for path in (out, tokenizer_file):
+        if path.exists():
+            raise UsageError(f"{path} already exists; an import never overwrites: choose another --out")
+    config = read_gpt2_config(directory)
+    tokenizer, described = _checked_tokenizer(tokenizer_source or directory, tokenizer_source is not None, config)
+    module = AndreaLM(config=config)
+    expected = {key: value.shape for key, value in module.state_dict().items()}
+    module.load_state_dict(from_hf(read_directory_weights(directory), expected, str(directory)))
+    AtomicCheckpointIO().save_checkpoint(_checkpoint(module, tokenizer, directory, described), out)
+    if tokenizer is not None:
+        save_tokenizer(tokenizer, tokenizer_file)
+    return Imported(out, config, module.model.num_parameters(), tokenizer_file if tokenizer else None, described)
