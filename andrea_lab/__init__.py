@@ -1,20 +1,24 @@
 """andrea-lab: train ANDREA and compare its variants (norm placement, activation, MLP ratio,
 kernel backend), each chosen by name through entry-point plugins."""
 
-from andrea_lab.config import AndreaConfig, ConfigError, preset
-from andrea_lab.model import Andrea
+import importlib
 
 __all__ = ["Andrea", "AndreaConfig", "ConfigError", "preset", "AndreaLM", "AndreaDataModule"]
 __version__ = "0.1.0"
 
+#: Every public name is imported on first use, so that ``import andrea_lab.<anything>`` does not pull in
+#: torch or Lightning (seconds each): the tokenizer's worker processes and ``andrea plugins`` need neither.
+_LAZY = {
+    "Andrea": "andrea_lab.model",
+    "AndreaConfig": "andrea_lab.config",
+    "ConfigError": "andrea_lab.config",
+    "preset": "andrea_lab.config",
+    "AndreaLM": "andrea_lab.module",
+    "AndreaDataModule": "andrea_lab.data",
+}
+
 
 def __getattr__(name: str):
-    # Lightning is imported lazily so that `import andrea_lab` (e.g. for the model alone or for
-    # `andrea plugins`) stays fast.
-    if name == "AndreaLM":
-        from andrea_lab.module import AndreaLM
-        return AndreaLM
-    if name == "AndreaDataModule":
-        from andrea_lab.data import AndreaDataModule
-        return AndreaDataModule
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'andrea_lab' has no attribute {name!r}")

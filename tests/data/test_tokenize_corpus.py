@@ -133,3 +133,15 @@ def test_the_bpe_sample_is_seeded_uniform_and_independent_of_file_order(tmp_path
                 for i in range(len(texts)) if name_score(f"{n}:{i}") < 0.2}
     assert val_keys and not set(first) & {small_texts[int(k.split(":")[1]) + (20 if k[0] == "b" else 0)]
                                          for k in val_keys}
+
+
+def test_a_tokenizing_worker_imports_neither_torch_nor_lightning() -> None:
+    """Each spawned worker imports the encoding modules afresh; torch and Lightning would add seconds to
+    every start (andrea_lab/__init__ imports its public names lazily for this)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, andrea_lab.data.parallel_encode, andrea_lab.data.records, andrea_lab.data.shard_writer; "
+            "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
