@@ -31,17 +31,38 @@ from andrea_lab.data.tokenizer import save_tokenizer
 
 H100_TOKENS_PER_S = 1_000_000
 
+#: Peak memory is each process's ``VmHWM`` (the high-water mark of its own address space), not
+#: ``getrusage``'s ``ru_maxrss``: Linux carries the parent's high-water mark across fork and exec into
+#: ``ru_maxrss``, so a child of a large process would report the parent's size. Workers are sampled
+#: while they live (their ``VmHWM`` only grows, so the last reading before they exit is their peak).
 _MEMORY_CHILD = """
-import json, resource, sys
+import json, multiprocessing, sys, threading
 from pathlib import Path
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.tokenize_corpus import TokenizeOptions, tokenize_corpus
-corpus, out, tokenizer, workers = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-options = TokenizeOptions(tokenizer=tokenizer, workers=workers, progress=False, shard_tokens=10_000_000)
-report = tokenize_corpus(resolve_corpus(corpus), out, options)
-print(json.dumps({"main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-                  "tokens": report.manifest["totals"]["train_tokens"] + report.manifest["totals"]["val_tokens"]}))
+
+def high_water_mb(pid='self'):
+    try:
+        with open(f'/proc/{pid}/status') as status:
+            return next(int(line.split()[1]) for line in status if line.startswith('VmHWM')) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+workers_peak, done = {}, threading.Event()
+def sample():
+    while not done.wait(0.1):
+        for child in multiprocessing.active_children():
+            workers_peak[child.pid] = max(workers_peak.get(child.pid, 0.0), high_water_mb(child.pid))
+
+if __name__ == '__main__':
+    corpus, out, tokenizer, workers = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    threading.Thread(target=sample, daemon=True).start()
+    options = TokenizeOptions(tokenizer=tokenizer, workers=workers, progress=False, shard_tokens=10_000_000)
+    report = tokenize_corpus(resolve_corpus(corpus), out, options)
+    done.set()
+    totals = report.manifest['totals']
+    print(json.dumps({'main_mb': high_water_mb(), 'worker_mb': max(workers_peak.values(), default=0.0),
+                      'tokens': totals['train_tokens'] + totals['val_tokens']}))
 """
 
 
