@@ -15,9 +15,8 @@ import torch
 from tokenizers import Tokenizer
 
 from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.errors import UsageError
-
-DATAMODULE_STATE_KEY = "AndreaDataModule"
 
 
 class InitialWeights:
@@ -32,7 +31,7 @@ class InitialWeights:
                              f"written by `andrea fit` or `andrea import`")
         self.state_dict: dict[str, torch.Tensor] = state
         self.saved_config: Optional[dict[str, Any]] = (checkpoint.get("hyper_parameters") or {}).get("config")
-        self.tokenizer_json: Optional[str] = (checkpoint.get(DATAMODULE_STATE_KEY) or {}).get("tokenizer_json")
+        self.tokenizer: Optional[Tokenizer] = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
 
     def architecture_error(self, differences: list[str]) -> UsageError:
         return UsageError(f"model.init_from {self.path} holds a model of another architecture than model.config ("
@@ -41,9 +40,9 @@ class InitialWeights:
 
     def check_tokenizer(self, data_tokenizer: Optional[Tokenizer], data_spec: str) -> None:
         """Refuse data whose tokenizer gives ids other than the one these weights were trained with."""
-        if self.tokenizer_json is None or data_tokenizer is None or data_tokenizer.to_str() == self.tokenizer_json:
+        if self.tokenizer is None or data_tokenizer is None or data_tokenizer.to_str() == self.tokenizer.to_str():
             return
-        ours = Tokenizer.from_str(self.tokenizer_json).get_vocab()
+        ours = self.tokenizer.get_vocab()
         theirs = data_tokenizer.get_vocab()
         differing = sum(1 for token, index in ours.items() if theirs.get(token) != index)
         if differing == 0 and len(ours) == len(theirs):

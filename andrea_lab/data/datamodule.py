@@ -32,6 +32,8 @@ from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset
 from andrea_lab.files import sha256_text
 
 STATE_TOKENIZER_KEY = "tokenizer_json"
+#: Where Lightning keeps this data module's state_dict in a checkpoint: under its class name.
+CHECKPOINT_KEY = "AndreaDataModule"
 Tokens = Union[MappedTokens, ConcatenatedTokens]
 
 
@@ -208,13 +210,7 @@ class AndreaDataModule(L.LightningDataModule):
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint needs to decode its model's output: the tokenizer JSON."""
-        tokenizer = self._tokenizer
-        return {
-            STATE_TOKENIZER_KEY: None if tokenizer is None else tokenizer.to_str(),
-            "eot_id": None if tokenizer is None else tokenizers_lib.eot_id(tokenizer),
-            "vocab_size": self.vocab_size,
-            "corpus": self.corpus_spec,
-        }
+        return data_checkpoint_state(self._tokenizer, self.vocab_size, self.corpus_spec)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the checkpoint's tokenizer.
@@ -238,8 +234,7 @@ class AndreaDataModule(L.LightningDataModule):
     @staticmethod
     def tokenizer_from_checkpoint(checkpoint: dict[str, Any]) -> Optional[Tokenizer]:
         """The tokenizer saved in a Lightning checkpoint dict, or None if it has none."""
-        state = checkpoint.get(AndreaDataModule.__qualname__) or {}
-        text = state.get(STATE_TOKENIZER_KEY)
+        text = saved_data_state(checkpoint).get(STATE_TOKENIZER_KEY)
         return None if text is None else tokenizers_lib.tokenizer_from_json(text)
 
     # ------------------------------------------------------------ properties
@@ -395,3 +390,19 @@ def _cache_summary(entry: TokenizedCorpus, tokens: int) -> str:
 def _stream(paths: list[Path]) -> Tokens:
     """One shard as itself; several as one concatenated stream."""
     return MappedTokens(paths[0]) if len(paths) == 1 else ConcatenatedTokens([MappedTokens(path) for path in paths])
+
+
+def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[int],
+                          corpus: Optional[str]) -> dict[str, Any]:
+    """The data module's part of a checkpoint (:data:`CHECKPOINT_KEY`); ``andrea import`` writes the same."""
+    return {
+        STATE_TOKENIZER_KEY: None if tokenizer is None else tokenizer.to_str(),
+        "eot_id": None if tokenizer is None else tokenizers_lib.eot_id(tokenizer),
+        "vocab_size": vocab_size,
+        "corpus": corpus,
+    }
+
+
+def saved_data_state(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The data module's state saved in a checkpoint dict (empty when it has none)."""
+    return checkpoint.get(CHECKPOINT_KEY) or {}

@@ -19,7 +19,8 @@ from tokenizers import Tokenizer
 
 from andrea_lab.checkpoint_io import load_checkpoint
 from andrea_lab.config import AndreaConfig
-from andrea_lab.data.tokenizer import eot_id, load_tokenizer, tokenizer_from_json
+from andrea_lab.data.datamodule import AndreaDataModule
+from andrea_lab.data.tokenizer import eot_id, load_tokenizer
 from andrea_lab.errors import UsageError
 from andrea_lab.interop import model_card, require_transformers
 from andrea_lab.interop.gpt2_config import check_exportable, gpt2_config_kwargs
@@ -46,12 +47,8 @@ def check_new_directory(out: Path) -> None:
 
 def _tokenizer(checkpoint: dict[str, Any], ckpt: Path, given: Optional[Path], config: AndreaConfig) -> Tokenizer:
     """The run's tokenizer (or the one given), which must fit the model's vocabulary."""
-    state = checkpoint.get("AndreaDataModule") or {}
-    if given is not None:
-        tokenizer = load_tokenizer(given)
-    elif state.get("tokenizer_json"):
-        tokenizer = tokenizer_from_json(state["tokenizer_json"])
-    else:
+    tokenizer = load_tokenizer(given) if given is not None else AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+    if tokenizer is None:
         raise UsageError(f"{ckpt} carries no tokenizer (its fit read a token file without one); pass the "
                          f"tokenizer.json that made the token file: --tokenizer PATH")
     if tokenizer.get_vocab_size() > config.vocab_size:

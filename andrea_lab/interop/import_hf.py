@@ -18,14 +18,14 @@ from tokenizers import Tokenizer
 
 from andrea_lab.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.config import AndreaConfig
-from andrea_lab.data.tokenizer import TokenizerError, eot_id, save_tokenizer
+from andrea_lab.data.datamodule import CHECKPOINT_KEY, data_checkpoint_state
+from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.interop import require_transformers
 from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights
 from andrea_lab.interop.hf_tokenizer import read_tokenizer
 
-DATAMODULE_STATE_KEY = "AndreaDataModule"
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,7 @@ def _checkpoint(module: Any, tokenizer: Optional[Tokenizer], directory: Path, de
     return {
         "state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams), "epoch": 0, "global_step": 0,
         "pytorch-lightning_version": lightning.__version__,
-        DATAMODULE_STATE_KEY: {"tokenizer_json": None if tokenizer is None else tokenizer.to_str(),
-                               "eot_id": None if tokenizer is None else eot_id(tokenizer),
-                               "vocab_size": module.config.vocab_size, "corpus": None},
+        CHECKPOINT_KEY: data_checkpoint_state(tokenizer, module.config.vocab_size, corpus=None),
         "andrea_import": {"from_hf": str(directory), "tokenizer": described},
     }
 
