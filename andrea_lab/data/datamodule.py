@@ -188,10 +188,12 @@ class AndreaDataModule(L.LightningDataModule):
         corpus = self._resolved_corpus()
         tokenizer = self._tokenizer if self._tokenizer_known else None
         manifest = self._entry.manifest if self._entry is not None else {}
-        train_docs, val_docs = manifest.get("train_documents"), manifest.get("val_documents")
         if corpus.shard_manifest is not None:  # counts, not name lists: a shard corpus has millions
             totals = corpus.shard_manifest.get("totals", {})
-            train_docs, val_docs = [None] * totals.get("train_documents", 0), [None] * totals.get("val_documents", 0)
+            train_docs, val_docs = totals.get("train_documents", 0), totals.get("val_documents", 0)
+        else:
+            train_docs, val_docs = (None if names is None else len(names)
+                                    for names in (manifest.get("train_documents"), manifest.get("val_documents")))
         return {
             "corpus": self.corpus_spec,
             "corpus_description": corpus.description,
@@ -202,8 +204,8 @@ class AndreaDataModule(L.LightningDataModule):
             "val_fraction": self.val_fraction,
             "train_tokens": None if self._train is None else len(self._train),
             "val_tokens": None if self._val is None else len(self._val),
-            "train_documents": None if train_docs is None else len(train_docs),
-            "val_documents": None if val_docs is None else len(val_docs),
+            "train_documents": train_docs,
+            "val_documents": val_docs,
         }
 
     # ----------------------------------------------------------------- state

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from andrea_lab.data.shards import shard_name
-from andrea_lab.data.token_file import HEADER_INTS, MAGIC, VERSION
+from andrea_lab.data.token_file import token_file_header
 from andrea_lab.files import atomic_write
 
 #: Called with each finished shard's manifest record.
@@ -78,19 +78,18 @@ class ShardWriter:
     def _close(self, end: tuple[int, int], bad_before: dict[str, int]) -> None:
         name = shard_name(self.split, self.next_index)
         payload = self._buffer[:self._filled]
-        header = np.zeros(HEADER_INTS, dtype="<i4")
-        header[0], header[1], header[2] = MAGIC, VERSION, self._filled
-        digest = hashlib.sha256(header.tobytes())
+        header = token_file_header(self._filled)
+        digest = hashlib.sha256(header)
         digest.update(memoryview(payload))
 
         def write(handle) -> None:
-            handle.write(header.tobytes())
+            handle.write(header)
             handle.write(memoryview(payload))
 
         atomic_write(self.directory / name, write)
         record = {
             "file": name, "split": self.split, "index": self.next_index, "tokens": int(self._filled),
-            "bytes": int(header.nbytes + payload.nbytes), "sha256": digest.hexdigest(),
+            "bytes": len(header) + int(payload.nbytes), "sha256": digest.hexdigest(),
             "max_token_id": int(payload.max()), "documents": self._shard_documents,
             "end": {"record": end[0], "carry": end[1]}, "bad_records_before_end": dict(bad_before),
         }

@@ -63,16 +63,21 @@ def write_token_file(path: PathLike, tokens: npt.ArrayLike) -> None:
             raise ValueError(
                 f"token id {highest} cannot be stored: llm.c token files hold ids 0..{MAX_TOKEN_ID} (uint16)"
             )
-    header = np.zeros(HEADER_INTS, dtype=_HEADER_DTYPE)
-    header[0], header[1], header[2] = MAGIC, VERSION, array.size
+    header = token_file_header(array.size)
     payload = array.astype(_TOKEN_DTYPE, copy=False)
 
-
     def write(handle) -> None:
-        handle.write(header.tobytes())
+        handle.write(header)
         handle.write(payload.tobytes())
 
     atomic_write(path, write)
+
+
+def token_file_header(count: int) -> bytes:
+    """The 256-int32 llm.c header of a file of ``count`` tokens (every writer of token files uses it)."""
+    header = np.zeros(HEADER_INTS, dtype=_HEADER_DTYPE)
+    header[0], header[1], header[2] = MAGIC, VERSION, count
+    return header.tobytes()
 
 
 def read_token_file(path: PathLike) -> np.memmap:

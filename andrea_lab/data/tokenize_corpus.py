@@ -289,7 +289,7 @@ def _apply(run: _Run, entries: list, ids: np.ndarray, lengths: np.ndarray) -> No
         end = int(ends[text_number])
         tokens = ids[end - int(lengths[text_number]):end]
         text_number += 1
-        run.writers[split].add(index, tokens, dict(run.bad))
+        run.writers[split].add(index, tokens, run.bad)  # a closing shard snapshots it
         run.documents += 1
         run.tokens += len(tokens)
 

@@ -32,7 +32,7 @@ from andrea_lab.errors import PreemptedError
 from andrea_lab.files import write_json_atomic
 from andrea_lab.rundir import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, move_aside,
                                preempted_checkpoint, read_record, run_state)
-from andrea_lab.sweep.executors import Ended, Executor, LocalExecutor
+from andrea_lab.sweep.executors import Ended, Executor, LocalExecutor, now
 from andrea_lab.sweep.plan import RunSpec
 
 #: ``andrea fit``'s exit status after a SIGTERM/SIGUSR1 with its checkpoint written.
@@ -62,10 +62,6 @@ class Outcome:
     @property
     def failed(self) -> bool:
         return self.state == "failed"
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 def final_val_loss(run_dir: Path) -> Optional[float]:
@@ -109,7 +105,7 @@ class SweepLock:
                 f"another `andrea sweep` is running on {self.path.parent} ({holder or 'pid unknown'}), or fits it "
                 f"started are still running; wait for them or stop them (lock: {self.path})") from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} since {_now()}".encode())
+        os.write(fd, f"pid {os.getpid()} since {now()}".encode())
         self.fd = fd
         return self
 
@@ -209,7 +205,7 @@ class Runner:
             f", summary.json status {status!r}" if status else "")
         write_json_atomic(spec.run_dir / FAILED_MARKER, {
             "schema": 1, "returncode": code, "summary_status": status, "preempted": bool(preempted),
-            "executor": self.executor.name, "finished": _now(), "wall_time_s": round(seconds, 1)})
+            "executor": self.executor.name, "finished": now(), "wall_time_s": round(seconds, 1)})
         if preempted:
             self.say(f"{prefix}preempted after {seconds:.0f} s ({reason}); resumes from its checkpoint")
             return Outcome(spec, "preempted", seconds, returncode=code, detail=reason)
@@ -220,7 +216,7 @@ class Runner:
         state = record.status if record is not None and record.status in DONE_STATES else "finished"
         val = None if record is None else record.headline_loss
         write_json_atomic(spec.run_dir / DONE_MARKER, {
-            "schema": 1, "status": state, "returncode": code, "finished": _now(), "wall_time_s": round(seconds, 1),
+            "schema": 1, "status": state, "returncode": code, "finished": now(), "wall_time_s": round(seconds, 1),
             "final_val_loss": val, "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
             "executor": self.executor.name,
         })
