@@ -19,11 +19,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
-from andrea_lab.files import sha256_file, write_temp
-
-
-def manifest_path(path: str | os.PathLike) -> Path:
-    return Path(f"{os.fspath(path)}.sha256.json")
+from andrea_lab.files import manifest_path, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
 
 
 def verify_checkpoint(path: str | os.PathLike) -> None:

@@ -43,12 +43,6 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _reported_errors() -> tuple[type[BaseException], ...]:
-    """Errors shown as one message (no traceback) unless ANDREA_LAB_DEBUG is set: every AndreaError
-    (the data package's errors included: they are UsageErrors)."""
-    return (AndreaError,)
-
-
 def check_config_files(argv: list[str]) -> None:
     """Name the file when a ``--config`` YAML is missing or malformed (the parser would not)."""
     import yaml
@@ -142,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     except argparse.ArgumentError as exc:
         print(f"andrea {command}: error: {exc}\n(see `andrea {command} --help` for every option)", file=sys.stderr)
         return 2
-    except _reported_errors() as exc:
+    except AndreaError as exc:  # one message, no traceback (unless ANDREA_LAB_DEBUG is set)
         if os.environ.get(DEBUG_ENV_VAR):
             raise
         if isinstance(exc, (DivergenceError, PreemptedError)):  # not a mistake to fix: it worked as configured

@@ -37,6 +37,11 @@ def disk_full_error(path: str | os.PathLike, cause: OSError) -> DiskFullError:
         f"partial file was left. Free space on {Path(path).parent} (or point the run elsewhere) and run again")
 
 
+def manifest_path(path: str | os.PathLike) -> Path:
+    """The sha256 manifest written beside a checkpoint (``PATH.sha256.json``)."""
+    return Path(f"{os.fspath(path)}.sha256.json")
+
+
 def write_temp(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
     """Call ``write(handle)`` on a new temporary sibling of ``path`` and fsync it; returns the temporary file.
     On any failure the temporary file is removed; a full disk becomes :class:`DiskFullError`."""

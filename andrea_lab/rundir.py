@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from andrea_lab.files import read_json, write_json_atomic
+from andrea_lab.files import manifest_path, read_json, write_json_atomic
 
 #: Version 2 added ``heldout``, ``data``, ``versions`` and ``training``; version-1 files read with those empty.
 SCHEMA_VERSION = 2
@@ -295,7 +295,7 @@ def preempted_checkpoint(run_dir: str | Path) -> Optional[Path]:
     """The preemption checkpoint written by the run's latest attempt (newer than its ``sweep-run.json``),
     with its manifest complete; None when the latest attempt was not preempted."""
     path = Path(run_dir) / PREEMPTED_CHECKPOINT
-    manifest = Path(f"{path}.sha256.json")
+    manifest = manifest_path(path)
     if not (path.is_file() and manifest.is_file()):
         return None
     started = Path(run_dir) / START_MARKER

@@ -85,18 +85,14 @@ def availability() -> Availability:
 
 
 def _cuda_floats(*tensors: torch.Tensor | None) -> bool:
-    """All given tensors are CUDA tensors of one supported dtype on one device, none empty."""
+    """All given tensors are CUDA tensors of one supported dtype on one device, none empty: then the kernels
+    take them, compiled or not (the operators are registered with fake and autograd implementations, so a
+    compiled graph calls the kernels)."""
     first = tensors[0]
     if not first.is_cuda or first.dtype not in DTYPE_CODES or first.numel() == 0:
         return False
     return all(t is None or (t.device == first.device and t.dtype == first.dtype) for t in tensors[1:])
 
-
-def _eager_kernels(*tensors: torch.Tensor | None) -> bool:
-    """True when the kernels take these tensors: all on one CUDA device, one supported dtype, none
-    empty. The same under ``torch.compile``: the operators are registered with fake and autograd
-    implementations, so the compiled graph calls the kernels."""
-    return _cuda_floats(*tensors)
 
 
 def _autocast_enabled() -> bool:
@@ -118,7 +114,7 @@ class CudaBackend(KernelBackend):
     # -- LayerNorm ------------------------------------------------------------------------------
     @staticmethod
     def _layer_norm_ok(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None) -> bool:
-        if x.dim() < 1 or not _eager_kernels(x):
+        if x.dim() < 1 or not _cuda_floats(x):
             return False
         cols = x.shape[-1]
         if cols > ops.MAX_LAYER_NORM_COLS:
@@ -141,7 +137,7 @@ class CudaBackend(KernelBackend):
                 # The sum keeps its promoted 16-bit dtype, the LayerNorm runs in fp32: two ops.
                 return super().add_layer_norm(x, delta, weight, bias, eps)
             weight, bias = _to_fp32(weight), _to_fp32(bias)
-        if x.shape != delta.shape or not _eager_kernels(x, delta) or not self._layer_norm_ok(x, weight, bias):
+        if x.shape != delta.shape or not _cuda_floats(x, delta) or not self._layer_norm_ok(x, weight, bias):
             # x + delta, then this backend's layer_norm (itself accelerated when it can be).
             return super().add_layer_norm(x, delta, weight, bias, eps)
         summed, normed, _, _ = custom_ops.add_layer_norm(x, delta, _contig(weight), _contig(bias), float(eps))
@@ -149,17 +145,17 @@ class CudaBackend(KernelBackend):
 
     # -- activations ----------------------------------------------------------------------------
     def gelu_tanh(self, x):
-        if not _eager_kernels(x):
+        if not _cuda_floats(x):
             return super().gelu_tanh(x)
         return custom_ops.gelu_tanh(x)
 
     def relu(self, x):
-        if not _eager_kernels(x):
+        if not _cuda_floats(x):
             return super().relu(x)
         return custom_ops.relu(x)
 
     def swiglu(self, gate, up):
-        if (gate.shape != up.shape or gate.dim() < 1 or not _eager_kernels(gate, up)
+        if (gate.shape != up.shape or gate.dim() < 1 or not _cuda_floats(gate, up)
                 or gate.numel() > ops.MAX_SWIGLU_ELEMENTS):
             return super().swiglu(gate, up)
         return custom_ops.swiglu(gate, up)  # reads row-strided views (h.chunk(2, -1)) in place
