@@ -293,10 +293,11 @@ class AttentionLogits:
     def __init__(self, q: torch.Tensor, k: torch.Tensor):
         self.q, self.k = q, k
         self.n_head = q.shape[1]
+        T = q.shape[-2]
+        #: A query's future positions, built once for every head slice a caller asks for.
+        self.future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
 
     def __call__(self, heads: slice = slice(None)) -> torch.Tensor:
         """The logits of ``heads`` in float32, (B, h, T, T); a query's future positions are -inf (masked)."""
         q, k = self.q[:, heads].float(), self.k[:, heads].float()
-        T = q.shape[-2]
-        future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-        return (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill_(future, -math.inf)
+        return (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill_(self.future, -math.inf)
