@@ -17,9 +17,11 @@ from typing import Any, Optional
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
 from andrea_lab.files import manifest_path, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
+from andrea_lab.registry import require_registered
 
 
 def verify_checkpoint(path: str | os.PathLike) -> None:
@@ -62,7 +64,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     needs more is refused with :class:`UnsafeCheckpointError`, naming it and what it asked for."""
     verify_checkpoint(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         raise UnsafeCheckpointError(
             f"checkpoint {os.fspath(path)} was refused: it holds objects that only load by running code "
@@ -72,6 +74,20 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     except Exception as exc:
         raise UsageError(f"{os.fspath(path)} is not a readable PyTorch checkpoint: {type(exc).__name__}: "
                          f"{_refusal(exc)}") from None
+    stored = stored_model_config(checkpoint)
+    if stored is not None:
+        require_registered(stored, f"checkpoint {os.fspath(path)}")
+    return checkpoint
+
+
+def stored_model_config(checkpoint: Any) -> Optional[dict[str, Any]]:
+    """The model config a checkpoint was trained with (``hyper_parameters.config``), or None.
+
+    Its plugin names are the file's choice, not the user's: :func:`load_checkpoint` lets them select
+    installed entry points only (a name such as ``evilmod:Act`` would otherwise import ``evilmod``)."""
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    config = hparams.get("config") if isinstance(hparams, dict) else None
+    return config if isinstance(config, dict) else None
 
 
 #: Weight files an import reads: safetensors (no code at all), or a pickle through the weights-only loader.
@@ -135,5 +151,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return load_checkpoint(path, map_location=map_location)
 
     def remove_checkpoint(self, path) -> None:
-        super().remove_checkpoint(path)
+        """Unlink one checkpoint file and its manifest. Never a directory (Lightning's own removal is
+        recursive): a path that names one came from somewhere it should not have, and is left alone."""
+        file = Path(path)
+        if file.is_dir() and not file.is_symlink():
+            rank_zero_warn(f"not removing {file}: it is a directory, not a checkpoint file")
+            return
+        file.unlink(missing_ok=True)
         manifest_path(path).unlink(missing_ok=True)

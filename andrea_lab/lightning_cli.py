@@ -11,23 +11,49 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from andrea_lab import tags
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
+from andrea_lab.callbacks.checkpoint import AndreaModelCheckpoint
 from andrea_lab.callbacks.preemption import PreemptionCheckpoint
 from andrea_lab.checkpoint_io import load_checkpoint
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
 from andrea_lab.module import AndreaLM
+from andrea_lab.resume_rules import MAY_CHANGE, check_resume
+from andrea_lab.run_claim import claim_run_directory
 
 DEFAULT_LOGGER = {
     "class_path": "andrea_lab.loggers.AndreaTensorBoardLogger",
     # No placeholder hp_metric: the HParams dashboard should only show real results.
     "init_args": {"save_dir": "runs", "name": "default", "default_hp_metric": False},
 }
+
+
+def _without_changeable(hparams: dict[str, Any], model: Any) -> dict[str, Any]:
+    """The checkpoint's hyperparameters without the fields a resumed fit may change (so the user's value wins)."""
+    kept = {key: value for key, value in hparams.items() if f"model.{key}" not in MAY_CHANGE}
+    if isinstance(kept.get("config"), dict):
+        kept["config"] = {key: value for key, value in kept["config"].items()
+                          if f"model.config.{key}" not in MAY_CHANGE}
+    return kept
+
+
+class RerunnableConfig(SaveConfigCallback):
+    """Saves ``config.yaml`` as a config that *reruns* the experiment: without the logger's version and
+    ``ckpt_path`` (a resume sets both), so ``andrea fit --config RUN/config.yaml`` starts a new version
+    instead of writing into this run. ``andrea fit --resume RUN`` adds both back itself."""
+
+    def setup(self, trainer: Trainer, pl_module, stage: str) -> None:
+        config = self.config.clone()
+        if config.get("ckpt_path") is not None:
+            config["ckpt_path"] = None
+        if config.get("trainer.logger.init_args.version") is not None:
+            config["trainer.logger.init_args.version"] = None
+        self.config = config
+        super().setup(trainer, pl_module, stage)
 
 
 class AndreaCLI(LightningCLI):
@@ -41,6 +67,7 @@ class AndreaCLI(LightningCLI):
             # samples as a single process with the same global batch (andrea_lab.data.windows).
             "use_distributed_sampler": False,
         })
+        kwargs.setdefault("save_config_callback", RerunnableConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": False})
         # exit_on_error=False: a bad argument raises, and andrea_lab.cli prints it as one line
         # instead of the whole usage text.
@@ -58,13 +85,25 @@ class AndreaCLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return  # a missing file is reported by the trainer, as in LightningCLI
-        hparams = dict(load_checkpoint(ckpt_path).get("hyper_parameters", {}))
+        checkpoint = load_checkpoint(ckpt_path)
+        hparams = dict(checkpoint.get("hyper_parameters", {}))
         hparams.pop("_instantiator", None)
+        if subcommand == "fit":
+            section = self.config[subcommand]
+            check_resume(ckpt_path, checkpoint, section.get("model"), section.get("data"))
+            hparams = _without_changeable(hparams, section.get("model"))
         if not hparams:
             return
         if "_class_path" in hparams:
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def before_fit(self) -> None:
+        """Claim the run directory before the first file is written (andrea_lab.run_claim): never an
+        existing run unless this fit resumes it, never through a symbolic link, one fit at a time."""
+        if self.trainer.logger is None or not self.trainer.is_global_zero:
+            return
+        self._run_lock = claim_run_directory(self.trainer.log_dir, self.config["fit"].get("ckpt_path"))
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> Trainer:
         """The Trainer, built from the user's ``trainer.*`` arguments: what it refuses while being built
@@ -101,7 +140,7 @@ class AndreaCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.config.block_size", "data.block_size")
         parser.link_arguments("model.config.vocab_size", "data.vocab_size")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(AndreaModelCheckpoint, "checkpoint")
         parser.set_defaults({
             "checkpoint.monitor": tags.VAL_LOSS,
             "checkpoint.mode": "min",

@@ -251,6 +251,26 @@ class AndreaLM(L.LightningModule):
         elif bool(bad):  # any other optimizer: read now, while the update can still be dropped
             self._check_nonfinite(optimizer)
 
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val=None,
+                                    gradient_clip_algorithm=None) -> None:
+        """Clip with the fused AdamW under bf16-mixed, which Lightning's mixed-precision plugin
+        refuses outright ("performs unscaling of gradients internally") although bf16 scales nothing.
+
+        Without a ``GradScaler`` the gradients are already true gradients, so the clip is applied here
+        with the norm :meth:`on_before_optimizer_step` measured (no second pass over the gradients);
+        a non-finite norm leaves them to the non-finite policy, whose skip happens on the device.
+        fp16 (a scaler) never gets here with a fused optimizer: :meth:`configure_optimizers` picks the
+        unfused one when it must clip, so Lightning unscales first."""
+        if gradient_clip_val and takes_found_inf(optimizer) and self._grad_scaler() is None:
+            grads = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            if gradient_clip_algorithm == "value":
+                torch.nn.utils.clip_grad_value_(grads, float(gradient_clip_val), foreach=True)
+            elif self.last_grad_norm is not None:
+                torch.nn.utils.clip_grads_with_norm_(grads, float(gradient_clip_val), self.last_grad_norm,
+                                                     foreach=True)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if self.global_step % max(1, self.trainer.log_every_n_steps) == 0:
             self._check_nonfinite()
@@ -359,7 +379,9 @@ class AndreaLM(L.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         decay_steps = hp.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
+        # fp16 with clipping: the scaler must unscale before the clip, which a fused AdamW does not allow.
+        clips_under_scaler = self._grad_scaler() is not None and bool(self.trainer.gradient_clip_val)
         optimizer, scheduler = adamw_with_schedule(self.model, hp.lr, hp.betas, hp.eps, hp.weight_decay,
                                                    hp.warmup_steps, decay_steps, hp.min_lr_ratio,
-                                                   fused=self.use_fused_adamw)
+                                                   fused=self.use_fused_adamw and not clips_under_scaler)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

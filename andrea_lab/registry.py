@@ -9,7 +9,10 @@ Selecting a plugin by name accepts three forms:
 * ``gelu`` — the name registered in the group (an error if two distributions register it);
 * ``andrea-lab-example:squared_relu`` — the name as registered by one named distribution,
   which settles a clash between two distributions;
-* ``my_module:MyActivation`` — an import path, for a variant that is not packaged yet.
+* ``my_module:MyActivation`` — an import path, for a variant that is not packaged yet. Importing a
+  module runs its code, so this form is followed only behind an explicit opt-in: the environment
+  variable ``ANDREA_LAB_IMPORT_PATHS=1`` (or :func:`allow_import_paths` in a test). A name read from a
+  checkpoint is never followed as an import path, opt-in or not (:func:`require_registered`).
 
 A plugin whose import fails never takes the tool down: it is reported by :func:`list_plugins`
 (and ``andrea plugins``), and only selecting it fails, with the original exception. Setting the
@@ -19,11 +22,14 @@ everywhere, for CI.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import importlib
 import inspect
 import os
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -35,6 +41,9 @@ from andrea_lab.errors import UsageError
 
 KINDS = PLUGIN_KINDS  # the name this module has always exported
 STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
+#: The opt-in that lets a plugin name be an import path ``module:Class`` (docs/plugins.md).
+IMPORT_PATHS_ENV_VAR = "ANDREA_LAB_IMPORT_PATHS"
+_import_paths_allowed = contextvars.ContextVar("andrea_import_paths_allowed", default=False)
 
 
 class PluginError(UsageError):
@@ -61,8 +70,32 @@ def group_name(kind: str) -> str:
     return f"andrea_lab.{kind}"
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 def strict_mode() -> bool:
-    return os.environ.get(STRICT_ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}
+    return _env_flag(STRICT_ENV_VAR)
+
+
+def import_paths_allowed() -> bool:
+    """Whether a plugin name may be an import path (``ANDREA_LAB_IMPORT_PATHS=1`` or :func:`allow_import_paths`)."""
+    return _import_paths_allowed.get() or _env_flag(IMPORT_PATHS_ENV_VAR)
+
+
+@contextlib.contextmanager
+def allow_import_paths() -> Iterator[None]:
+    """Follow import paths inside this block: for code that hands over a class it holds itself (the test
+    kit checking a plugin before it is packaged), where importing its module runs nothing new."""
+    token = _import_paths_allowed.set(True)
+    try:
+        yield
+    finally:
+        _import_paths_allowed.reset(token)
+
+
+class UnregisteredPluginError(PluginError):
+    """A plugin name that is not a registered entry point, where only registered ones may be selected."""
 
 
 @dataclass(frozen=True)
@@ -216,14 +249,45 @@ def _warn_or_raise_broken(kind: str, selected: metadata.EntryPoint) -> None:
     warnings.warn(f"ignoring broken {kind} plugins: {text}", RuntimeWarning, stacklevel=3)
 
 
-@cache
 def resolve(kind: str, name: str) -> type:
     """Return the plugin class that ``name`` selects in group ``andrea_lab.<kind>``.
 
     Raises :class:`PluginError` with the installed names when nothing matches, both
     distributions when two match, the original exception when it fails to import, and what
-    is missing when it does not satisfy the contract.
+    is missing when it does not satisfy the contract. An import path is refused (before anything is
+    imported) unless :func:`import_paths_allowed`.
     """
+    if isinstance(name, str) and ":" in name and not import_paths_allowed() and not _matching_entry_points(kind, name)[0]:
+        dist, _, plain = name.partition(":")
+        if _is_distribution(dist):
+            raise UnregisteredPluginError(
+                f"distribution {dist!r} registers no {kind} named {plain!r}; {_suggestion(kind, name)}installed in "
+                f"{group_name(kind)}: {', '.join(_qualified(kind)) or '(none)'}")
+        raise UnregisteredPluginError(
+            f"{kind} {name!r} is not a registered plugin; an import path 'module:Class' runs that module's code, "
+            f"so it is only followed with {IMPORT_PATHS_ENV_VAR}=1 (docs/plugins.md). "
+            f"{_suggestion(kind, name)}installed in {group_name(kind)}: {_choices(kind)}")
+    return _resolve(kind, name)
+
+
+def require_registered(plugins: Mapping[str, object], source: str) -> None:
+    """Refuse, before anything is imported, a plugin name that selects no registered entry point.
+
+    For names read from a file someone may have handed over (a checkpoint's hyperparameters): such a
+    file chooses among the installed plugins, never a module to import, whatever the opt-in says."""
+    for kind in PLUGIN_KINDS:
+        name = plugins.get(kind)
+        if name is None:
+            continue
+        if not isinstance(name, str) or selected_entry_point(kind, name) is None:
+            raise UnregisteredPluginError(
+                f"{source} names {kind} {name!r}, which selects no registered plugin; a checkpoint may only "
+                f"name installed entry-point plugins (never an import path). Installed in {group_name(kind)}: "
+                f"{_choices(kind)}")
+
+
+@cache
+def _resolve(kind: str, name: str) -> type:
     group = group_name(kind)
     if not isinstance(name, str) or not name.strip():
         raise PluginError(f"{kind} must be a non-empty name; installed in {group}: "
@@ -248,7 +312,7 @@ def resolve(kind: str, name: str) -> type:
     if ":" in name:
         return _load_import_path(kind, name)
     raise PluginError(f"unknown {kind} {name!r}; {_suggestion(kind, name)}installed in {group}: "
-                      f"{_choices(kind)} (or give an import path 'module:Class')")
+                      f"{_choices(kind)} (or an import path 'module:Class' with {IMPORT_PATHS_ENV_VAR}=1)")
 
 
 def suggest(name: str, candidates: list[str]) -> str:
@@ -329,7 +393,11 @@ def check_availability(backend: type, label: str) -> Availability:
     return result
 
 
+resolve.cache_info = _resolve.cache_info  # type: ignore[attr-defined]
+resolve.cache_clear = _resolve.cache_clear  # type: ignore[attr-defined]
+
+
 def clear_cache() -> None:
     """Forget discovered and resolved plugins (after installing or removing a distribution in-process)."""
-    resolve.cache_clear()
+    _resolve.cache_clear()
     _entry_points.cache_clear()

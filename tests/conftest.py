@@ -22,3 +22,9 @@ def text_corpus(tmp_path_factory) -> Path:
     for name in ("argparse.py", "textwrap.py", "string.py", "heapq.py", "bisect.py", "shlex.py"):
         (root / name).write_text((stdlib / name).read_text(encoding="utf-8"), encoding="utf-8")
     return root
+
+
+@pytest.fixture
+def import_paths(monkeypatch):
+    """The documented opt-in (ANDREA_LAB_IMPORT_PATHS=1) that lets a plugin name be 'module:Class'."""
+    monkeypatch.setenv("ANDREA_LAB_IMPORT_PATHS", "1")

@@ -108,6 +108,7 @@ def test_distribution_qualified_unknown_name_lists_what_it_registers():
         resolve("activation", "andrea-lab:geLU")
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_import_path_selects_an_unregistered_class():
     assert resolve("activation", "andrea_lab.builtin.activations:ReLU") is ReLU
     assert resolve("norm_placement", "andrea_lab.builtin.placements:PostNorm") is PostNorm
@@ -117,16 +118,19 @@ def test_import_path_selects_an_unregistered_class():
     ("no_such_module_xyz:Thing", "No module named 'no_such_module_xyz'"),
     ("andrea_lab.builtin.activations:Nope", "has no attribute 'Nope'"),
 ])
+@pytest.mark.usefixtures("import_paths")
 def test_import_path_that_does_not_import(spec, reason):
     with pytest.raises(PluginError, match=f"activation plugin '{spec}': cannot import it .*{reason}.*module:Attribute"):
         resolve("activation", spec)
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_a_class_of_another_group_is_refused_with_what_is_missing():
     with pytest.raises(PluginError, match="does not satisfy the norm_placement contract: missing final_norm"):
         resolve("norm_placement", "andrea_lab.builtin.activations:GELU")
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_a_function_is_not_a_plugin():
     with pytest.raises(PluginError, match="is not a class .*implementing andrea_lab.contracts.Activation"):
         resolve("activation", "torch.nn.functional:relu")

@@ -239,6 +239,7 @@ class Variants:
 """
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_import_path_selects_an_unpackaged_class(tmp_path, monkeypatch):
     (tmp_path / "scratch").mkdir()
     (tmp_path / "scratch" / "my_module.py").write_text(MY_ACTIVATION)
@@ -255,6 +256,7 @@ def test_import_path_selects_an_unpackaged_class(tmp_path, monkeypatch):
         forget_modules({"my_module"})
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_import_path_into_a_module_that_shares_a_distributions_name(make_distribution):
     # The usual layout: distribution my-plugin, import package my_plugin; an unregistered class in
     # it is still selectable by its import path.
@@ -268,6 +270,7 @@ def test_import_path_into_a_module_that_shares_a_distributions_name(make_distrib
         resolve("activation", "my_plugin:Missing")  # not an attribute of my_plugin either
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_import_path_into_a_module_whose_dependency_is_missing(make_distribution):
     # The module exists (and is named like a distribution): its own error is shown, not "registers no".
     make_distribution("needs-dep", files={"needs_dep.py": "import not_installed_xyz\n"})
@@ -276,6 +279,7 @@ def test_import_path_into_a_module_whose_dependency_is_missing(make_distribution
         resolve("activation", "needs_dep:Act")
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_import_path_whose_module_raises_is_a_plugin_error(make_distribution):
     make_distribution("andrea-lab-nothing", files={"explodes.py": "raise RuntimeError('kaboom')\n"})
     with pytest.raises(PluginError, match="'explodes:Act'.*RuntimeError: kaboom") as caught:

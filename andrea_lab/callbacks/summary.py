@@ -155,7 +155,9 @@ class RunSummary(L.Callback):
             self._finish(trainer, pl_module, interrupted=False)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        if self._active:
+        # Only a fit that started has something to record: one that failed while being set up (a
+        # refused run directory, a config it could not save) must not replace the record already there.
+        if self._active and self._started is not None:
             try:
                 self._finish(trainer, pl_module, interrupted=True)
             except Exception as exc:  # never mask the exception that ended the run

@@ -27,6 +27,7 @@ What it provides:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 import sys
@@ -38,7 +39,7 @@ from andrea_lab import plugin_check
 from andrea_lab.builtin.backends import TorchBackend
 from andrea_lab.contracts import KernelBackend
 from andrea_lab.errors import AndreaError
-from andrea_lab.registry import resolve
+from andrea_lab.registry import allow_import_paths, resolve
 
 __all__ = ["RecordingBackend", "check_activation", "check_backend", "check_placement", "forget_modules",
            "write_distribution"]
@@ -118,6 +119,12 @@ def _plugin(kind: str, plugin: type | str) -> tuple[type, str]:
     return plugin, f"{plugin.__module__}:{plugin.__qualname__}"
 
 
+def _selecting(plugin: type | str):
+    """A class handed to the kit is selected in the micro models by its import path: its module is
+    already imported, so following that path (which the registry only does on opt-in) runs nothing new."""
+    return allow_import_paths() if not isinstance(plugin, str) else contextlib.nullcontext()
+
+
 def _assert(check, *args, **kwargs) -> None:
     try:
         check(*args, **kwargs)
@@ -131,7 +138,8 @@ def _check_module(kind: str, check, plugin: type | str, backend: KernelBackend |
     with plugin_check.one_thread():
         _assert(check, cls, backend)
         if in_models:
-            _assert(plugin_check.check_in_models, kind, name)
+            with _selecting(plugin):
+                _assert(plugin_check.check_in_models, kind, name)
 
 
 def check_activation(plugin: type | str, backend: KernelBackend | None = None, in_models: bool = True) -> None:
@@ -154,4 +162,5 @@ def check_backend(plugin: type | str, rtol: float = 1e-4, atol: float = 1e-5, in
         except plugin_check.Unavailable as exc:
             pytest.skip(f"kernel backend {name!r} is not available here: {exc}")
         if in_models:
-            _assert(plugin_check.check_in_models, "kernel_backend", name)
+            with _selecting(plugin):
+                _assert(plugin_check.check_in_models, "kernel_backend", name)
