@@ -1,0 +1,121 @@
+"""Every YAML under experiments/ resolves and takes an optimizer step on the CPU at tiny size: the fit
+configs (the GPU flagship with its own precision, clipping and accumulation), the scale-out configs on top
+of it, and every variant of every sweep suite. A config that only a GPU run would exercise is still run
+here, so that a crash at step 1 (bf16-mixed + clipping + the fused AdamW did that) is found in CI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_lab.cli import main as cli_main
+from andrea_lab.config import preset
+from andrea_lab.module import AndreaLM, adamw_with_schedule
+from andrea_lab.nonfinite import global_grad_norm
+from andrea_lab.sweep.plan import plan_sweep
+from andrea_lab.sweep.suite import load_suite
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+FLAGSHIP = EXPERIMENTS / "andrea-120m.yaml"
+FIT_CONFIGS = sorted(p for p in EXPERIMENTS.glob("*.yaml"))
+SCALE_CONFIGS = sorted((EXPERIMENTS / "scale").glob("*.yaml"))
+SUITES = sorted((EXPERIMENTS / "suites").rglob("*.yaml"))
+
+#: What makes any of them one CPU step of a micro model; everything else (precision, clipping,
+#: accumulation, strategy, the variant's overrides) stays as the YAML says.
+TINY = ["--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.num_nodes", "1",
+        "--trainer.max_steps", "1", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0",
+        "--trainer.val_check_interval", "1", "--trainer.check_val_every_n_epoch", "null",
+        "--trainer.enable_model_summary", "false", "--model.config.vocab_size", "257", "--data.tokenizer", "byte", "--model.config.d_model", "32",
+        "--model.config.n_layer", "2", "--model.config.n_head", "2", "--model.config.block_size", "32",
+        "--data.batch_size", "2", "--data.num_workers", "0", "--heldout.max_tokens", "1024",
+        "--checkpoint.save_top_k", "0", "--checkpoint.save_last", "false", "--model.warmup_steps", "0"]
+
+
+def one_step(tmp_path: Path, corpus: Path, *args: str) -> dict:
+    """Run ``andrea fit ARGS + TINY`` in ``tmp_path``; the run's summary.json."""
+    save_dir = tmp_path / "runs"
+    code = cli_main(["fit", *args, *TINY, "--data.corpus", str(corpus),
+                     "--trainer.logger.init_args.save_dir", str(save_dir)])
+    assert code == 0
+    (summary,) = save_dir.rglob("summary.json")
+    record = json.loads(summary.read_text())
+    assert record["steps"] == 1 and record["status"] == "finished", record
+    return record
+
+
+@pytest.mark.parametrize("config", FIT_CONFIGS, ids=lambda p: p.name)
+def test_every_fit_config_takes_a_step_on_the_cpu(config, tmp_path, text_corpus):
+    one_step(tmp_path, text_corpus, "--config", str(config))
+
+
+#: Lightning's FSDPStrategy refuses a CPU accelerator: on the CPU its config is resolved and its strategy
+#: built (auto-wrap policy imported), and the GPU check (benchmarks/gpu_check.py) trains with it.
+GPU_ONLY = {"fsdp.yaml"}
+
+
+@pytest.mark.parametrize("config", [p for p in SCALE_CONFIGS if p.name not in GPU_ONLY], ids=lambda p: p.name)
+def test_every_scale_config_takes_a_step_on_top_of_the_flagship(config, tmp_path, text_corpus):
+    one_step(tmp_path, text_corpus, "--config", str(FLAGSHIP), "--config", str(config))
+
+
+@pytest.mark.parametrize("config", [p for p in SCALE_CONFIGS if p.name in GPU_ONLY], ids=lambda p: p.name)
+def test_a_gpu_only_scale_config_resolves_and_builds_its_strategy(config, capsys):
+    import yaml
+    from jsonargparse import ArgumentParser
+    from lightning.pytorch.strategies import Strategy
+
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["fit", "--config", str(FLAGSHIP), "--config", str(config), "--print_config"])
+    assert exit_.value.code in (0, None)
+    strategy = yaml.safe_load(capsys.readouterr().out)["trainer"]["strategy"]
+    parser = ArgumentParser()
+    parser.add_argument("--strategy", type=Strategy)
+    built = parser.instantiate_classes(parser.parse_object({"strategy": strategy})).strategy
+    assert type(built).__name__ == strategy["class_path"].rsplit(".", 1)[-1]
+
+
+def test_the_flagship_trains_with_its_own_precision_clipping_and_accumulation(tmp_path, text_corpus):
+    record = one_step(tmp_path, text_corpus, "--config", str(FLAGSHIP))
+    assert record["training"]["lr"] == 6e-4
+    assert record["tokens_seen"] == 4 * 2 * 32, "accumulate_grad_batches: 4 micro-batches per optimizer step"
+
+
+def test_clipping_with_the_fused_adamw_and_no_scaler_clips_to_the_norm():
+    module = AndreaLM(config=preset("andrea-micro", block_size=16))
+    optimizer, _ = adamw_with_schedule(module.model, 1e-3, (0.9, 0.95), 1e-8, 0.1, 0, 10, 0.1, fused=True)
+    assert getattr(optimizer, "_step_supports_amp_scaling", False), "this torch has a fused AdamW on the CPU"
+    x = torch.randint(0, 257, (2, 16))
+    _, loss = module.model(x, x)
+    (loss * 1000).backward()
+    module.last_grad_norm = global_grad_norm(module.parameters())
+    assert module.last_grad_norm > 1.0
+    module._grad_scaler = lambda: None  # bf16-mixed / fp32: no GradScaler
+    module.configure_gradient_clipping(optimizer, 1.0, "norm")
+    assert float(global_grad_norm(module.parameters())) == pytest.approx(1.0, rel=1e-4)
+
+
+def suite_variant_commands(suite_files: list[Path]) -> list[tuple[str, list[str]]]:
+    """One fit command per distinct set of a variant's overrides across all suites (``pre`` of the CPU and
+    the GPU norm_placement suites is one; each suite's base is a fit config, stepped above)."""
+    seen, commands = set(), []
+    for suite_file in suite_files:
+        suite = load_suite(suite_file)
+        for spec in plan_sweep(suite, "unused", lrs=suite.lrs[:1], seeds=suite.seeds[:1]):
+            key = json.dumps(spec.overrides, sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                commands.append((f"{suite_file.parent.name}/{suite_file.stem}:{spec.variant}", list(spec.command[4:])))
+    return commands
+
+
+SUITE_VARIANTS = suite_variant_commands(SUITES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label, command", SUITE_VARIANTS, ids=[label for label, _ in SUITE_VARIANTS])
+def test_every_suite_variant_takes_a_step_on_the_cpu(label, command, tmp_path, text_corpus):
+    one_step(tmp_path, text_corpus, *command)  # TINY's save_dir comes later, so it wins
