@@ -173,7 +173,7 @@ def _trainer(variant: Ablation, settings: BenchSettings, device: torch.device, w
         precision=settings.precision, max_steps=settings.warmup + settings.steps, logger=logger,
         log_every_n_steps=settings.log_every_n_steps, enable_checkpointing=False,
         enable_progress_bar=variant.progress_bar, enable_model_summary=False, limit_val_batches=0,
-        num_sanity_val_steps=0,
+        num_sanity_val_steps=0, gradient_clip_val=variant.clip,
         use_distributed_sampler=False,  # as andrea fit: the data module shards by rank itself
         callbacks=callbacks, profiler=profiler, default_root_dir=str(workdir),
     )

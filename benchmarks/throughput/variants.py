@@ -58,6 +58,7 @@ class Ablation:
     cli_callbacks: bool = False                # (a): + andrea fit's StabilityMonitor and RunSummary
     num_workers: Optional[int] = None          # (a): DataLoader workers instead of --num-workers
     times_check: bool = False                  # (b): also time AndreaLM's grad-norm + non-finite check alone
+    clip: Optional[float] = None               # (a): trainer.gradient_clip_val (andrea-120m.yaml clips at 1.0)
 
 
 TABLE = [
@@ -76,6 +77,10 @@ TABLE = [
              "(a) - TensorBoard logger", logger=False),
     Ablation("a-unfused", "lightning", "(a) with the unfused (foreach) AdamW and so a per-step non-finite host check",
              "(a) with foreach AdamW", fused=False),
+    Ablation("a-clip", "lightning", "(a) clipping at 1.0 with the fused AdamW: AndreaLM clips with the norm it "
+             "measured (andrea-120m.yaml; any precision)", "(a) + clip 1.0, fused AdamW", clip=1.0),
+    Ablation("a-clip-unfused", "lightning", "(a) clipping at 1.0 with the foreach AdamW, Lightning's own clip "
+             "(the alternative under bf16-mixed)", "(a) + clip 1.0, foreach AdamW", clip=1.0, fused=False),
     Ablation("a-workers", "lightning", "(a) with DataLoader num_workers=1 (+ persistent workers)",
              "(a) + num_workers=1", num_workers=1),
     Ablation("b-unfused", "bare", "(b) with the unfused (foreach) AdamW", "(b) with foreach AdamW", fused=False),
