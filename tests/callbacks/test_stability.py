@@ -51,6 +51,7 @@ def test_probe_reports_every_metric_for_every_block():
         assert math.isfinite(values[name]), name
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_embedding_gradient_vanishes_without_residuals_at_init():
     """Xiong et al.'s depth profile, at its extreme: with the residual path, the gradient reaching the
     embeddings at initialisation is as large as the blocks'; with no residual (and no norm) each small-gain
@@ -84,6 +85,7 @@ def test_tied_embedding_gradient_is_split_into_input_and_head_shares():
     assert measure_probe(untied, x, y)["grad_norm/embeddings"] == pytest.approx(embeddings, rel=1e-4)
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_layer_norm_without_the_add_keeps_the_embedding_gradient_at_init():
     """LN(f(x)) without the residual add does *not* starve the embeddings at initialisation: LayerNorm's
     scale invariance undoes each sublayer's small gain (the measured counterpart of the test above)."""
@@ -153,6 +155,7 @@ def test_delta_ratio_and_stream_rms_are_measured_at_the_wrappers():
     assert values["delta_ratio/block_00_mlp"] == pytest.approx((mlp_delta.norm() / stream.norm()).item(), rel=1e-5)
 
 
+@pytest.mark.usefixtures("import_paths")
 def test_probe_leaves_grads_mode_and_rng_untouched():
     model = micro(dropout=0.1, norm_placement="stability_helpers:NoisyPreNorm").train()  # draws RNG in eval too
     for p in model.parameters():
