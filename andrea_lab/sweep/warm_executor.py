@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 
 from andrea_lab.rundir import LOG_FILE
 from andrea_lab.sweep.executors import Ended, LocalExecutor, write_start_marker
+from andrea_lab.sweep.warm_worker import WARM_MODULES
 
 #: How long a worker may take to import torch and Lightning and resolve the corpus (a loaded machine).
 READY_TIMEOUT_S = 600.0
@@ -37,9 +38,10 @@ class Worker:
     """One warm worker process and its line-by-line reply pipe."""
 
     def __init__(self, env: dict[str, str], cwd: Optional[Path], lock_fd: Optional[int],
-                 corpora: Sequence[tuple[str, str]]):
+                 corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MODULES):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "andrea_lab.sweep.warm_worker", json.dumps([list(c) for c in corpora])],
+            [sys.executable, "-m", "andrea_lab.sweep.warm_worker", json.dumps([list(c) for c in corpora]),
+             json.dumps(list(modules))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=env,
             pass_fds=(lock_fd,) if lock_fd is not None else ())
         self.buffer = b""
@@ -99,19 +101,21 @@ class Forked:
 
 
 class WarmExecutor(LocalExecutor):
-    """Runs each fit as a fork of the slot's warm worker (started here, replaced when it dies)."""
+    """Runs each fit as a fork of the slot's warm worker (started here, replaced when it dies); ``modules``
+    are what the workers import before forking (tests use none, for stand-in commands)."""
 
     name = "warm"
     launched = "started"
 
     def __init__(self, jobs: int = 1, gpus: Optional[Sequence[str]] = None, cwd: Optional[Path] = None,
-                 lock_fd: Optional[int] = None, corpora: Sequence[tuple[str, str]] = ()):
+                 lock_fd: Optional[int] = None, corpora: Sequence[tuple[str, str]] = (),
+                 modules: Sequence[str] = WARM_MODULES):
         super().__init__(jobs, gpus, cwd, lock_fd)
-        self.corpora = list(corpora)
+        self.corpora, self.modules = list(corpora), list(modules)
         self.workers: dict[int, Worker] = {slot: self._new_worker(slot) for slot in range(jobs)}
 
     def _new_worker(self, slot: int) -> Worker:
-        return Worker(self.env(slot), self.cwd, self.lock_fd, self.corpora)
+        return Worker(self.env(slot), self.cwd, self.lock_fd, self.corpora, self.modules)
 
     def _worker(self, slot: int) -> Worker:
         worker = self.workers.get(slot)

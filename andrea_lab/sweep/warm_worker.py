@@ -33,12 +33,12 @@ from andrea_lab.sweep.ray_executor import _die_with_parent
 WARM_MODULES = ("andrea_lab.cli", "andrea_lab.lightning_cli")
 
 
-def warm_up(corpora: Sequence[tuple[str, str]]) -> dict[str, Any]:
+def warm_up(corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MODULES) -> dict[str, Any]:
     """Import what fits need and resolve the corpora they read; returns what it took, for the ready line."""
     import importlib
 
     started = time.perf_counter()
-    for name in WARM_MODULES:
+    for name in modules:
         importlib.import_module(name)
     imported = time.perf_counter()
     from andrea_lab.data.corpus import remember_resolved_corpora, resolve_corpus
@@ -159,13 +159,15 @@ def serve(requests: Any, out: Any) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m andrea_lab.sweep.warm_worker [CORPUS_JSON]``: warm up, then serve stdin until it closes."""
+    """``python -m andrea_lab.sweep.warm_worker [CORPORA_JSON [MODULES_JSON]]``: warm up (the corpora as
+    ``[[spec, text_field], ...]``; the modules default :data:`WARM_MODULES`), then serve stdin until it closes."""
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep stops its fits with SIGTERM, not the terminal
     corpora = [tuple(item) for item in json.loads(argv[0])] if argv else []
+    modules = json.loads(argv[1]) if len(argv) > 1 else WARM_MODULES
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else printed to stdout would corrupt the protocol
-    reply(warm_up(corpora), out)
+    reply(warm_up(corpora, modules), out)
     serve(sys.stdin, out)
     return 0
 
