@@ -4,8 +4,8 @@
 two learning rates x one seed of experiments/suites/norm_placement.yaml, i.e. cpu-base fits) and runs it
 twice through :class:`andrea_lab.sweep.runner.Runner`, alternating which path goes first each round:
 
-* **today**: ``--launcher local`` (a fresh Python per fit) with the in-training validation, sanity check
-  and held-out batch of cpu-base.yaml before issue 29 (16 batches each, held-out in batches of 32);
+* **today**: ``--launcher local`` (a fresh Python per fit) with the in-training validation and sanity
+  check of cpu-base.yaml before issue 29 (16 batches each);
 * **improved**: ``--launcher warm`` (each fit forked from a worker that imported torch/Lightning and
   resolved the corpus once) with cpu-base.yaml as it is now.
 
@@ -15,7 +15,9 @@ check), optimizer steps, validation (sanity check + in-training), other in-loop 
 checkpoints, data), held-out evaluation and teardown (end of training to exit, less held-out). The
 report gives those per run and per path, the share of wall time in optimizer steps, and the ratio of
 runs per hour (sweep wall time, from the runner's start to its end; the preflight parse, which both
-paths run alike, is not in it).
+paths run alike, is not in it). Last, it checks that the two paths trained the same: every run's
+``train/loss`` curve and held-out loss must be equal, to the bit, between today's run and the improved one
+(the in-training validation reads the model, it never changes its training).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, benchmarks/ is not a package on the path
     sys.path.insert(0, str(REPO))
 
+from andrea_lab.analysis.runs_table import read_scalars  # noqa: E402
+from andrea_lab.commands.sweep import parse_sets  # noqa: E402
+from andrea_lab.rundir import read_record  # noqa: E402
 from andrea_lab.sweep.executors import LocalExecutor  # noqa: E402
 from andrea_lab.sweep.plan import plan_sweep  # noqa: E402
 from andrea_lab.sweep.preflight import preflight  # noqa: E402
@@ -45,9 +50,8 @@ from andrea_lab.sweep.warm_executor import WarmExecutor  # noqa: E402
 from benchmarks.sweep_phases import PHASES_FILE  # noqa: E402
 
 TIMER = "benchmarks.sweep_phases.PhaseTimer"
-#: cpu-base.yaml's validation and held-out settings before issue 29: what "today" runs with.
-TODAY_OVERRIDES = {"trainer.limit_val_batches": 16, "trainer.num_sanity_val_steps": 16, "data.max_val_batches": 16,
-                   "heldout.batch_size": 32}
+#: cpu-base.yaml's in-training validation and sanity check before issue 29: what "today" runs with.
+TODAY_OVERRIDES = {"trainer.limit_val_batches": 16, "trainer.num_sanity_val_steps": 16, "data.max_val_batches": 16}
 PATHS = {"today": ("local", TODAY_OVERRIDES), "improved": ("warm", {})}
 PHASES = ["startup", "steps", "validation", "other", "heldout", "teardown"]
 
@@ -83,7 +87,7 @@ class TimedExecutor:
 def plan(args: argparse.Namespace, path: str, out: Path) -> list:
     """The benchmark's slice of the suite for one path, with the timer and the path's overrides."""
     suite = load_suite(args.suite)
-    common = {**suite.common, **PATHS[path][1], "trainer.max_steps": args.steps,
+    common = {**suite.common, **parse_sets(args.set), **PATHS[path][1], "trainer.max_steps": args.steps,
               "trainer.callbacks+": TIMER}
     suite = dataclasses.replace(suite, common=common)
     return plan_sweep(suite, out / path, lrs=parse_cli_list(args.lrs, "lrs"), seeds=parse_cli_list(args.seeds, "seeds"),
@@ -120,7 +124,23 @@ def phases(spec: Any, times: list[float], path: str) -> dict[str, Any]:
            "heldout": stamps["heldout"],
            "teardown": end - stamps["train_end"] - stamps["heldout"],
            "total": end - launch, "step_count": stamps["step_count"]}
+    record = read_record(spec.run_dir)
+    row["heldout_loss"] = None if record is None or record.heldout is None else record.heldout.loss
+    row["train_loss_curve"] = read_scalars(spec.run_dir).get("train/loss")
     return row
+
+
+def same_training(runs: pd.DataFrame) -> bool:
+    """Whether every run trained identically on every path: equal train/loss curves and held-out loss."""
+    ok = True
+    for label, group in runs.groupby("run", sort=False):
+        first = group.iloc[0]
+        for _, other in group.iloc[1:].iterrows():
+            same = other["train_loss_curve"] == first["train_loss_curve"] and other["heldout_loss"] == first["heldout_loss"]
+            print(f"{label}: {first['path']} vs {other['path']}: train/loss curve and held-out loss "
+                  f"{'identical' if same else 'DIFFER'} ({first['heldout_loss']!r} vs {other['heldout_loss']!r})")
+            ok = ok and same
+    return ok
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.DataFrame:
@@ -128,7 +148,7 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     runs = pd.DataFrame([row for result in results.values() for row in result["runs"]])
     pd.set_option("display.width", 200)
     print("\nper run (seconds):")
-    print(runs.round(2).to_string(index=False))
+    print(runs[["path", "run", *PHASES, "total", "step_count"]].round(2).to_string(index=False))
     totals = runs.groupby("path", sort=False)[PHASES + ["total"]].sum()
     totals["sweep_wall"] = [results[path]["wall_s"] for path in totals.index]
     totals["runs"] = runs.groupby("path", sort=False).size()
@@ -139,6 +159,8 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     if {"today", "improved"} <= set(totals.index):
         ratio = totals.loc["improved", "runs_per_hour"] / totals.loc["today", "runs_per_hour"]
         print(f"\nruns per hour, improved / today: {ratio:.2f}x")
+    print()
+    totals["same_training"] = same_training(runs)
     return totals
 
 
@@ -160,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--steps", type=int, default=250, help="trainer.max_steps of every fit (cpu-base: 250)")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="OMP_NUM_THREADS of every fit (1: right for a shared machine, docs/performance.md)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra override for every fit of both paths, as andrea sweep --set")
     parser.add_argument("--rounds", type=int, default=1, help="each round runs both paths, alternating the order")
     parser.add_argument("--paths", default="today,improved")
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary directory)")
@@ -173,9 +199,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     out = Path(args.out or tempfile.mkdtemp(prefix="sweep-throughput-")).resolve()
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     chosen = args.paths.split(",")
     print(f"sweep throughput: {args.suite} variants {args.variants} x lrs {args.lrs} x seeds {args.seeds}, "
-          f"{args.steps} steps, {args.jobs} job(s), {args.rounds} round(s), paths {chosen}; runs in {out}")
+          f"{args.steps} steps, {args.jobs} job(s), {args.threads} thread(s), {args.rounds} round(s), paths {chosen}"
+          f"{', overrides ' + str(args.set) if args.set else ''}; runs in {out}")
     print(machine_line(args))
     problems, corpora = preflight(plan(args, chosen[0], out / "plan"))
     if problems:
@@ -192,7 +220,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     totals = report(results, args)
     if args.json:
         Path(args.json).write_text(totals.reset_index().to_json(orient="records", indent=1))
-    return 0
+    return 0 if totals["same_training"].all() else 1
 
 
 if __name__ == "__main__":
