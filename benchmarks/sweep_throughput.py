@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, benchmarks/ is not a package on the path
     sys.path.insert(0, str(REPO))
 
+from andrea_lab import tags  # noqa: E402
 from andrea_lab.analysis.runs_table import read_scalars  # noqa: E402
 from andrea_lab.commands.sweep import parse_sets  # noqa: E402
 from andrea_lab.rundir import read_record  # noqa: E402
@@ -126,7 +127,7 @@ def phases(spec: Any, times: list[float], path: str) -> dict[str, Any]:
            "total": end - launch, "step_count": stamps["step_count"]}
     record = read_record(spec.run_dir)
     row["heldout_loss"] = None if record is None or record.heldout is None else record.heldout.loss
-    row["train_loss_curve"] = read_scalars(spec.run_dir).get("train/loss")
+    row["train_loss_curve"] = read_scalars(spec.run_dir).get(tags.TRAIN_LOSS)
     return row
 
 

@@ -51,8 +51,11 @@ def warm_up(corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MO
             pass
     import threading
 
+    torch = sys.modules.get("torch")
     return {"ready": True, "pid": os.getpid(), "import_s": round(imported - started, 3),
-            "corpora_s": round(time.perf_counter() - imported, 3), "threads": threading.active_count()}
+            "corpora_s": round(time.perf_counter() - imported, 3), "threads": threading.active_count(),
+            # CUDA cannot be used in a child forked after it was initialised: such a worker execs instead.
+            "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized())}
 
 
 def _same_python(executable: str) -> bool:
@@ -62,12 +65,12 @@ def _same_python(executable: str) -> bool:
         return executable == sys.executable
 
 
-def run_command(argv: Sequence[str]) -> int:
-    """Run ``argv`` in this (forked) process as ``python`` would; the exit status. Another interpreter, or
-    Python options this does not mimic, are exec'ed instead: still isolated, only not warm."""
+def run_command(argv: Sequence[str], warm: bool = True) -> int:
+    """Run ``argv`` in this (forked) process as ``python`` would; the exit status. Another interpreter,
+    Python options this does not mimic, or ``warm`` false are exec'ed instead: still isolated, only not warm."""
     import runpy
 
-    if len(argv) >= 3 and _same_python(argv[0]) and argv[1] in ("-m", "-c"):
+    if warm and len(argv) >= 3 and _same_python(argv[0]) and argv[1] in ("-m", "-c"):
         try:
             if argv[1] == "-m":
                 sys.argv = [argv[2], *argv[3:]]
@@ -96,7 +99,7 @@ def _exit_status(code: Any) -> int:
     return 1
 
 
-def _child(request: dict[str, Any], out: Any) -> None:  # pragma: no cover - runs in the forked child
+def _child(request: dict[str, Any], out: Any, warm: bool) -> None:  # pragma: no cover - runs in the forked child
     """Become the fit: default signals (SIGINT stays ignored, as for a sweep's fits), the run's directory,
     its log as stdout and stderr; then run and exit without returning into the worker's loop. The reply
     pipe is closed here, so that the sweep sees the worker's end even while a child lives on."""
@@ -114,7 +117,7 @@ def _child(request: dict[str, Any], out: Any) -> None:  # pragma: no cover - run
         os.dup2(log, 2)
         os.close(log)
         os.close(null)
-        code = run_command(request["argv"])
+        code = run_command(request["argv"], warm)
         _shut_down()
     finally:
         os._exit(code)
@@ -141,8 +144,9 @@ def reply(message: dict[str, Any], out: Any) -> None:
     out.flush()
 
 
-def serve(requests: Any, out: Any) -> None:
-    """Fork one child per request, one at a time, and report its pid and exit status."""
+def serve(requests: Any, out: Any, warm: bool = True) -> None:
+    """Fork one child per request, one at a time, and report its pid and exit status (``warm`` false: each
+    child execs its command in a fresh interpreter)."""
     for line in requests:
         if not line.strip():
             continue
@@ -151,7 +155,7 @@ def serve(requests: Any, out: Any) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
-            _child(request, out)
+            _child(request, out, warm)
         reply({"started": pid}, out)
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
@@ -167,8 +171,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     modules = json.loads(argv[1]) if len(argv) > 1 else WARM_MODULES
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else printed to stdout would corrupt the protocol
-    reply(warm_up(corpora, modules), out)
-    serve(sys.stdin, out)
+    ready = warm_up(corpora, modules)
+    reply(ready, out)
+    serve(sys.stdin, out, warm=not ready["cuda_initialized"])
     return 0
 
 
