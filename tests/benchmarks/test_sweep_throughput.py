@@ -26,5 +26,5 @@ def test_toy_run_reports_both_paths_and_identical_training(text_corpus, tmp_path
     for row in totals.values():
         assert row["runs"] == 1 and row["runs_per_hour"] > 0 and row["steps"] > 0 and row["heldout"] > 0
         assert row["same_training"] is True
-    assert "runs per hour, improved / today:" in printed
+    assert "runs_per_hour, improved / today:" in printed and "runs_per_hour_same_steps" in printed
     assert "train/loss curve and held-out loss identical" in printed
