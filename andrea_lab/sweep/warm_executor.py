@@ -101,8 +101,9 @@ class Forked:
 
 
 class WarmExecutor(LocalExecutor):
-    """Runs each fit as a fork of the slot's warm worker (started here, replaced when it dies); ``modules``
-    are what the workers import before forking (tests use none, for stand-in commands)."""
+    """Runs each fit as a fork of the slot's warm worker (replaced when it dies); ``modules`` are what the
+    workers import before forking (tests use none, for stand-in commands). The workers of all slots start
+    together at the first launch, so that a sweep whose runs are all done starts none."""
 
     name = "warm"
     launched = "started"
@@ -112,12 +113,14 @@ class WarmExecutor(LocalExecutor):
                  modules: Sequence[str] = WARM_MODULES):
         super().__init__(jobs, gpus, cwd, lock_fd)
         self.corpora, self.modules = list(corpora), list(modules)
-        self.workers: dict[int, Worker] = {slot: self._new_worker(slot) for slot in range(jobs)}
+        self.workers: dict[int, Worker] = {}
 
     def _new_worker(self, slot: int) -> Worker:
         return Worker(self.env(slot), self.cwd, self.lock_fd, self.corpora, self.modules)
 
     def _worker(self, slot: int) -> Worker:
+        if not self.workers:
+            self.workers = {number: self._new_worker(number) for number in range(self.jobs)}
         worker = self.workers.get(slot)
         if worker is None or worker.process.poll() is not None:
             if worker is not None:

@@ -29,8 +29,8 @@ from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
-SUCCEED = "import sys; print('fine', sys.argv[1:])"
-CRASH = "import os; print('about to crash', flush=True); os.abort()"
+SUCCEED = "import os, sys; print('fine', sys.argv[1:]); print('parent', os.getppid())"
+CRASH = "import os; print('parent', os.getppid()); print('about to crash', flush=True); os.abort()"
 #: Exits 4 on SIGTERM, as a preempted fit does, after saying it is running (the file in argv[1]).
 PREEMPTIBLE = ("import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, lambda *a: sys.exit(4)); "
                "pathlib.Path(sys.argv[1]).write_text('up'); time.sleep(60)")
@@ -69,7 +69,6 @@ def test_a_crashing_run_takes_only_itself_and_is_reported_with_its_log(suite, tm
     commands = [(PY, "-c", SUCCEED, "first"), (PY, "-c", CRASH), (PY, "-c", SUCCEED, "third")]
     specs = [dataclasses.replace(spec, command=command) for spec, command in zip(specs, commands)]
     executor = WarmExecutor(1, modules=())
-    worker_pid = executor.workers[0].process.pid
     out = io.StringIO()
     outcomes = Runner(specs, out=out, poll_s=0.02, executor=executor).run()
     report(outcomes, out)
@@ -80,15 +79,18 @@ def test_a_crashing_run_takes_only_itself_and_is_reported_with_its_log(suite, tm
     assert json.loads((specs[0].run_dir / START_MARKER).read_text())["executor"] == "warm"
     assert executor.workers == {}  # closed by the runner at the end
     assert all(json.loads((s.run_dir / START_MARKER).read_text())["pid"] == os.getpid() for s in specs)
-    assert worker_pid != os.getpid()
+    # One worker forked all three (the crash did not replace it): every fit has the same parent.
+    parents = {line.split()[-1] for s in specs for line in (s.run_dir / LOG_FILE).read_text().splitlines()
+               if line.startswith("parent ")}
+    assert len(parents) == 1 and parents != {str(os.getpid())}
 
 
 def test_a_dead_worker_loses_its_run_only_and_is_replaced(tmp_path):
     executor = WarmExecutor(1, modules=())
-    first = executor.workers[0]
     flag = tmp_path / "up"
     (tmp_path / "a").mkdir()
     handle = executor.launch(tmp_path / "a", (PY, "-c", PREEMPTIBLE, str(flag)), {}, 0)
+    first = executor.workers[0]
     wait_for(flag)
     first.process.kill()
     lost = ended(executor, handle)
