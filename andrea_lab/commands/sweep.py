@@ -4,7 +4,9 @@ Each run is ``python -m andrea_lab.cli fit --config BASE <overrides>`` in its ow
 ``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` with ``seed_everything`` and ``data.seed`` set to the
 seed, so every variant sees the same batches at the same seed (a paired comparison). Finished runs are
 skipped; preempted ones resume from their checkpoint; other unfinished directories are moved aside and
-rerun. ``--launcher ray`` runs each fit as a Ray task instead of a local subprocess. A failed run does not stop the sweep; the exit
+rerun. By default each fit is forked from a warm worker that imported torch and Lightning once
+(``--launcher warm``); ``--launcher local`` starts a fresh Python per fit, ``--launcher ray`` runs each
+fit as a Ray task. A failed run does not stop the sweep; the exit
 status is 1 if any run failed. See docs/experiments.md.
 """
 
@@ -42,9 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        "(CUDA_VISIBLE_DEVICES), e.g. 0,1,2,3")
     parser.add_argument("--runs-dir", default="runs",
                         help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)")
-    parser.add_argument("--launcher", choices=("local", "ray"), default="local",
-                        help="local: subprocesses on this machine (default); ray: one Ray task per run, on the "
-                             "cluster --ray-address or RAY_ADDRESS names, else a local Ray (docs/performance.md)")
+    parser.add_argument("--launcher", choices=("warm", "local", "ray"), default="warm",
+                        help="warm: each fit forked on this machine from a worker that imported torch and "
+                             "Lightning once (default); local: each fit a fresh Python process; ray: one Ray task "
+                             "per run, on the cluster --ray-address or RAY_ADDRESS names, else a local Ray "
+                             "(docs/performance.md)")
     parser.add_argument("--ray-address", help="the Ray cluster to use, e.g. 10.0.0.1:6379 (default: RAY_ADDRESS, "
                                               "else a local Ray started for this sweep)")
     parser.add_argument("--cpus-per-run", type=float, help="CPUs each run holds under --launcher ray "
@@ -72,8 +76,13 @@ def parse_sets(items: list[str]) -> dict:
     return check_overrides(overrides, "--set")
 
 
-def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd):
-    """The executor ``--launcher`` names, with the per-run resources of the command line, else the suite."""
+def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd, corpora=()):
+    """The executor ``--launcher`` names, with the per-run resources of the command line, else the suite;
+    ``corpora`` (from the preflight) are resolved once by each warm worker."""
+    if args.launcher == "warm":
+        from andrea_lab.sweep.warm_executor import WarmExecutor
+
+        return WarmExecutor(jobs, gpus, lock_fd=lock_fd, corpora=corpora)
     if args.launcher == "local":
         from andrea_lab.sweep.executors import LocalExecutor
 
@@ -130,11 +139,12 @@ def main(argv: list[str]) -> int:
           f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
           f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}", flush=True)
 
+    corpora: list = []
     if not args.no_check:
-        from andrea_lab.sweep.preflight import check_variants
+        from andrea_lab.sweep.preflight import preflight
 
         print("checking every variant's command line ...", flush=True)
-        problems = check_variants(specs)
+        problems, corpora = preflight(specs)
         if problems:
             for problem in problems:
                 print(f"andrea sweep: error: {suite.path.name}: {problem}", file=sys.stderr)
@@ -148,7 +158,7 @@ def main(argv: list[str]) -> int:
 
     try:
         with SweepLock(directory) as lock:
-            executor = make_executor(args, suite, jobs, gpus, lock.fd)
+            executor = make_executor(args, suite, jobs, gpus, lock.fd, corpora)
             if args.launcher == "ray" and args.jobs is None:
                 jobs = len(specs)  # Ray queues every run and starts each when its resources are free
             runner = Runner(specs, jobs=jobs, executor=executor)

@@ -161,6 +161,22 @@ class Corpus:
         return self._fingerprint
 
 
+#: Corpora already resolved by this process, once :func:`remember_resolved_corpora` turned it on.
+_REMEMBERED: Optional[dict[tuple[str, str, str], Corpus]] = None
+
+
+def remember_resolved_corpora() -> None:
+    """From now on this process resolves (and fingerprints) each corpus spec once.
+
+    For a process whose corpora do not change while it lives: a sweep's warm worker
+    (:mod:`andrea_lab.sweep.warm_worker`) resolves the suite's corpus before it forks its fits, which
+    then skip walking and hashing it again (about 1.7 s per fit for ``stdlib`` on 2 cores).
+    """
+    global _REMEMBERED
+    if _REMEMBERED is None:
+        _REMEMBERED = {}
+
+
 def resolve_corpus(spec: str, text_field: str = "text") -> Corpus:
     """Resolve a corpus spec (see the module docstring) into a ``Corpus``.
 
@@ -168,8 +184,13 @@ def resolve_corpus(spec: str, text_field: str = "text") -> Corpus:
     Raises ``CorpusError`` with one sentence saying what is wrong and what
     would be valid, so a typo on the command line is obvious at once.
     """
+    key = (os.getcwd(), spec, text_field)
+    if _REMEMBERED is not None and key in _REMEMBERED:
+        return _REMEMBERED[key]
     corpus = _resolve(spec)
     corpus.text_field = text_field
+    if _REMEMBERED is not None:
+        _REMEMBERED[key] = corpus
     return corpus
 
 

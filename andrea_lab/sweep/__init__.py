@@ -4,7 +4,8 @@
 * :mod:`andrea_lab.sweep.plan` — the combinations, their directories and commands (the run states
   and markers are :mod:`andrea_lab.rundir`'s);
 * :mod:`andrea_lab.sweep.preflight` — parse every variant's command before anything runs;
-* :mod:`andrea_lab.sweep.runner` — the subprocesses, markers, progress and the final report.
+* :mod:`andrea_lab.sweep.runner` — the runs, markers, progress and the final report, through an executor
+  (:mod:`andrea_lab.sweep.executors`; the default forks fits from :mod:`andrea_lab.sweep.warm_worker`).
 """
 
 from andrea_lab.rundir import run_state

@@ -4,10 +4,14 @@ The runner (:mod:`andrea_lab.sweep.runner`) owns everything a sweep means: the p
 (:func:`andrea_lab.rundir.run_state`), moving unfinished runs aside, resuming preempted ones, the done
 and failed markers, the report. An executor only runs a command with its output in the run's
 ``sweep.log``, and writes the start marker at the moment the run really starts (on a cluster that is
-when the scheduler gives it a worker, not when it is queued). Two executors of the same plan:
+when the scheduler gives it a worker, not when it is queued). Three executors of the same plan:
 
-* :class:`LocalExecutor` — subprocesses on this machine (``--launcher local``, the default);
+* :class:`andrea_lab.sweep.warm_executor.WarmExecutor` — fits forked on this machine from warm workers
+  that imported torch and Lightning once (``--launcher warm``, the default);
+* :class:`LocalExecutor` — a fresh subprocess per fit on this machine (``--launcher local``);
 * :class:`andrea_lab.sweep.ray_executor.RayExecutor` — one Ray task per run (``--launcher ray``).
+
+An executor that keeps processes between runs has a ``close()``, which the runner calls at the end.
 
 ``stop`` asks a run to end the way a preemption does (SIGTERM: the fit writes its preemption checkpoint
 and exits with status 4), so a stopped run is resumed, not restarted, by the next sweep.

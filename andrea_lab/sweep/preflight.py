@@ -3,7 +3,8 @@
 Each variant's ``fit`` arguments are parsed by the real :class:`AndreaCLI` parser (stopping before any
 class is instantiated: no model, no data, no trainer), which rejects unknown keys and values of the
 wrong type, and its ``model.config`` is validated as an :class:`AndreaConfig` (unknown plugin names,
-d_model not divisible by n_head, ...). Costs one import of Lightning and about a second per variant.
+d_model not divisible by n_head, ...). Costs one import of Lightning and about a second per variant. The corpora the variants read are
+collected on the way, for the warm workers to resolve once.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import io
 import logging
 import warnings
-from typing import Sequence
+from typing import Optional, Sequence
 
 from andrea_lab.sweep.plan import RunSpec
 
@@ -31,8 +32,9 @@ def _error_text(stderr: str) -> str:
     return " ".join(lines[-3:]) or "the arguments do not parse"
 
 
-def check_command(fit_args: Sequence[str]) -> str | None:
-    """None if ``andrea fit <fit_args>`` parses and its model config is valid, else the error message."""
+def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tuple[str, str]]]:
+    """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
+    data.text_field)``) if it is valid, else (the error message, None)."""
     from andrea_lab.config import AndreaConfig, ConfigError
     from andrea_lab.lightning_cli import AndreaCLI
     from andrea_lab.registry import PluginError
@@ -55,29 +57,49 @@ def check_command(fit_args: Sequence[str]) -> str | None:
         try:
             AndreaConfig(**fields).components()
         except (ConfigError, PluginError, TypeError) as exc:
-            return f"model.config: {exc}"
-        return None
+            return f"model.config: {exc}", None
+        return None, _corpus(config)
     except SystemExit:
-        return _error_text(stderr.getvalue())
+        return _error_text(stderr.getvalue()), None
     except Exception as exc:  # the parser raises (exit_on_error=False) instead of exiting
         if type(exc).__name__ == "ArgumentError":
-            return str(exc)
-        return f"{type(exc).__name__}: {exc}"
+            return str(exc), None
+        return f"{type(exc).__name__}: {exc}", None
     finally:
         logging.disable(logging.NOTSET)
-    return "the arguments parsed but the check did not stop before instantiation"  # pragma: no cover
+    return "the arguments parsed but the check did not stop before instantiation", None  # pragma: no cover
 
 
-def check_variants(specs: Sequence[RunSpec]) -> list[str]:
-    """One problem per variant whose command does not parse (checked on its first planned run)."""
-    problems = []
+def _corpus(config) -> Optional[tuple[str, str]]:
+    data = config.get("data") if hasattr(config, "get") else None
+    corpus = data.get("corpus") if data is not None and hasattr(data, "get") else None
+    return None if corpus is None else (str(corpus), str(data.get("text_field", "text")))
+
+
+def check_command(fit_args: Sequence[str]) -> str | None:
+    """None if ``andrea fit <fit_args>`` parses and its model config is valid, else the error message."""
+    return parse_command(fit_args)[0]
+
+
+def preflight(specs: Sequence[RunSpec]) -> tuple[list[str], list[tuple[str, str]]]:
+    """One problem per variant whose command does not parse (checked on its first planned run), and the
+    corpora the valid ones read (for the warm workers to resolve once: :mod:`andrea_lab.sweep.warm_worker`)."""
+    problems: list[str] = []
+    corpora: list[tuple[str, str]] = []
     seen = set()
     for spec in specs:
         if spec.variant in seen:
             continue
         seen.add(spec.variant)
         fit_index = spec.command.index("fit")
-        problem = check_command(spec.command[fit_index + 1:])
+        problem, corpus = parse_command(spec.command[fit_index + 1:])
         if problem:
             problems.append(f"variant {spec.variant!r}: {problem}")
-    return problems
+        elif corpus is not None and corpus not in corpora:
+            corpora.append(corpus)
+    return problems, corpora
+
+
+def check_variants(specs: Sequence[RunSpec]) -> list[str]:
+    """One problem per variant whose command does not parse (checked on its first planned run)."""
+    return preflight(specs)[0]

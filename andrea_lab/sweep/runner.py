@@ -1,4 +1,4 @@
-"""Running a planned sweep: one ``andrea fit`` subprocess per run, N at a time, resumable.
+"""Running a planned sweep: one ``andrea fit`` process per run, N at a time, resumable.
 
 Per run directory the sweep writes ``sweep-run.json`` (what and how, and which executor, when the fit
 starts), ``sweep.log`` (the fit's stdout and stderr), then ``sweep-done.json`` once the fit exited 0, or
@@ -274,6 +274,9 @@ class Runner:
                 signal.signal(signum, handler)
             for _, handle, _ in self.running.values():  # only on an unexpected error
                 self.executor.kill(handle)
+            close = getattr(self.executor, "close", None)  # executors that keep workers end them here
+            if close is not None:
+                close()
         order = {spec.index: n for n, spec in enumerate(self.specs)}
         return sorted(self.outcomes, key=lambda o: order[o.spec.index])
 

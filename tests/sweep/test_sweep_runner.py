@@ -79,7 +79,9 @@ def test_runs_all_reports_failures_at_the_end_and_keeps_going(suite, tmp_path):
 def test_the_command_exits_non_zero_when_a_run_failed(suite, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sweep_command, "plan_sweep",
                         lambda *args, **kwargs: stand_in(plan_sweep(*args, **kwargs)))
-    code = sweep_command.main([str(suite.path), "--runs-dir", str(tmp_path / "runs"), "--no-check"])
+    # --launcher local: the default (warm) would import torch in its worker for these stand-ins; the warm
+    # path's command end to end is tests/commands/test_sweep.py.
+    code = sweep_command.main([str(suite.path), "--runs-dir", str(tmp_path / "runs"), "--no-check", "--launcher", "local"])
     out = capsys.readouterr().out
     assert code == sweep_command.EXIT_FAILED_RUNS
     assert "4 runs: 2 finished, 2 failed" in out

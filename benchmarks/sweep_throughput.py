@@ -1,0 +1,248 @@
+"""Where a sweep's time goes, today's path against the improved one, in one invocation.
+
+``python benchmarks/sweep_throughput.py`` plans a small slice of a real suite (default: two variants x
+two learning rates x one seed of experiments/suites/norm_placement.yaml, i.e. cpu-base fits) and runs it
+twice through :class:`andrea_lab.sweep.runner.Runner`, alternating which path goes first each round:
+
+* **today**: ``--launcher local`` (a fresh Python per fit) with the in-training validation and sanity
+  check of cpu-base.yaml before issue 29 (16 batches each);
+* **improved**: ``--launcher warm`` (each fit forked from a worker that imported torch/Lightning and
+  resolved the corpus once) with cpu-base.yaml as it is now.
+
+Every fit carries :class:`benchmarks.sweep_phases.PhaseTimer`; from its stamps and the runner's own
+(launch, exit) each run's wall time splits into start-up (launch to the first step, less the sanity
+check), optimizer steps, validation (sanity check + in-training), other in-loop work (logging,
+checkpoints, data), held-out evaluation and teardown (end of training to exit, less held-out). The
+report gives those per run and per path, the share of wall time in optimizer steps, and the ratio of
+runs per hour (sweep wall time, from the runner's start to its end; the preflight parse, which both
+paths run alike, is not in it). Last, it checks that the two paths trained the same: every run's
+``train/loss`` curve and held-out loss must be equal, to the bit, between today's run and the improved one
+(the in-training validation reads the model, it never changes its training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, benchmarks/ is not a package on the path
+    sys.path.insert(0, str(REPO))
+
+from andrea_lab import tags  # noqa: E402
+from andrea_lab.analysis.runs_table import read_scalars  # noqa: E402
+from andrea_lab.commands.sweep import parse_sets  # noqa: E402
+from andrea_lab.rundir import read_record  # noqa: E402
+from andrea_lab.sweep.executors import LocalExecutor  # noqa: E402
+from andrea_lab.sweep.plan import plan_sweep  # noqa: E402
+from andrea_lab.sweep.preflight import preflight  # noqa: E402
+from andrea_lab.sweep.runner import Runner  # noqa: E402
+from andrea_lab.sweep.suite import load_suite, parse_cli_list  # noqa: E402
+from andrea_lab.sweep.warm_executor import WarmExecutor  # noqa: E402
+from benchmarks.sweep_phases import PHASES_FILE  # noqa: E402
+
+TIMER = "benchmarks.sweep_phases.PhaseTimer"
+#: cpu-base.yaml's in-training validation and sanity check before issue 29: what "today" runs with.
+TODAY_OVERRIDES = {"trainer.limit_val_batches": 16, "trainer.num_sanity_val_steps": 16, "data.max_val_batches": 16}
+#: Path name -> (launcher, overrides). ``heldout-batched`` is the improved path with the held-out evaluation in
+#: batches of 512 windows instead of the data module's 32 (measured, not adopted: docs/performance.md).
+PATHS = {"today": ("local", TODAY_OVERRIDES), "improved": ("warm", {}),
+         "heldout-batched": ("warm", {"heldout.batch_size": 512})}
+PHASES = ["startup", "steps", "validation", "other", "heldout", "teardown"]
+
+
+class TimedExecutor:
+    """An executor as it is, plus the wall-clock time each run was launched and first seen ended."""
+
+    def __init__(self, inner: Any):
+        self.inner, self.name, self.launched = inner, inner.name, inner.launched
+        self.times: dict[Path, list[float]] = {}
+        self.close = getattr(inner, "close", lambda: None)
+
+    def check_storage(self, directory: Path) -> None:
+        self.inner.check_storage(directory)
+
+    def launch(self, run_dir: Path, command: Sequence[str], marker: dict[str, Any], slot: int) -> Any:
+        self.times[run_dir] = [time.time()]
+        return run_dir, self.inner.launch(run_dir, command, marker, slot)
+
+    def poll(self, handle: Any) -> Any:
+        ended = self.inner.poll(handle[1])
+        if ended is not None and len(self.times[handle[0]]) == 1:
+            self.times[handle[0]].append(time.time())
+        return ended
+
+    def stop(self, handle: Any) -> None:
+        self.inner.stop(handle[1])
+
+    def kill(self, handle: Any) -> None:
+        self.inner.kill(handle[1])
+
+
+def plan(args: argparse.Namespace, path: str, out: Path) -> list:
+    """The benchmark's slice of the suite for one path, with the timer and the path's overrides."""
+    suite = load_suite(args.suite)
+    common = {**suite.common, **parse_sets(args.set), **PATHS[path][1], "trainer.max_steps": args.steps,
+              "trainer.callbacks+": TIMER}
+    suite = dataclasses.replace(suite, common=common)
+    return plan_sweep(suite, out / path, lrs=parse_cli_list(args.lrs, "lrs"), seeds=parse_cli_list(args.seeds, "seeds"),
+                      variants=args.variants.split(","))
+
+
+def run_path(args: argparse.Namespace, path: str, out: Path, corpora: list) -> dict[str, Any]:
+    """One sweep through the path's executor; its wall time and every run's phases."""
+    specs = plan(args, path, out)
+    started = time.time()
+    launcher = PATHS[path][0]
+    inner = WarmExecutor(args.jobs, corpora=corpora) if launcher == "warm" else LocalExecutor(args.jobs)
+    executor = TimedExecutor(inner)
+    log = io.StringIO()
+    outcomes = Runner(specs, jobs=args.jobs, out=log, poll_s=0.05, executor=executor).run()
+    wall = time.time() - started
+    failed = [o.spec.label for o in outcomes if o.state not in ("finished", "diverged")]
+    if failed:
+        raise SystemExit(f"{path}: runs did not finish: {failed}\n{log.getvalue()}")
+    rows = [phases(spec, executor.times[spec.run_dir], path) for spec in specs]
+    return {"wall_s": wall, "runs": rows}
+
+
+def phases(spec: Any, times: list[float], path: str) -> dict[str, Any]:
+    """One run's wall time split into :data:`PHASES` (seconds) from its PhaseTimer stamps."""
+    stamps = json.loads((spec.run_dir / PHASES_FILE).read_text())
+    launch, end = times
+    in_loop = stamps["train_end"] - stamps["train_start"]
+    row = {"path": path, "run": spec.label,
+           "startup": stamps["train_start"] - launch - stamps["sanity"],
+           "steps": stamps["steps"],
+           "validation": stamps["sanity"] + stamps["validation"],
+           "other": in_loop - stamps["steps"] - stamps["validation"],
+           "heldout": stamps["heldout"],
+           "teardown": end - stamps["train_end"] - stamps["heldout"],
+           "total": end - launch, "step_count": stamps["step_count"]}
+    record = read_record(spec.run_dir)
+    row["heldout_loss"] = None if record is None or record.heldout is None else record.heldout.loss
+    row["train_loss_curve"] = read_scalars(spec.run_dir).get(tags.TRAIN_LOSS)
+    return row
+
+
+def _number(value: Any) -> Optional[float]:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def same_training(runs: pd.DataFrame) -> bool:
+    """Whether every run trained identically on every path: equal train/loss curves and held-out loss."""
+    ok = True
+    for label, group in runs.groupby("run", sort=False):
+        first = group.iloc[0]
+        for _, other in group.iloc[1:].iterrows():
+            same = other["train_loss_curve"] == first["train_loss_curve"] and other["heldout_loss"] == first["heldout_loss"]
+            print(f"{label}: {first['path']} vs {other['path']}: train/loss curve and held-out loss "
+                  f"{'identical' if same else 'DIFFER'} ({_number(first['heldout_loss'])!r} vs "
+                  f"{_number(other['heldout_loss'])!r})")
+            ok = ok and same
+    return ok
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.DataFrame:
+    """Per-run rows, per-path totals, and the runs-per-hour ratio, printed; the per-path frame returned."""
+    runs = pd.DataFrame([row for result in results.values() for row in result["runs"]])
+    pd.set_option("display.width", 200)
+    print("\nper run (seconds):")
+    print(runs[["path", "run", *PHASES, "total", "step_count"]].round(2).to_string(index=False))
+    totals = runs.groupby("path", sort=False)[PHASES + ["total"]].sum()
+    totals["sweep_wall"] = [results[path]["wall_s"] for path in totals.index]
+    totals["runs"] = runs.groupby("path", sort=False).size()
+    totals["steps_share"] = totals["steps"] / totals["sweep_wall"]
+    totals["runs_per_hour"] = totals["runs"] / totals["sweep_wall"] * 3600
+    add_same_steps_rate(totals)
+    print("\nper path (seconds, summed over runs; steps_share = optimizer steps / sweep wall time):")
+    print(totals.round(3).to_string())
+    if {"today", "improved"} <= set(totals.index):
+        for column in ("runs_per_hour", "runs_per_hour_same_steps"):
+            ratio = totals.loc["improved", column] / totals.loc["today", column]
+            print(f"\n{column}, improved / today: {ratio:.2f}x")
+    print()
+    totals["same_training"] = same_training(runs)
+    return totals
+
+
+def add_same_steps_rate(totals: pd.DataFrame) -> None:
+    """``runs_per_hour_same_steps``: the rate had every path's optimizer steps taken their mean over the paths.
+    The paths train identically, so a difference in step time is the shared machine's load, not the path;
+    this rate keeps only what the paths change (everything but the steps)."""
+    besides = totals["sweep_wall"] - totals["steps"]
+    totals["runs_per_hour_same_steps"] = totals["runs"] / (besides + totals["steps"].mean()) * 3600
+
+
+def machine_line(args: argparse.Namespace) -> str:
+    import platform
+
+    import torch
+
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+            f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}; load average {load}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", default=str(REPO / "experiments/suites/norm_placement.yaml"))
+    parser.add_argument("--variants", default="pre,post")
+    parser.add_argument("--lrs", default="1e-3,4e-3")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--steps", type=int, default=250, help="trainer.max_steps of every fit (cpu-base: 250)")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="OMP_NUM_THREADS of every fit (1: right for a shared machine, docs/performance.md)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra override for every fit of both paths, as andrea sweep --set")
+    parser.add_argument("--rounds", type=int, default=1, help="each round runs both paths, alternating the order")
+    parser.add_argument("--paths", default="today,improved", help=f"comma-separated, of {', '.join(PATHS)}")
+    parser.add_argument("--out", default=None, help="where the runs go (default: a temporary directory)")
+    parser.add_argument("--json", help="write the per-path totals here")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    import tempfile
+
+    out = Path(args.out or tempfile.mkdtemp(prefix="sweep-throughput-")).resolve()
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    chosen = args.paths.split(",")
+    if not set(chosen) <= set(PATHS):
+        raise SystemExit(f"--paths {args.paths!r}: each must be one of {', '.join(PATHS)}")
+    print(f"sweep throughput: {args.suite} variants {args.variants} x lrs {args.lrs} x seeds {args.seeds}, "
+          f"{args.steps} steps, {args.jobs} job(s), {args.threads} thread(s), {args.rounds} round(s), paths {chosen}"
+          f"{', overrides ' + str(args.set) if args.set else ''}; runs in {out}")
+    print(machine_line(args))
+    problems, corpora = preflight(plan(args, chosen[0], out / "plan"))
+    if problems:
+        raise SystemExit("; ".join(problems))
+    results: dict[str, dict[str, Any]] = {}
+    for round_ in range(args.rounds):
+        for path in (chosen if round_ % 2 == 0 else chosen[::-1]):
+            result = run_path(args, path, out / f"round{round_}", corpora)
+            merged = results.setdefault(path, {"wall_s": 0.0, "runs": []})
+            merged["wall_s"] += result["wall_s"]
+            merged["runs"] += result["runs"]
+            print(f"round {round_}: {path} took {result['wall_s']:.1f} s", flush=True)
+    print(machine_line(args).replace("machine:", "at end:"))
+    totals = report(results, args)
+    if args.json:
+        Path(args.json).write_text(totals.reset_index().to_json(orient="records", indent=1))
+    return 0 if totals["same_training"].all() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
