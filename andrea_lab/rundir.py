@@ -302,3 +302,38 @@ def preempted_checkpoint(run_dir: str | Path) -> Optional[Path]:
     if started.is_file() and started.stat().st_mtime_ns > path.stat().st_mtime_ns:
         return None  # left by an earlier attempt, which was resumed and then ended otherwise
     return path
+
+
+# ---------------------------------------------------------------------------------------- settings
+
+
+#: Flags that say where a run is or continues from, not what it trains (a moved runs directory is the same run).
+WHERE_FLAGS = ("--ckpt_path", "--trainer.logger.init_args.save_dir")
+
+
+def _options(argv: list[str]) -> dict[str, tuple[str, ...]]:
+    """A fit's command line after ``fit`` as ``{--flag: values}`` (a repeated flag keeps every value,
+    in order), without :data:`WHERE_FLAGS`."""
+    options: dict[str, tuple[str, ...]] = {}
+    i = 0
+    while i < len(argv):
+        flag, value = argv[i], ""
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value, i = argv[i + 1], i + 1
+        i += 1
+        if flag not in WHERE_FLAGS:
+            options[flag] = (*options.get(flag, ()), value)
+    return options
+
+
+def settings_difference(run_dir: str | Path, command: list[str]) -> Optional[str]:
+    """How ``command`` differs from the fit command recorded in the run's ``sweep-run.json`` (None when
+    it does not, or nothing was recorded): ``--trainer.max_steps 250 -> 500; ...``."""
+    recorded = (read_json(Path(run_dir) / START_MARKER) or {}).get("command")
+    if not isinstance(recorded, list) or "fit" not in recorded or "fit" not in command:
+        return None
+    before = _options([str(a) for a in recorded[recorded.index("fit") + 1:]])
+    after = _options(list(command[command.index("fit") + 1:]))
+    changed = [f"{flag} {' '.join(before.get(flag, ('(unset)',)))} -> {' '.join(after.get(flag, ('(unset)',)))}"
+               for flag in sorted(set(before) | set(after)) if before.get(flag) != after.get(flag)]
+    return "; ".join(changed) or None

@@ -108,7 +108,7 @@ def suite_variant_commands(suite_files: list[Path]) -> list[tuple[str, list[str]
             key = json.dumps(spec.overrides, sort_keys=True, default=str)
             if key not in seen:
                 seen.add(key)
-                commands.append((f"{suite_file.parent.name}/{suite_file.stem}:{spec.variant}", list(spec.command[4:])))
+                commands.append((f"{suite_file.parent.name}/{suite_file.stem}:{spec.variant}", list(spec.command[spec.command.index("fit") + 1:])))
     return commands
 
 

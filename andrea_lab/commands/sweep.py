@@ -19,7 +19,7 @@ import sys
 
 import yaml
 
-from andrea_lab.rundir import preempted_checkpoint, run_state
+from andrea_lab.rundir import preempted_checkpoint, run_state, settings_difference
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.suite import SuiteError, check_overrides, format_lr, load_suite, parse_cli_list
 
@@ -97,9 +97,14 @@ def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd, cor
     return RayExecutor(address=args.ray_address, cpus=cpus, gpus=gpus_per_run)
 
 
-def print_plan(specs) -> None:
+def print_plan(specs, stale: dict | None = None) -> None:
     """``--dry-run``: what each run would do under the resume rule, and its command."""
+    stale = stale or {}
     for spec in specs:
+        if spec.run_dir in stale:
+            print(f"{spec.counter} {spec.label}: refused, made with other settings ({stale[spec.run_dir]})\n"
+                  f"    {shlex.join(spec.command)}")
+            continue
         state = run_state(spec.run_dir)
         action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
                   "failed": "move aside (failed) and rerun",
@@ -150,9 +155,22 @@ def main(argv: list[str]) -> int:
                 print(f"andrea sweep: error: {suite.path.name}: {problem}", file=sys.stderr)
             return EXIT_USAGE
 
+    from andrea_lab.run_claim import RunDirectoryError, refuse_links
+
+    try:
+        for spec in specs:  # the sweep writes its markers and sweep.log there before the fit claims it
+            refuse_links(spec.run_dir)
+    except RunDirectoryError as exc:
+        return _error(str(exc))
+    stale = [(spec, difference) for spec in specs if (difference := settings_difference(spec.run_dir, list(spec.command)))]
     if args.dry_run:
-        print_plan(specs)
+        print_plan(specs, dict((spec.run_dir, difference) for spec, difference in stale))
         return 0
+    if stale:
+        spec, difference = stale[0]
+        return _error(f"{len(stale)} run(s) in {directory} were made with other settings than this sweep's, e.g. "
+                      f"{spec.run_dir}: {difference}; a sweep neither counts them as done nor overwrites them: give "
+                      f"these settings their own --runs-dir, or move the old runs away")
 
     from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
 

@@ -53,9 +53,12 @@ def suite_runs_dir(runs_dir: str | Path, suite: Suite) -> Path:
 
 def fit_command(suite: Suite, variant_overrides: dict[str, Any], lr: float, seed: int, save_dir: Path,
                 variant: str, python: str = sys.executable, version: Optional[str] = None) -> list[str]:
-    """``python -m andrea_lab.cli fit --config BASE`` + common + variant overrides + what the sweep owns."""
+    """``python -P -m andrea_lab.cli fit --config BASE`` + common + variant overrides + what the sweep owns.
+
+    ``-P``: the working directory is not put on the module path, so a file there named like a module
+    (``evilmod.py``, a stray ``torch.py``) is never what a fit imports."""
     return [
-        python, "-m", "andrea_lab.cli", "fit", "--config", str(suite.base),
+        python, "-P", "-m", "andrea_lab.cli", "fit", "--config", str(suite.base),
         *override_args(suite.common),
         *override_args(variant_overrides),
         "--model.lr", repr(float(lr)),

@@ -40,7 +40,7 @@ class Worker:
     def __init__(self, env: dict[str, str], cwd: Optional[Path], lock_fd: Optional[int],
                  corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MODULES):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "andrea_lab.sweep.warm_worker", json.dumps([list(c) for c in corpora]),
+            [sys.executable, "-P", "-m", "andrea_lab.sweep.warm_worker", json.dumps([list(c) for c in corpora]),
              json.dumps(list(modules))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=env,
             pass_fds=(lock_fd,) if lock_fd is not None else ())

@@ -70,6 +70,8 @@ def run_command(argv: Sequence[str], warm: bool = True) -> int:
     Python options this does not mimic, or ``warm`` false are exec'ed instead: still isolated, only not warm."""
     import runpy
 
+    if argv[1:2] == ["-P"] and sys.flags.safe_path:  # this worker runs with -P itself (warm_executor)
+        argv = [argv[0], *argv[2:]]
     if warm and len(argv) >= 3 and _same_python(argv[0]) and argv[1] in ("-m", "-c"):
         try:
             if argv[1] == "-m":

@@ -140,3 +140,39 @@ def test_preflight_names_the_variant_and_the_bad_override(tmp_path, text_corpus,
     assert "variant 'no-such-plugin'" in err and "sandwhich" in err
     assert "variant 'pre'" not in err and "variant 'post'" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_runs_made_with_other_settings_are_neither_done_nor_overwritten(tmp_path, text_corpus, capsys):
+    from andrea_lab.cli import main as cli_main
+    from andrea_lab.rundir import START_MARKER, RunRecord, write_record
+    from andrea_lab.sweep.plan import plan_sweep
+    from andrea_lab.sweep.suite import load_suite
+
+    suite_file = write_suite(tmp_path, text_corpus)
+    runs = tmp_path / "runs"
+    for spec in plan_sweep(load_suite(suite_file), runs):  # a finished sweep, as the runner leaves it
+        spec.run_dir.mkdir(parents=True)
+        (spec.run_dir / START_MARKER).write_text(json.dumps({"command": list(spec.command)}))
+        write_record(spec.run_dir, RunRecord(status="finished"))
+    args = ["sweep", str(suite_file), "--runs-dir", str(runs), "--no-check", "--set", "trainer.max_steps=500"]
+    assert cli_main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("refused, made with other settings (--trainer.max_steps 10 -> 500)") == 4
+    assert cli_main(args) == 2
+    assert "4 run(s)" in capsys.readouterr().err
+    assert cli_main(["sweep", str(suite_file), "--runs-dir", str(runs), "--no-check", "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("skip (finished)") == 4
+
+
+def test_a_run_directory_with_a_link_is_refused_before_the_sweep_writes_there(tmp_path, text_corpus, capsys):
+    from andrea_lab.cli import main as cli_main
+    from andrea_lab.sweep.plan import plan_sweep
+    from andrea_lab.sweep.suite import load_suite
+
+    suite_file = write_suite(tmp_path, text_corpus)
+    run_dir = plan_sweep(load_suite(suite_file), tmp_path / "runs")[0].run_dir
+    run_dir.mkdir(parents=True)
+    (run_dir / "sweep.log").symlink_to(tmp_path / "login_script.sh")
+    assert cli_main(["sweep", str(suite_file), "--runs-dir", str(tmp_path / "runs"), "--no-check"]) == 2
+    assert "sweep.log is a symbolic link" in capsys.readouterr().err
+    assert not (tmp_path / "login_script.sh").exists()

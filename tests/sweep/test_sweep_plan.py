@@ -62,7 +62,7 @@ def test_the_command_sets_lr_seeds_and_directory_after_the_overrides(suite, tmp_
     spec = next(s for s in plan_sweep(suite, tmp_path / "runs", python="PY") if s.variant == "post" and s.seed == 1
                 and s.lr == 1e-3)
     command = list(spec.command)
-    assert command[:6] == ["PY", "-m", "andrea_lab.cli", "fit", "--config", str(suite.base)]
+    assert command[:7] == ["PY", "-P", "-m", "andrea_lab.cli", "fit", "--config", str(suite.base)]
     assert option(command, "model.config.norm_placement") == "post"
     assert option(command, "model.warmup_steps") == "0"
     assert option(command, "trainer.max_steps") == "10"
