@@ -66,8 +66,9 @@ def datamodule_for(checkpoint: dict, settings: dict, path: str):
     if not hparams:
         raise UsageError(f"{path} records no data module settings (it was not written by an `andrea fit` on an "
                          f"AndreaDataModule), so there is no held-out split to score")
-    model = checkpoint["hyper_parameters"]["config"]
-    hparams = {**hparams, "block_size": model.block_size, "vocab_size": model.vocab_size}
+    config = checkpoint["hyper_parameters"]["config"]
+    sizes = {key: config[key] if isinstance(config, dict) else getattr(config, key) for key in ("block_size", "vocab_size")}
+    hparams = {**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}}  # not _instantiator
     data = AndreaDataModule(**hparams)
     data.prepare_data()
     data.setup("validate")
