@@ -198,13 +198,14 @@ def attribute(model: Andrea, streams: Streams, position: int, token_id: int) -> 
 
 def format_lens(rows: Sequence[LensRow], decode_id: Callable[[int], str], next_token: Optional[str]) -> str:
     """The lens rows as an aligned table: top-k with probabilities, and the actual next token's p and rank."""
-    header = f"{'after':<8}  {'top next tokens (probability)':<60}"
+    tops = ["  ".join(f"{decode_id(i)!r} {p:.3f}" for i, p in row.top) for row in rows]
+    width = max([len("top next tokens (probability)"), *map(len, tops)])
+    header = f"{'after':<8}  {'top next tokens (probability)':<{width}}"
     if next_token is not None:
         header += f"  {'p(' + repr(next_token) + ')':>14}  {'rank':>6}"
     lines = [header, "-" * len(header)]
-    for row in rows:
-        top = "  ".join(f"{decode_id(i)!r} {p:.3f}" for i, p in row.top)
-        line = f"{row.label:<8}  {top:<60}"
+    for row, top in zip(rows, tops):
+        line = f"{row.label:<8}  {top:<{width}}"
         if row.next_prob is not None:
             line += f"  {row.next_prob:>14.4f}  {row.next_rank:>6}"
         lines.append(line)

@@ -31,7 +31,7 @@ def _save(figure, path: Union[str, Path]) -> Path:
 
 
 def _short(text: str, width: int = 6) -> str:
-    shown = repr(text)[1:-1]
+    shown = repr(text)[1:-1].replace(" ", "␣")  # a leading space is most of what tells BPE tokens apart
     return shown if len(shown) <= width else shown[:width - 1] + "…"
 
 
