@@ -60,6 +60,9 @@ class LayerLoss:
     layer: str
     loss: Optional[float]
     se: Optional[float]
+    #: SE of (this depth's loss − the final loss), paired by document: the same tokens are scored at every
+    #: depth, so the gap is known far better than either loss (whose SE mostly says how documents differ).
+    se_vs_final: Optional[float] = None
 
 
 @torch.no_grad()
@@ -83,10 +86,11 @@ def heldout_lens(model: Andrea, dataset: HeldOutDataset, batch_size: int = 16) -
     finally:
         model.train(was_training)
     labels = [EMBED] + [f"block {i}" for i in range(depths - 1)]
-    layers = []
-    for label, row in zip(labels, sums.cpu().numpy()):
-        loss, se = clustered_mean(row, counts.cpu().numpy())
-        layers.append(LayerLoss(label, finite_or_none(loss), finite_or_none(se)))
+    layers, per_unit, tokens = [], sums.cpu().numpy(), counts.cpu().numpy()
+    for label, row in zip(labels, per_unit):
+        loss, se = clustered_mean(row, tokens)
+        _, gap_se = clustered_mean(row - per_unit[-1], tokens)
+        layers.append(LayerLoss(label, finite_or_none(loss), finite_or_none(se), finite_or_none(gap_se)))
     scored = {"tokens": int(counts.sum().item()), "documents": int((counts > 0).sum().item()),
               "windows": len(dataset), "split_tokens": plan.split_tokens, "sampled": plan.sampled,
               "se_unit": plan.se_unit, "seed": plan.seed}
@@ -118,13 +122,16 @@ def lens_columns(run_dir: str | Path) -> dict[str, Any]:
 def format_layers(layers: list[LayerLoss]) -> str:
     """The per-depth losses as an aligned table (also the TensorBoard text, in Markdown)."""
     final = layers[-1].loss
-    lines = ["| after | lens loss | SE | − final |", "|---|---|---|---|"]
+    lines = ["| after | lens loss | SE | − final | SE (paired) |", "|---|---|---|---|---|"]
     for layer in layers:
-        loss = "n/a" if layer.loss is None else f"{layer.loss:.4f}"
-        se = "n/a" if layer.se is None else f"{layer.se:.4f}"
-        gap = "n/a" if layer.loss is None or final is None else f"{layer.loss - final:+.4f}"
-        lines.append(f"| {layer.layer} | {loss} | {se} | {gap} |")
+        loss, se, gap_se = (_number(value, "{:.4f}") for value in (layer.loss, layer.se, layer.se_vs_final))
+        gap = _number(None if layer.loss is None or final is None else layer.loss - final, "{:+.4f}")
+        lines.append(f"| {layer.layer} | {loss} | {se} | {gap} | {gap_se} |")
     return "\n".join(lines)
+
+
+def _number(value: Optional[float], spec: str) -> str:
+    return "n/a" if value is None else spec.format(value)
 
 
 def plot_layers(layers: list[LayerLoss], path: str | Path, title: str) -> Path:

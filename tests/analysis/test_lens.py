@@ -139,3 +139,13 @@ def test_the_lens_pictures(tmp_path):
     bars = plot_attribution(lens.attribute(model, streams, 3, 7), "x", tmp_path / "attribution.png")
     for png in (heatmap, bars):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_gap_to_the_final_loss_has_a_paired_standard_error():
+    model = micro("pre")
+    tokens = np.random.default_rng(1).integers(0, 256, size=3000).astype(np.int64)
+    tokens[::101] = 256
+    dataset = HeldOutDataset(tokens, plan_heldout(tokens, 32, eot_id=256, max_tokens=960, seed=0))
+    layers, _ = heldout_lens(model, dataset, batch_size=8)
+    assert layers[-1].se_vs_final == 0.0  # the final depth against itself
+    assert all(layer.se_vs_final is not None and layer.se_vs_final > 0 for layer in layers[:-1])
