@@ -67,8 +67,10 @@ def datamodule_for(checkpoint: dict, settings: dict, path: str):
         raise UsageError(f"{path} records no data module settings (it was not written by an `andrea fit` on an "
                          f"AndreaDataModule), so there is no held-out split to score")
     config = checkpoint["hyper_parameters"]["config"]
-    sizes = {key: config[key] if isinstance(config, dict) else getattr(config, key) for key in ("block_size", "vocab_size")}
-    hparams = {**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}}  # not _instantiator
+    sizes = {key: config[key] if isinstance(config, dict) else getattr(config, key)
+             for key in ("block_size", "vocab_size")}
+    # the model's sizes where config.yaml leaves them linked; never Lightning's own ``_instantiator``
+    hparams = {**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}}
     data = AndreaDataModule(**hparams)
     data.prepare_data()
     data.setup("validate")
