@@ -139,7 +139,7 @@ def plot_layers(layers: list[LayerLoss], path: str | Path, title: str) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(max(5.0, 0.6 * len(layers) + 2), 4), layout="constrained")
+    figure = Figure(figsize=(max(6.5, 0.6 * len(layers) + 2), 4), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     xs = list(range(len(layers)))
@@ -149,7 +149,7 @@ def plot_layers(layers: list[LayerLoss], path: str | Path, title: str) -> Path:
     axes.set_ylabel("held-out cross-entropy of the lens (nats/token)")
     axes.set_xlabel("stream after")
     axes.grid(True, alpha=0.3)
-    axes.set_title(title)
+    axes.set_title(title, fontsize=10)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
