@@ -76,8 +76,8 @@ def decode(model: Andrea, stream: torch.Tensor) -> torch.Tensor:
 def final_norm_description(model: Andrea) -> str:
     """What the lens decodes through, in words (for the table, the JSON and the docs)."""
     if isinstance(model.final_norm, nn.Identity):
-        return ("the stream itself through the tied unembedding (this placement has no final norm: "
-                "the model decodes its last stream the same way)")
+        return ("the tied unembedding alone (this placement has no final norm: the model decodes its last "
+                "stream the same way)")
     return f"the final norm ({type(model.final_norm).__name__}) and the tied unembedding"
 
 
