@@ -64,7 +64,7 @@ def datamodule_for(checkpoint: dict, settings: dict, path: str):
 
     hparams = checkpoint.get("datamodule_hyper_parameters") or settings.get("data")
     if not hparams:
-        raise UsageError(f"{path} records no data module settings (it was not written by an `andrea fit` on an "
+        raise UsageError(f"{path} records no data module settings (it was not written by andrea fit with an "
                          f"AndreaDataModule), so there is no held-out split to score")
     config = checkpoint["hyper_parameters"]["config"]
     sizes = {key: config[key] if isinstance(config, dict) else getattr(config, key)
