@@ -53,6 +53,13 @@ CASES = [
      ["damaged.ckpt", "is damaged"]),
     ("generate-missing-checkpoint", ["generate", "--ckpt", "{tmp}/none.ckpt"], ["none.ckpt", "does not exist"]),
     ("params-missing-config", ["params", "--config", "{tmp}/nope.yaml"], ["nope.yaml"]),
+    ("trace-position-out-of-range", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "abc", "--position", "3"],
+     ["position 3 is outside the text's 3 tokens"]),
+    ("trace-target-not-a-token", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "abc", "--target", "xyz"],
+     ["--target 'xyz' is not one token"]),
+    ("trace-checkpoint-without-tokenizer", ["trace", "--ckpt", "{tmp}/no-tokenizer.ckpt", "--text", "abc"],
+     ["no-tokenizer.ckpt carries no tokenizer"]),
+    ("lens-checkpoint-without-data", ["lens", "--ckpt", "{tmp}/micro.ckpt"], ["micro.ckpt records no data module"]),
 ]
 
 
@@ -71,19 +78,20 @@ def bad_files(tmp_path):
     (tmp_path / "truncated.bin").write_bytes(header.tobytes() + bytes(20))
     write_token_file(tmp_path / "big_ids.bin", np.full(5000, 300, dtype=np.uint16))
     save_checkpoint(tmp_path / "micro.ckpt", d_model=64)
+    save_checkpoint(tmp_path / "no-tokenizer.ckpt", d_model=64, tokenizer=False)
     AtomicCheckpointIO().save_checkpoint(torch.load(tmp_path / "micro.ckpt", weights_only=False), tmp_path / "damaged.ckpt")
     with open(tmp_path / "damaged.ckpt", "r+b") as file:
         file.truncate(1000)  # a write cut short
     return tmp_path
 
 
-def save_checkpoint(path: Path, d_model: int) -> None:
-    """A minimal Lightning-format checkpoint of a micro model, with its tokenizer."""
+def save_checkpoint(path: Path, d_model: int, tokenizer: bool = True) -> None:
+    """A minimal Lightning-format checkpoint of a micro model, with its tokenizer (unless ``tokenizer`` is false)."""
     module = AndreaLM(config=preset("andrea-micro", d_model=d_model))
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": lightning.__version__, "epoch": 0, "global_step": 0,
                 "loops": {}, "optimizer_states": [], "lr_schedulers": [],
-                "AndreaDataModule": {"tokenizer_json": byte_tokenizer().to_str()}}, path)
+                "AndreaDataModule": {"tokenizer_json": byte_tokenizer().to_str() if tokenizer else None}}, path)
 
 
 @pytest.mark.parametrize("case_id,argv,fragments", CASES, ids=[c[0] for c in CASES])

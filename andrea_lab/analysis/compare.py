@@ -130,6 +130,9 @@ VARIANT_COLUMNS = [
     Column("grad_norm_max_after_warmup", "grad norm max after warmup",
            lambda v: v.rows["grad_norm_max_after_warmup"].max(), _grad),
     Column("spikes", "spikes", lambda v: int(v.rows["spike_count"].fillna(0).sum())),
+    Column("lens_blocks_to_final", "blocks to final (lens)",  # median at the best LR, from `andrea lens`
+           lambda v: v.rows[v.rows["lr"] == v.best_lr].get("lens_blocks_to_final", pd.Series(dtype=float)).median(),
+           lambda x: fmt(x, 1)),
     Column("flags", "flags", lambda v: "; ".join(v.flags())),
 ]
 

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from andrea_lab import probe, tags
+from andrea_lab.analysis.lens_loss import lens_columns
 from andrea_lab.files import read_json
 from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
                                parse_run_version, read_record)
@@ -151,6 +152,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             steps=record.steps, warmup_steps=record.training.get("warmup_steps"),
             vocab_size=record.config.get("vocab_size"),
         )
+    row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
     if events:
         curves = read_scalars(run_dir)
         row["val_curve"], row["train_curve"] = curves.get(VAL_TAG, []), curves.get(TRAIN_TAG, [])

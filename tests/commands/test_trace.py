@@ -64,3 +64,40 @@ def test_missing_checkpoint_through_the_andrea_command(tmp_path):
                              "--text", "x"], capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert "no.ckpt" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_json_carries_the_lens_and_the_attribution(micro_checkpoint, capsys, tmp_path):
+    png = tmp_path / "t.png"
+    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", "--position", "4", "--json",
+                               "--top_k", "3", "--plot", str(png)]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    lens = payload["lens"]
+    assert [row["label"] for row in lens["rows"]] == ["embed", "0.attn", "0.mlp", "1.attn", "1.mlp"]
+    assert all(len(row["top"]) == 3 and row["next_rank"] >= 1 for row in lens["rows"])
+    assert payload["actual_next_token"] == " " and lens["rows"][-1]["top"][0]["token"] == payload["next_token"]
+    assert "final norm" in lens["decoded_through"]
+    assert len(lens["grid"]["top_tokens"]) == 5 and len(lens["grid"]["top_tokens"][0]) == len("hello world")
+    attribution = payload["attribution"]
+    assert attribution["target"] == payload["next_token"]
+    assert attribution["sum"] == pytest.approx(attribution["logit"], abs=1e-4)
+    assert payload["plots"] == [str(png), str(tmp_path / "t_lens.png"), str(tmp_path / "t_attribution.png")]
+    assert all((tmp_path / name).stat().st_size > 1000 for name in ("t_lens.png", "t_attribution.png"))
+
+
+def test_a_given_target_and_the_tables(micro_checkpoint, capsys):
+    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", "--target", "q"]) == 0
+    out = capsys.readouterr().out
+    assert "logit lens: the stream after each sublayer, decoded through the final norm" in out
+    assert "no actual next token" in out and "direct logit attribution to 'q'" in out
+    assert "final norm bias" in out and "model logit" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--position", "11"], "position 11 is outside the text's 11 tokens"),
+    (["--target", "ab"], "--target 'ab' is not one token: it encodes to 2"),
+    (["--top_k", "0"], "--top_k must be a positive number"),
+])
+def test_bad_inputs_are_one_line_and_exit_2(micro_checkpoint, capsys, argv, message):
+    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
