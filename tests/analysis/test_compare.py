@@ -253,6 +253,6 @@ def test_a_variant_named_in_the_config_keeps_its_name(tmp_path):
 def test_a_refusal_names_the_runs_plainly_and_leaves_no_folder(toy_runs, tmp_path, capsys):
     runs = load_runs(toy_runs)
     twice = pd.concat([runs, runs[runs["variant"] == "a"].head(1).assign(path="elsewhere")])
-    with pytest.raises(ValueError, match=r"more than one finished run of a at LR 0.001, seed 0: keep one run"):
+    with pytest.raises(ValueError, match=r"more than one finished run of a at LR 0.01, seed 0: keep one run"):
         report.write_outputs(twice, tmp_path / "out")
     assert not (tmp_path / "out").exists()
