@@ -30,6 +30,17 @@ DEFAULT_LOGGER = {
 }
 
 
+#: The subcommands that score a checkpoint: they start no run of their own (see AndreaCLI.instantiate_trainer).
+EVALUATIONS = ("validate", "test")
+
+
+def refuse_abbreviations(parser_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``parser_kwargs`` with abbreviated options refused: argparse would take ``--trainer.max_step 5`` for
+    ``--trainer.max_steps`` without a word, so a typo silently becomes some key. (jsonargparse gives every
+    subcommand's parser the main parser's setting.)"""
+    return {**parser_kwargs, "allow_abbrev": False}
+
+
 class AndreaCLI(LightningCLI):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("trainer_defaults", {
@@ -45,6 +56,7 @@ class AndreaCLI(LightningCLI):
         # exit_on_error=False: a bad argument raises, and andrea_lab.cli prints it as one line
         # instead of the whole usage text.
         kwargs.setdefault("parser_kwargs", {"default_env": False, "exit_on_error": False})
+        kwargs["parser_kwargs"] = refuse_abbreviations(kwargs["parser_kwargs"])
         # AndreaLM.configure_optimizers is the one optimizer setup; no competing CLI keys.
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
@@ -65,6 +77,15 @@ class AndreaCLI(LightningCLI):
         if "_class_path" in hparams:
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """``validate`` and ``test`` score a checkpoint; they start no run: no logger (a new ``version_N``
+        would be listed by TensorBoard and counted by ``andrea compare``) and no saved config. The held-out
+        record goes into the run the checkpoint belongs to (andrea_lab.callbacks.heldout)."""
+        if self.subcommand in EVALUATIONS:
+            kwargs["logger"] = False
+            self.save_config_callback = None
+        return super().instantiate_trainer(**kwargs)
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> Trainer:
         """The Trainer, built from the user's ``trainer.*`` arguments: what it refuses while being built

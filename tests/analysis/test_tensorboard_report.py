@@ -101,7 +101,7 @@ def test_every_knob_is_an_hparam_with_its_type_and_differs(board):
     hparams, metrics = board.experiment()
     types = {name: info["type"] for name, info in hparams.items()}
     assert types["model.warmup_steps"] == types["model.lr"] == types["trainer.max_steps"] == "DATA_TYPE_FLOAT64"
-    assert types["model.config.norm_placement"] == types["variant"] == types["suite"] == "DATA_TYPE_STRING"
+    assert types["model.config.norm_placement"] == types["Variant"] == types["Suite"] == "DATA_TYPE_STRING"
     assert types["trainer.precision"] == types["plugins.norm_placement.distribution"] == "DATA_TYPE_STRING"
     assert types["model.config.bias"] == types["model.compile"] == "DATA_TYPE_BOOL"
     for name in ("data.batch_size", "data.tokenizer", "data.corpus_sha256", "model.weight_decay",
@@ -109,35 +109,51 @@ def test_every_knob_is_an_hparam_with_its_type_and_differs(board):
                  "trainer.devices", "seed", "versions.torch"):
         assert name in hparams, name
     differing = {name for name, info in hparams.items() if info["differs"]}
-    assert {"variant", "model.lr", "model.warmup_steps", "model.config.norm_placement", "status"} <= differing
-    assert not differing & {"suite", "seed", "model.config.d_model", "trainer.max_steps", "model.compile"}
+    assert {"Variant", "model.lr", "model.warmup_steps", "model.config.norm_placement", "Status"} <= differing
+    assert not differing & {"Suite", "seed", "model.config.d_model", "trainer.max_steps", "model.compile"}
     assert hparams["model.lr"]["domainInterval"] == {"minValue": 1e-3, "maxValue": 3.0}
-    assert sorted(hparams["variant"]["domainDiscrete"]) == ["post-nowarmup", "pre"]
-    assert sorted(hparams["status"]["domainDiscrete"]) == ["diverged", "finished"]
+    assert sorted(hparams["Variant"]["domainDiscrete"]) == ["post-nowarmup", "pre"]
+    assert sorted(hparams["Status"]["domainDiscrete"]) == ["diverged", "finished"]
     tags = {metric["name"]["tag"] for metric in metrics}
-    assert {"hparams/heldout_loss", "hparams/final_val_loss", "hparams/divergence_step", "hparams/diverged",
+    assert {"heldout/loss", "hparams/final_val_loss", "hparams/divergence_step", "hparams/diverged",
             "val/loss"} <= tags
 
 
 @pytest.mark.slow
 def test_session_groups_answer_which_variant_is_best_and_which_diverged(board):
-    by_loss = board.session_groups({"metric": {"tag": "hparams/heldout_loss"}, "order": "ORDER_ASC"},
+    by_loss = board.session_groups({"metric": {"tag": "heldout/loss"}, "order": "ORDER_ASC"},
                                    {"hparam": "model.lr", "filterInterval": {"minValue": 0, "maxValue": 0.01}})
     assert len(by_loss) == 2 and {g["hparams"]["model.lr"] for g in by_loss} == {1e-3}
-    losses = [next(m["value"] for m in g["metricValues"] if m["name"]["tag"] == "hparams/heldout_loss")
+    losses = [next(m["value"] for m in g["metricValues"] if m["name"]["tag"] == "heldout/loss")
               for g in by_loss]
     assert losses == sorted(losses)
-    records = {(g["hparams"]["variant"], g["hparams"]["model.lr"]): g for g in board.session_groups()}
+    records = {(g["hparams"]["Variant"], g["hparams"]["model.lr"]): g for g in board.session_groups()}
     assert len(records) == 4
     pre = records[("pre", 1e-3)]["hparams"]
     assert pre["model.warmup_steps"] == 2 and records[("post-nowarmup", 1e-3)]["hparams"]["model.warmup_steps"] == 0
-    assert pre["model.compile"] is False and pre["suite"] == "tiny" and pre["trainer.precision"] == "32-true"
-    diverged = board.session_groups({"hparam": "status", "filterDiscrete": ["diverged"]})
+    assert pre["model.compile"] is False and pre["Suite"] == "tiny" and pre["trainer.precision"] == "32-true"
+    diverged = board.session_groups({"hparam": "Status", "filterDiscrete": ["diverged"]})
     assert {g["hparams"]["model.lr"] for g in diverged} == {3.0} and len(diverged) == 2
     for group in diverged:
         (session,) = group["sessions"]
         assert session["status"] == "STATUS_FAILURE"
         assert any(m["name"]["tag"] == "hparams/divergence_step" for m in session["metricValues"])
+
+
+#: What TensorBoard's HParams table shows before any click (its frontend, tf-hparams-query-pane): the first
+#: five hparams of the experiment that differ, in the backend's order (sorted by name), and its first five metrics.
+SHOWN_BY_DEFAULT = 5
+
+
+@pytest.mark.slow
+def test_the_hparams_table_opens_on_the_heldout_loss_status_and_variant(board):
+    found = board.post("data/plugin/hparams/experiment", {"experimentName": ""})
+    shown = [info["name"] for info in found["hparamInfos"] if info["differs"]][:SHOWN_BY_DEFAULT]
+    assert shown[:2] == ["Status", "Variant"]
+    metrics = [metric["name"]["tag"] for metric in found["metricInfos"]][:SHOWN_BY_DEFAULT]
+    assert metrics[:2] == ["heldout/loss", "heldout/loss_se"] and "epoch" not in metrics
+    names = {group["name"] for group in board.session_groups()}
+    assert names == {f"tiny/{v}/lr{lr}-seed0" for v in ("pre", "post-nowarmup") for lr in ("1e-3", "3e0")}
 
 
 @pytest.mark.slow
