@@ -167,8 +167,13 @@ def test_custom_scalars_layout_shows_the_per_layer_gradient_norms(board):
     layout = board.get("data/plugin/custom_scalars/layout")
     charts = {chart["title"]: chart for category in layout["category"] for chart in category["chart"]}
     for category in CUSTOM_SCALARS_LAYOUT.values():
-        for title, (_, regexes) in category.items():
-            assert charts[title]["multiline"]["tag"] == regexes
+        for title, (kind, regexes) in category.items():
+            if kind == "Multiline":
+                assert charts[title]["multiline"]["tag"] == regexes
+            else:  # a 0/1 flag: its band reaches the constant 1, so the axis is [0, 1]
+                (series,) = charts[title]["margin"]["series"]
+                assert [series["value"], series["lower"], series["upper"]] == regexes
+                assert regexes[2] == "stability/flag_scale"
     runs = board.get("data/runs")
     tags = board.get("data/plugin/scalars/tags")
     assert any(tag.startswith("stability/grad_norm/block_") for tag in tags[runs[0]])
