@@ -99,6 +99,6 @@ def test_the_readme_commands_work_in_order(tmp_path, text_corpus, monkeypatch):
         if argv[0] in ("export", "import"):
             pytest.importorskip("transformers")
         assert main(_tiny(argv, text_corpus) if argv[:2] != ["fit", "--resume"] else argv) == 0, argv
-    assert sorted(p.name for p in (tmp_path / "runs" / "quickstart").iterdir()) == ["compare", "version_0",
-                                                                                     "version_1"]
+    assert sorted(p.name for p in (tmp_path / "runs" / "quickstart").iterdir()) == [
+        "_comparison", "compare", "version_0", "version_1"], "validate and test start no run"
     assert (tmp_path / RUN / "validate.json").is_file()

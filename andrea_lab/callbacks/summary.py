@@ -243,7 +243,9 @@ class RunSummary(L.Callback):
 
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
-        log_run_hparams(trainer, knobs, run_metrics(summary), summary.status, summary.steps, trial)
+        # The diverged flag's last point agrees with the record, also when the end-of-fit check decided it.
+        metrics = {**run_metrics(summary), tags.DIVERGED: float(summary.diverged), tags.FLAG_SCALE: 1.0}
+        log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
         self._hparams_logged = True
 
 

@@ -151,7 +151,8 @@ def test_the_hparams_table_opens_on_the_heldout_loss_status_and_variant(board):
     shown = [info["name"] for info in found["hparamInfos"] if info["differs"]][:SHOWN_BY_DEFAULT]
     assert shown[:2] == ["Status", "Variant"]
     metrics = [metric["name"]["tag"] for metric in found["metricInfos"]][:SHOWN_BY_DEFAULT]
-    assert metrics[:2] == ["heldout/loss", "heldout/loss_se"] and "epoch" not in metrics
+    # heldout/loss_se follows where it exists (not here: the tiny corpus's held-out split is one document)
+    assert metrics[0] == "heldout/loss" and all(m.startswith(("heldout/", "hparams/")) for m in metrics)
     names = {group["name"] for group in board.session_groups()}
     assert names == {f"tiny/{v}/lr{lr}-seed0" for v in ("pre", "post-nowarmup") for lr in ("1e-3", "3e0")}
 
@@ -184,10 +185,10 @@ def test_the_comparison_report_is_a_run_of_texts_and_images(board):
     run = f"tiny/{COMPARISON_RUN}"
     assert run in board.get("data/runs")
     text_tags = board.get("data/plugin/text/tags")[run]
-    per_lr = next(tag for tag in text_tags if tag.startswith("comparison/per_lr"))
+    assert sorted(text_tags)[0].startswith("comparison/0_variants"), "the verdicts and variants come first"
+    per_lr = next(tag for tag in text_tags if "_per_lr" in tag)
     (entry,) = board.get("data/plugin/text/text", run=run, tag=per_lr)
     assert "<table>" in entry["text"] and "post-nowarmup" in entry["text"] and "1e-3" in entry["text"]
-    assert any(tag.startswith("comparison/variants") for tag in text_tags)
     images = board.get("data/plugin/images/tags")[run]
     assert {"comparison/loss_curves", "comparison/loss_vs_lr"} <= set(images)
     (image,) = board.get("data/plugin/images/images", run=run, tag="comparison/loss_vs_lr")
