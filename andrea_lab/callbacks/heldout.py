@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,11 +40,8 @@ PROGRESS_EVERY_S = 10.0
 class Progress:
     """Periodic lines for a long loop on rank 0: ``held-out evaluation: 40/120 batches (33 %), 12 s``."""
 
-    def __init__(self, total: int, what: str, every_s: float = PROGRESS_EVERY_S):
-        import time
-
-        self.total, self.what, self.every_s = total, what, every_s
-        self.clock = time.monotonic
+    def __init__(self, total: int, what: str, every_s: float = PROGRESS_EVERY_S, clock=time.monotonic):
+        self.total, self.what, self.every_s, self.clock = total, what, every_s, clock
         self.started = self.last = self.clock()
         rank_zero_info(f"{self.what}: {self.total} batches ...")
 
