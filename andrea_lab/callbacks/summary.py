@@ -30,7 +30,7 @@ from andrea_lab.callbacks.hparams import (data_knobs, log_run_hparams, run_hpara
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.contracts import PLUGIN_KINDS
-from andrea_lab.rundir import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.rundir import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -243,8 +243,10 @@ class RunSummary(L.Callback):
 
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
-        # The diverged flag's last point agrees with the record, also when the end-of-fit check decided it.
-        metrics = {**run_metrics(summary), tags.DIVERGED: float(summary.diverged), tags.FLAG_SCALE: 1.0}
+        # The flags' last points agree with the record, also when the end-of-fit check decided a divergence;
+        # all three tags of a flag's margin chart get the point (the chart needs them at the same steps).
+        metrics = {**run_metrics(summary), tags.DIVERGED: float(summary.diverged),
+                   tags.NONFINITE: float(summary.divergence_kind == NONFINITE_KIND), tags.FLAG_SCALE: 1.0}
         log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
         self._hparams_logged = True
 

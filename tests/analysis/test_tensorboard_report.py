@@ -163,6 +163,18 @@ def test_a_suite_directory_alone_gets_the_same_differs(sweep_runs, board):
     assert hparams["model.warmup_steps"]["differs"] and not hparams["model.config.d_model"]["differs"]
 
 
+def check_flag_chart(board: Board, value: str, lower: str, upper: str) -> None:
+    """A 0/1 flag's margin chart: its band reaches the constant 1 (so the axis is [0, 1]), its three tags have
+    points at the same steps in every run (else TensorBoard draws nothing), and a run that diverged (both
+    do at LR 3) ends with its diverged flag at 1."""
+    assert value == lower and upper == "stability/flag_scale"
+    for run in (r for r in board.get("data/runs") if not r.endswith(COMPARISON_RUN)):
+        points = {tag: board.get("data/plugin/scalars/scalars", run=run, tag=tag) for tag in (value, upper)}
+        assert [p[1] for p in points[value]] == [p[1] for p in points[upper]], run
+        if value == "stability/diverged":
+            assert points[value][-1][2] == (1.0 if run.endswith("lr3e0-seed0") else 0.0), run
+
+
 @pytest.mark.slow
 def test_custom_scalars_layout_shows_the_per_layer_gradient_norms(board):
     layout = board.get("data/plugin/custom_scalars/layout")
@@ -171,10 +183,10 @@ def test_custom_scalars_layout_shows_the_per_layer_gradient_norms(board):
         for title, (kind, regexes) in category.items():
             if kind == "Multiline":
                 assert charts[title]["multiline"]["tag"] == regexes
-            else:  # a 0/1 flag: its band reaches the constant 1, so the axis is [0, 1]
+            else:
                 (series,) = charts[title]["margin"]["series"]
                 assert [series["value"], series["lower"], series["upper"]] == regexes
-                assert regexes[2] == "stability/flag_scale"
+                check_flag_chart(board, *regexes)
     runs = board.get("data/runs")
     tags = board.get("data/plugin/scalars/tags")
     assert any(tag.startswith("stability/grad_norm/block_") for tag in tags[runs[0]])
