@@ -112,7 +112,8 @@ def test_validate_writes_its_own_heldout_record(cli_run, text_corpus):
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(cli_run.parent.iterdir()) == runs_before, "validate starts no run"
-    assert "held-out evaluation of " in result.stdout and "batches (100 %)" in result.stdout, "it says where it is"
+    printed = result.stdout + result.stderr
+    assert "held-out evaluation of " in printed and "batches (100 %)" in printed, "it says where it is"
     record = json.loads((cli_run / "validate.json").read_text())
     fitted = json.loads((cli_run / "summary.json").read_text())
     assert record["checkpoint"].endswith("last.ckpt")
