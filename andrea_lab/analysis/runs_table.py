@@ -101,8 +101,9 @@ def _layout_identity(run_dir: Path, root: Path) -> tuple[str, str]:
         return parts[-3], parts[-2]
     if len(parts) == 2:
         return root.resolve().name, parts[0]
-    if len(parts) == 1:
-        return root.resolve().parent.name, root.resolve().name
+    if len(parts) == 1:  # runs/<experiment> of plain fits is its own suite; <suite>/<variant> of a sweep is not
+        name = root.resolve().name
+        return (root.resolve().parent.name, name) if parse_run_version(parts[0]) else (name, name)
     return run_dir.resolve().parent.parent.name, run_dir.resolve().parent.name
 
 

@@ -235,6 +235,7 @@ def test_adhoc_fits_of_one_experiment_are_variants_named_by_what_differs(tmp_pat
     assert runs.set_index(runs["path"].map(lambda p: Path(p).name)).at["version_0", "status"] == "superseded"
     assert compare_main([str(experiment)]) == 0
     markdown = (experiment / "compare" / "comparison.md").read_text()
+    assert markdown.startswith("# Comparison: quickstart\n")
     assert "Reference variant: **activation=gelu, norm_placement=pre**" in markdown
     assert "- **activation=swiglu, norm_placement=post** vs activation=gelu, norm_placement=pre" in markdown
     assert "left out version_0 (superseded by version_2: the same variant, LR and seed, trained again)" in markdown
