@@ -106,7 +106,7 @@ def name_adhoc_variants(runs: pd.DataFrame, configs: list[Mapping[str, Any]], ex
     return runs
 
 
-def _version_key(path: str) -> tuple:
+def natural_key(path: str) -> tuple:
     """Natural order of run directories: ``version_10`` after ``version_9``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path)))
 
@@ -120,7 +120,7 @@ def supersede_repeats(runs: pd.DataFrame) -> pd.DataFrame:
     for _, cell in counted.groupby(["suite", "variant", "lr", "seed"], dropna=False, sort=False):
         if len(cell) < 2:
             continue
-        ordered = sorted(cell.index, key=lambda i: _version_key(runs.at[i, "path"]))
+        ordered = sorted(cell.index, key=lambda i: natural_key(runs.at[i, "path"]))
         for older in ordered[:-1]:
             runs.at[older, "status"] = SUPERSEDED
             runs.at[older, "superseded_by"] = Path(runs.at[ordered[-1], "path"]).name

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from andrea_lab import probe, tags
-from andrea_lab.analysis.config_variants import (_version_key, declared_variant, name_adhoc_variants, run_config,
+from andrea_lab.analysis.config_variants import (natural_key, declared_variant, name_adhoc_variants, run_config,
                                                  supersede_repeats)
 from andrea_lab.files import read_json
 from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
@@ -77,7 +77,7 @@ def find_runs(root: str | Path) -> list[Path]:
             subdirs[:] = []  # checkpoints/ and the like
         else:
             subdirs[:] = sorted(d for d in subdirs if not (is_aside(Path(d)) or is_comparison_run(Path(d))))
-    return sorted(found, key=lambda path: _version_key(str(path)))
+    return sorted(found, key=lambda path: natural_key(str(path)))
 
 
 def read_scalars(run_dir: Path) -> dict[str, Curve]:
