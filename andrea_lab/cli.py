@@ -13,6 +13,7 @@ import os
 import sys
 
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
+from andrea_lab.quiet import quiet_third_party
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0 if argv else 2
     command = argv[0]
+    quiet_third_party()
     try:
         if command in OWN_COMMANDS:
             name = COMMAND_MODULES.get(command, command.replace("-", "_"))

@@ -56,6 +56,17 @@ class RerunnableConfig(SaveConfigCallback):
         super().setup(trainer, pl_module, stage)
 
 
+#: The subcommands that score a checkpoint: they start no run of their own (see AndreaCLI.instantiate_trainer).
+EVALUATIONS = ("validate", "test")
+
+
+def refuse_abbreviations(parser_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``parser_kwargs`` with abbreviated options refused: argparse would take ``--trainer.max_step 5`` for
+    ``--trainer.max_steps`` without a word, so a typo silently becomes some key. (jsonargparse gives every
+    subcommand's parser the main parser's setting.)"""
+    return {**parser_kwargs, "allow_abbrev": False}
+
+
 class AndreaCLI(LightningCLI):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("trainer_defaults", {
@@ -72,6 +83,7 @@ class AndreaCLI(LightningCLI):
         # exit_on_error=False: a bad argument raises, and andrea_lab.cli prints it as one line
         # instead of the whole usage text.
         kwargs.setdefault("parser_kwargs", {"default_env": False, "exit_on_error": False})
+        kwargs["parser_kwargs"] = refuse_abbreviations(kwargs["parser_kwargs"])
         # AndreaLM.configure_optimizers is the one optimizer setup; no competing CLI keys.
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
@@ -104,6 +116,16 @@ class AndreaCLI(LightningCLI):
         if self.trainer.logger is None or not self.trainer.is_global_zero:
             return
         self._run_lock = claim_run_directory(self.trainer.log_dir, self.config["fit"].get("ckpt_path"))
+
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """``validate`` and ``test`` score a checkpoint; they start no run: no logger (a new ``version_N``
+        would be listed by TensorBoard and counted by ``andrea compare``) and no saved config. The held-out
+        record goes into the run the checkpoint belongs to (andrea_lab.callbacks.heldout)."""
+        if self.subcommand in EVALUATIONS:
+            kwargs["logger"] = False
+            self.save_config_callback = None
+        return super().instantiate_trainer(**kwargs)
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Callback]) -> Trainer:
         """The Trainer, built from the user's ``trainer.*`` arguments: what it refuses while being built

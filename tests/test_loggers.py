@@ -21,3 +21,12 @@ def test_existing_runs_are_never_reused(tmp_path):
     logger = AndreaTensorBoardLogger(save_dir=str(tmp_path), name="exp")
     assert logger.version == 1
     assert (old / "config.yaml").read_text() == "mine"
+
+
+def test_lightnings_epoch_counter_is_not_logged(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = AndreaTensorBoardLogger(save_dir=str(tmp_path), name="exp")
+    logger.log_metrics({"epoch": 0.0, "train/loss": 2.0}, step=3)
+    logger.finalize("success")
+    assert EventAccumulator(logger.log_dir).Reload().Tags()["scalars"] == ["train/loss"]

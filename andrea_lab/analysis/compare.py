@@ -135,6 +135,17 @@ VARIANT_COLUMNS = [
            lambda x: fmt(x, 1)),
     Column("flags", "flags", lambda v: "; ".join(v.flags())),
 ]
+#: The variant table in Markdown is two narrower tables (one wide one wraps its numbers on a page):
+#: the loss and its comparison, then the stability columns. The CSV keeps all columns in one frame.
+VARIANT_LOSS_KEYS = ("variant", "runs", "seeds", "best_lr", "loss_at_best_mean", "loss_at_best_sd", "vs_reference")
+VARIANT_STABILITY_KEYS = ("variant", "lr_sensitivity", "sensitivity_vs_reference", "diverged_per_lr",
+                          "grad_norm_median", "grad_norm_max_after_warmup", "spikes", "flags")
+
+
+def variant_columns(keys: Sequence[str]) -> list[Column]:
+    """The :data:`VARIANT_COLUMNS` named by ``keys``, in that order."""
+    by_key = {column.key: column for column in VARIANT_COLUMNS}
+    return [by_key[key] for key in keys]
 
 
 @dataclass(frozen=True)

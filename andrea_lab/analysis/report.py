@@ -17,6 +17,7 @@ import pandas as pd
 from andrea_lab import probe
 from andrea_lab.analysis import compare
 from andrea_lab.analysis.compare import Column
+from andrea_lab.analysis.config_variants import SUPERSEDED
 from andrea_lab.analysis.runs_table import INIT, write_runs_csv
 from andrea_lab.analysis.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
 from andrea_lab.rundir import format_lr
@@ -117,20 +118,51 @@ How to read these tables (docs/experiments.md):
 
 # ---------------------------------------------------------------------------------------------- outputs
 
+def _left_out_reason(row: Any) -> str:
+    if pd.isna(row.lr):
+        return "LR unknown"
+    if row.status == SUPERSEDED:
+        return f"superseded by {row.superseded_by}: the same variant, LR and seed, trained again"
+    return str(row.status)
+
+
 def left_out_notes(runs: pd.DataFrame) -> list[str]:
     """A line for every run that the statistics do not count, with its state."""
     out = runs[~runs["status"].isin(COUNTED_STATUSES) | runs["lr"].isna()]
-    return [f"{row.variant}: left out {Path(row.path).name} ({row.status if not pd.isna(row.lr) else 'LR unknown'})"
-            for row in out.itertuples()]
+    if "superseded_by" not in out:
+        out = out.assign(superseded_by=None)
+    return [f"{row.variant}: left out {Path(row.path).name} ({_left_out_reason(row)})" for row in out.itertuples()]
+
+
+def verdict_lines(variants: Sequence[compare.Variant]) -> list[str]:
+    """One line per variant against the reference, in words first: the answer before the tables."""
+    reference = next((v.name for v in variants if v.is_reference), None)
+    lines = []
+    for variant in variants:
+        at_best = variant.comparison.at_best if variant.comparison else None
+        if variant.is_reference or at_best is None:
+            continue
+        seeds = " (n < 3: too few seeds)" if at_best.too_few_seeds else ""
+        lines.append(f"- **{variant.name}** vs {reference}, each at its best LR: **{at_best.verdict}**{seeds}, "
+                     f"difference {at_best.describe()}")
+    return lines or ["- only one variant: nothing to compare it with (train another, e.g. with an override)"]
+
+
+def variants_tables(variants: Sequence[compare.Variant]) -> list[str]:
+    """The variant table as two narrower Markdown tables (loss, then stability), so each fits a page."""
+    frame = compare.variant_table(variants)
+    return [markdown_table(compare.variant_columns(compare.VARIANT_LOSS_KEYS), frame), "",
+            markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS), frame), ""]
 
 
 def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
                    claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> list[tuple[str, str]]:
-    """The report as ``(key, Markdown)`` sections, in order: the variants, the claims, per learning rate, at
-    initialisation, notes (those that apply) and the legend. TensorBoard shows each as its own text."""
+    """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, per learning
+    rate, at initialisation, notes (those that apply) and the legend. TensorBoard shows each as its own text."""
     reference = next((v.name for v in variants if v.is_reference), "n/a")
-    sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**.", "",
-                              markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(variants)), ""])]
+    sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**; scored on the "
+                              f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "",
+                              *variants_tables(variants)])]
     if claims is not None and len(claims):
         sections.append(("claims", ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]))
     sections.append(("per_lr", ["## Per learning rate", "",
@@ -145,53 +177,68 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
     return [(key, "\n".join(lines)) for key, lines in sections]
 
 
-def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
-                  claims: Sequence[Any] = ()) -> dict[str, dict]:
-    """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite."""
+def scored_name(loss_column: str) -> str:
+    return "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
+
+
+def plan_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any]) -> dict[str, Any]:
+    """Everything a suite's report says, computed before anything is written (a refusal leaves no files)."""
+    loss_column = compare.scored_loss_column(suite_runs)
+    variants = compare.build_variants(suite_runs, reference if reference in set(suite_runs["variant"]) else None,
+                                      loss_column)
+    claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
+    return {"runs": suite_runs, "loss_column": loss_column, "variants": variants, "claims": claim_frame,
+            "notes": left_out_notes(suite_runs)}
+
+
+def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:
     from andrea_lab.analysis import plots
 
-    out.mkdir(parents=True, exist_ok=True)
+    variants, notes = plan["variants"], plan["notes"]
+    if "val_curve" not in plan["runs"]:  # a runs.csv has no curves to plot
+        notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
+                     "(compare the run directories for those)")
+        return {}
+    files = {"loss_curves": plots.plot_loss_curves(variants, directory / "loss_curves.png"),
+             "loss_vs_lr": plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")}
+    for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms), ("delta_ratio_init", plots.plot_init_delta_ratios)):
+        path = plot(variants, directory / f"{kind}.png")
+        if path is not None:
+            files[kind] = path
+    if "grad_norm_init" not in files:
+        notes.append(f"gradient norm by layer at init: skipped, no run has {probe.grad_norm.tag}/block_XX "
+                     "scalars at step 0 (the StabilityMonitor callback logs them)")
+    return files
+
+
+def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The planned report of one suite as files in ``directory``: plots, Markdown, CSVs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    variants, claim_frame = plan["variants"], plan["claims"]
+    files = _plots(plan, directory)
+    sections = suite_sections(suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"])
+    markdown = "\n".join(text for _, text in sections)
+    files["markdown"] = directory / "comparison.md"
+    files["markdown"].write_text(markdown, encoding="utf-8")
+    files["csv"] = directory / "comparison.csv"
+    compare.variant_table(variants).assign(suite=suite).pipe(
+        lambda frame: frame[["suite", *frame.columns[:-1]]]).to_csv(files["csv"], index=False)
+    files["runs_csv"] = directory / "runs.csv"
+    write_runs_csv(plan["runs"], files["runs_csv"])
+    if claim_frame is not None:
+        files["claims_csv"] = directory / "claims.csv"
+        claim_frame.to_csv(files["claims_csv"], index=False)
+    return {"variants": variants, "files": files, "notes": plan["notes"], "markdown": markdown,
+            "sections": sections, "claims": claim_frame}
+
+
+def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
+                  claims: Sequence[Any] = ()) -> dict[str, dict]:
+    """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
+    is planned first, so a refusal (a ValueError) leaves no directory behind."""
     suites = list(dict.fromkeys(runs["suite"]))
-    written: dict[str, dict] = {}
-    for suite in suites:
-        suite_runs = runs[runs["suite"] == suite]
-        directory = out if len(suites) == 1 else out / suite
-        directory.mkdir(parents=True, exist_ok=True)
-        loss_column = compare.scored_loss_column(suite_runs)
-        variants = compare.build_variants(suite_runs, reference if reference in set(suite_runs["variant"]) else None,
-                                          loss_column)
-        claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
-        notes = left_out_notes(suite_runs)
-        files: dict[str, Path] = {}
-        if "val_curve" in suite_runs:  # read from run directories; a runs.csv has no curves to plot
-            files["loss_curves"] = plots.plot_loss_curves(variants, directory / "loss_curves.png")
-            files["loss_vs_lr"] = plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")
-            for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms),
-                               ("delta_ratio_init", plots.plot_init_delta_ratios)):
-                path = plot(variants, directory / f"{kind}.png")
-                if path is not None:
-                    files[kind] = path
-            if "grad_norm_init" not in files:
-                notes.append(f"gradient norm by layer at init: skipped, no run has {probe.grad_norm.tag}/block_XX "
-                             "scalars at step 0 (the StabilityMonitor callback logs them)")
-        else:
-            notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
-                         "(compare the run directories for those)")
-        sections = suite_sections(suite, variants, suite_runs, claim_frame, notes, loss_column)
-        markdown = "\n".join(text for _, text in sections)
-        files["markdown"] = directory / "comparison.md"
-        files["markdown"].write_text(markdown, encoding="utf-8")
-        files["csv"] = directory / "comparison.csv"
-        compare.variant_table(variants).assign(suite=suite).pipe(
-            lambda frame: frame[["suite", *frame.columns[:-1]]]).to_csv(files["csv"], index=False)
-        files["runs_csv"] = directory / "runs.csv"
-        write_runs_csv(suite_runs, files["runs_csv"])
-        if claim_frame is not None:
-            files["claims_csv"] = directory / "claims.csv"
-            claim_frame.to_csv(files["claims_csv"], index=False)
-        written[suite] = {"variants": variants, "files": files, "notes": notes, "markdown": markdown,
-                          "sections": sections, "claims": claim_frame}
-    return written
+    plans = {suite: plan_suite(runs[runs["suite"] == suite], reference, claims) for suite in suites}
+    return {suite: write_suite(suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
 
 
 # ---------------------------------------------------------------------------------------------- docs
@@ -202,7 +249,7 @@ def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     counted = runs[runs["status"].isin(COUNTED_STATUSES)]
     seeds = sorted(int(s) for s in counted["seed"].dropna().unique())
     lrs = sorted(float(lr) for lr in counted["lr"].dropna().unique())
-    scored = "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
+    scored = scored_name(loss_column)
     header = (f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
               f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}.")
     return header + "\n\n" + markdown_table(compare.CLAIM_COLUMNS, compare.claims_table(runs, claims, loss_column))

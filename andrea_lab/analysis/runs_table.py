@@ -22,6 +22,8 @@ import pandas as pd
 
 from andrea_lab import probe, tags
 from andrea_lab.analysis.lens_loss import lens_columns
+from andrea_lab.analysis.config_variants import (natural_key, declared_variant, name_adhoc_variants, run_config,
+                                                 supersede_repeats)
 from andrea_lab.files import read_json
 from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
                                parse_run_version, read_record)
@@ -53,6 +55,9 @@ INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents
                    "steps", "warmup_steps")
 
 Curve = list[tuple[int, float]]
+#: Row keys :func:`load_run` adds for :func:`load_runs` only: the run's flat config, whether a sweep or its
+#: config named its variant (else :mod:`andrea_lab.analysis.config_variants` names it by its differences).
+_CONFIG, _NAMED = "_config", "_named"
 
 
 def _is_run_dir(names: Iterable[str]) -> bool:
@@ -73,7 +78,7 @@ def find_runs(root: str | Path) -> list[Path]:
             subdirs[:] = []  # checkpoints/ and the like
         else:
             subdirs[:] = sorted(d for d in subdirs if not (is_aside(Path(d)) or is_comparison_run(Path(d))))
-    return sorted(found)
+    return sorted(found, key=lambda path: natural_key(str(path)))
 
 
 def read_scalars(run_dir: Path) -> dict[str, Curve]:
@@ -97,8 +102,9 @@ def _layout_identity(run_dir: Path, root: Path) -> tuple[str, str]:
         return parts[-3], parts[-2]
     if len(parts) == 2:
         return root.resolve().name, parts[0]
-    if len(parts) == 1:
-        return root.resolve().parent.name, root.resolve().name
+    if len(parts) == 1:  # runs/<experiment> of plain fits is its own suite; <suite>/<variant> of a sweep is not
+        name = root.resolve().name
+        return (root.resolve().parent.name, name) if parse_run_version(parts[0]) else (name, name)
     return run_dir.resolve().parent.parent.name, run_dir.resolve().parent.name
 
 
@@ -126,9 +132,11 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     suite, variant = _layout_identity(run_dir, root)
     from_name = parse_run_version(run_dir.name) or (None, None)
     seed = started.get("seed", record.seed if record is not None else None)
+    config = run_config(run_dir, record)
+    named = started.get("variant") or declared_variant(config)
     row: dict[str, Any] = {
         "suite": started.get("suite") or suite,
-        "variant": started.get("variant") or variant,
+        "variant": named or variant,
         "variant_index": started.get("variant_index"),
         "lr": _first_number(started.get("lr"), record.lr if record else None, from_name[0]),
         "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else from_name[1],
@@ -157,6 +165,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
         curves = read_scalars(run_dir)
         row["val_curve"], row["train_curve"] = curves.get(VAL_TAG, []), curves.get(TRAIN_TAG, [])
         row.update(_init_values(curves))
+    row[_CONFIG], row[_NAMED] = config, bool(named)
     return row
 
 
@@ -164,7 +173,9 @@ def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
     """Every run under ``root``, one row each (empty frame with :data:`RUN_COLUMNS` when there is none)."""
     root = Path(root)
     rows = [load_run(run_dir, root, events) for run_dir in find_runs(root)]
-    return _typed(pd.DataFrame(rows, columns=None if rows else RUN_COLUMNS))
+    configs, named = [row.pop(_CONFIG) for row in rows], [row.pop(_NAMED) for row in rows]
+    frame = _typed(pd.DataFrame(rows, columns=None if rows else RUN_COLUMNS))
+    return supersede_repeats(name_adhoc_variants(frame, configs, named)) if rows else frame
 
 
 def read_runs_csv(path: str | Path) -> pd.DataFrame:

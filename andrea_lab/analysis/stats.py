@@ -152,8 +152,11 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     counted["diverged"] = counted["status"] == "diverged"
     duplicated = counted.duplicated(["variant", "lr", "seed"], keep=False)
     if duplicated.any():
-        keys = sorted(set(counted.loc[duplicated, ["variant", "lr", "seed"]].itertuples(index=False, name=None)))
-        raise ValueError(f"more than one counted run for (variant, lr, seed): {keys}")
+        cells = sorted({(str(v), float(lr), -1 if pd.isna(seed) else int(seed)) for v, lr, seed in
+                        counted.loc[duplicated, ["variant", "lr", "seed"]].itertuples(index=False, name=None)})
+        listed = "; ".join(f"{v} at LR {lr:g}, seed {seed}" for v, lr, seed in cells)
+        raise ValueError(f"more than one finished run of {listed}: keep one run per variant, LR and seed "
+                         "(move the others out of the directory compared)")
     return counted
 
 

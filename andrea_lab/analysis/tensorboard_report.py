@@ -48,9 +48,15 @@ def _check_ours(directory: Path) -> None:
                          "compare did not write; move it away, or pass --no-tensorboard")
 
 
+def section_tags(sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(tag, Markdown)`` of each section: ``comparison/0_variants``, ``comparison/1_claims``... TensorBoard's
+    Text dashboard lists tags alphabetically, so the number keeps the report's order (verdicts first)."""
+    return [(f"comparison/{n}_{key}", text) for n, (key, text) in enumerate(sections)]
+
+
 def write_comparison_run(directory: Path, sections: Sequence[tuple[str, str]], images: Mapping[str, Path],
                          step: int = 0) -> Path:
-    """Write the report's ``(key, Markdown)`` sections as texts ``comparison/<key>`` and the PNG ``images``
+    """Write the report's ``(key, Markdown)`` sections as texts (:func:`section_tags`) and the PNG ``images``
     as images ``comparison/<key>`` into the TensorBoard run ``directory``, replacing an earlier one."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -60,8 +66,8 @@ def write_comparison_run(directory: Path, sections: Sequence[tuple[str, str]], i
     shutil.rmtree(staging, ignore_errors=True)
     writer = SummaryWriter(str(staging))
     try:
-        for key, text in sections:
-            writer.add_text(f"comparison/{key}", text, step)
+        for tag, text in section_tags(sections):
+            writer.add_text(tag, text, step)
         for key, path in images.items():
             writer.add_image(f"comparison/{key}", _rgb(Path(path)), step, dataformats="HWC")
     finally:

@@ -2,8 +2,12 @@
 
 At the end of a fit :class:`~andrea_lab.callbacks.RunSummary` asks this callback for the held-out
 record (``summary.json``'s ``heldout``); ``andrea validate`` runs it after Lightning's own validation
-and writes ``validate.json`` beside the run's other files. Which windows are scored, and why the
-standard error is taken over documents, is in :mod:`andrea_lab.data.heldout`.
+and writes ``validate.json`` into the run the checkpoint belongs to (``<run>/checkpoints/x.ckpt`` ->
+``<run>/validate.json``; a checkpoint outside a run gets ``<x>.validate.json`` beside it). Which windows
+are scored, and why the standard error is taken over documents, is in :mod:`andrea_lab.data.heldout`.
+
+The evaluation can take minutes on a loaded CPU after Lightning's last line, so it prints where it is
+(:class:`Progress`): a line when it starts, about every :data:`PROGRESS_EVERY_S` seconds, and when done.
 
 Under DDP each rank scores every ``world_size``-th window and the per-document sums are added up
 across ranks, so the result is the same as on one device.
@@ -12,6 +16,8 @@ across ranks, so the result is the same as on one device.
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,6 +31,37 @@ from andrea_lab import tags
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, clustered_mean
 from andrea_lab.files import write_json_atomic
 from andrea_lab.rundir import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
+
+
+#: Seconds between two progress lines of the held-out evaluation.
+PROGRESS_EVERY_S = 10.0
+
+
+class Progress:
+    """Periodic lines for a long loop on rank 0: ``held-out evaluation: 40/120 batches (33 %), 12 s``."""
+
+    def __init__(self, total: int, what: str, every_s: float = PROGRESS_EVERY_S, clock=time.monotonic):
+        self.total, self.what, self.every_s, self.clock = total, what, every_s, clock
+        self.started = self.last = self.clock()
+        rank_zero_info(f"{self.what}: {self.total} batches ...")
+
+    def step(self, done: int) -> None:
+        now = self.clock()
+        if now - self.last >= self.every_s or done == self.total:
+            self.last = now
+            rank_zero_info(f"{self.what}: {done}/{self.total} batches ({100 * done // max(self.total, 1)} %), "
+                           f"{now - self.started:.0f} s")
+
+
+def record_path(ckpt_path: Optional[str]) -> Optional[Path]:
+    """Where ``andrea validate`` writes the held-out record of ``ckpt_path``: into its run (``<run>/checkpoints/``
+    -> ``<run>/validate.json``), else beside the file (``x.validate.json``); None without a checkpoint."""
+    if not ckpt_path:
+        return None
+    ckpt = Path(ckpt_path)
+    if ckpt.parent.name == "checkpoints":
+        return ckpt.parent.parent / VALIDATE_FILE
+    return ckpt.with_name(f"{ckpt.stem}.{VALIDATE_FILE}")
 
 
 class HeldOutEvaluation(L.Callback):
@@ -65,15 +102,17 @@ class HeldOutEvaluation(L.Callback):
         model = getattr(pl_module, "model", pl_module)
         was_training = model.training
         model.eval()
+        progress = Progress(math.ceil(len(mine) / batch_size), f"held-out evaluation of {len(dataset)} windows")
         try:
             with torch.inference_mode(), trainer.precision_plugin.forward_context():
-                for first in range(0, len(mine), batch_size):
+                for batch, first in enumerate(range(0, len(mine), batch_size), start=1):
                     x, y, units = (torch.stack(parts).to(device) for parts in
                                    zip(*(dataset[i] for i in mine[first:first + batch_size])))
                     logits, _ = model(x)
                     losses = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")
                     sums.index_add_(0, units.flatten(), losses.double())
                     counts.index_add_(0, units.flatten(), torch.ones_like(losses, dtype=torch.float64))
+                    progress.step(batch)
         finally:
             model.train(was_training)
         if trainer.world_size > 1:
@@ -98,8 +137,10 @@ class HeldOutEvaluation(L.Callback):
             "data": trainer.datamodule.provenance() if hasattr(trainer.datamodule, "provenance") else {},
             "versions": package_versions(),
         }
-        log_dir = getattr(trainer.logger, "log_dir", None) or trainer.default_root_dir
-        path = Path(log_dir) / VALIDATE_FILE
+        path = record_path(trainer.ckpt_path)
+        if path is None:
+            rank_zero_info(f"held-out loss {format_heldout(heldout)} (no --ckpt_path: no {VALIDATE_FILE} written)")
+            return
         write_json_atomic(path, record)
         rank_zero_info(f"held-out loss {format_heldout(heldout)}; record: {path}")
 

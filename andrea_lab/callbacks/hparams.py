@@ -14,6 +14,14 @@ flags included, so one written per run (as ``torch.utils.tensorboard.summary.hpa
 only its session start and end; TensorBoard then derives the experiment from all the runs it is
 opened on (``tensorboard --logdir runs`` or a suite directory): each hparam's type, its domain and
 ``differs``, and the metrics from the runs' scalars (the ``hparams/*`` results among them).
+
+What the dashboard shows before any click is decided by names: it ticks the first five hparams that
+differ, sorted by name, and the first five metrics, sorted by tag. So the run's identity and outcome are
+capitalised (:data:`STATUS`, :data:`SUITE`, :data:`VARIANT` sort before every lowercase config key), the
+held-out loss and its standard error are ``heldout/loss`` and ``heldout/loss_se`` (before ``hparams/*``;
+the logger drops Lightning's ``epoch``, :mod:`andrea_lab.loggers`), and the plugin names are not repeated
+beside the config keys that hold them. Each session is named by its run (:func:`trial_name`), which the
+dashboard shows as the trial's id.
 """
 
 from __future__ import annotations
@@ -34,6 +42,10 @@ DATA_PROVENANCE_KEYS = ("corpus_sha256", "tokenizer_sha256", "python_version")
 #: How a run ended, as the HParams dashboard's session status (its status filter). TensorBoard has no
 #: "aborted": an interrupted run (its fit stopped early, not by divergence) is "unknown".
 SESSION_STATUS = {"finished": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE", "interrupted": "STATUS_UNKNOWN"}
+#: The run's identity and outcome; capitalised so that the dashboard lists (and ticks) them first.
+STATUS, SUITE, VARIANT = "Status", "Suite", "Variant"
+#: The held-out evaluation's loss and standard error: sorted before every other metric tag.
+HELDOUT_LOSS, HELDOUT_LOSS_SE = "heldout/loss", "heldout/loss_se"
 
 
 def hparam_value(value: Any) -> Scalar:
@@ -93,16 +105,15 @@ def data_knobs(datamodule: Any) -> dict[str, Any]:
 def run_hparams(record: RunRecord, trainer: Mapping[str, Any], data: Mapping[str, Any],
                 suite: Optional[str] = None, variant: Optional[str] = None) -> dict[str, Scalar]:
     """Every knob of a run, flat and typed: the run's identity in the sweep, its config, its provenance."""
-    hparams: dict[str, Scalar] = {"suite": hparam_value(suite), "variant": hparam_value(variant),
-                                  "status": record.status, "seed": hparam_value(record.seed)}
+    hparams: dict[str, Scalar] = {SUITE: hparam_value(suite), VARIANT: hparam_value(variant),
+                                  STATUS: record.status, "seed": hparam_value(record.seed)}
     hparams.update(flatten("model.config", record.config))
     hparams.update(flatten("model", record.training))
     hparams.update(flatten("data", data))
     hparams.update(flatten("data", {key: record.data.get(key) for key in DATA_PROVENANCE_KEYS if key in record.data}))
     hparams.update(flatten("trainer", trainer))
     for kind, plugin in record.plugins.items():
-        distribution = plugin.get("distribution")
-        hparams[f"plugins.{kind}"] = hparam_value(plugin.get("name"))
+        distribution = plugin.get("distribution")  # its name is model.config.<kind> already
         hparams[f"plugins.{kind}.distribution"] = (f"{distribution}=={plugin.get('version')}" if distribution
                                                    else "None")
     hparams.update(flatten("versions", record.versions))
@@ -113,8 +124,8 @@ def run_metrics(record: RunRecord) -> dict[str, float]:
     """The results the HParams dashboard shows beside the knobs (a run lacking one has no value there)."""
     heldout = record.heldout
     metrics = {
-        "hparams/heldout_loss": None if heldout is None else heldout.loss,
-        "hparams/heldout_loss_se": None if heldout is None else heldout.se,
+        HELDOUT_LOSS: None if heldout is None else heldout.loss,
+        HELDOUT_LOSS_SE: None if heldout is None else heldout.se,
         "hparams/final_val_loss": record.final_val_loss,
         "hparams/best_val_loss": record.best_val_loss,
         "hparams/initial_val_loss": record.initial_val_loss,
@@ -127,9 +138,18 @@ def run_metrics(record: RunRecord) -> dict[str, float]:
     return {name: float(value) for name, value in metrics.items() if value is not None}
 
 
-def session_summaries(hparams: Mapping[str, Scalar], status: str) -> list:
+def trial_name(log_dir: Any, suite: Optional[str]) -> str:
+    """What the dashboard calls a run: ``suite/variant/lr2e-3-seed1`` in a sweep, else ``experiment/version_N``
+    (the last components of its directory, as ``tensorboard --logdir runs`` names it)."""
+    from pathlib import Path
+
+    parts = Path(str(log_dir)).parts
+    return "/".join(parts[-3:] if suite else parts[-2:])
+
+
+def session_summaries(hparams: Mapping[str, Scalar], status: str, trial: Optional[str] = None) -> list:
     """The session start (the knobs) and end (how the run ended) summaries of one run: no experiment
-    summary (see the module docstring). Runs with the same knobs share a session group."""
+    summary (see the module docstring). ``trial`` names the session (default: a hash of the knobs)."""
     import time
 
     from tensorboard.compat.proto import summary_pb2
@@ -141,11 +161,11 @@ def session_summaries(hparams: Mapping[str, Scalar], status: str) -> list:
     end_summary.value.add(tag=metadata.SESSION_END_INFO_TAG, tensor=metadata.NULL_TENSOR,
                           metadata=metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(
                               session_end_info=end)))
-    return [summary_v2.hparams_pb(dict(hparams)), end_summary]
+    return [summary_v2.hparams_pb(dict(hparams), trial_id=trial), end_summary]
 
 
 def log_run_hparams(trainer: L.Trainer, hparams: Mapping[str, Scalar], metrics: Mapping[str, float], status: str,
-                    step: int) -> None:
+                    step: int, trial: Optional[str] = None) -> None:
     """Write the knobs and results to every logger of the trainer that keeps hparams.
 
     A TensorBoard logger gets the metrics as scalars and the session summaries in its event file; any
@@ -158,7 +178,7 @@ def log_run_hparams(trainer: L.Trainer, hparams: Mapping[str, Scalar], metrics: 
             logger.log_metrics(dict(metrics), step=step)
             # SummaryWriter has no public call for a raw Summary; Lightning's log_hyperparams uses the same.
             writer = logger.experiment._get_file_writer()
-            for summary in session_summaries(hparams, status):
+            for summary in session_summaries(hparams, status, trial):
                 writer.add_summary(summary, step)
         elif _takes_metrics(logger):
             logger.log_hyperparams(dict(hparams), metrics=dict(metrics), step=step)

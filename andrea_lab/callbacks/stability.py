@@ -43,19 +43,26 @@ from andrea_lab.nonfinite import global_grad_norm
 #: block of every selected run lands in the same chart. The probe's charts come from its metrics.
 _STEP_CHARTS = [
     ("stability: loss and events", "loss (train, val, EMA)", (tags.TRAIN_LOSS, tags.VAL_LOSS, tags.LOSS_EMA)),
-    ("stability: loss and events", "spikes (cumulative), non-finite flag, diverged",
-     (tags.SPIKES, tags.NONFINITE, tags.DIVERGED)),
+    ("stability: loss and events", "spikes (cumulative)", (tags.SPIKES,)),
     ("stability: loss and events", "global gradient norm before clipping", (tags.TRAIN_GRAD_NORM,)),
     ("stability: loss and events", "learning rate", (tags.TRAIN_LR,)),
 ]
 
 
+#: The 0/1 flags, each a margin chart from the flag to :data:`tags.FLAG_SCALE` (the axis stays [0, 1]).
+_FLAG_CHARTS = [("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
+                ("stability: loss and events", "diverged (0/1)", tags.DIVERGED)]
+
+
 def custom_scalars_layout() -> dict[str, dict[str, list]]:
-    """``{section: {chart: ["Multiline", [tag regex, ...]]}}`` for ``SummaryWriter.add_custom_scalars``."""
+    """``{section: {chart: ["Multiline", [tag regex, ...]] or ["Margin", [value, lower, upper]]}}`` for
+    ``SummaryWriter.add_custom_scalars``."""
     entries = [(section, title, f"^{re.escape(tag)}$") for section, title, names in _STEP_CHARTS for tag in names]
     layout: dict[str, dict[str, list]] = {}
     for section, title, regex in entries + probe.layout_entries():
         layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
+    for section, title, tag in _FLAG_CHARTS:
+        layout.setdefault(section, {})[title] = ["Margin", [tag, tag, tags.FLAG_SCALE]]
     return layout
 
 
@@ -339,7 +346,7 @@ class StabilityMonitor(L.Callback):
         self.nonfinite_steps += window_nonfinite
         last_step = pending[-1][0]
         metrics = {tags.NONFINITE: float(window_nonfinite > 0), tags.SPIKES: float(self.spikes.count),
-                   tags.DIVERGED: float(self.divergence is not None)}
+                   tags.DIVERGED: float(self.divergence is not None), tags.FLAG_SCALE: 1.0}
         if self.spikes.ema is not None:
             metrics[tags.LOSS_EMA] = self.spikes.ema
         self._log(trainer, metrics, last_step)

@@ -25,11 +25,12 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab import tags
 from andrea_lab.callbacks.events import DivergenceDetector
-from andrea_lab.callbacks.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs
+from andrea_lab.callbacks.hparams import (data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs,
+                                         trial_name)
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.contracts import PLUGIN_KINDS
-from andrea_lab.rundir import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.rundir import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -239,17 +240,22 @@ class RunSummary(L.Callback):
         log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None) or trainer.default_root_dir
         self.path = write_record(log_dir, summary)
         if self.hparams and not self._hparams_logged:
-            self._log_hparams(trainer, summary)
-        rank_zero_info(closing_lines(summary, Path(log_dir), self.path))
+            self._log_hparams(trainer, summary, trial_name(log_dir, self.suite))
+        rank_zero_info(closing_lines(summary, Path(log_dir), self.path, suite=self.suite))
 
-    def _log_hparams(self, trainer: L.Trainer, summary: RunRecord) -> None:
+    def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
-        log_run_hparams(trainer, knobs, run_metrics(summary), summary.status, summary.steps)
+        # The flags' last points agree with the record, also when the end-of-fit check decided a divergence;
+        # all three tags of a flag's margin chart get the point (the chart needs them at the same steps).
+        metrics = {**run_metrics(summary), tags.DIVERGED: float(summary.diverged),
+                   tags.NONFINITE: float(summary.divergence_kind == NONFINITE_KIND), tags.FLAG_SCALE: 1.0}
+        log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
         self._hparams_logged = True
 
 
-def closing_lines(record: RunRecord, run_dir: Path, path: Path) -> str:
-    """What a fit prints last: where it is, how it ended, what to run next."""
+def closing_lines(record: RunRecord, run_dir: Path, path: Path, suite: Optional[str] = None) -> str:
+    """What a fit prints last: where it is, how it ended, what to run next (for a sweep's run, the next
+    steps look at the whole suite, ``<suite>/<variant>/<run>``, not one variant's directory)."""
     if record.heldout is not None and record.heldout.loss is not None:
         loss = f"held-out loss {format_heldout(record.heldout)}"
     else:
@@ -259,11 +265,12 @@ def closing_lines(record: RunRecord, run_dir: Path, path: Path) -> str:
     if record.diverged:
         status += f" ({record.divergence_kind} at step {record.divergence_step})"
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    runs = run_dir.parent.parent if suite else run_dir.parent
     lines = [f"run: {run_dir}", f"status: {status} after {record.steps} steps; {loss}", f"record: {path}",
-             f"next: tensorboard --logdir {run_dir.parent}"]
+             f"next: tensorboard --logdir {runs}"]
     if checkpoint.is_file():
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
-    lines.append(f"      andrea compare {run_dir.parent}")
+    lines.append(f"      andrea compare {runs}")
     return "\n".join(lines)
 
 

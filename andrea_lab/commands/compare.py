@@ -54,7 +54,8 @@ def print_results(written: dict[str, dict]) -> None:
     """Each suite's variant and claims tables, its notes and the files written."""
     for suite_name, result in written.items():
         print(f"## {suite_name}\n")
-        print(report.markdown_table(compare.VARIANT_COLUMNS, compare.variant_table(result["variants"])))
+        print("\n".join(report.verdict_lines(result["variants"])) + "\n")
+        print("\n".join(report.variants_tables(result["variants"])))
         if result["claims"] is not None:
             print("\n" + report.markdown_table(compare.CLAIM_COLUMNS, result["claims"]))
         for note in result["notes"]:
@@ -97,9 +98,10 @@ def main(argv: list[str]) -> int:
         return _error(str(exc))
     reference = args.reference or (suite.reference if suite else None)
     claims = suite.claims if suite else ()
-    known = set(runs["variant"])
+    known = compare.variant_order(runs)
     if reference is not None and reference not in known:
-        return _error(f"reference variant {reference!r} has no runs here; variants: {', '.join(sorted(known))}")
+        return _error(f"reference variant {reference!r} has no runs here; pass --reference with one of: "
+                      f"{', '.join(known)}")
     if args.doc and runs["suite"].nunique() != 1:
         return _error(f"--doc needs the runs of one suite; found {', '.join(sorted(set(runs['suite'])))}")
     try:

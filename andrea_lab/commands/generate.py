@@ -26,14 +26,15 @@ def tokenizer_from_checkpoint(checkpoint: dict, path: str):
 def main(argv: list[str]) -> int:
     from andrea_lab.module import AndreaLM
 
-    parser = argparse.ArgumentParser(prog="andrea generate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="andrea generate", description=__doc__,
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows them
     parser.add_argument("--ckpt", required=True, help="path of a checkpoint written by `andrea fit`")
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from end-of-text)")
-    parser.add_argument("--max_new_tokens", type=int, default=200)
+    parser.add_argument("--max_new_tokens", type=int, default=200, help="tokens to sample")
     parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
     parser.add_argument("--top_k", type=int, default=50, help="sample among the k most likely (0 = all)")
-    parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--seed", type=int, default=1337, help="seeds the sampling")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where to run")
     args = parser.parse_args(argv)
     if args.max_new_tokens < 0:
         parser.error(f"--max_new_tokens must be >= 0, got {args.max_new_tokens}")

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 
 from andrea_lab.sweep.suite import Suite, SuiteError, format_lr, override_args, run_version
 
-TENSORBOARD_LOGGER = "lightning.pytorch.loggers.TensorBoardLogger"
+TENSORBOARD_LOGGER = "andrea_lab.loggers.AndreaTensorBoardLogger"  # given the version: no claim, no epoch
 
 
 @dataclass(frozen=True)

@@ -64,16 +64,19 @@ class Outcome:
         return self.state == "failed"
 
 
-def final_val_loss(run_dir: Path) -> Optional[float]:
-    """The run's headline loss from its record (:attr:`RunRecord.headline_loss`), None without one."""
-    record = read_record(run_dir)
-    return None if record is None else record.headline_loss
-
-
 def _fmt_loss(value: Optional[float]) -> str:
     if value is None:
         return "n/a"
     return f"{value:.2f}" if math.isfinite(value) else str(value)
+
+
+def loss_words(record) -> str:
+    """A run's loss as a sweep line names it: ``held-out 5.69``, else (no held-out evaluation) ``val 5.49``,
+    the in-training validation loss: one name per quantity, as in summary.json and TensorBoard."""
+    if record is None or record.headline_loss is None:
+        return "loss n/a"
+    heldout = record.heldout is not None and record.heldout.loss is not None
+    return f"{'held-out' if heldout else 'val'} {_fmt_loss(record.headline_loss)}"
 
 
 def _tail(path: Path, lines: int = 12) -> str:
@@ -217,11 +220,12 @@ class Runner:
         val = None if record is None else record.headline_loss
         write_json_atomic(spec.run_dir / DONE_MARKER, {
             "schema": 1, "status": state, "returncode": code, "finished": now(), "wall_time_s": round(seconds, 1),
-            "final_val_loss": val, "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
+            "heldout_loss": None if record is None or record.heldout is None else record.heldout.loss,
+            "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
             "executor": self.executor.name,
         })
         what = "done" if state == "finished" else "diverged"
-        self.say(f"{prefix}{what} in {seconds:.0f} s, val {_fmt_loss(val)}")
+        self.say(f"{prefix}{what} in {seconds:.0f} s, {loss_words(record)}")
         return Outcome(spec, state, seconds, val, code)
 
     def _pending(self) -> deque[RunSpec]:
@@ -230,8 +234,9 @@ class Runner:
         for spec in self.specs:
             state = run_state(spec.run_dir)
             if state in DONE_STATES:
-                val = final_val_loss(spec.run_dir)
-                self.say(f"{spec.counter} {spec.label} ... skipped ({state} before, val {_fmt_loss(val)})")
+                record = read_record(spec.run_dir)
+                val = None if record is None else record.headline_loss
+                self.say(f"{spec.counter} {spec.label} ... skipped ({state} before, {loss_words(record)})")
                 self.outcomes.append(Outcome(spec, "skipped", val_loss=val, detail=state))
             else:
                 queue.append(spec)

@@ -118,7 +118,9 @@ def test_compare_writes_the_report_with_claims_from_the_suite(toy_runs, tmp_path
     assert compare_main([str(toy_runs / "toy"), "--out", str(out), "--suite", str(suite)]) == 0
     printed = capsys.readouterr().out
     markdown = (out / "comparison.md").read_text()
-    assert "Reference variant: **b**." in markdown and "## Claims" in markdown
+    assert "Reference variant: **b**; scored on the held-out loss." in markdown and "## Claims" in markdown
+    verdict = "- **a** vs b, each at its best LR: **better**, difference −0.297 ["
+    assert markdown.index(verdict) < markdown.index("| variant | runs |") < markdown.index("## Claims")
     assert "| lower_loss: a vs b | a beats b | **reproduced** | a − b = −0.297 [" in markdown
     assert "| lower_sensitivity: b vs a |  | **contradicted** |" in markdown
     assert "| fewer_divergences: a vs b |  | **not detected** | diverged a 0/6, b 3/6" in markdown
@@ -158,7 +160,8 @@ def test_compare_errors_name_the_problem(tmp_path, toy_runs, capsys):
     assert compare_main([str(tmp_path / "empty")]) == 2
     assert "no runs under" in capsys.readouterr().err
     assert compare_main([str(toy_runs / "toy"), "--reference", "zeta", "--out", str(tmp_path / "o")]) == 2
-    assert "reference variant 'zeta' has no runs here; variants: a, b" in capsys.readouterr().err
+    assert "reference variant 'zeta' has no runs here; pass --reference with one of: b, a" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_generated_blocks_replace_only_their_own_text():
@@ -201,3 +204,56 @@ def test_every_probe_metric_reaches_the_runs_frame_and_a_column_is_one_line(tmp_
     frame = pd.DataFrame([row])
     variant = compare.Variant("a", frame, pd.DataFrame(), None, 1e-3)
     assert compare.table([column], [(variant, report.init_profile(frame))])["attn_logit_max"][0] == "3.500 (4.000)"
+
+
+def write_fit(experiment_dir: Path, version: int, loss: float, seed: int = 1337, **model_config) -> Path:
+    """A run as a plain `andrea fit` leaves it: no sweep markers, its resolved config.yaml beside summary.json."""
+    run_dir = experiment_dir / f"version_{version}"
+    run_dir.mkdir(parents=True)
+    config = {"norm_placement": "andrea-lab:pre", "activation": "andrea-lab:gelu", "d_model": 128, **model_config}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({
+        "seed_everything": seed, "model": {"lr": 0.002, "config": config},
+        "trainer": {"max_steps": 200, "logger": {"init_args": {"version": version}}}}))
+    write_record(run_dir, RunRecord(status="finished", initial_val_loss=9.0, final_val_loss=loss, lr=0.002,
+                                    seed=seed, steps=200, heldout=heldout(loss), config=config))
+    return run_dir
+
+
+def test_adhoc_fits_of_one_experiment_are_variants_named_by_what_differs(tmp_path, capsys):
+    """The README's sequence: the quickstart, then the same with an override, then once more unchanged."""
+    experiment = tmp_path / "runs" / "quickstart"
+    write_fit(experiment, 0, 5.7)
+    write_fit(experiment, 1, 5.9, activation="andrea-lab:swiglu", norm_placement="andrea-lab:post")
+    write_fit(experiment, 2, 5.6)  # the quickstart again: it replaces version_0
+    for version in range(3, 11):  # version_10 is newer than version_9, and version_3.. are other seeds
+        write_fit(experiment, version, 5.5, seed=version)
+    runs = load_runs(experiment)
+    named = dict(zip(runs["path"].map(lambda p: Path(p).name), runs["variant"]))
+    assert named["version_0"] == named["version_2"] == named["version_10"] == "activation=gelu, norm_placement=pre"
+    assert named["version_1"] == "activation=swiglu, norm_placement=post"
+    assert list(runs["path"].map(lambda p: Path(p).name))[:3] == ["version_0", "version_1", "version_2"]
+    assert runs.set_index(runs["path"].map(lambda p: Path(p).name)).at["version_0", "status"] == "superseded"
+    assert compare_main([str(experiment)]) == 0
+    markdown = (experiment / "compare" / "comparison.md").read_text()
+    assert markdown.startswith("# Comparison: quickstart\n")
+    assert "Reference variant: **activation=gelu, norm_placement=pre**" in markdown
+    assert "- **activation=swiglu, norm_placement=post** vs activation=gelu, norm_placement=pre" in markdown
+    assert "left out version_0 (superseded by version_2: the same variant, LR and seed, trained again)" in markdown
+    assert "np." not in capsys.readouterr().out
+
+
+def test_a_variant_named_in_the_config_keeps_its_name(tmp_path):
+    experiment = tmp_path / "runs" / "quickstart"
+    write_fit(experiment, 0, 5.7)
+    run_dir = write_fit(experiment, 1, 5.9, activation="andrea-lab:swiglu")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({**config, "summary": {"variant": "swiglu"}}))
+    assert list(load_runs(experiment)["variant"]) == ["quickstart", "swiglu"]  # the unnamed one: its experiment
+
+
+def test_a_refusal_names_the_runs_plainly_and_leaves_no_folder(toy_runs, tmp_path, capsys):
+    runs = load_runs(toy_runs)
+    twice = pd.concat([runs, runs[runs["variant"] == "a"].head(1).assign(path="elsewhere")])
+    with pytest.raises(ValueError, match=r"more than one finished run of a at LR 0.01, seed 0: keep one run"):
+        report.write_outputs(twice, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -9,7 +9,8 @@ import math
 import torch
 from tensorboard.plugins.hparams import api_pb2, metadata
 
-from andrea_lab.callbacks.hparams import flatten, hparam_value, run_hparams, run_metrics, session_summaries
+from andrea_lab.callbacks.hparams import (flatten, hparam_value, run_hparams, run_metrics, session_summaries,
+                                         trial_name)
 from andrea_lab.rundir import HeldOut, RunRecord
 
 
@@ -54,8 +55,8 @@ def test_every_knob_is_named_by_its_config_key():
                "devices": 2}
     data = {"batch_size": 32, "tokenizer": "byte"}
     hparams = run_hparams(record(), trainer, data, suite="norm_placement", variant="pre-nowarmup")
-    assert hparams["suite"] == "norm_placement" and hparams["variant"] == "pre-nowarmup"
-    assert hparams["status"] == "finished" and hparams["seed"] == 7
+    assert hparams["Suite"] == "norm_placement" and hparams["Variant"] == "pre-nowarmup"
+    assert hparams["Status"] == "finished" and hparams["seed"] == 7
     assert hparams["model.config.d_model"] == 64 and hparams["model.config.bias"] is True
     assert hparams["model.config.mlp_ratio"] == "None"
     assert hparams["model.warmup_steps"] == 40 and hparams["model.lr"] == 3e-3
@@ -66,7 +67,7 @@ def test_every_knob_is_named_by_its_config_key():
     assert "data.train_tokens" not in hparams, "a split size is an outcome of the corpus, not a knob"
     assert hparams["trainer.precision"] == "bf16-mixed" and hparams["trainer.accumulate_grad_batches"] == 4
     assert hparams["trainer.gradient_clip_val"] == "None" and hparams["trainer.devices"] == 2
-    assert hparams["plugins.norm_placement"] == "pre"
+    assert "plugins.norm_placement" not in hparams, "its name is model.config.norm_placement"
     assert hparams["plugins.norm_placement.distribution"] == "andrea-lab==0.1.0"
     assert hparams["plugins.activation.distribution"] == "None", "an import path has no distribution"
     assert hparams["versions.torch"] == "2.5.0" and hparams["versions.lightning"] == "None"
@@ -75,21 +76,23 @@ def test_every_knob_is_named_by_its_config_key():
 
 def test_metrics_hold_the_heldout_loss_its_se_and_the_divergence_step():
     metrics = run_metrics(record())
-    assert metrics["hparams/heldout_loss"] == 2.6 and metrics["hparams/heldout_loss_se"] == 0.02
+    assert metrics["heldout/loss"] == 2.6 and metrics["heldout/loss_se"] == 0.02
     assert metrics["hparams/diverged"] == 0.0 and "hparams/divergence_step" not in metrics
     diverged = run_metrics(record(status="diverged", divergence={"step": 42, "kind": "nonfinite"}, heldout=None))
     assert diverged["hparams/diverged"] == 1.0 and diverged["hparams/divergence_step"] == 42.0
-    assert "hparams/heldout_loss" not in diverged
+    assert "heldout/loss" not in diverged
 
 
 def test_session_summaries_read_back_through_tensorboards_parser():
-    start, end = session_summaries({"model.lr": 3e-3, "model.compile": False, "variant": "pre"}, "diverged")
+    start, end = session_summaries({"model.lr": 3e-3, "model.compile": False, "Variant": "pre"}, "diverged",
+                                   "tiny/pre/lr3e-3-seed0")
     (value,) = start.value
     assert value.tag == metadata.SESSION_START_INFO_TAG
     info = metadata.parse_session_start_info_plugin_data(value.metadata.plugin_data.content)
     assert info.hparams["model.lr"].number_value == 3e-3
     assert info.hparams["model.compile"].WhichOneof("kind") == "bool_value"
-    assert info.hparams["variant"].string_value == "pre"
+    assert info.hparams["Variant"].string_value == "pre"
+    assert info.group_name == "tiny/pre/lr3e-3-seed0", "the dashboard's trial id says which run it is"
     (value,) = end.value
     assert value.tag == metadata.SESSION_END_INFO_TAG
     assert metadata.parse_session_end_info_plugin_data(value.metadata.plugin_data.content).status == \
@@ -99,3 +102,8 @@ def test_session_summaries_read_back_through_tensorboards_parser():
         assert metadata.parse_session_end_info_plugin_data(value.metadata.plugin_data.content).status == expected
     assert not any(v.tag == metadata.EXPERIMENT_TAG for s in (start, end) for v in s.value), \
         "a run writes no experiment summary: TensorBoard derives it (and differs) from all runs"
+
+
+def test_trial_names_say_which_run_it_is():
+    assert trial_name("runs/np/post/lr2e-3-seed1", suite="np") == "np/post/lr2e-3-seed1"
+    assert trial_name("/abs/runs/quickstart/version_3", suite=None) == "quickstart/version_3"

@@ -102,14 +102,19 @@ def test_summary_records_the_heldout_loss_and_what_the_run_depends_on(cli_run, t
 
 @pytest.mark.slow
 def test_validate_writes_its_own_heldout_record(cli_run, text_corpus):
-    """`andrea validate` of the run's checkpoint scores the same held-out windows as the fit's end."""
+    """`andrea validate` of the run's checkpoint scores the same held-out windows as the fit's end, and
+    writes its record into that run: no new version beside it, no config.yaml of its own."""
     env = {**os.environ, "ANDREA_LAB_CACHE": str(cli_run.parents[2] / "cache")}
     args = ["validate", "--config", str(cli_run / "config.yaml"), "--ckpt_path",
-            str(cli_run / "checkpoints" / "last.ckpt"), "--trainer.logger.init_args.version", "validate"]
+            str(cli_run / "checkpoints" / "last.ckpt")]
+    runs_before = sorted(cli_run.parent.iterdir())
     result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=cli_run.parents[2],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    record = json.loads((cli_run.parent / "validate" / "validate.json").read_text())
+    assert sorted(cli_run.parent.iterdir()) == runs_before, "validate starts no run"
+    printed = result.stdout + result.stderr
+    assert "held-out evaluation of " in printed and "batches (100 %)" in printed, "it says where it is"
+    record = json.loads((cli_run / "validate.json").read_text())
     fitted = json.loads((cli_run / "summary.json").read_text())
     assert record["checkpoint"].endswith("last.ckpt")
     assert record["heldout"]["loss"] == pytest.approx(fitted["heldout"]["loss"], rel=1e-5)
@@ -154,7 +159,8 @@ def test_tensorboard_hparams_hold_the_real_final_metrics(cli_run):
     assert start.hparams["data.batch_size"].number_value == 8
     assert start.hparams["model.compile"].WhichOneof("kind") == "bool_value"
     assert start.hparams["seed"].number_value == 1337
-    assert start.hparams["suite"].string_value == "None", "a plain fit belongs to no suite"
+    assert start.hparams["Suite"].string_value == "None", "a plain fit belongs to no suite"
+    assert start.group_name == f"{cli_run.parent.name}/{cli_run.name}", "the trial is named by its run"
     end = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_end_info"]).session_end_info
     assert end.status == api_pb2.STATUS_SUCCESS
 

@@ -1,0 +1,35 @@
+"""Third-party noise that ``andrea`` filters at its own entry point (never on import of the package: a
+program that imports andrea_lab keeps its warnings and logging as it set them).
+
+Each entry is a message every fit printed that asks nothing of an andrea user:
+
+* torch's ``FutureWarning`` that ``isinstance(treespec, LeafSpec)`` is deprecated, raised inside a
+  library's own code, not ours;
+* Lightning's "💡 Tip:" lines advertising its cloud logger and model registry.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+#: FutureWarnings raised inside third-party code, by the start of their message.
+THIRD_PARTY_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+#: Lightning's advertisement lines start with this; they are logged by its rank-zero loggers.
+TIP = "💡 Tip:"
+RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
+def _not_a_tip(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(TIP)
+
+
+def quiet_third_party() -> None:
+    """Filter :data:`THIRD_PARTY_WARNINGS` and Lightning's tips for the rest of this process."""
+    for message in THIRD_PARTY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+    for name in RANK_ZERO_LOGGERS:
+        logger = logging.getLogger(name)
+        if _not_a_tip not in logger.filters:
+            logger.addFilter(_not_a_tip)
+

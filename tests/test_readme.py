@@ -1,0 +1,104 @@
+"""Every command README.md shows, run in the order a new user meets them, at tiny size: the README cannot
+drift from what works.
+
+The commands of the README's ``bash`` blocks that start with ``andrea`` are run as written (a fit gets the
+micro model and a small corpus appended: the same keys, later on the line, win). The commands of its
+tables and prose, with placeholders (``PATH``, ``RUNS_DIR``...), are run by :data:`PLACEHOLDERS` filled in;
+a subcommand the README shows that this file does not run fails the first test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from andrea_lab.cli import OWN_COMMANDS, main
+from andrea_testing import MICRO_OVERRIDES
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+SUBCOMMAND = re.compile(r"(?:^|[\s`/])andrea ([a-z][a-z-]*)")
+TINY_FIT = [*MICRO_OVERRIDES, "--trainer.max_steps", "4", "--trainer.val_check_interval", "2",
+            "--model.warmup_steps", "2", "--heldout.max_tokens", "2048"]
+RUN, OTHER_RUN = "runs/quickstart/version_0", "runs/quickstart/version_1"
+CKPT = f"{RUN}/checkpoints/last.ckpt"
+#: The README's table commands with their placeholders filled in, in the order they are run (a fit, a
+#: sweep's suite and an HF directory first, then what reads them).
+PLACEHOLDERS = [
+    ["params", "--preset", "andrea-120m"],
+    ["generate", "--ckpt", CKPT, "--prompt", "def ", "--max_new_tokens", "5"],
+    ["validate", "--config", f"{RUN}/config.yaml", "--ckpt_path", CKPT],
+    ["test", "--config", f"{RUN}/config.yaml", "--ckpt_path", CKPT],
+    ["plugins"],
+    ["new-plugin", "activation", "squared_tanh", "--dir", "andrea-lab-squared_tanh"],
+    ["sweep", "suite.yaml", "--no-check"],
+    ["fit", "--resume", OTHER_RUN],
+    ["compare", "runs/tiny"],
+    ["trace", "--ckpt", CKPT, "--text", "def f"],
+    ["tokenize", "docs.jsonl", "--out", "shards", "--vocab-size", "300", "--workers", "0", "--no-progress"],
+    ["export", "--ckpt", CKPT, "--to", "hf", "--out", "hf"],
+    ["import", "--from-hf", "hf", "--out", "imported.ckpt"],
+]
+
+
+def code_lines() -> list[str]:
+    """The README's ``bash`` blocks, line by line."""
+    return [line for block in re.findall(r"```bash\n(.*?)```", README, re.S) for line in block.splitlines()]
+
+
+def block_commands() -> list[list[str]]:
+    """Each ``andrea`` command of the ``bash`` blocks as argv (the part after ``andrea`` on its line)."""
+    found = []
+    for line in code_lines():
+        match = re.search(r"(?:^|/|&& )andrea (.*)$", line)
+        if match:
+            found.append(shlex.split(match.group(1)))
+    return found
+
+
+def test_every_subcommand_the_readme_shows_is_run_here():
+    shown = set(SUBCOMMAND.findall(README)) & {*OWN_COMMANDS, "fit", "validate", "test"}
+    run = {argv[0] for argv in block_commands() + PLACEHOLDERS}
+    assert shown <= run, f"README shows `andrea {sorted(shown - run)}`: add it to PLACEHOLDERS"
+    assert [argv[:1] for argv in block_commands()] == [["fit"], ["fit"], ["compare"]]
+
+
+def _tiny(argv: list[str], corpus: Path) -> list[str]:
+    argv = [str(REPO / arg) if arg.startswith("experiments/") else arg for arg in argv]
+    return [*argv, *TINY_FIT, "--data.corpus", str(corpus)] if argv[0] == "fit" else argv
+
+
+def _suite(corpus: Path) -> dict:
+    common = dict(zip(TINY_FIT[::2], TINY_FIT[1::2]))
+    common = {key.removeprefix("--"): yaml.safe_load(value) for key, value in common.items()}
+    return {"name": "tiny", "base": str(REPO / "experiments" / "quickstart.yaml"), "lrs": [2e-3], "seeds": [0],
+            "common": {**common, "data.corpus": str(corpus)}, "variants": [{"name": "pre"}]}
+
+
+@pytest.mark.slow
+def test_the_readme_commands_work_in_order(tmp_path, text_corpus, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(_suite(text_corpus)))
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(json.dumps({"text": f"def f{n}(x):\n    return x + {n}\n"}) + "\n" for n in range(200)))
+    for argv in block_commands():  # the quickstart, the override, the comparison of the two
+        assert main(_tiny(argv, text_corpus)) == 0, argv
+    report = (tmp_path / "runs" / "quickstart" / "compare" / "comparison.md").read_text()
+    assert "Reference variant: **activation=gelu**" in report and "- **activation=swiglu** vs activation=gelu" in report
+    assert json.loads((tmp_path / OTHER_RUN / "summary.json").read_text())["status"] == "finished"
+    for flag in (["--help"], ["--config", str(REPO / "experiments/quickstart.yaml"), "--print_config"]):
+        with pytest.raises(SystemExit) as leaving:
+            main(["fit", *flag])
+        assert leaving.value.code in (0, None)
+    for argv in PLACEHOLDERS:
+        if argv[0] in ("export", "import"):
+            pytest.importorskip("transformers")
+        assert main(_tiny(argv, text_corpus) if argv[:2] != ["fit", "--resume"] else argv) == 0, argv
+    assert sorted(p.name for p in (tmp_path / "runs" / "quickstart").iterdir()) == [
+        "_comparison", "compare", "version_0", "version_1"], "validate and test start no run"
+    assert (tmp_path / RUN / "validate.json").is_file()
