@@ -40,6 +40,7 @@ PLACEHOLDERS = [
     ["fit", "--resume", OTHER_RUN],
     ["compare", "runs/tiny"],
     ["trace", "--ckpt", CKPT, "--text", "def f"],
+    ["lens", "--ckpt", CKPT],
     ["tokenize", "docs.jsonl", "--out", "shards", "--vocab-size", "300", "--workers", "0", "--no-progress"],
     ["export", "--ckpt", CKPT, "--to", "hf", "--out", "hf"],
     ["import", "--from-hf", "hf", "--out", "imported.ckpt"],
