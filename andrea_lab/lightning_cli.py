@@ -56,6 +56,18 @@ class RerunnableConfig(SaveConfigCallback):
         super().setup(trainer, pl_module, stage)
 
 
+def _plain_progress_bar(config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
+    """Lightning's TQDM bar unless the user chose a bar or none. Lightning's own default is Rich's
+    whenever ``rich`` is installed (any ``transformers`` pulls it in), which writes "Epoch 0/-2" into a
+    log that is not a terminal, so the bar would depend on what else is installed."""
+    from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
+
+    chosen = [*(config.get("callbacks") or []), *callbacks]
+    if config.get("enable_progress_bar") is False or any(isinstance(c, ProgressBar) for c in chosen):
+        return []
+    return [TQDMProgressBar()]
+
+
 #: The subcommands that score a checkpoint: they start no run of their own (see AndreaCLI.instantiate_trainer).
 EVALUATIONS = ("validate", "test")
 
@@ -136,6 +148,7 @@ class AndreaCLI(LightningCLI):
         if subcommand and self.config[subcommand].get("ckpt_path"):
             # Resuming into the run's own directory (andrea fit --resume, a sweep) rewrites its config.yaml.
             self.save_config_kwargs = {**self.save_config_kwargs, "overwrite": True}
+        callbacks = [*callbacks, *_plain_progress_bar(config, callbacks)]
         try:
             return super()._instantiate_trainer(config, callbacks)
         except (MisconfigurationException, ValueError) as exc:
