@@ -14,6 +14,18 @@ import sys
 import torch
 
 
+def check_trace_arguments(args: argparse.Namespace) -> None:
+    """``--plot`` (a format matplotlib writes, in a directory that can be written) and ``--device``, before
+    the checkpoint is read (andrea_lab.commands.arguments)."""
+    from andrea_lab.commands.arguments import check_plot_file, checked_device
+    from andrea_lab.files import check_output_file
+
+    if args.plot:
+        check_plot_file(args.plot)
+        check_output_file(args.plot, "--plot")
+    checked_device(args.device)
+
+
 def main(argv: list[str]) -> int:
     from andrea_lab.analysis.trace import format_table, plot_trace, trace_token
     from andrea_lab.checkpoint_io import load_checkpoint
@@ -30,6 +42,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the trace as JSON instead of a table")
     parser.add_argument("--device", default="cpu", help="where to run the model (default cpu)")
     args = parser.parse_args(argv)
+    check_trace_arguments(args)
 
     try:
         checkpoint = load_checkpoint(args.ckpt)
