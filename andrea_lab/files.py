@@ -188,27 +188,34 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _blocked_by(path: Path) -> Optional[str]:
+    """Why ``path`` (a directory, existing or to be created) cannot be written, or None."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by this user"
+    return None
+
+
 def check_output_dir(path: str | os.PathLike, what: str) -> None:
     """Refuse, before any work, an output directory that cannot be one: an existing non-directory, or one
     under a file or under a directory this process cannot write. One :class:`UsageError` naming ``what``."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UsageError(f"{what} {path} is a file, not a directory; pass a directory (it is created if missing)")
-    existing = path
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"{what} {path} cannot be created: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {path} cannot be written: {existing} is not writable by this user; choose "
-                         "a directory you can write")
+    blocked = _blocked_by(path)
+    if blocked:
+        raise UsageError(f"{what} {path} cannot be written: {blocked}; choose a directory you can write")
 
 
 def check_output_file(path: str | os.PathLike, what: str) -> None:
-    """Refuse an output file whose directory cannot be created or written, or that is a directory."""
+    """Refuse an output file that is a directory, or whose directory cannot be created or written."""
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"{what} {path} is a directory; pass a file name")
-    check_output_dir(path.parent if str(path.parent) else Path("."), f"{what} {path}: its directory")
+    blocked = _blocked_by(path.parent)
+    if blocked:
+        raise UsageError(f"{what} {path} cannot be written: {blocked}; choose a directory you can write")

@@ -103,4 +103,8 @@ def read_yaml(path: str | Path, what: str) -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
+    """PyYAML's message (several lines, with a drawing of the place) as one line: what, and where."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
     return " ".join(str(exc).split())

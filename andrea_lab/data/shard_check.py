@@ -65,7 +65,7 @@ def _entry_problem(shard: Any, splits: tuple[str, ...]) -> str:
     for field, kind in _SHARD_FIELDS.items():
         value = shard.get(field)
         if not isinstance(value, kind) or isinstance(value, bool):
-            return f"has {field} {value!r} (a {kind.__name__} is expected)"
+            return f"has {field} {value!r} ({'a string' if kind is str else 'an integer'} expected)"
     if Path(shard["file"]).name != shard["file"] or shard["file"] in ("", ".", ".."):
         return f"names {shard['file']!r}, not a file inside the directory"
     if shard["split"] not in splits:
