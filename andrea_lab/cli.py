@@ -145,7 +145,8 @@ def environment_error(exc: BaseException) -> str | None:
                 "can't allocate memory" in text or "out of memory" in text.lower())):
             asked = re.search(r"allocate (\d+) bytes", text)
             size = f" {int(asked.group(1)) / 1e9:.1f} GB" if asked else ""
-            return (f"out of memory allocating{size} ({type(cause).__name__}: {text.splitlines()[0][:120]}): the "
+            said = f"{type(cause).__name__}: {text.splitlines()[0][:120]}" if text else type(cause).__name__
+            return (f"out of memory allocating{size} ({said}): the "
                     "model or batch asked for does not fit on this machine; choose a smaller d_model, n_layer, "
                     "vocab_size or batch_size (`andrea params --config FILE` shows a model's size)")
     return None

@@ -66,7 +66,23 @@ def expanded_size(root: yaml.Node) -> int:
     return sizes[id(root)]
 
 
-def check_bounds(text: str, loader: type = yaml.SafeLoader) -> None:
+class _DepthLimitedComposer(yaml.SafeLoader):
+    """PyYAML's composer, which recurses once per nesting level, stopped at :data:`MAX_DEPTH` (a nesting bomb
+    would otherwise run into Python's recursion limit, slowly)."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise YamlBoundsError(f"its collections nest more than {MAX_DEPTH} deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def check_bounds(text: str, loader: type = _DepthLimitedComposer) -> None:
     """Compose ``text`` (building nothing) and check it against the bounds; raises ``YAMLError``."""
     if len(text) > MAX_BYTES:
         raise YamlBoundsError(f"it is {len(text):,} characters; YAML read here may have at most {MAX_BYTES:,}")
@@ -74,6 +90,8 @@ def check_bounds(text: str, loader: type = yaml.SafeLoader) -> None:
     try:
         while composer.check_node():
             expanded_size(composer.get_node())
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise YamlBoundsError(f"its collections nest more than {MAX_DEPTH} deep") from None
     finally:
         composer.dispose()
 
