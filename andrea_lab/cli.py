@@ -8,8 +8,10 @@ further subcommands, each a module ``andrea_lab.commands.<name>`` with ``main(ar
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
+import re
 import sys
 
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
@@ -46,8 +48,9 @@ def _usage() -> str:
 
 
 def check_config_files(argv: list[str]) -> None:
-    """Name the file when a ``--config`` YAML is missing or malformed (the parser would not)."""
-    import yaml
+    """Name the file when a ``--config`` YAML is missing, malformed, not UTF-8, not a regular file (a FIFO
+    would make the parser wait forever) or past :mod:`andrea_lab.safe_yaml`'s bounds (the parser would not)."""
+    from andrea_lab.safe_yaml import read_yaml
 
     for i, arg in enumerate(argv):
         if arg in ("--config", "-c") and i + 1 < len(argv):
@@ -56,13 +59,9 @@ def check_config_files(argv: list[str]) -> None:
             path = arg.split("=", 1)[1]
         else:
             continue
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise MissingFileError(f"config file {path!r} does not exist")
-        try:
-            with open(path, encoding="utf-8") as file:
-                yaml.safe_load(file)
-        except yaml.YAMLError as exc:
-            raise UsageError(f"config file {path} is not valid YAML: {exc}") from None
+        read_yaml(path, "config file")
 
 
 def check_checkpoint_path(argv: list[str]) -> None:
@@ -123,6 +122,38 @@ def run_lightning(argv: list[str]) -> int:
     return 0
 
 
+#: errnos of an OSError that are about a path the user chose (unwritable, under a file, read-only, ...).
+PATH_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                         errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def _chain(exc: BaseException):
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def environment_error(exc: BaseException) -> str | None:
+    """One line for what is the machine's or the paths' doing rather than a bug: a path that cannot be
+    written (or read) as asked, or memory a model or batch of the size asked cannot get; None otherwise."""
+    for cause in _chain(exc):
+        if isinstance(cause, OSError) and cause.errno in PATH_ERRNOS and cause.filename:
+            return (f"cannot use {cause.filename}: {cause.strerror}; pass a path in a directory this user can "
+                    "write (a file of that name, or a read-only directory, is in the way)")
+        text = str(cause)
+        if isinstance(cause, MemoryError) or (isinstance(cause, RuntimeError) and (
+                "can't allocate memory" in text or "out of memory" in text.lower())):
+            asked = re.search(r"allocate (\d+) bytes", text)
+            size = f" {int(asked.group(1)) / 1e9:.1f} GB" if asked else ""
+            said = f"{type(cause).__name__}: {text.splitlines()[0][:120]}" if text else type(cause).__name__
+            return (f"out of memory allocating{size} ({said}): the "
+                    "model or batch asked for does not fit on this machine; choose a smaller d_model, n_layer, "
+                    "vocab_size or batch_size (`andrea params --config FILE` shows a model's size)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -148,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"andrea {command}: error: {exc}", file=sys.stderr)
             print(f"(set {DEBUG_ENV_VAR}=1 for the full traceback)", file=sys.stderr)
         return getattr(exc, "exit_status", 2)
+    except (OSError, MemoryError, RuntimeError) as exc:
+        message = None if os.environ.get(DEBUG_ENV_VAR) else environment_error(exc)
+        if message is None:
+            raise
+        print(f"andrea {command}: error: {message}\n(set {DEBUG_ENV_VAR}=1 for the full traceback)", file=sys.stderr)
+        return UsageError.exit_status
 
 
 if __name__ == "__main__":

@@ -7,11 +7,18 @@ import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Optional
 
-from andrea_lab.errors import DiskFullError
+from andrea_lab.errors import DiskFullError, UsageError
+
+#: Bytes a JSON file a user can be handed may have (a run record is a few KB, a shard manifest of
+#: ten thousand shards a few MB).
+MAX_JSON_BYTES = 64 << 20
+#: How deeply its arrays and objects may nest (a run record nests four deep).
+MAX_JSON_DEPTH = 64
 
 #: "No space left on device" and "disk quota exceeded": the disk is full as far as the writer can tell.
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -88,11 +95,81 @@ def write_json_atomic(path: str | os.PathLike, payload: dict[str, Any]) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
-def read_json(path: str | os.PathLike) -> Optional[dict]:
-    """A JSON object from a file, or None if it is missing, unreadable or not an object."""
+class HandedFileError(UsageError):
+    """A file a user named or was handed that cannot be read as what it should be: not a regular file,
+    larger than such a file ever is, not UTF-8, or not well-formed (exit status 2)."""
+
+
+def read_regular_bytes(path: str | os.PathLike, what: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes. A FIFO, a device (a link to /dev/zero), a
+    directory or a larger file is refused before anything is read: opened non-blocking, so a FIFO with no
+    writer cannot make the open wait either."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise HandedFileError(f"{what} {os.fspath(path)} cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise HandedFileError(f"{what} {os.fspath(path)} is not a regular file (a FIFO, a device or a "
+                                  "directory); pass a file")
+        if info.st_size > limit:
+            raise HandedFileError(f"{what} {os.fspath(path)} is {info.st_size:,} bytes; such a file has at "
+                                  f"most {limit:,}")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise HandedFileError(f"{what} {os.fspath(path)} is more than {limit:,} bytes; such a file has at most "
+                              f"{limit:,}")
+    return data
+
+
+def read_text_file(path: str | os.PathLike, what: str, limit: int) -> str:
+    """A regular UTF-8 text file of at most ``limit`` bytes (:func:`read_regular_bytes`), decoded."""
+    data = read_regular_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HandedFileError(f"{what} {os.fspath(path)} is not UTF-8 text (byte {exc.start} is "
+                              f"0x{data[exc.start]:02x})") from None
+
+
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a loaded JSON value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def load_json(path: str | os.PathLike, what: str) -> Any:
+    """The JSON value in a file a user can be handed, within bounds: a regular file of at most
+    :data:`MAX_JSON_BYTES`, nesting at most :data:`MAX_JSON_DEPTH` deep; else one :class:`HandedFileError`."""
+    text = read_text_file(path, what, MAX_JSON_BYTES)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        data = None
+        deep = True
+    except ValueError as exc:
+        raise HandedFileError(f"{what} {os.fspath(path)} is not valid JSON: {exc}") from None
+    else:
+        deep = json_depth(data) > MAX_JSON_DEPTH
+    if deep:
+        raise HandedFileError(f"{what} {os.fspath(path)} nests more than {MAX_JSON_DEPTH} levels deep; "
+                              "such a file is never that deep")
+    return data
+
+
+def read_json(path: str | os.PathLike) -> Optional[dict]:
+    """A JSON object from a file, or None if it is missing, unreadable, not an object or past the bounds
+    of :func:`load_json` (a run record linked to /dev/zero, a FIFO, a nesting bomb)."""
+    try:
+        data = load_json(path, "JSON file")
+    except HandedFileError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -109,3 +186,36 @@ def sha256_file(path: str | os.PathLike) -> str:
 def sha256_text(text: str) -> str:
     """Hex sha256 of a string's UTF-8 bytes (a tokenizer's JSON, a config)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _blocked_by(path: Path) -> Optional[str]:
+    """Why ``path`` (a directory, existing or to be created) cannot be written, or None."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by this user"
+    return None
+
+
+def check_output_dir(path: str | os.PathLike, what: str) -> None:
+    """Refuse, before any work, an output directory that cannot be one: an existing non-directory, or one
+    under a file or under a directory this process cannot write. One :class:`UsageError` naming ``what``."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{what} {path} is a file, not a directory; pass a directory (it is created if missing)")
+    blocked = _blocked_by(path)
+    if blocked:
+        raise UsageError(f"{what} {path} cannot be written: {blocked}; choose a directory you can write")
+
+
+def check_output_file(path: str | os.PathLike, what: str) -> None:
+    """Refuse an output file that is a directory, or whose directory cannot be created or written."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a directory; pass a file name")
+    blocked = _blocked_by(path.parent)
+    if blocked:
+        raise UsageError(f"{what} {path} cannot be written: {blocked}; choose a directory you can write")

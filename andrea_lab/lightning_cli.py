@@ -100,6 +100,15 @@ class AndreaCLI(LightningCLI):
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(AndreaLM, AndreaDataModule, *args, **kwargs)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Lightning's parse (YAML read within :mod:`andrea_lab.safe_yaml`'s bounds), then the values it
+        accepts but that would crash or silently misbehave later refused here (:func:`check_arguments`)."""
+        install_bounded_yaml()
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        if subcommand:
+            check_arguments(subcommand, self.config[subcommand])
+
     def _parse_ckpt_path(self) -> None:
         """LightningCLI's step that lets ``--ckpt_path``'s saved hyperparameters update the config, with the
         file read once, by andrea's loader: LightningCLI's own version calls ``torch.load`` itself, so a
@@ -189,3 +198,79 @@ class AndreaCLI(LightningCLI):
         parser.add_lightning_class_args(RunSummary, "summary")
         # SIGTERM/SIGUSR1: checkpoint at the last completed optimizer step, exit status 4 (docs/performance.md).
         parser.add_lightning_class_args(PreemptionCheckpoint, "preemption")
+
+
+# ------------------------------------------------------------------------------ argument checks
+# Values LightningCLI's types accept but that crash later (a traceback deep in a loop) or are silently
+# wrong; each refused with one line naming the key, the value and what is valid (docs/reliability.md).
+
+#: numpy's seed range, which Lightning's seed_everything hands the value to.
+MAX_SEED = 2**32 - 1
+
+
+def install_bounded_yaml() -> None:
+    """jsonargparse reads every YAML (``--config``, ``--model.config FILE``, a value) with its own loader;
+    wrap it so that an alias bomb or a nesting bomb is a parse error before anything walks the value."""
+    from jsonargparse import get_loader, set_loader
+    import yaml
+
+    from andrea_lab import safe_yaml
+
+    load = get_loader("yaml")
+    if not getattr(load, "_andrea_bounded", False):
+        bounded = safe_yaml.bounded(load)
+        bounded._andrea_bounded = True
+        set_loader("yaml", bounded, (yaml.YAMLError,))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_trainer_arguments(trainer: Any) -> None:
+    """``trainer.*`` values Lightning only refuses (or misuses) once the loop runs."""
+    accumulate = trainer.get("accumulate_grad_batches")
+    if accumulate is not None and (not isinstance(accumulate, int) or accumulate < 1):
+        raise UsageError(f"trainer.accumulate_grad_batches must be an integer >= 1 (micro-batches per optimizer "
+                         f"step), got {accumulate!r}")
+    interval = trainer.get("val_check_interval")
+    if interval is not None and (not _is_number(interval) or not interval > 0 or interval != interval
+                                 or (isinstance(interval, float) and interval > 1)):
+        raise UsageError(f"trainer.val_check_interval must be an integer >= 1 (batches) or a fraction in (0, 1] "
+                         f"of an epoch, got {interval!r}")
+    clip = trainer.get("gradient_clip_val")
+    if clip is not None and (not _is_number(clip) or not 0 <= clip < float("inf")):
+        raise UsageError(f"trainer.gradient_clip_val must be a finite number >= 0 (0 or null: no clipping), "
+                         f"got {clip!r}")
+
+
+def check_logger_arguments(logger: Any) -> None:
+    """Each logger's ``save_dir`` can be written and its ``name``/``version`` stay one directory under it
+    (checked here, at parse time: jsonargparse would wrap the logger's own refusal into a many-line
+    ValueError, and an unwritable directory would only fail after the data is prepared)."""
+    from andrea_lab.files import check_output_dir
+    from andrea_lab.loggers import check_run_name
+
+    for one in logger if isinstance(logger, list) else [logger]:
+        init_args = one.get("init_args") if hasattr(one, "get") else None
+        if init_args is not None:
+            check_run_name("name", init_args.get("name"))
+            check_run_name("version", init_args.get("version"))
+            if init_args.get("save_dir"):
+                check_output_dir(init_args.get("save_dir"), "trainer.logger.init_args.save_dir")
+
+
+def check_arguments(subcommand: str, config: Any) -> None:
+    """Every check of the parsed arguments of ``subcommand`` (``fit``, ``validate``, ...)."""
+    seed = config.get("seed_everything")
+    if _is_number(seed) and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+        raise UsageError(f"seed_everything must be an integer from 0 to {MAX_SEED} (or true: a random seed, "
+                         f"false: none), got {seed!r}")
+    check_trainer_arguments(config.get("trainer") or {})
+    check_logger_arguments((config.get("trainer") or {}).get("logger"))
+    model = config.get("model") or {}
+    init_from = model.get("init_from") if hasattr(model, "get") else None
+    if subcommand in ("validate", "test") and not config.get("ckpt_path") and not init_from:
+        raise UsageError(f"`andrea {subcommand}` scores a trained model: pass --ckpt_path PATH.ckpt (e.g. "
+                         "runs/quickstart/version_0/checkpoints/last.ckpt) or --model.init_from PATH.ckpt; "
+                         "without one it would score random weights")

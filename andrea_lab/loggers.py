@@ -8,6 +8,9 @@ process: a second fit moves on to the next free N. Nothing a user already has is
 It also leaves out the ``epoch`` scalar Lightning adds to every logged dict: a fit is counted in steps
 (``max_steps``, ``val_check_interval``), and that one tag would take a default column of TensorBoard's
 HParams table (:mod:`andrea_lab.callbacks.hparams`).
+
+``name`` and ``version`` are one directory name each: a ``..`` or a path separator in either (from a
+handed config.yaml, say) would put the run outside ``save_dir``, so they are refused.
 """
 
 from __future__ import annotations
@@ -16,8 +19,23 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
+from typing import Any
+
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from andrea_lab.errors import UsageError
+
+
+def check_run_name(field: str, value: Any) -> None:
+    """``name`` or ``version`` must stay one directory under ``save_dir``: no separator, not ``.``/``..``."""
+    if value is None or isinstance(value, int) or value == "":
+        return
+    text = str(value)
+    if text in (".", "..") or "/" in text or "\\" in text or os.sep in text or "\0" in text:
+        raise UsageError(f"trainer.logger.init_args.{field} {text!r} would leave save_dir; a {field} is one "
+                         "directory name: letters, digits, '_', '-', '.', without '/', '\\' or '..' "
+                         f"(e.g. {'quickstart' if field == 'name' else 'version_0'})")
 
 
 #: Lightning's per-log-call epoch counter, not logged (see the module docstring).
@@ -30,6 +48,11 @@ class AndreaTensorBoardLogger(TensorBoardLogger):
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: Optional[int] = None) -> None:
         super().log_metrics({key: value for key, value in metrics.items() if key != EPOCH_KEY}, step)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        check_run_name("name", self._name)
+        check_run_name("version", self._version)
 
     def _get_next_version(self) -> int:
         if rank_zero_only.rank != 0:  # other ranks never create directories; Lightning broadcasts rank 0's

@@ -60,7 +60,62 @@ CASES = [
     ("trace-checkpoint-without-tokenizer", ["trace", "--ckpt", "{tmp}/no-tokenizer.ckpt", "--text", "abc"],
      ["no-tokenizer.ckpt carries no tokenizer"]),
     ("lens-checkpoint-without-data", ["lens", "--ckpt", "{tmp}/micro.ckpt"], ["micro.ckpt records no data module"]),
+    # Handed files past the bounds (docs/reliability.md): alias bombs, files that are not files.
+    ("config-alias-bomb", ["fit", "--config", "{tmp}/bomb.yaml", "--print_config"], ["bomb.yaml", "aliases"]),
+    ("model-config-alias-bomb", [*FIT, "--model.config", "{tmp}/bomb_model.yaml", "--print_config"],
+     ["bomb_model.yaml", "aliases"]),
+    ("params-config-alias-bomb", ["params", "--config", "{tmp}/bomb.yaml"], ["bomb.yaml", "aliases"]),
+    ("config-recursive-alias", ["fit", "--config", "{tmp}/recursive.yaml"], ["recursive.yaml", "recursive"]),
+    ("config-fifo", ["fit", "--config", "{tmp}/fifo.yaml"], ["fifo.yaml", "not a regular file"]),
+    ("config-not-utf8", ["fit", "--config", "{tmp}/latin1.yaml"], ["latin1.yaml", "not UTF-8"]),
+    ("tokenize-too-many-workers", ["tokenize", "{corpus}", "--out", "{tmp}/tok", "--workers", "1000"],
+     ["--workers", "1000", "at most"]),
+    ("tokenize-tiny-shards", ["tokenize", "{corpus}", "--out", "{tmp}/tok", "--shard-tokens", "1"],
+     ["--shard-tokens", "at least 1,024"]),
+    # Values Lightning takes but crashes on later, or silently misuses.
+    ("accumulate-zero", [*FIT, "--trainer.accumulate_grad_batches", "0"], ["accumulate_grad_batches", "got 0"]),
+    ("val-check-interval-zero", [*FIT, "--trainer.val_check_interval", "0"], ["val_check_interval", "got 0"]),
+    ("seed-negative", [*FIT, "--seed_everything", "-1"], ["seed_everything", "got -1"]),
+    ("gradient-clip-negative", [*FIT, "--trainer.gradient_clip_val", "-1"], ["gradient_clip_val", "got -1"]),
+    ("corpus-empty-string", [*FIT, "--data.corpus", ""], ["corpus must name the data, got ''"]),
+    ("validate-without-checkpoint", ["validate", "--config", "{quickstart}"], ["--ckpt_path", "random weights"]),
+    ("logger-name-escapes", [*FIT, "--trainer.logger.init_args.name", "../../elsewhere"],
+     ["'../../elsewhere' would leave save_dir"]),
+    ("logger-version-escapes", [*FIT, "--trainer.logger.init_args.version", "a/../../b"], ["'a/../../b'"]),
+    ("model-too-large-for-memory", [*MICRO_FIT, "--data.corpus", "{corpus}", "--model.config.d_model", "262144",
+                                    "--model.config.n_head", "1"], ["out of memory", "d_model"]),
+    ("generate-temperature-nan", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--temperature", "nan"],
+     ["--temperature", "nan"]),
+    ("generate-top-k-negative", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--top_k", "-1"], ["--top_k", "-1"]),
+    ("generate-unknown-device", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--device", "cuda:99"],
+     ["'cuda:99'", "available: cpu"]),
+    ("generate-bad-device-name", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--device", "tpu9"], ["'tpu9'"]),
+    ("trace-unknown-plot-format", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--plot", "{tmp}/t.xyz"],
+     [".xyz", ".png"]),
+    ("trace-unknown-device", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--device", "cuda:99"],
+     ["'cuda:99'"]),
+    # Output paths that cannot be written, in every command that writes.
+    ("fit-save-dir-under-a-file", [*FIT, "--trainer.logger.init_args.save_dir", "{tmp}/afile/runs"],
+     ["save_dir", "afile is a file"]),
+    ("compare-out-is-a-file", ["compare", "{tmp}/empty", "--out", "{tmp}/afile"], ["--out", "afile is a file"]),
+    ("compare-out-under-a-file", ["compare", "{tmp}/empty", "--out", "{tmp}/afile/x"], ["afile is a file"]),
+    ("trace-plot-under-a-file", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--plot", "{tmp}/afile/t.png"],
+     ["afile is a file"]),
+    ("tokenize-out-under-a-file", ["tokenize", "{corpus}", "--out", "{tmp}/afile/tok"], ["afile is a file"]),
+    ("export-out-under-a-file", ["export", "--ckpt", "{tmp}/micro.ckpt", "--to", "hf", "--out", "{tmp}/afile/hf"],
+     ["afile is a file"]),
+    ("import-out-under-a-file", ["import", "--from-hf", "{tmp}", "--out", "{tmp}/afile/x.ckpt"], ["afile is a file"]),
+    ("new-plugin-dir-under-a-file", ["new-plugin", "activation", "foo", "--dir", "{tmp}/afile/p"], ["afile is a file"]),
+    ("sweep-runs-dir-under-a-file", ["sweep", "{tmp}/suite.yaml", "--runs-dir", "{tmp}/afile/runs", "--dry-run"],
+     ["--runs-dir", "afile is a file"]),
 ]
+
+
+def _alias_bomb(levels: int = 9, width: int = 10) -> str:
+    """A few hundred bytes of YAML that stand for width**levels values once the aliases are expanded."""
+    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture
@@ -77,6 +132,14 @@ def bad_files(tmp_path):
     header[:3] = (20240520, 1, 1000)
     (tmp_path / "truncated.bin").write_bytes(header.tobytes() + bytes(20))
     write_token_file(tmp_path / "big_ids.bin", np.full(5000, 300, dtype=np.uint16))
+    bomb = _alias_bomb()
+    (tmp_path / "bomb.yaml").write_text(bomb + "model:\n  config:\n    d_model: 64\n  nothing: *a9\n")
+    (tmp_path / "bomb_model.yaml").write_text(bomb + "d_model: 64\nnothing: *a9\n")
+    (tmp_path / "recursive.yaml").write_text("model: &m\n  config: *m\n")
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "latin1.yaml").write_bytes("model: {lr: 0.001}  # café\n".encode("latin-1"))
+    (tmp_path / "afile").write_text("a file, not a directory\n")
+    (tmp_path / "suite.yaml").write_text(f"base: {QUICKSTART}\nlrs: [0.001]\nseeds: [0]\nvariants:\n  - name: a\n")
     save_checkpoint(tmp_path / "micro.ckpt", d_model=64)
     save_checkpoint(tmp_path / "no-tokenizer.ckpt", d_model=64, tokenizer=False)
     AtomicCheckpointIO().save_checkpoint(torch.load(tmp_path / "micro.ckpt", weights_only=False), tmp_path / "damaged.ckpt")

@@ -10,11 +10,15 @@ MAX_EXAMPLES random files plus as many single-byte mutations of a valid one (doc
 from __future__ import annotations
 
 import io
+import os
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +30,8 @@ from andrea_lab.rundir import HeldOut, RunRecord, read_record, write_record
 from andrea_lab.sweep.suite import load_suite
 
 MAX_EXAMPLES = 300
+#: Fewer for shard manifests: each case resolves (and verifies) a shard directory.
+MANIFEST_EXAMPLES = 100
 FUZZ = settings(max_examples=MAX_EXAMPLES, deadline=5000, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -178,3 +184,110 @@ def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
     calls: list[int] = []
     case()
     assert len(calls) >= MAX_EXAMPLES, f"only {len(calls)} cases ran"
+
+
+# ------------------------------------------------------------------ hostile files: bounds, not bytes
+# Files that are well-formed but ask for unbounded time or memory (docs/reliability.md, "Handed files
+# within bounds"). Each read runs under an alarm, so a reader that would hang fails instead.
+
+@contextmanager
+def _within(seconds: int):
+    def expire(signum, frame):
+        raise TimeoutError(f"the reader was still working after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _bomb(levels: int, width: int, key: str) -> str:
+    lines = [f"  a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return f"{key}:\n" + "\n".join(lines) + "\n"
+
+
+HOSTILE_YAML = {
+    "alias-bomb": _bomb(9, 10, "common") + "variants:\n  - {name: a, overrides: {x: *a9}}\n",
+    "wide-alias-bomb": _bomb(3, 200, "common") + "variants:\n  - {name: a, overrides: {x: *a3}}\n",
+    "recursive-alias": "common: &c {x: *c}\nvariants:\n  - {name: a}\n",
+    "deep-nesting": "common: " + "[" * 2000 + "]" * 2000 + "\nvariants:\n  - {name: a}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_YAML))
+def test_hostile_yaml_is_refused_by_every_yaml_reader(name, tmp_path):
+    """A suite, a --config file and a value jsonargparse loads (a nested --model.config FILE): one clear
+    error for an alias bomb, a recursive alias or a nesting bomb, in well under the alarm."""
+    from jsonargparse import get_loader
+
+    from andrea_lab.cli import check_config_files
+    from andrea_lab.lightning_cli import install_bounded_yaml
+
+    (tmp_path / "base.yaml").write_text("model: {}\n")
+    target = tmp_path / "hostile.yaml"
+    target.write_text("base: base.yaml\nlrs: [1.0e-3]\nseeds: [0]\n" + HOSTILE_YAML[name])
+    install_bounded_yaml()
+    with _within(20):
+        with pytest.raises(AndreaError):
+            load_suite(target)
+        with pytest.raises(AndreaError):
+            check_config_files(["fit", "--config", str(target)])
+        with pytest.raises(yaml.YAMLError):
+            get_loader("yaml")(target.read_text())
+
+
+def _summary_at(run_dir: Path, kind: str) -> None:
+    path = run_dir / "summary.json"
+    if kind == "dev-zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "deep":
+        path.write_text("[" * 200_000 + "]" * 200_000)
+    elif kind == "deep-object":
+        path.write_text('{"a": ' * 100 + "1" + "}" * 100)
+    else:  # a record padded past any record's size
+        path.write_text('{"status": "finished", "pad": "' + "x" * (70 << 20) + '"}')
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "deep", "deep-object", "huge"])
+def test_a_run_record_that_is_no_file_or_too_large_is_no_record(kind, tmp_path):
+    """summary.json (and the sweep markers, read by the same helper) linked to /dev/zero, a FIFO, a
+    nesting bomb, or 70 MB: no record, at once (not a hang, a MemoryError or a RecursionError)."""
+    _summary_at(tmp_path, kind)
+    with _within(20):
+        assert read_record(tmp_path) is None
+
+
+def test_shard_manifests_with_wrongly_typed_fields_give_a_clear_error(tmp_path):
+    """A shard directory's manifest.json, every field given random values: CorpusError, nothing else."""
+    import json
+
+    from andrea_lab.data.corpus import resolve_corpus
+    from andrea_lab.data.tokenize_corpus import TokenizeOptions, tokenize_corpus
+
+    corpus_dir = tmp_path / "corpus"
+    corpus_dir.mkdir()
+    (corpus_dir / "a.txt").write_text("def f():\n    return 1\n" * 400)
+    out = tmp_path / "shards"
+    tokenize_corpus(resolve_corpus(str(corpus_dir)), out, TokenizeOptions(
+        tokenizer="byte", val_fraction=0.5, shard_tokens=2000, workers=0, progress=False))
+    valid = json.loads((out / "manifest.json").read_text())
+    shard_keys = sorted(valid["shards"][0])
+
+    @settings(FUZZ, max_examples=MANIFEST_EXAMPLES)
+    @given(st.sampled_from(["top", "shard"]), st.sampled_from(sorted(valid) + shard_keys), _YAML_VALUES)
+    def case(where, key, value) -> None:
+        calls.append(1)
+        manifest = json.loads(json.dumps(valid))
+        (manifest if where == "top" else manifest["shards"][0])[key] = value
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        _reads_cleanly(lambda path: resolve_corpus(str(path)), out)
+
+    calls: list[int] = []
+    case()
+    assert len(calls) >= MANIFEST_EXAMPLES, f"only {len(calls)} cases ran"

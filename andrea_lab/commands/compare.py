@@ -14,6 +14,7 @@ Read docs/experiments.md for what the columns mean.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -21,11 +22,13 @@ from typing import Optional
 from andrea_lab.analysis import compare, report
 from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
-from andrea_lab.files import read_json
+from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
 from andrea_lab.rundir import START_MARKER
 from andrea_lab.sweep.suite import Suite, SuiteError, load_suite
 
 EXIT_USAGE = 2
+#: Bytes a ``--doc`` Markdown file may have (docs/results.md is a few tens of KB).
+MAX_DOC_BYTES = 16 << 20
 
 
 def _error(message: str) -> int:
@@ -88,6 +91,7 @@ def main(argv: list[str]) -> int:
         runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
     else:
         return _error(f"{args.runs!r} is neither a directory of runs nor a runs.csv")
+    check_output_dir(out, "--out")
     if runs.empty:
         return _error(f"no runs under {source} (a run directory holds TensorBoard event files or summary.json)")
     suite: Optional[Suite] = None
@@ -115,10 +119,19 @@ def main(argv: list[str]) -> int:
     if args.tensorboard and source.is_dir():
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
-        doc = Path(args.doc)
         suite_name = next(iter(written))
-        text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-        block = report.claims_block(runs, claims)
-        doc.write_text(report.update_generated_block(text, suite_name, "claims", block), encoding="utf-8")
-        print(f"updated the {suite_name} claims block in {doc}")
+        write_doc_block(Path(args.doc), suite_name, report.claims_block(runs, claims))
+        print(f"updated the {suite_name} claims block in {args.doc}")
     return 0
+
+
+def write_doc_block(doc: Path, suite_name: str, block: str) -> None:
+    """Rewrite the suite's claims block in ``doc`` through the atomic writer: a full disk or a crash leaves
+    the user's document as it was, and a FIFO, a device or markers that do not pair up are refused
+    before anything is written (:class:`~andrea_lab.errors.UsageError`)."""
+    text = read_text_file(doc, "--doc", MAX_DOC_BYTES) if os.path.lexists(doc) else ""
+    try:
+        updated = report.update_generated_block(text, suite_name, "claims", block)
+    except report.GeneratedBlockError as exc:
+        raise report.GeneratedBlockError(f"--doc {doc}: {exc}") from None
+    atomic_write(doc, lambda handle: handle.write(updated.encode("utf-8")))

@@ -23,7 +23,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tokenizer", default=None, metavar="TOKENIZER_JSON",
                         help="tokenizer.json to export, for a checkpoint trained on a token file without one")
     args = parser.parse_args(argv)
+    from andrea_lab.files import check_output_dir
     from andrea_lab.interop.export_hf import export_checkpoint
+
+    check_output_dir(args.out, "--out")
 
     exported = export_checkpoint(Path(args.ckpt), Path(args.out), Path(args.tokenizer) if args.tokenizer else None)
     print(f"exported {args.ckpt} -> {exported.directory}/ ({exported.parameters:,} parameters, GPT2LMHeadModel, "

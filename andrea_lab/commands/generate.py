@@ -10,6 +10,7 @@ import argparse
 import torch
 
 from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.commands.arguments import checked_device
 from andrea_lab.errors import UsageError
 
 
@@ -21,6 +22,16 @@ def tokenizer_from_checkpoint(checkpoint: dict, path: str):
         raise UsageError(f"{path} carries no tokenizer (it was trained on a token file without a "
                          f"tokenizer.json, or not by an AndreaDataModule fit); nothing to decode with")
     return tokenizer
+
+
+def check_sampling(max_new_tokens: int, temperature: float, top_k: int) -> None:
+    """The sampling options, before the checkpoint is read: counts >= 0, a finite temperature >= 0."""
+    if max_new_tokens < 0:
+        raise UsageError(f"--max_new_tokens must be >= 0, got {max_new_tokens}")
+    if not 0 <= temperature < float("inf"):
+        raise UsageError(f"--temperature must be a finite number >= 0 (0 = greedy), got {temperature}")
+    if top_k < 0:
+        raise UsageError(f"--top_k must be >= 0 (0 = sample among all ids), got {top_k}")
 
 
 def main(argv: list[str]) -> int:
@@ -36,8 +47,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1337, help="seeds the sampling")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where to run")
     args = parser.parse_args(argv)
-    if args.max_new_tokens < 0:
-        parser.error(f"--max_new_tokens must be >= 0, got {args.max_new_tokens}")
+    check_sampling(args.max_new_tokens, args.temperature, args.top_k)
+    args.device = checked_device(args.device)
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)

@@ -37,7 +37,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tokenizer", default=None, metavar="PATH",
                         help="a tokenizer.json or tokenizer directory to carry, when DIR has none")
     args = parser.parse_args(argv)
+    from andrea_lab.files import check_output_file
     from andrea_lab.interop.import_hf import import_directory
+
+    check_output_file(args.out, "--out")
 
     result = import_directory(Path(args.from_hf), Path(args.out), Path(args.tokenizer) if args.tokenizer else None)
     config = result.config

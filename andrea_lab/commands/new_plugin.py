@@ -19,6 +19,7 @@ from pathlib import Path
 from andrea_lab import __version__
 from andrea_lab.contracts import CONTRACT_VERSION, PLUGIN_KINDS
 from andrea_lab.errors import UsageError
+from andrea_lab.files import check_output_dir
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 MODULES = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends"}
@@ -265,6 +266,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     dist, files = files_for(args.kind, args.name)
     root = args.dir or Path(dist)
+    check_output_dir(root, "--dir")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} already exists and is not empty; choose another --dir")
     for relative, text in files.items():

@@ -6,11 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-import yaml
-
 from andrea_lab.analysis.params import format_breakdown, parameter_breakdown, spec_check
 from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, preset
 from andrea_lab.errors import MissingFileError
+from andrea_lab.safe_yaml import read_yaml
 
 
 def config_from_yaml(path: str) -> AndreaConfig:
@@ -18,10 +17,9 @@ def config_from_yaml(path: str) -> AndreaConfig:
     file = Path(path)
     if not file.is_file():
         raise MissingFileError(f"config file {path!r} does not exist")
-    try:
-        document = yaml.safe_load(file.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    document = read_yaml(file, "config file") or {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: an experiment YAML is a mapping (trainer, model, data), got {document!r}")
     model = document.get("model") or {}
     model = model.get("init_args", model)
     section = model.get("config") or {}

@@ -20,6 +20,7 @@ import sys
 import yaml
 
 from andrea_lab.rundir import preempted_checkpoint, run_state, settings_difference
+from andrea_lab.files import check_output_dir
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.suite import SuiteError, check_overrides, format_lr, load_suite, parse_cli_list
 
@@ -138,6 +139,7 @@ def main(argv: list[str]) -> int:
         return _error(f"--jobs must be at least 1, got {jobs}")
 
     directory = suite_runs_dir(args.runs_dir, suite)
+    check_output_dir(directory, "--runs-dir")
     grid_lrs = sorted({s.lr for s in specs})
     grid_seeds = sorted({s.seed for s in specs})
     print(f"suite {suite.name} ({suite.path}): {len({s.variant for s in specs})} variants x {len(grid_lrs)} LRs "

@@ -17,6 +17,7 @@ from typing import Optional
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.parallel_encode import available_cores
 from andrea_lab.data.tokenize_corpus import TokenizeOptions, TokenizeReport, tokenize_corpus
+from andrea_lab.files import check_output_dir
 
 INTERRUPTED_EXIT_STATUS = 130
 
@@ -55,6 +56,7 @@ def main(argv: list[str]) -> int:
         progress=not args.no_progress,
     )
     options.check()
+    check_output_dir(args.out, "--out")
     corpus = resolve_corpus(args.corpus, text_field=args.text_field)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

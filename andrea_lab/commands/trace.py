@@ -147,8 +147,21 @@ def report(found: dict[str, Any], model, decode) -> str:
         format_attribution(attribution)])
 
 
+def check_trace_arguments(args: argparse.Namespace) -> None:
+    """``--plot`` (a format matplotlib writes, in a directory that can be written) and ``--device``, before
+    the checkpoint is read (andrea_lab.commands.arguments)."""
+    from andrea_lab.commands.arguments import check_plot_file, checked_device
+    from andrea_lab.files import check_output_file
+
+    if args.plot:
+        check_plot_file(args.plot)
+        check_output_file(args.plot, "--plot")
+    checked_device(args.device)
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    check_trace_arguments(args)
     try:
         model, tokenizer = _load(args)
         found = analyse(model, tokenizer, args)

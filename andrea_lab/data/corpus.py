@@ -150,7 +150,13 @@ class Corpus:
         if self.token_file is not None:
             digest.update(b"token-file\0")
             _hash_file(digest, self.token_file.name, self.token_file)
-        elif self.is_records or self.train_shards:
+        elif self.train_shards:  # read whole once anyway, for their ids (shard_check); never just a claim
+            from andrea_lab.data.shard_check import scan_shard, shards_fingerprint
+
+            train, val = self.token_streams()
+            self._fingerprint = shards_fingerprint([(path.name, scan_shard(path)) for path in [*train, *val]])
+            return self._fingerprint
+        elif self.is_records:
             self._fingerprint = _large_corpus_fingerprint(self)
             return self._fingerprint
         else:
@@ -381,21 +387,19 @@ def _datasets_corpus(directory: Path) -> Corpus:
 
 
 def _large_corpus_fingerprint(corpus: Corpus) -> str:
-    """Names, sizes and the first and last MiB of every file, not every byte.
+    """Names, sizes and the first and last MiB of every record file, not every byte.
 
-    A record or shard corpus can be terabytes: hashing all of it would cost a full extra read before
-    any work. What this misses (an edit that keeps a file's size, head and tail) is rare for corpora
-    that are downloaded, not edited; the shard manifest records the sha256 of every output shard.
+    A record corpus can be terabytes: hashing all of it would cost a full extra read before any work.
+    What this misses (an edit that keeps a file's size, head and tail) is rare for corpora that are
+    downloaded, not edited; the shards made from it are hashed whole (shard_check).
     """
     digest = hashlib.sha256(b"large-corpus\0" + corpus.text_field.encode("utf-8") + b"\0")
     if corpus.datasets_dir is not None:
         paths = sorted(corpus.datasets_dir.rglob("*"))
         named = [(path.relative_to(corpus.datasets_dir).as_posix(), path) for path in paths if path.is_file()]
     else:
-        train, val = corpus.token_streams() if corpus.is_tokenized else ([], [])
-        paths = corpus.record_files or [*train, *val]
         named = [(path.name if corpus.root is None else path.relative_to(corpus.root).as_posix(), path)
-                 for path in paths]
+                 for path in corpus.record_files]
     for name, path in named:
         encoded = name.encode("utf-8")
         size = path.stat().st_size

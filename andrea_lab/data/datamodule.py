@@ -24,9 +24,10 @@ from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, cached_shards, load_or_build
 from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
-from andrea_lab.data.settings import check_settings, check_tokenizer_spec
+from andrea_lab.data.settings import check_corpus_spec, check_settings, check_tokenizer_spec
 from andrea_lab.data.split import split_point
-from andrea_lab.data.shards import TOKENIZER_FILE, manifest_max_token_id
+from andrea_lab.data.shard_check import check_ids
+from andrea_lab.data.shards import TOKENIZER_FILE
 from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 from andrea_lab.files import sha256_text
@@ -95,6 +96,7 @@ class AndreaDataModule(L.LightningDataModule):
             batch_size, block_size, vocab_size, val_fraction, seed, samples_per_epoch, max_val_batches, num_workers
         )
         check_tokenizer_spec(tokenizer, vocab_size)
+        check_corpus_spec(corpus)
         self.save_hyperparameters()
         self.corpus_spec = corpus
         self.tokenizer_spec = tokenizer
@@ -315,13 +317,7 @@ class AndreaDataModule(L.LightningDataModule):
             train, val = _stream(train_files), _stream(val_files)
             how = f"validation from {', '.join(path.name for path in val_files[:3])}" + (
                 ", ..." if len(val_files) > 3 else "")
-        recorded = manifest_max_token_id(corpus)
-        highest = recorded if recorded is not None else max(train.max(), val.max())
-        if highest >= self.vocab_size:
-            raise CorpusError(
-                f"token files of {corpus.description} contain token id {highest} but vocab_size is {self.vocab_size}; "
-                f"every id must be below vocab_size (set model.config.vocab_size to at least {highest + 1})"
-            )
+        check_ids([*train_files, *val_files], self.vocab_size)  # on the ids themselves, not the manifest's word
         self._set_tokenizer(self._token_file_tokenizer(corpus))
         return train, val, how
 

@@ -49,6 +49,14 @@ def check_settings(
         raise DataConfigError(f"num_workers must be >= 0, got {num_workers}")
 
 
+def check_corpus_spec(spec: object) -> None:
+    """A corpus is named: an empty or blank string would resolve to the working directory."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise DataConfigError(f"corpus must name the data, got {spec!r}; valid corpora are 'stdlib', a text file, "
+                              "a directory, a glob pattern, JSONL/Parquet files, a shard directory or an llm.c "
+                              "token file")
+
+
 def check_tokenizer_spec(spec: str, vocab_size: int) -> None:
     """Check the tokenizer can have exactly (or, for a tokenizer.json, at most) vocab_size ids."""
     byte_ids = tokenizers_lib.BYTE_VOCAB_SIZE

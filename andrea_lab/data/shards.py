@@ -16,13 +16,13 @@ of ``.bin`` files: files whose names contain ``train`` are training shards, ``va
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 from andrea_lab.data.corpus import Corpus, CorpusError
+from andrea_lab.data.shard_check import check_manifest, shards_fingerprint, verify_shards
 from andrea_lab.data.token_file import is_token_file, read_token_file
+from andrea_lab.files import HandedFileError, load_json
 
 MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -42,9 +42,9 @@ def read_manifest(directory: Path) -> Optional[dict[str, Any]]:
     if not path.is_file():
         return None
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CorpusError(f"{path} is not readable JSON ({error}); the shard directory is damaged") from None
+        manifest = load_json(path, "shard manifest")
+    except HandedFileError as error:
+        raise CorpusError(f"{error}; the shard directory is damaged") from None
     if not isinstance(manifest, dict) or manifest.get("format") != SHARD_FORMAT:
         raise CorpusError(f"{path} is not an `andrea tokenize` manifest (format {SHARD_FORMAT!r} expected)")
     return manifest
@@ -59,31 +59,28 @@ def is_shard_dir(directory: Path) -> bool:
 
 
 def shard_dir_corpus(directory: Path) -> Corpus:
-    """A shard directory as a tokenized corpus (the manifest's shards, checked to exist at their sizes)."""
+    """A shard directory as a tokenized corpus: the manifest's shards, each checked to be at its size and
+    to hash to its sha256 (:mod:`andrea_lab.data.shard_check`); the corpus hash is over the hashes read."""
     manifest = read_manifest(directory)
     if manifest is None:
         files = sorted(path for path in directory.glob("*.bin") if not path.name.startswith("."))
         return shard_glob_corpus(files, directory, str(directory))
+    shards = check_manifest(manifest, directory / MANIFEST_FILE, SPLITS)
     if not manifest.get("complete"):
-        done = len(manifest.get("shards", []))
         raise CorpusError(
-            f"shard directory {directory} is an unfinished `andrea tokenize` run ({done} shards so far); "
+            f"shard directory {directory} is an unfinished `andrea tokenize` run ({len(shards)} shards so far); "
             "rerun the same `andrea tokenize` command to finish it"
         )
-    train, val = [], []
-    for shard in manifest["shards"]:
-        path = directory / shard["file"]
-        if not path.is_file() or path.stat().st_size != shard["bytes"]:
-            raise CorpusError(f"shard {path} is missing or not {shard['bytes']} bytes as its manifest says")
-        (train if shard["split"] == "train" else val).append(path)
+    facts = verify_shards(directory, shards)
+    train = [directory / shard["file"] for shard in shards if shard["split"] == "train"]
+    val = [directory / shard["file"] for shard in shards if shard["split"] == "val"]
     totals = manifest.get("totals", {})
     corpus = Corpus(
         files=[], token_file=None, root=directory, train_shards=train, val_shards=val, shard_manifest=manifest,
         description=(f"shard directory {directory}: {len(train)} train + {len(val)} val shards, "
                      f"{totals.get('train_tokens', 0):,} + {totals.get('val_tokens', 0):,} tokens"),
     )
-    shards_text = json.dumps(manifest["shards"], sort_keys=True)
-    corpus._fingerprint = hashlib.sha256(shards_text.encode("utf-8")).hexdigest()
+    corpus._fingerprint = shards_fingerprint([(shard["file"], found) for shard, found in zip(shards, facts)])
     return corpus
 
 
@@ -100,11 +97,3 @@ def shard_glob_corpus(files: list[Path], root: Path, spec: str) -> Corpus:
         )
     return Corpus(files=[], token_file=None, root=root, train_shards=train, val_shards=val,
                   description=f"shards {spec}: {len(train)} train + {len(val)} val files")
-
-
-def manifest_max_token_id(corpus: Corpus) -> Optional[int]:
-    """The largest id over all shards as the manifest records it (None without a manifest)."""
-    manifest = corpus.shard_manifest
-    if manifest is None:
-        return None
-    return max((int(shard["max_token_id"]) for shard in manifest["shards"]), default=0)

@@ -29,6 +29,7 @@ from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.corpus import Corpus
 from andrea_lab.data.parallel_encode import available_cores, encode_ordered
 from andrea_lab.data.records import PROBLEMS
+from andrea_lab.data.shard_check import check_manifest
 from andrea_lab.data.shard_writer import ShardWriter
 from andrea_lab.data.shards import MANIFEST_FILE, SHARD_FORMAT, SHARD_FORMAT_VERSION, SPLITS, TOKENIZER_FILE, read_manifest
 from andrea_lab.data.split import SPLIT_VERSION, name_score, validate_val_fraction
@@ -38,6 +39,27 @@ from andrea_lab.files import sha256_file, sha256_text, write_json_atomic
 _BATCH_CHARS = 1 << 20   # text per job: large enough to amortise the hand-off, small enough to keep in flight
 _BATCH_DOCS = 2048
 _EXAMPLES = 5             # bad-record keys kept for the report
+
+
+#: The smallest ``--shard-tokens``: every shard is a file, and a manifest entry rewritten with each new shard.
+MIN_SHARD_TOKENS = 1024
+#: The most shards a corpus may need at ``--shard-tokens`` (bounded by its size in bytes: a token is
+#: at least one byte of text), so that a tiny ``--shard-tokens`` cannot ask for millions of files.
+MAX_SHARDS = 10_000
+
+
+def max_workers() -> int:
+    """The most encoding processes ``--workers`` may ask for: more than the cores only adds memory."""
+    return max(4, 2 * available_cores())
+
+
+def check_shard_count(corpus: Corpus, shard_tokens: int) -> None:
+    """Refuse a ``--shard-tokens`` that could split ``corpus`` into more than :data:`MAX_SHARDS` shards."""
+    most = corpus.total_bytes() // shard_tokens + len(SPLITS)
+    if most > MAX_SHARDS:
+        least = corpus.total_bytes() // (MAX_SHARDS - len(SPLITS)) + 1
+        raise TokenizeError(f"--shard-tokens {shard_tokens:,} could split this {corpus.total_bytes():,}-byte corpus "
+                            f"into up to {most:,} shards (at most {MAX_SHARDS:,}); use --shard-tokens {least:,} or more")
 
 
 class TokenizeError(UsageError):
@@ -63,11 +85,14 @@ class TokenizeOptions:
             validate_val_fraction(self.val_fraction)
         except ValueError as error:
             raise TokenizeError(str(error)) from None
-        for name in ("sample_docs", "shard_tokens"):
-            if getattr(self, name) < 1:
-                raise TokenizeError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.workers < 0:
-            raise TokenizeError(f"--workers must be 0 (encode in this process) or more, got {self.workers}")
+        if self.sample_docs < 1:
+            raise TokenizeError(f"--sample-docs must be at least 1, got {self.sample_docs}")
+        if self.shard_tokens < MIN_SHARD_TOKENS:
+            raise TokenizeError(f"--shard-tokens must be at least {MIN_SHARD_TOKENS:,} (each shard is a file and a "
+                                f"manifest entry; llm.c's are 100,000,000), got {self.shard_tokens}")
+        if not 0 <= self.workers <= max_workers():
+            raise TokenizeError(f"--workers must be 0 (encode in this process) or more, at most {max_workers()} "
+                                f"(twice the {available_cores()} cores this process may use), got {self.workers}")
         if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= tokenizers_lib.UINT16_VOCAB_LIMIT:
             raise TokenizeError(f"--vocab-size must be between 257 and {tokenizers_lib.UINT16_VOCAB_LIMIT} "
                                 f"(uint16 shards), got {self.vocab_size}")
@@ -113,6 +138,7 @@ def open_output(out: Path, corpus: Corpus, settings: dict[str, Any]) -> dict[str
                                 "choose a new or empty directory (nothing there is overwritten)")
         return {"format": SHARD_FORMAT, "version": SHARD_FORMAT_VERSION, "complete": False,
                 "corpus": corpus.description, "settings": settings, "tokenizer": None, "shards": []}
+    check_manifest(existing, out / MANIFEST_FILE, SPLITS)
     differing = sorted(key for key in settings if existing.get("settings", {}).get(key) != settings[key])
     if differing:
         raise TokenizeError(
@@ -184,6 +210,7 @@ class _Run:
 def tokenize_corpus(corpus: Corpus, out: Path, options: TokenizeOptions) -> TokenizeReport:
     """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring."""
     options.check()
+    check_shard_count(corpus, options.shard_tokens)
     started = time.perf_counter()
     manifest = open_output(out, corpus, settings_of(corpus, options))
     before = len(manifest["shards"])

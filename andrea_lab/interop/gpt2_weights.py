@@ -8,7 +8,6 @@ head is tied to the token embedding on both sides, so it is stored once (``wte``
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import torch
 
 from andrea_lab.checkpoint_io import load_weights
 from andrea_lab.errors import MissingFileError, UsageError
+from andrea_lab.files import load_json
 from andrea_lab.interop.gpt2_config import NotImportableError
 
 #: (ANDREA name inside a block, GPT-2 name inside ``h.<i>``, transposed?)
@@ -108,7 +108,7 @@ def read_directory_weights(directory: Path) -> dict[str, torch.Tensor]:
 def _shard_names(index: Path) -> list[str]:
     """The shard files an ``*.index.json`` names, each a plain file name inside the directory."""
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = load_json(index, "weights index")["weight_map"]  # bounded: a regular file, not a bomb
         names = sorted(set(weight_map.values()))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise UsageError(f"{index} is not a weights index (a JSON object with a 'weight_map')") from None

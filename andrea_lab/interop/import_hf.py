@@ -9,11 +9,11 @@ file ``data.tokenizer`` takes. Weights are read only through :func:`andrea_lab.c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import torch
 from tokenizers import Tokenizer
 
 from andrea_lab.checkpoint_io import AtomicCheckpointIO
@@ -21,6 +21,7 @@ from andrea_lab.config import AndreaConfig
 from andrea_lab.data.datamodule import CHECKPOINT_KEY, data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
+from andrea_lab.files import load_json
 from andrea_lab.interop import require_transformers
 from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights
@@ -50,10 +51,7 @@ def read_gpt2_config(directory: Path) -> AndreaConfig:
     if not path.is_file():
         raise MissingFileError(f"{directory} has no config.json; pass a directory saved by transformers' "
                                f"save_pretrained (config.json and model.safetensors or pytorch_model.bin)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    data = load_json(path, "config.json")
     if not isinstance(data, dict) or data.get("model_type") != "gpt2":
         found = data.get("model_type") if isinstance(data, dict) else None
         raise NotImportableError(f"{path} has model_type {found!r}; andrea imports GPT-2 models only "
@@ -105,9 +103,13 @@ def import_directory(directory: Path, out: Path, tokenizer_source: Optional[Path
             raise UsageError(f"{path} already exists; an import never overwrites: choose another --out")
     config = read_gpt2_config(directory)
     tokenizer, described = _checked_tokenizer(tokenizer_source or directory, tokenizer_source is not None, config)
+    # The shapes config.json implies, from a model on the meta device (no memory): a two-line config.json
+    # can describe a model of any size, so nothing is allocated until the weights are found to match it.
+    with torch.device("meta"):
+        expected = {key: value.shape for key, value in AndreaLM(config=config).state_dict().items()}
+    state = from_hf(read_directory_weights(directory), expected, str(directory))
     module = AndreaLM(config=config)
-    expected = {key: value.shape for key, value in module.state_dict().items()}
-    module.load_state_dict(from_hf(read_directory_weights(directory), expected, str(directory)))
+    module.load_state_dict(state)
     AtomicCheckpointIO().save_checkpoint(_checkpoint(module, tokenizer, directory, described), out)
     if tokenizer is not None:
         save_tokenizer(tokenizer, tokenizer_file)

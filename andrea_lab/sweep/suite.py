@@ -30,14 +30,14 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import yaml
-
 from andrea_lab.errors import UsageError
+from andrea_lab.safe_yaml import read_yaml
 from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources")
@@ -206,12 +206,12 @@ def _check_name(value: Any, where: str) -> str:
 
 def _read_document(path: Path) -> dict:
     """The suite file as a mapping with only known keys and every required one."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise SuiteError(f"suite file {str(path)!r} does not exist")
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"{path} is not valid YAML text: {exc}") from None
+        document = read_yaml(path, "suite file")  # within safe_yaml's bounds: no alias bomb, no FIFO
+    except UsageError as exc:
+        raise SuiteError(str(exc)) from None
     if not isinstance(document, dict):
         raise SuiteError(f"{path}: a suite must be a mapping with keys {', '.join(SUITE_KEYS)}")
     for key in document:

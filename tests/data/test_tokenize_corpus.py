@@ -97,7 +97,7 @@ def test_other_settings_or_a_foreign_directory_are_refused(tmp_path: Path, corpu
     corpus = resolve_corpus(str(corpus_file))
     tokenize_corpus(corpus, tmp_path / "out", OPTIONS)
     with pytest.raises(TokenizeError, match=r"other settings \(shard_tokens differ\)"):
-        tokenize_corpus(corpus, tmp_path / "out", TokenizeOptions(**{**OPTIONS.__dict__, "shard_tokens": 999}))
+        tokenize_corpus(corpus, tmp_path / "out", TokenizeOptions(**{**OPTIONS.__dict__, "shard_tokens": 19_999}))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     with pytest.raises(TokenizeError, match=r"not an `andrea tokenize` output directory"):
