@@ -170,6 +170,10 @@ class AndreaCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except SIGTERMException:
             raise PreemptedError(self._preempted_message()) from None
+        finally:  # the run directory is free again (a process that dies releases it with its descriptor)
+            lock = getattr(self, "_run_lock", None)
+            if lock is not None:
+                lock.release()
 
     def _preempted_message(self) -> str:
         callback = next((c for c in self.trainer.callbacks if isinstance(c, PreemptionCheckpoint)), None)

@@ -185,3 +185,8 @@ def test_two_fits_never_write_into_one_run_at_once(workdir, capsys):
     with FileLock(workdir / RUN / ".run.lock"):
         assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "3"]) == 2
     assert "being written by another fit" in error_line(capsys)
+
+
+def test_a_fit_that_ended_leaves_its_run_free_to_resume_in_the_same_process(workdir):
+    assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "3"]) == 0
+    assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "4"]) == 0
