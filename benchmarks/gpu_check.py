@@ -351,7 +351,7 @@ def _gpu_parts(work: Path, py: str) -> list[Part]:
                for short, dtype in (("bf16", "bfloat16"), ("fp32", "float32"))]
     fit = Part("fit_cuda_vs_torch", "200 steps of ANDREA-120M, bf16, cuda vs torch backend: loss curves",
                [py, str(WORKLOADS), "fit-compare", "--work", str(work / "fit"), "--json", str(work / "fit.json"),
-                "--steps", "200"], 100, needs=("jsonargparse", "tensorboard", "andrea_lab_cuda"),
+                "--steps", "200"], 160, needs=("jsonargparse", "tensorboard", "andrea_lab_cuda"),
                result_json=work / "fit.json", read=read_fit, brief=brief_fit)
     throughput = [Part(f"throughput_{mode}", f"benchmarks/throughput.py andrea-120m bf16 {mode}: (a) (b) (c), MFU",
                        [py, str(THROUGHPUT), "--preset", "andrea-120m", "--device", "cuda", "--precision", "bf16-mixed",

@@ -194,17 +194,22 @@ def write_learnable_tokens(path: Path, n_tokens: int, vocab: int, seed: int = 0)
     write_token_file(path, ((starts + strides * np.arange(64)) % vocab).reshape(-1)[:n_tokens].astype(np.uint16))
 
 
+#: The GPU flagship config, which the GPU check trains exactly (its precision, clipping and accumulation).
+FLAGSHIP_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "andrea-120m.yaml"
+
+
 def fit_command(backend: str, tokens: Path, runs: Path, steps: int, dry_run: bool) -> list[str]:
-    """``andrea fit`` of ANDREA-120M (the config's defaults) on ``tokens`` with one kernel backend."""
-    cmd = [sys.executable, "-m", "andrea_lab.cli", "fit", "--seed_everything", "1337",
-           "--model.config.kernel_backend", backend, "--model.warmup_steps", "20",
+    """``andrea fit --config experiments/andrea-120m.yaml`` (the flagship itself: bf16-mixed, clipping, 4-step
+    accumulation) on ``tokens`` with one kernel backend; only length, data and logging are changed."""
+    cmd = [sys.executable, "-m", "andrea_lab.cli", "fit", "--config", str(FLAGSHIP_CONFIG), "--seed_everything", "1337",
+           "--model.config.kernel_backend", backend, "--model.warmup_steps", "20", "--trainer.val_check_interval", "50",
            "--data.corpus", str(tokens), "--data.batch_size", "16", "--trainer.max_steps", str(steps),
            "--trainer.log_every_n_steps", "1", "--trainer.limit_val_batches", "2", "--heldout.enabled", "false",
            "--trainer.logger.init_args.save_dir", str(runs), "--trainer.logger.init_args.name", f"fit-{backend}",
-           "--trainer.enable_progress_bar", "false", "--checkpoint.save_top_k", "0", "--checkpoint.save_last", "false"]
+           "--checkpoint.save_top_k", "0", "--checkpoint.save_last", "false"]
     if dry_run:  # parse and print the config only: checks the command line without a GPU
         return cmd + ["--trainer.accelerator", "cpu", "--print_config"]
-    return cmd + ["--trainer.accelerator", "gpu", "--trainer.devices", "1", "--trainer.precision", "bf16-mixed"]
+    return cmd + ["--trainer.accelerator", "gpu", "--trainer.devices", "1"]
 
 
 def read_losses(run_root: Path) -> list[float]:

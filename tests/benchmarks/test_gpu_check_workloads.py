@@ -73,9 +73,12 @@ def test_sanitizer_cases_cover_what_the_issue_lists():
     assert wl.sanitize(dry_run=True) == 0
 
 
-def test_fit_command_is_the_120m_preset_with_one_backend(tmp_path):
+def test_fit_command_is_the_flagship_config_with_one_backend(tmp_path):
     cmd = wl.fit_command("cuda", tmp_path / "t.bin", tmp_path / "runs", 200, dry_run=False)
     joined = " ".join(cmd)
+    assert cmd[cmd.index("--config") + 1].endswith("experiments/andrea-120m.yaml")
     assert "--model.config.kernel_backend cuda" in joined and "--trainer.max_steps 200" in joined
-    assert "--trainer.precision bf16-mixed" in joined and "--data.batch_size 16" in joined
-    assert "--model.config.d_model" not in joined  # ANDREA-120M is the config's defaults
+    assert "--data.batch_size 16" in joined
+    for kept in ("--trainer.precision", "--trainer.gradient_clip_val", "--trainer.accumulate_grad_batches",
+                 "--model.config.d_model"):
+        assert kept not in joined, f"{kept}: the flagship's own value is what the GPU check trains with"
