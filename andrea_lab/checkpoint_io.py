@@ -20,7 +20,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
-from andrea_lab.files import manifest_path, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
+from andrea_lab.files import load_json, manifest_path, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
 from andrea_lab.registry import require_registered
 
 
@@ -33,7 +33,11 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     manifest = manifest_path(file)
     if not manifest.is_file():
         return  # written elsewhere (plain Lightning): nothing to check against
-    expected = json.loads(manifest.read_text())
+    expected = load_json(manifest, "checkpoint manifest")
+    if not (isinstance(expected, dict) and isinstance(expected.get("bytes"), int)
+            and isinstance(expected.get("sha256"), str)):
+        raise UsageError(f"checkpoint manifest {manifest} is damaged (it needs an integer 'bytes' and a string "
+                         f"'sha256'); remove it to load {file.name} unchecked, or use an earlier checkpoint")
     size = file.stat().st_size
     if size != expected["bytes"]:
         raise UsageError(f"checkpoint {file} is damaged: {size} bytes, but {expected['bytes']} were written "

@@ -190,3 +190,10 @@ def test_two_fits_never_write_into_one_run_at_once(workdir, capsys):
 def test_a_fit_that_ended_leaves_its_run_free_to_resume_in_the_same_process(workdir):
     assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "3"]) == 0
     assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "4"]) == 0
+
+
+def test_a_malformed_checkpoint_manifest_is_one_line(tmp_path, capsys):
+    (tmp_path / "x.ckpt").write_bytes(b"not read")
+    (tmp_path / "x.ckpt.sha256.json").write_text('{"bytes": "eight"}')
+    assert cli_main(["generate", "--ckpt", str(tmp_path / "x.ckpt")]) == 2
+    assert "checkpoint manifest" in error_line(capsys)
