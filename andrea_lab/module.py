@@ -380,7 +380,8 @@ class AndreaLM(L.LightningModule):
         hp = self.hparams
         decay_steps = hp.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
         # fp16 with clipping: the scaler must unscale before the clip, which a fused AdamW does not allow.
-        clips_under_scaler = self._grad_scaler() is not None and bool(self.trainer.gradient_clip_val)
+        clips_under_scaler = (self._trainer is not None and self._grad_scaler() is not None
+                              and bool(self.trainer.gradient_clip_val))
         optimizer, scheduler = adamw_with_schedule(self.model, hp.lr, hp.betas, hp.eps, hp.weight_decay,
                                                    hp.warmup_steps, decay_steps, hp.min_lr_ratio,
                                                    fused=self.use_fused_adamw and not clips_under_scaler)

@@ -71,6 +71,7 @@ def test_the_checkpoint_commands_are_the_ones_tested_below(capsys):
 COMMAND_ARGS = {
     "generate": ["--prompt", "def "],
     "trace": ["--text", "def f"],
+    "lens": [],
     "export": ["--to", "hf", "--out", "exported"],
     "fit": ["--trainer.max_steps", "1"],
     "validate": [],

@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import shlex
 import sys
+from typing import Optional
 
 import yaml
 
@@ -121,6 +122,29 @@ def _error(message: str) -> int:
     return EXIT_USAGE
 
 
+def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
+    """The exit status when the sweep must not touch what is there (or the plan was printed), else None: a
+    run directory holding a link (the sweep writes its markers and sweep.log before the fit claims it), or
+    runs made with other settings than these (neither counted done nor overwritten)."""
+    from andrea_lab.run_claim import RunDirectoryError, refuse_links
+
+    try:
+        for spec in specs:
+            refuse_links(spec.run_dir)
+    except RunDirectoryError as exc:
+        return _error(str(exc))
+    stale = [(spec, difference) for spec in specs if (difference := settings_difference(spec.run_dir, list(spec.command)))]
+    if dry_run:
+        print_plan(specs, {spec.run_dir: difference for spec, difference in stale})
+        return 0
+    if stale:
+        spec, difference = stale[0]
+        return _error(f"{len(stale)} run(s) in {directory} were made with other settings than this sweep's, e.g. "
+                      f"{spec.run_dir}: {difference}; a sweep neither counts them as done nor overwrites them: give "
+                      f"these settings their own --runs-dir, or move the old runs away")
+    return None
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -157,22 +181,9 @@ def main(argv: list[str]) -> int:
                 print(f"andrea sweep: error: {suite.path.name}: {problem}", file=sys.stderr)
             return EXIT_USAGE
 
-    from andrea_lab.run_claim import RunDirectoryError, refuse_links
-
-    try:
-        for spec in specs:  # the sweep writes its markers and sweep.log there before the fit claims it
-            refuse_links(spec.run_dir)
-    except RunDirectoryError as exc:
-        return _error(str(exc))
-    stale = [(spec, difference) for spec in specs if (difference := settings_difference(spec.run_dir, list(spec.command)))]
-    if args.dry_run:
-        print_plan(specs, dict((spec.run_dir, difference) for spec, difference in stale))
-        return 0
-    if stale:
-        spec, difference = stale[0]
-        return _error(f"{len(stale)} run(s) in {directory} were made with other settings than this sweep's, e.g. "
-                      f"{spec.run_dir}: {difference}; a sweep neither counts them as done nor overwrites them: give "
-                      f"these settings their own --runs-dir, or move the old runs away")
+    refusal = refuse_existing_runs(specs, directory, args.dry_run)
+    if refusal is not None:
+        return refusal
 
     from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
 
