@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from andrea_lab.errors import UsageError
+from andrea_lab.analysis.trace import tapped_forward
 from andrea_lab.model import Andrea
 
 #: The label of the stream entering the first sublayer (token + position embedding).
@@ -58,13 +59,7 @@ def capture_streams(model: Andrea, ids: Union[Sequence[int], torch.Tensor]) -> S
         labels.append(f"{s.block}.{s.kind}")
         states.append(after[0].float().clone())
 
-    was_training = model.training
-    model.eval()
-    try:
-        with model.tap(on_stream):
-            logits, _ = model(idx)
-    finally:
-        model.train(was_training)
+    logits = tapped_forward(model, idx, on_stream)
     return Streams(labels, torch.stack(states), logits[0].float())
 
 

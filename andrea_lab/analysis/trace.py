@@ -76,6 +76,19 @@ def resolve_position(position: int, length: int) -> int:
 
 
 @torch.no_grad()
+def tapped_forward(model: Andrea, idx: torch.Tensor, on_stream) -> torch.Tensor:
+    """The model's logits for ``idx`` in eval mode, ``on_stream`` called at every sublayer (``Andrea.tap``);
+    the model's train/eval mode is restored afterwards. The one forward pass trace and lens read."""
+    was_training = model.training
+    model.eval()
+    try:
+        with model.tap(on_stream):
+            logits, _ = model(idx)
+    finally:
+        model.train(was_training)
+    return logits
+
+
 def trace_token(model: Andrea, ids: Union[Sequence[int], torch.Tensor], position: int = -1) -> TokenTrace:
     """Run ``model`` (an :class:`andrea_lab.model.Andrea`) on ``ids`` and trace the token at ``position``.
 
@@ -96,13 +109,7 @@ def trace_token(model: Andrea, ids: Union[Sequence[int], torch.Tensor], position
     def on_stream(s: Sublayer, before: torch.Tensor, after: torch.Tensor) -> None:
         captured.append((s, before[0, pos].float().clone(), after[0, pos].float().clone()))
 
-    was_training = model.training
-    model.eval()
-    try:
-        with model.tap(on_stream):
-            logits, _ = model(idx)
-    finally:
-        model.train(was_training)
+    logits = tapped_forward(model, idx, on_stream)
     rows = []
     for s, x, y in captured:
         delta = y - x
