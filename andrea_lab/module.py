@@ -26,7 +26,7 @@ from andrea_lab.errors import DivergenceError
 from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
-from andrea_lab.registry import selected_entry_point
+from andrea_lab.registry import same_plugin
 
 
 def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> float:
@@ -85,11 +85,8 @@ def _same_field(name: str, saved, current) -> bool:
     """Equal values; for a plugin, names that select the same entry point (``pre``, ``andrea-lab:pre``)."""
     if saved == current:
         return True
-    if name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str):
-        a, b = (selected_entry_point(name, value) for value in (saved, current))
-        return a is not None and b is not None and (a.value, a.dist and a.dist.name) == (
-            b.value, b.dist and b.dist.name)
-    return False
+    return name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
+        name, saved, current)
 
 
 class AndreaLM(L.LightningModule):

@@ -236,6 +236,13 @@ def selected_entry_point(kind: str, name: str) -> metadata.EntryPoint | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def same_plugin(kind: str, a: str, b: str) -> bool:
+    """Whether two names select the same entry point (``pre`` and ``andrea-lab:pre``), without loading it."""
+    first, second = selected_entry_point(kind, a), selected_entry_point(kind, b)
+    return (first is not None and second is not None
+            and (first.value, first.dist and first.dist.name) == (second.value, second.dist and second.dist.name))
+
+
 def _warn_or_raise_broken(kind: str, selected: metadata.EntryPoint) -> None:
     """Warn about (strict mode: refuse) the broken plugins of a group, except the one being selected,
     whose own error is raised when it is loaded."""

@@ -24,17 +24,15 @@ class ResumeOverrideError(UsageError):
 
 
 def _same(name: str, saved: Any, current: Any) -> bool:
-    from andrea_lab.registry import selected_entry_point
+    from andrea_lab.registry import same_plugin
 
     if isinstance(saved, (list, tuple)) and isinstance(current, (list, tuple)):
         return list(saved) == list(current)
     if saved == current:
         return True
     kind = name.rsplit(".", 1)[-1]
-    if kind in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str):
-        a, b = selected_entry_point(kind, saved), selected_entry_point(kind, current)
-        return a is not None and b is not None and (a.value, a.dist and a.dist.name) == (b.value, b.dist and b.dist.name)
-    return False
+    return kind in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
+        kind, saved, current)
 
 
 def _as_dict(value: Any) -> Any:
