@@ -14,7 +14,7 @@ from typing import Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config
 from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.errors import UsageError
 
@@ -30,7 +30,7 @@ class InitialWeights:
             raise UsageError(f"model.init_from {path} holds no model weights (no state_dict); pass a checkpoint "
                              f"written by `andrea fit` or `andrea import`")
         self.state_dict: dict[str, torch.Tensor] = state
-        self.saved_config: Optional[dict[str, Any]] = (checkpoint.get("hyper_parameters") or {}).get("config")
+        self.saved_config: Optional[dict[str, Any]] = stored_model_config(checkpoint)
         self.tokenizer: Optional[Tokenizer] = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
 
     def architecture_error(self, differences: list[str]) -> UsageError:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from tokenizers import Tokenizer
 
-from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config
 from andrea_lab.config import AndreaConfig
 from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.data.tokenizer import eot_id, load_tokenizer
@@ -87,7 +87,7 @@ def export_checkpoint(ckpt: Path, out: Path, tokenizer_path: Optional[Path] = No
     require_transformers()
     check_new_directory(out)
     checkpoint = load_checkpoint(ckpt)
-    saved = (checkpoint.get("hyper_parameters") or {}).get("config")
+    saved = stored_model_config(checkpoint)
     if not isinstance(saved, dict) or "state_dict" not in checkpoint:
         raise UsageError(f"{ckpt} is not an andrea checkpoint (no model config in its hyper_parameters, or no "
                          f"state_dict); pass one written by `andrea fit` or `andrea import`")
