@@ -16,7 +16,6 @@ one per GPU under DDP) compile once. A failed build writes its full log next to 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -30,7 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
+
+from filelock import FileLock
+
+from andrea_lab.files import atomic_write
 
 #: Where the kernel sources are (shipped inside the package).
 SOURCES_DIR = Path(__file__).resolve().parent / "csrc"
@@ -209,27 +212,10 @@ def build_key(gencode: Sequence[str], tc: Toolchain, sources_dir: Path | None = 
     return digest.hexdigest()[:24]
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``lock_path`` (a no-op where fcntl does not exist)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not Linux
-        yield
-        return
-    with open(lock_path, "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+def _write_text(path: Path, text: str) -> None:
+    """The build log, through andrea-lab's one atomic writer (fsync, then rename): a crash leaves the old
+    log or the new one."""
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
 def _first_error(output: str) -> str:
@@ -280,7 +266,7 @@ def build_library(gencode: Sequence[str], *, nvcc: str | None = None, cache_dir:
         check_trusted(final, library)
         return BuiltLibrary(library, key, gencode, True, final / "build.log")
 
-    with _locked(root / f"{key}.lock"):
+    with FileLock(root / f"{key}.lock"):  # one build per key at a time, across processes
         if library.is_file():  # another process built it while we waited for the lock
             check_trusted(final, library)
             return BuiltLibrary(library, key, gencode, True, final / "build.log")
@@ -362,8 +348,8 @@ def _compile_all(nvcc: str, sources: Sequence[Path], gencode: Sequence[str], out
 def _write_failure_log(root: Path, key: str, text: str) -> Path:
     path = root / f"{key}.failed.log"
     try:
-        _atomic_write(path, text)
+        _write_text(path, text)
     except OSError:
         path = Path(tempfile.gettempdir()) / f"andrea-lab-cuda-{key}.failed.log"
-        _atomic_write(path, text)
+        _write_text(path, text)
     return path
