@@ -24,8 +24,20 @@ from andrea_lab.files import load_json, manifest_path, sha256_file, write_temp  
 from andrea_lab.registry import require_registered
 
 
+#: Checkpoints this process has already verified, by what ``stat`` says of the file and of its manifest.
+#: A ``--ckpt_path`` is checked by the CLI before LightningCLI starts, read by ``_parse_ckpt_path`` and
+#: loaded by the trainer: one sha256 of a 1.4 GB file is enough unless either file changed in between.
+_verified: set[tuple] = set()
+
+
+def _stat_identity(*files: Path) -> tuple:
+    return tuple((os.fspath(f.resolve()), s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns)
+                 for f, s in ((f, f.stat()) for f in files))
+
+
 def verify_checkpoint(path: str | os.PathLike) -> None:
-    """Raise a clear error if ``path`` is missing or disagrees with its manifest (when it has one)."""
+    """Raise a clear error if ``path`` is missing or disagrees with its manifest (when it has one).
+    Hashed once per process while neither the file nor its manifest changes (``_verified``)."""
     file = Path(path)
     if not file.is_file():
         raise MissingFileError(f"checkpoint {os.fspath(path)!r} does not exist; pass the path of a .ckpt file, "
@@ -42,9 +54,13 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     if size != expected["bytes"]:
         raise UsageError(f"checkpoint {file} is damaged: {size} bytes, but {expected['bytes']} were written "
                          f"(truncated or overwritten); use an earlier checkpoint of the run")
+    identity = _stat_identity(file, manifest)
+    if identity in _verified:
+        return
     if sha256_file(file) != expected["sha256"]:
         raise UsageError(f"checkpoint {file} is damaged: its sha256 differs from the one recorded when it was "
                          f"written; use an earlier checkpoint of the run")
+    _verified.add(identity)
 
 
 class UnsafeCheckpointError(UsageError):

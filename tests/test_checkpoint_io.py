@@ -5,13 +5,14 @@ anything, so the previous pair stays intact and verifiable; the error names the 
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 import torch
 
 from andrea_lab import checkpoint_io
 from andrea_lab.checkpoint_io import AtomicCheckpointIO, load_checkpoint, manifest_path
-from andrea_lab.errors import DiskFullError
+from andrea_lab.errors import DiskFullError, UsageError
 
 
 def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch):
@@ -53,3 +54,23 @@ def test_a_full_disk_while_writing_the_manifest_replaces_nothing(tmp_path, monke
     monkeypatch.setattr(checkpoint_io.json, "dumps", real_dumps)
     assert load_checkpoint(target)["global_step"] == 10
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "last.ckpt.sha256.json"]
+
+
+def test_a_checkpoint_is_hashed_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    """The CLI's check, _parse_ckpt_path and the trainer's load all verify a --ckpt_path: one sha256 is
+    enough while neither the file nor its manifest changes; a changed file is hashed (and refused) again."""
+    path = tmp_path / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.ones(3)}}, path)
+    hashed = []
+    real = checkpoint_io.sha256_file
+    monkeypatch.setattr(checkpoint_io, "sha256_file", lambda p: hashed.append(p) or real(p))
+    for _ in range(3):
+        checkpoint_io.verify_checkpoint(path)
+    assert len(hashed) == 1
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))  # a later write
+    with pytest.raises(UsageError, match="damaged: its sha256 differs"):
+        checkpoint_io.verify_checkpoint(path)
+    assert len(hashed) == 2
