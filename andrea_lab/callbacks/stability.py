@@ -203,6 +203,11 @@ class StabilityMonitor(L.Callback):
         self.last_probe: dict[str, float] = {}
 
     @property
+    def last_probe_step(self) -> Optional[int]:
+        """The optimizer step of the last probe (:attr:`last_probe` holds its values), None before the first."""
+        return self._last_probe_step if self.last_probe else None
+
+    @property
     def spike_count(self) -> int:
         return self.spikes.count
 
