@@ -207,7 +207,7 @@ def logit_max(logits: torch.Tensor, loss: torch.Tensor) -> Values:
 
 
 @probe_metric("log_z", "output", LOGITS, ("output logit max and log Z", ""),
-              beside=(("z-loss term (train/z_loss, with model.z_loss > 0)", tags.TRAIN_Z_LOSS),))
+              beside=(("z-loss term (with model.z_loss > 0)", tags.TRAIN_Z_LOSS),))
 def log_z(logits: torch.Tensor, loss: torch.Tensor) -> Values:
     """Mean over positions of log Σ exp(logits): the softmax normaliser's scale, which the z-loss acts on."""
     return {"": z_loss.log_z(logits.detach()).mean()}
