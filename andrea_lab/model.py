@@ -207,13 +207,19 @@ class Andrea(nn.Module):
         x = self.embed_dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, C)
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.final_norm(x))  # (B, T, vocab)
-        if self.config.final_logit_softcap is not None:
-            logits = softcap(logits, self.config.final_logit_softcap)
+        logits = self.readout(x)  # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
+
+    def readout(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits (B, T, vocab) of the last residual stream x (B, T, C): final norm, tied unembedding,
+        then the soft cap ``final_logit_softcap`` if the config sets one (the logit lens decodes with this too)."""
+        logits = self.lm_head(self.final_norm(x))
+        if self.config.final_logit_softcap is not None:
+            logits = softcap(logits, self.config.final_logit_softcap)
+        return logits
 
     # ------------------------------------------------------------------ looking inside
 
