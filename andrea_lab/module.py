@@ -27,7 +27,7 @@ from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
 from andrea_lab.registry import same_plugin
-from andrea_lab.z_loss import z_loss as z_loss_term
+from andrea_lab.z_loss import cross_entropy_and_z_loss
 
 
 def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> float:
@@ -222,12 +222,14 @@ class AndreaLM(L.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         self.last_grad_norm = None
-        logits, loss = self.model(x, y)
-        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)  # the cross-entropy, with or without the z-loss
-        objective = loss
-        if self.hparams.z_loss:
-            penalty = z_loss_term(logits, self.hparams.z_loss)
+        if self.hparams.z_loss:  # the cross-entropy and the z-loss from one logsumexp (andrea_lab/z_loss.py)
+            logits, _ = self.model(x)
+            loss, penalty = cross_entropy_and_z_loss(logits, y, self.hparams.z_loss)
             objective = loss + penalty
+        else:
+            _, loss = self.model(x, y)
+            objective = loss
+        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)  # the cross-entropy, with or without the z-loss
         self._last_train_loss = objective.detach()
         if self._logger_writes_now():
             self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])

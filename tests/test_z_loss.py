@@ -3,25 +3,30 @@
 
 from __future__ import annotations
 
+import math
+
 import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from andrea_lab import tags
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
-from andrea_lab.z_loss import log_z, z_loss
+from andrea_lab.z_loss import cross_entropy_and_z_loss, log_z
 from andrea_testing import tiny_trainer
 
 
-def test_z_loss_is_the_coefficient_times_the_mean_squared_log_normaliser():
-    logits = torch.tensor([[[0.0, 0.0], [1.0, 3.0]]], dtype=torch.bfloat16)
-    expected = torch.tensor([2.0, 4.0]).log().tolist()
-    expected[1] = torch.logsumexp(torch.tensor([1.0, 3.0]), 0).item()
+def test_cross_entropy_and_z_loss_share_one_log_normaliser():
+    logits = torch.tensor([[[0.0, 0.0, 0.0], [1.0, 3.0, -2.0]]], dtype=torch.bfloat16)
+    targets = torch.tensor([[2, 0]])
     assert log_z(logits).dtype == torch.float32
-    torch.testing.assert_close(log_z(logits)[0], torch.tensor(expected))
-    assert z_loss(logits, 0.5).item() == pytest.approx(0.5 * (expected[0] ** 2 + expected[1] ** 2) / 2, rel=1e-6)
+    by_hand = [math.log(3.0), math.log(math.exp(1.0) + math.exp(3.0) + math.exp(-2.0))]
+    torch.testing.assert_close(log_z(logits)[0], torch.tensor(by_hand))
+    ce, penalty = cross_entropy_and_z_loss(logits, targets, 0.5)
+    assert penalty.item() == pytest.approx(0.5 * (by_hand[0] ** 2 + by_hand[1] ** 2) / 2, rel=1e-6)
+    assert ce.item() == pytest.approx(F.cross_entropy(logits.float().view(-1, 3), targets.view(-1)).item(), rel=1e-6)
 
 
 class Expected(L.Callback):
