@@ -81,6 +81,12 @@ class AndreaConfig:
     """LayerNorm epsilon."""
     init_std: float = 0.02
     """Standard deviation of the GPT-2 initialisation; residual projections get std/sqrt(2·n_layer)."""
+    attn_logit_softcap: Optional[float] = None
+    """Soft cap of the attention logits, ``cap·tanh(logits/cap)`` before the softmax (Gemma 2: 50); null =
+    no cap (scaled_dot_product_attention). A cap runs attention through flex_attention; no attention dropout."""
+    final_logit_softcap: Optional[float] = None
+    """Soft cap of the output logits, ``cap·tanh(logits/cap)`` before the loss and sampling (Gemma 2: 30);
+    null = no cap."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -108,6 +114,12 @@ class AndreaConfig:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
+        _check_softcap("attn_logit_softcap", self.attn_logit_softcap, 50)
+        _check_softcap("final_logit_softcap", self.final_logit_softcap, 30)
+        if self.attn_logit_softcap is not None and self.dropout > 0:
+            raise ConfigError(f"attn_logit_softcap {self.attn_logit_softcap!r} with dropout {self.dropout!r}: the "
+                              f"capped attention (flex_attention) has no attention dropout; set dropout 0 or "
+                              f"attn_logit_softcap null")
         for kind in PLUGIN_KINDS:
             name = getattr(self, kind)
             if not isinstance(name, str) or not name.strip():
@@ -134,6 +146,14 @@ class AndreaConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _check_softcap(name: str, cap: Optional[float], example: float) -> None:
+    """A soft cap is a finite number > 0, or None (no cap): ``cap·tanh(x/cap)`` is x near 0 for any such cap."""
+    if cap is None:
+        return
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (math.isfinite(cap) and cap > 0):
+        raise ConfigError(f"{name} must be a finite number > 0 (e.g. {example}) or null for no cap, got {cap!r}")
 
 
 #: Named configurations. ``andrea-120m`` is the spec; the small ones are for CPUs and tests.

@@ -3,7 +3,7 @@
     x = token_embed(ids) + position_embed(positions)
     for block in blocks:  x = block(x)      # each block: attention sublayer, then MLP sublayer
     x = final_norm(x)                        # if the norm placement keeps one
-    logits = x · token_embed.T               # tied input/output embedding
+    logits = x · token_embed.T               # tied input/output embedding (soft-capped if the config says)
 
 Which norm placement, activation and kernel backend are used is decided by the config's names,
 resolved through the plugin registry once, in ``Andrea.__init__``; the classes are handed down to the
@@ -31,15 +31,18 @@ from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, LayerN
 from andrea_lab.errors import AndreaError
 from andrea_lab.plugin_guard import culprit, failure, raised_by, shape_text
 from andrea_lab.registry import BackendUnavailableError, PluginRuntimeError, check_availability, describe_selection
+from andrea_lab.softcap import softcap, softcapped_attention
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``."""
+    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``; with a soft cap of its
+    logits (``attn_logit_softcap``), through flex_attention, which can apply it (andrea_lab/softcap.py)."""
 
     def __init__(self, config: AndreaConfig):
         super().__init__()
         self.n_head = config.n_head
         self.dropout = config.dropout
+        self.softcap = config.attn_logit_softcap
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         self.proj.is_residual_projection = True  # scaled at init, see Andrea._init_weights
@@ -47,11 +50,18 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self.heads(self.qkv(x))  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)  # (B, nh, T, hs)
+        q, k, v = self.project(x)  # (B, nh, T, hs)
+        if self.softcap is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)  # (B, nh, T, hs)
+        else:  # the config refuses attention dropout with a cap
+            y = softcapped_attention(q, k, v, self.softcap)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.proj(y))
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v (B, nh, T, hs) of the stream x (B, T, C): the qkv projection, split into heads."""
+        return self.heads(self.qkv(x))
 
     def heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Split the qkv projection (B, T, 3C) into q, k, v, each (B, nh, T, hs)."""
@@ -197,11 +207,19 @@ class Andrea(nn.Module):
         x = self.embed_dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, C)
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.final_norm(x))  # (B, T, vocab)
+        logits = self.readout(x)  # (B, T, vocab)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
+
+    def readout(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits (B, T, vocab) of the last residual stream x (B, T, C): final norm, tied unembedding,
+        then the soft cap ``final_logit_softcap`` if the config sets one (the logit lens decodes with this too)."""
+        logits = self.lm_head(self.final_norm(x))
+        if self.config.final_logit_softcap is not None:
+            logits = softcap(logits, self.config.final_logit_softcap)
+        return logits
 
     # ------------------------------------------------------------------ looking inside
 
@@ -235,7 +253,8 @@ class Andrea(nn.Module):
             if on_stream is not None:
                 watch(s.wiring, s, on_stream)
             if on_attention is not None and s.kind == "attn":
-                watch(s.module.qkv, s, lambda s, x, qkv: on_attention(s, AttentionLogits(*s.module.heads(qkv)[:2])))
+                watch(s.module.qkv, s, lambda s, x, qkv: on_attention(
+                    s, AttentionLogits(*s.module.heads(qkv)[:2], softcap=s.module.softcap)))
             if on_hidden is not None and s.kind == "mlp":
                 watch(s.module.proj, s, lambda s, hidden, y: on_hidden(s, hidden))
         try:
@@ -287,11 +306,13 @@ class Sublayer:
 
 
 class AttentionLogits:
-    """The pre-softmax attention logits q·kᵀ/√hs of one attention sublayer, kept as q and k (B, nh, T, hs):
-    all heads at once are B·nh·T² numbers, so a caller materialises the heads it asks for."""
+    """The logits one attention sublayer's softmax gets, q·kᵀ/√hs (soft-capped, ``cap·tanh(·/cap)``, when the
+    model caps them), kept as q and k (B, nh, T, hs): all heads at once are B·nh·T² numbers, so a caller
+    materialises the heads it asks for."""
 
-    def __init__(self, q: torch.Tensor, k: torch.Tensor):
+    def __init__(self, q: torch.Tensor, k: torch.Tensor, softcap: float | None = None):
         self.q, self.k = q, k
+        self.softcap = softcap
         self.n_head = q.shape[1]
         T = q.shape[-2]
         #: A query's future positions, built once for every head slice a caller asks for.
@@ -300,4 +321,7 @@ class AttentionLogits:
     def __call__(self, heads: slice = slice(None)) -> torch.Tensor:
         """The logits of ``heads`` in float32, (B, h, T, T); a query's future positions are -inf (masked)."""
         q, k = self.q[:, heads].float(), self.k[:, heads].float()
-        return (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill_(self.future, -math.inf)
+        logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if self.softcap is not None:
+            logits = softcap(logits, self.softcap)
+        return logits.masked_fill_(self.future, -math.inf)

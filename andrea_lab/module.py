@@ -27,6 +27,7 @@ from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
 from andrea_lab.registry import same_plugin
+from andrea_lab.z_loss import cross_entropy_and_z_loss
 
 
 def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> float:
@@ -108,6 +109,8 @@ class AndreaLM(L.LightningModule):
             ``stop`` ends the run up to that many steps after the first non-finite step.
         max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
         compile: Compile the model with ``torch.compile`` (in place, so checkpoint keys do not change).
+        z_loss: Coefficient of the auxiliary z-loss ``z_loss · mean(log² Z)`` added to the optimised loss
+            (PaLM: 1e-4; 0 = off), logged as ``train/z_loss``; ``train/loss`` stays the cross-entropy.
         init_from: A checkpoint (from ``andrea fit`` or ``andrea import``) whose weights this fit starts
             from: weights only; optimizer, step and schedule start fresh (to resume a run, use
             ``--ckpt_path``). Its architecture must equal ``config`` and its tokenizer the data's.
@@ -130,12 +133,15 @@ class AndreaLM(L.LightningModule):
         on_nonfinite: Literal["stop", "skip"] = "stop",
         max_skipped_steps: int = 10,
         compile: bool = False,
+        z_loss: float = 0.0,
         init_from: Optional[str] = None,
     ):
         super().__init__()
         if isinstance(config, dict):  # as stored in a checkpoint's hyperparameters
             config = AndreaConfig(**config)
         self._check_training_args(lr, warmup_steps, decay_steps, min_lr_ratio, weight_decay, betas, eps)
+        if not (isinstance(z_loss, (int, float)) and math.isfinite(z_loss) and z_loss >= 0):
+            raise ConfigError(f"z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got {z_loss!r}")
         if on_nonfinite not in ("stop", "skip"):
             raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {on_nonfinite!r}")
         if max_skipped_steps < 0:
@@ -146,7 +152,7 @@ class AndreaLM(L.LightningModule):
                                    "decay_steps": decay_steps, "min_lr_ratio": min_lr_ratio,
                                    "weight_decay": weight_decay, "betas": tuple(betas), "eps": eps,
                                    "on_nonfinite": on_nonfinite, "max_skipped_steps": max_skipped_steps,
-                                   "compile": compile})
+                                   "compile": compile, "z_loss": z_loss})
         self.config = config
         self.model = Andrea(config)
         # Not a saved hyperparameter: a checkpoint of this run is complete without the file it started from
@@ -216,13 +222,21 @@ class AndreaLM(L.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         self.last_grad_norm = None
-        _, loss = self.model(x, y)
-        self._last_train_loss = loss.detach()
-        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)
+        if self.hparams.z_loss:  # the cross-entropy and the z-loss from one logsumexp (andrea_lab/z_loss.py)
+            logits, _ = self.model(x)
+            loss, penalty = cross_entropy_and_z_loss(logits, y, self.hparams.z_loss)
+            objective = loss + penalty
+        else:
+            _, loss = self.model(x, y)
+            objective = loss
+        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)  # the cross-entropy, with or without the z-loss
+        self._last_train_loss = objective.detach()
         if self._logger_writes_now():
             self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])
             self.log(tags.TRAIN_TOKENS, float((self.global_step + 1) * x.numel() * self.trainer.world_size))
-        return loss
+            if self.hparams.z_loss:
+                self.log(tags.TRAIN_Z_LOSS, penalty)
+        return objective
 
     def _logger_writes_now(self) -> bool:
         """Whether the logger keeps this step's values. Each ``self.log`` costs host time (~0.9 ms on

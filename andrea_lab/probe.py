@@ -17,6 +17,7 @@ metric: docs/stability.md.
 
 from __future__ import annotations
 
+import math
 import re
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
+from andrea_lab import tags, z_loss
 from andrea_lab.model import SUBLAYER_KINDS, Andrea, AttentionLogits, Sublayer
 
 PREFIX = "stability"
@@ -47,6 +49,7 @@ class ProbeMetric:
     compute: Callable[..., Values]
     section: str                              # the custom-scalars section of its charts
     charts: tuple[tuple[str, str], ...]       # (chart title, regex of the keys it shows; "" = no key)
+    beside: tuple[tuple[str, str], ...] = ()  # (chart title, another tag) charted right after its own
 
     @property
     def name(self) -> str:
@@ -63,20 +66,24 @@ class ProbeMetric:
     def chart_regexes(self) -> Iterator[tuple[str, str]]:
         for title, keys in self.charts:
             yield title, f"^{re.escape(self.tag)}/{keys}$" if keys else f"^{re.escape(self.tag)}$"
+        for title, tag in self.beside:
+            yield title, f"^{re.escape(tag)}$"
 
 
 #: Every probe metric by tag, in the order of the charts.
 METRICS: dict[str, ProbeMetric] = {}
 
 
-def probe_metric(name: str, event: str, section: str, *charts: tuple[str, str]):
+def probe_metric(name: str, event: str, section: str, *charts: tuple[str, str],
+                 beside: tuple[tuple[str, str], ...] = ()):
     """Register the decorated function as the probe metric ``stability/<name>`` (see the module doc); the
-    name then stands for the :class:`ProbeMetric` (``probe.grad_norm.tag``), its function is ``compute``."""
+    name then stands for the :class:`ProbeMetric` (``probe.grad_norm.tag``), its function is ``compute``.
+    ``beside``: charts of other tags (a training curve) that belong next to this metric's."""
     def register(compute: Callable[..., Values]) -> ProbeMetric:
         tag = f"{PREFIX}/{name}"
         if tag in METRICS:
             raise ValueError(f"probe metric {tag!r} is defined twice")
-        METRICS[tag] = ProbeMetric(tag, event, compute, section, charts)
+        METRICS[tag] = ProbeMetric(tag, event, compute, section, charts, beside)
         return METRICS[tag]
     return register
 
@@ -161,13 +168,30 @@ def delta_ratio(s: Sublayer, before: torch.Tensor, after: torch.Tensor) -> Value
                                     torch.linalg.vector_norm(x))}
 
 
+def _head_slices(logits: AttentionLogits) -> list[slice]:
+    """Groups of heads whose scores together stay within the probe's budget (~64M numbers at once)."""
+    B, _, T, _ = logits.q.shape
+    step = max(1, _LOGIT_BUDGET // (B * T * T))
+    return [slice(h, h + step) for h in range(0, logits.n_head, step)]
+
+
 @probe_metric("attn_logit_max", "attention", LOGITS, ("max attention logit per block", ".*"))
 def attn_logit_max(s: Sublayer, logits: AttentionLogits) -> Values:
-    """The largest attention logit of the block (over batch, heads, allowed positions)."""
-    B, _, T, _ = logits.q.shape
-    step = max(1, _LOGIT_BUDGET // (B * T * T))  # heads per matmul: at most ~64M scores at once
-    best = torch.stack([logits(slice(h, h + step)).amax() for h in range(0, logits.n_head, step)]).amax()
+    """The largest attention logit of the block (over batch, heads, allowed positions), after any soft cap."""
+    best = torch.stack([logits(heads).amax() for heads in _head_slices(logits)]).amax()
     return {block_tag(s.block): best}
+
+
+@probe_metric("attn_entropy", "attention", LOGITS, ("attention entropy per block (mean over heads)", r"block_\d+"),
+              ("attention entropy per block (lowest head)", r"block_\d+_min"))
+def attn_entropy(s: Sublayer, logits: AttentionLogits) -> Values:
+    """Entropy (nats) of the attention distributions, per head averaged over batch and queries; the block's
+    mean over heads and its lowest head (Zhai et al. 2023: a collapsing entropy precedes divergence).
+
+    A query's masked future positions have probability 0 and add nothing (``entr(0) = 0``, not 0·-inf)."""
+    per_head = torch.cat([torch.special.entr(torch.softmax(logits(heads), dim=-1)).sum(-1).mean(dim=(0, 2))
+                          for heads in _head_slices(logits)])  # (nh,)
+    return {block_tag(s.block): per_head.mean(), f"{block_tag(s.block)}_min": per_head.amin()}
 
 
 @probe_metric("dead_fraction", "hidden", LOGITS, ("dead MLP units per block", ".*"))
@@ -182,10 +206,11 @@ def logit_max(logits: torch.Tensor, loss: torch.Tensor) -> Values:
     return {"": logits.detach().float().amax()}
 
 
-@probe_metric("log_z", "output", LOGITS, ("output logit max and log Z", ""))
+@probe_metric("log_z", "output", LOGITS, ("output logit max and log Z", ""),
+              beside=(("z-loss term (with model.z_loss > 0)", tags.TRAIN_Z_LOSS),))
 def log_z(logits: torch.Tensor, loss: torch.Tensor) -> Values:
-    """Mean over positions of log Σ exp(logits): the softmax normaliser's scale."""
-    return {"": torch.logsumexp(logits.detach().float(), dim=-1).mean()}
+    """Mean over positions of log Σ exp(logits): the softmax normaliser's scale, which the z-loss acts on."""
+    return {"": z_loss.log_z(logits.detach()).mean()}
 
 
 @probe_metric("probe_loss", "output", LOGITS, ("probe loss and cost", ""))
@@ -201,6 +226,17 @@ def layout_entries() -> list[tuple[str, str, str]]:
     """(section, chart title, tag regex) of every probe chart, for the custom-scalars layout."""
     entries = [(m.section, title, regex) for m in METRICS.values() for title, regex in m.chart_regexes()]
     return entries + [(LOGITS, "probe loss and cost", f"^{re.escape(PROBE_SECONDS)}$")]
+
+
+def attention_extremes(values: dict[str, float]) -> dict[str, Optional[float]]:
+    """Of one probe's logged values (``stability/attn_logit_max/block_00``, ...): the largest attention logit of
+    any block and the lowest attention entropy of any head of any block; None where there is none or one is
+    not finite. What ``summary.json`` records of the last probe (``andrea compare`` reads it)."""
+    def extreme(metric: ProbeMetric, suffix: str, pick: Callable) -> Optional[float]:
+        found = [v for k, v in values.items() if metric.owns(k) and k.endswith(suffix)]
+        return pick(found) if found and all(map(math.isfinite, found)) else None
+    return {"attn_logit_max_final": extreme(attn_logit_max, "", max),
+            "attn_entropy_min_final": extreme(attn_entropy, "_min", min)}
 
 
 # ------------------------------------------------------------------------------------------ measuring

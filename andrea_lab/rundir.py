@@ -136,6 +136,9 @@ class RunRecord:
     seed: Optional[int] = None
     data_seed: Optional[int] = None
     unigram_loss: Optional[float] = None
+    #: The stability probe's last measurement: ``step``, ``attn_logit_max_final`` (largest attention logit of
+    #: any block) and ``attn_entropy_min_final`` (lowest attention entropy of any head); {} without a probe.
+    probe: dict[str, Any] = field(default_factory=dict)
     heldout: Optional[HeldOut] = None
     #: What makes the run reproducible: corpus and tokenizer hashes, split sizes (see RunSummary).
     data: dict[str, Any] = field(default_factory=dict)

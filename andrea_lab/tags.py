@@ -11,6 +11,7 @@ TRAIN_LR = "train/lr"
 TRAIN_TOKENS = "train/tokens"
 TRAIN_GRAD_NORM = "train/grad_norm"          # global norm before clipping
 TRAIN_SKIPPED_STEPS = "train/skipped_steps"  # non-finite steps dropped (on_nonfinite: skip)
+TRAIN_Z_LOSS = "train/z_loss"                # model.z_loss · mean(log² Z), added to the optimised loss
 
 #: The evaluation loss and perplexity of each evaluation stage (``validate`` logs val/, ``test`` test/).
 STAGE_LOSS = {"val": "val/loss", "test": "test/loss"}
@@ -29,5 +30,5 @@ DIVERGED = "stability/diverged"
 FLAG_SCALE = "stability/flag_scale"
 
 #: Every tag above (tests/test_tags.py).
-ALL = (TRAIN_LOSS, TRAIN_LR, TRAIN_TOKENS, TRAIN_GRAD_NORM, TRAIN_SKIPPED_STEPS, *STAGE_LOSS.values(),
+ALL = (TRAIN_LOSS, TRAIN_LR, TRAIN_TOKENS, TRAIN_GRAD_NORM, TRAIN_SKIPPED_STEPS, TRAIN_Z_LOSS, *STAGE_LOSS.values(),
        *STAGE_PERPLEXITY.values(), LOSS_EMA, SPIKES, NONFINITE, DIVERGED, FLAG_SCALE)

@@ -36,6 +36,11 @@ CASES = [
     ("heads-do-not-divide", [*FIT, "--model.config.n_head", "5"], ["d_model (128) must be divisible by n_head (5)"]),
     ("unknown-plugin", [*FIT, "--model.config.activation", "mish"], ["unknown activation 'mish'", "gelu", "relu", "swiglu"]),
     ("negative-lr", [*FIT, "--model.lr", "-1"], ["lr must be a finite number > 0, got -1"]),
+    ("attn-softcap-negative", [*FIT, "--model.config.attn_logit_softcap", "-1"],
+     ["attn_logit_softcap must be a finite number > 0", "null for no cap, got -1"]),
+    # YAML's NaN (.nan) reaches AndreaLM's check; a bare `nan` is a string, which the parser refuses by name.
+    ("z-loss-nan", [*FIT, "--model.z_loss", ".nan"], ["z_loss must be a finite number >= 0", "got nan"]),
+    ("z-loss-not-a-number", [*FIT, "--model.z_loss", "nan"], ["model.z_loss", "float", "nan"]),
     ("missing-corpus", [*MICRO_FIT, "--data.corpus", "{tmp}/nowhere.txt"], ["nowhere.txt", "does not exist"]),
     ("empty-corpus", [*MICRO_FIT, "--data.corpus", "{tmp}/empty"], ["empty"]),
     ("binary-corpus", [*MICRO_FIT, "--data.corpus", "{tmp}/image.png"], ["image.png", "binary"]),

@@ -31,6 +31,11 @@ def test_every_preset_builds(name):
     ("mlp_ratio", float("nan"), "mlp_ratio must be a number > 0"),
     ("dropout", 1.0, "dropout must be in [0, 1)"),
     ("layer_norm_eps", 0.0, "layer_norm_eps must be > 0"),
+    ("attn_logit_softcap", 0.0, "attn_logit_softcap must be a finite number > 0 (e.g. 50) or null for no cap, got 0.0"),
+    ("attn_logit_softcap", float("inf"), "attn_logit_softcap must be a finite number > 0"),
+    ("final_logit_softcap", -30.0, "final_logit_softcap must be a finite number > 0 (e.g. 30) or null for no cap, "
+                                   "got -30.0"),
+    ("final_logit_softcap", float("nan"), "got nan"),
 ])
 def test_invalid_values_are_named(field, value, fragment):
     with pytest.raises(ConfigError, match=None) as info:
@@ -96,3 +101,9 @@ def test_hidden_size_rounds_to_nearest_multiple_of_8():
 def test_unknown_preset():
     with pytest.raises(ConfigError, match="unknown preset 'andrea-7b'; valid presets: andrea-120m"):
         preset("andrea-7b")
+
+
+def test_an_attention_cap_refuses_attention_dropout():
+    with pytest.raises(ConfigError, match="attn_logit_softcap 50.0 with dropout 0.1: .* set dropout 0"):
+        AndreaConfig(attn_logit_softcap=50.0, dropout=0.1)
+    assert AndreaConfig(final_logit_softcap=30.0, dropout=0.1).final_logit_softcap == 30.0

@@ -2,9 +2,11 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab import Andrea, preset
+from andrea_lab.model import CausalSelfAttention
 from andrea_lab.registry import PluginError
 
 
@@ -153,3 +155,79 @@ def test_tap_hidden_is_the_activation_output_and_hooks_go_away():
         pass
     model(idx)
     assert calls == [], "nothing is called after the with"
+
+
+# ------------------------------------------------------------------ the defaults stay the parent commit's
+
+def _parent_attention(self, x):
+    """CausalSelfAttention.forward as it was before the soft cap (commit b7e4515), verbatim."""
+    B, T, C = x.shape
+    q, k, v = self.heads(self.qkv(x))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+    y = y.transpose(1, 2).contiguous().view(B, T, C)
+    return self.resid_dropout(self.proj(y))
+
+
+def _parent_forward(model, idx, targets):
+    """Andrea._forward as it was before the final soft cap (commit b7e4515), on the parent's attention."""
+    positions = torch.arange(idx.shape[1], device=idx.device)
+    x = model.embed_dropout(model.token_embed(idx) + model.position_embed(positions))
+    for block in model.blocks:
+        x = block(x)
+    logits = model.lm_head(model.final_norm(x))
+    return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
+def _twenty_steps(forward) -> tuple[torch.Tensor, list[float]]:
+    torch.manual_seed(0)
+    model = Andrea(tiny(block_size=32))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    data = torch.randint(0, 257, (20, 4, 33), generator=torch.Generator().manual_seed(1))
+    first_logits, losses = None, []
+    for batch in data:
+        logits, loss = forward(model, batch[:, :-1], batch[:, 1:])
+        first_logits = logits.detach() if first_logits is None else first_logits
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return first_logits, losses
+
+
+def test_default_model_is_bit_identical_to_the_parent_commit(monkeypatch):
+    """With no cap, the logits at init and a 20-step loss curve are exactly those of the code before the caps."""
+    logits, losses = _twenty_steps(lambda model, x, y: model(x, y))
+    monkeypatch.setattr(CausalSelfAttention, "forward", _parent_attention)
+    parent_logits, parent_losses = _twenty_steps(_parent_forward)
+    assert torch.equal(logits, parent_logits)
+    assert losses == parent_losses
+
+
+def test_final_logit_softcap_squashes_the_logits_the_loss_sees():
+    torch.manual_seed(0)
+    capped = Andrea(tiny(final_logit_softcap=0.5))
+    plain = Andrea(tiny())
+    plain.load_state_dict(capped.state_dict())
+    idx = torch.randint(0, 257, (2, 9))
+    logits, loss = capped(idx, idx)
+    raw, _ = plain(idx)
+    torch.testing.assert_close(logits, 0.5 * torch.tanh(raw / 0.5))
+    assert logits.abs().max() < 0.5
+    torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, 257), idx.reshape(-1)))
+
+
+def test_attention_logits_with_a_cap_are_the_capped_ones_the_softmax_gets():
+    """The tap's logits are cap·tanh(q·kᵀ/√hs / cap): softmax of them @ v is the capped attention's output."""
+    torch.manual_seed(0)
+    model = Andrea(tiny(attn_logit_softcap=0.3)).eval()
+    taps, mixed = {}, {}
+    attention = model.sublayers()[0].module
+    attention.proj.register_forward_hook(lambda m, i, o: mixed.update(y=i[0]))
+    attention.qkv.register_forward_hook(lambda m, i, o: mixed.update(v=attention.heads(o)[2]))
+    with model.tap(on_attention=lambda s, logits: taps.setdefault(s.block, logits)):
+        model(torch.randint(0, 257, (2, 7)))
+    logits = taps[0]()
+    allowed = logits[torch.isfinite(logits)]
+    assert allowed.abs().max() < 0.3 and torch.isinf(logits[..., 0, 1:]).all()
+    y = (torch.softmax(logits, dim=-1) @ mixed["v"]).transpose(1, 2).reshape(2, 7, -1)
+    torch.testing.assert_close(y, mixed["y"])

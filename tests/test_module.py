@@ -49,6 +49,8 @@ def test_weight_decay_groups_survive_flattened_parameters():
     ({"min_lr_ratio": 2.0}, "min_lr_ratio must be in [0, 1]"),
     ({"betas": (0.9, 1.5)}, "betas must be two numbers in [0, 1)"),
     ({"on_nonfinite": "ignore"}, "on_nonfinite must be 'stop' or 'skip'"),
+    ({"z_loss": float("nan")}, "z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got nan"),
+    ({"z_loss": -1e-4}, "z_loss must be a finite number >= 0"),
 ])
 def test_invalid_training_arguments(kwargs, fragment):
     with pytest.raises(ConfigError) as info:

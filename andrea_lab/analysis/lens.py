@@ -65,7 +65,7 @@ def capture_streams(model: Andrea, ids: Union[Sequence[int], torch.Tensor]) -> S
 
 def decode(model: Andrea, stream: torch.Tensor) -> torch.Tensor:
     """The logit lens: ``stream`` (..., C) read out as the model reads its last stream, (..., V)."""
-    return model.lm_head(model.final_norm(stream))
+    return model.readout(stream)
 
 
 def final_norm_description(model: Andrea) -> str:

@@ -10,7 +10,7 @@ Two kinds of measurement, both logged under ``stability/`` (full list and defini
 * **every ``interval`` steps, and at step 0 before any update**, on one fixed *probe batch* (the first
   validation batch): gradient norm per block and for the embeddings, update-to-weight ratio per block,
   residual-stream RMS after each block, each sublayer's change of the stream relative to the stream,
-  the largest attention logit per block, the output logits' max and log Z, and the fraction of dead MLP
+  the largest attention logit and the attention entropy per block, the output logits' max and log Z, and the fraction of dead MLP
   units (each one function in :mod:`andrea_lab.probe`). The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
   ``torch.autograd.grad`` (never ``.backward()``), so parameters' ``.grad``, the RNG streams and the
   training mode are exactly as they were: a run with the monitor trains identically to one without.
@@ -201,6 +201,11 @@ class StabilityMonitor(L.Callback):
         self._layout_written = False
         self.probe_seconds: list[float] = []
         self.last_probe: dict[str, float] = {}
+
+    @property
+    def last_probe_step(self) -> Optional[int]:
+        """The optimizer step of the last probe (:attr:`last_probe` holds its values), None before the first."""
+        return self._last_probe_step if self.last_probe else None
 
     @property
     def spike_count(self) -> int:

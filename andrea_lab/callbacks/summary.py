@@ -30,6 +30,7 @@ from andrea_lab.callbacks.hparams import (data_knobs, log_run_hparams, run_hpara
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.contracts import PLUGIN_KINDS
+from andrea_lab.probe import attention_extremes
 from andrea_lab.rundir import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
 
@@ -221,6 +222,7 @@ class RunSummary(L.Callback):
             seed=int(seed) if seed not in (None, "") else None,
             data_seed=int(data_seed) if isinstance(data_seed, int) else None,
             unigram_loss=None if monitor is None else finite_or_none(monitor.unigram_loss),
+            probe=_last_probe(monitor),
             heldout=heldout,
             data=datamodule.provenance() if hasattr(datamodule, "provenance") else {},
             versions=package_versions(),
@@ -281,6 +283,13 @@ def _max_after_warmup(monitor: Optional[StabilityMonitor], warmup_steps: Any) ->
     first = max(1, int(warmup_steps or 0))
     finite = [g for g in monitor.grad_norms[first:] if math.isfinite(g)]
     return max(finite) if finite else None
+
+
+def _last_probe(monitor: Optional[StabilityMonitor]) -> dict[str, Any]:
+    """The last probe's step and attention extremes (:func:`andrea_lab.probe.attention_extremes`); {} if none ran."""
+    if monitor is None or not monitor.last_probe:
+        return {}
+    return {"step": monitor.last_probe_step, **attention_extremes(monitor.last_probe)}
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:

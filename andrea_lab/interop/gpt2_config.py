@@ -30,8 +30,8 @@ IMPORTED_ACTIVATIONS: dict[str, str] = {
 }
 
 #: What an export needs of a config, said once in every refusal.
-EXPORTABLE = ("norm_placement pre, activation gelu (tanh) or relu, bias true; any size, context, vocabulary "
-              "and mlp_ratio")
+EXPORTABLE = ("norm_placement pre, activation gelu (tanh) or relu, bias true, attn_logit_softcap and "
+              "final_logit_softcap null; any size, context, vocabulary and mlp_ratio")
 
 #: GPT-2 architectures whose weights are the language model (GPT2Model: the same trunk, tied head).
 IMPORTABLE_ARCHITECTURES = ("GPT2LMHeadModel", "GPT2Model")
@@ -67,6 +67,9 @@ def unexportable_fields(config: AndreaConfig) -> list[str]:
         problems.append(f"activation {config.activation!r} ({why})")
     if not config.bias:
         problems.append("bias False (GPT-2 has a bias in every linear layer and LayerNorm)")
+    for cap in ("attn_logit_softcap", "final_logit_softcap"):
+        if getattr(config, cap) is not None:
+            problems.append(f"{cap} {getattr(config, cap)!r} (GPT2Config has no soft cap of the logits)")
     return problems
 
 

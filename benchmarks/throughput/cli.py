@@ -127,10 +127,13 @@ def _prepare(settings: BenchSettings, echo: Callable[[str], None]) -> tuple[torc
 
 
 def _skipped(names: list[str], config: AndreaConfig) -> dict[str, str]:
-    """The variants that cannot run here, with why: (c) needs transformers and a GPT-2-shaped preset."""
+    """The variants that cannot run here, with why: (c) needs transformers and a GPT-2-shaped preset; a row
+    that sets an option needs this andrea-lab to have it."""
     skipped = {}
     for name in names:
         if VARIANTS[name].kind == "hf" and (problem := hf_unavailable(config)):
+            skipped[name] = problem
+        elif problem := VARIANTS[name].unavailable(config):
             skipped[name] = problem
     return skipped
 

@@ -6,9 +6,11 @@ An ablation changes exactly one thing against the variant it names as its ``kind
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import inspect
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -59,6 +61,28 @@ class Ablation:
     num_workers: Optional[int] = None          # (a): DataLoader workers instead of --num-workers
     times_check: bool = False                  # (b): also time AndreaLM's grad-norm + non-finite check alone
     clip: Optional[float] = None               # (a): trainer.gradient_clip_val (andrea-120m.yaml clips at 1.0)
+    model_config: tuple[tuple[str, Any], ...] = ()  # (a), (b): AndreaConfig fields changed (model.config.X)
+    lm_args: tuple[tuple[str, Any], ...] = ()       # (a), (b): AndreaLM arguments changed (model.X)
+
+    def configured(self, config: AndreaConfig) -> AndreaConfig:
+        """``config`` with this row's ``model_config`` changes (the config itself when there are none)."""
+        return dataclasses.replace(config, **dict(self.model_config)) if self.model_config else config
+
+    def unavailable(self, config: AndreaConfig) -> Optional[str]:
+        """Why this row cannot run with this andrea-lab (an option it sets is not one here), else None."""
+        from andrea_lab.module import AndreaLM
+        from andrea_lab.registry import PluginError
+
+        fields = {f.name for f in dataclasses.fields(AndreaConfig)}
+        unknown = [f"model.config.{k}" for k, _ in self.model_config if k not in fields]
+        unknown += [f"model.{k}" for k, _ in self.lm_args if k not in inspect.signature(AndreaLM).parameters]
+        if unknown:
+            return f"{', '.join(unknown)}: not an option of this andrea-lab"
+        try:
+            self.configured(config).components()
+        except PluginError as exc:
+            return str(exc).splitlines()[0]
+        return None
 
 
 TABLE = [
@@ -91,6 +115,17 @@ TABLE = [
     Ablation("b-compile", "bare", "(b) with torch.compile of the model (what model.compile=true does in (a))",
              "(b) + torch.compile", compile=True),
     Ablation("c-compile", "hf", "(c) with torch.compile of the model", "(c) + torch.compile", compile=True),
+    # The stability interventions (docs/stability.md): what each costs a fit, against (a).
+    Ablation("qk_norm", "lightning", "(a) with model.config.qk_norm true", "(a) + qk_norm",
+             model_config=(("qk_norm", True),)),
+    Ablation("rmsnorm", "lightning", "(a) with model.config.norm andrea-lab:rmsnorm", "(a) + RMSNorm",
+             model_config=(("norm", "andrea-lab:rmsnorm"),)),
+    Ablation("attn_softcap", "lightning", "(a) with model.config.attn_logit_softcap 50 (off SDPA: flex_attention "
+             "on CUDA, explicit attention on the CPU)", "(a) + attention soft cap 50",
+             model_config=(("attn_logit_softcap", 50.0),)),
+    Ablation("final_softcap", "lightning", "(a) with model.config.final_logit_softcap 30", "(a) + final soft cap 30",
+             model_config=(("final_logit_softcap", 30.0),)),
+    Ablation("z_loss", "lightning", "(a) with model.z_loss 1e-4", "(a) + z-loss 1e-4", lm_args=(("z_loss", 1e-4),)),
 ]
 VARIANTS: dict[str, Ablation] = {row.name: row for row in TABLE}
 #: The three ways of training (``--variants``); every other row is an ablation (``--ablations``).
@@ -105,8 +140,8 @@ def andrea_lm(config: AndreaConfig, settings: BenchSettings, variant: Ablation =
     cls = variant.module(AndreaLM)
     if not variant.fused:
         cls = type(f"Unfused{cls.__name__}", (cls,), {"use_fused_adamw": False})
-    return cls(config=config, decay_steps=settings.warmup + settings.steps, compile=settings.compile,
-               **ADAMW_HPARAMS)
+    return cls(config=variant.configured(config), decay_steps=settings.warmup + settings.steps,
+               compile=settings.compile, **ADAMW_HPARAMS, **dict(variant.lm_args))
 
 
 def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps: int, fused: bool = True):

@@ -149,3 +149,10 @@ def test_the_gap_to_the_final_loss_has_a_paired_standard_error():
     layers, _ = heldout_lens(model, dataset, batch_size=8)
     assert layers[-1].se_vs_final == 0.0  # the final depth against itself
     assert all(layer.se_vs_final is not None and layer.se_vs_final > 0 for layer in layers[:-1])
+
+
+def test_the_lens_decodes_through_the_final_soft_cap_as_the_model_does():
+    model = micro(final_logit_softcap=0.2)
+    streams = lens.capture_streams(model, IDS)
+    assert torch.equal(lens.decode(model, streams.states[-1]), streams.logits)
+    assert streams.logits.abs().max() < 0.2

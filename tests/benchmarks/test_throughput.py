@@ -99,7 +99,8 @@ def test_every_ablation_changes_one_of_the_three_variants():
     defaults = variants.Ablation("x", "bare", "", "")
     for name, row in ABLATIONS.items():
         changed = [f for f in ("module", "fused", "hf_activation", "compile", "logger", "progress_bar",
-                               "num_workers") if getattr(row, f) != getattr(defaults, f)]
+                               "num_workers", "model_config", "lm_args") if getattr(row, f) != getattr(defaults, f)]
+        assert len(row.model_config) + len(row.lm_args) <= 1, name
         assert len(changed) <= 1 or name == "a-cli", (name, changed)  # a-cli: andrea fit's callbacks and its bar
 
 
@@ -110,6 +111,27 @@ def test_unfused_ablations_train_with_the_librarys_foreach_adamw(name):
     assert not optimizer.param_groups[0]["fused"]
     assert variants.andrea_lm(preset("andrea-micro"), _settings()).configure_optimizers()["optimizer"] \
         .param_groups[0]["fused"]
+
+
+@pytest.mark.parametrize("name, changed", [("attn_softcap", ("attn_logit_softcap", 50.0)),
+                                           ("final_softcap", ("final_logit_softcap", 30.0))])
+def test_intervention_rows_train_the_changed_model(name, changed):
+    lm = variants.andrea_lm(preset("andrea-micro"), _settings(), VARIANTS[name])
+    assert getattr(lm.config, changed[0]) == changed[1] and lm.hparams.z_loss == 0
+    assert variants.andrea_lm(preset("andrea-micro"), _settings(), VARIANTS["z_loss"]).hparams.z_loss == 1e-4
+    assert VARIANTS[name].unavailable(preset("andrea-micro")) is None
+
+
+def test_a_row_setting_an_option_this_andrea_lab_lacks_is_skipped_saying_why():
+    config = preset("andrea-micro")
+    unknown = variants.Ablation("x", "lightning", "", "", model_config=(("no_such_field", True),),
+                                lm_args=(("no_such_arg", 1),))
+    assert unknown.unavailable(config) == "model.config.no_such_field, model.no_such_arg: not an option of this andrea-lab"
+    plugin = variants.Ablation("y", "lightning", "", "", model_config=(("activation", "andrea-lab:nope"),))
+    assert "nope" in plugin.unavailable(config)
+    from benchmarks.throughput.cli import _skipped
+
+    assert _skipped(["bare", "final_softcap"], config) == {}
 
 
 def _settings():

@@ -17,7 +17,7 @@ from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT, measure_probe, sample_unigram_loss
 from andrea_lab.config import preset
 from andrea_lab.errors import DivergenceError
-from andrea_lab.model import Andrea
+from andrea_lab.model import Andrea, AttentionLogits
 from andrea_testing import NaNAtStep
 from stability_helpers import GlobalRNGValLoader, LossRecorder, fit, micro_module
 
@@ -115,6 +115,40 @@ def test_attention_logit_max_matches_an_explicit_computation():
     assert everything >= expected  # future positions are excluded, not included
 
 
+def test_attention_entropy_of_uniform_attention_is_log_of_the_allowed_positions():
+    """q = 0 makes every allowed logit 0: query t attends uniformly to t+1 positions, entropy ln(t+1); the
+    masked future (-inf, probability 0) adds nothing. A second head with a peaked pattern is the lowest."""
+    T = 9
+    k = torch.randn(2, 2, T, 4)
+    q = torch.zeros(2, 2, T, 4)
+    q[:, 1] = 1e4 * k[:, 1]  # head 1: each query's own key dominates by far — entropy ~0
+    values = probe.attn_entropy.compute(probe.Sublayer(3, "attn", None, None), AttentionLogits(q, k))
+    uniform = torch.log(torch.arange(1, T + 1, dtype=torch.float32)).mean()
+    assert values["block_03"].item() == pytest.approx(uniform.item() / 2, rel=1e-4, abs=1e-4)
+    assert values["block_03_min"].item() == pytest.approx(0.0, abs=1e-4)
+    probed = measure_probe(micro(), *batch(T=16))
+    assert 0 < probed["attn_entropy/block_01_min"] <= probed["attn_entropy/block_01"] <= math.log(16)
+
+
+def test_attention_extremes_are_the_largest_logit_and_the_lowest_head_entropy():
+    logged = {"stability/attn_logit_max/block_00": 2.0, "stability/attn_logit_max/block_01": 5.0,
+              "stability/attn_entropy/block_00": 1.5, "stability/attn_entropy/block_00_min": 0.7,
+              "stability/attn_entropy/block_01": 1.2, "stability/attn_entropy/block_01_min": 0.9,
+              "stability/log_z": 9.0}
+    assert probe.attention_extremes(logged) == {"attn_logit_max_final": 5.0, "attn_entropy_min_final": 0.7}
+    logged["stability/attn_logit_max/block_01"] = math.inf
+    assert probe.attention_extremes(logged)["attn_logit_max_final"] is None
+    assert probe.attention_extremes({}) == {"attn_logit_max_final": None, "attn_entropy_min_final": None}
+
+
+def test_log_z_is_charted_beside_the_z_loss_curve():
+    charts = list(CUSTOM_SCALARS_LAYOUT[probe.LOGITS].items())
+    titles = [title for title, _ in charts]
+    log_z_chart = next(i for i, (_, (_, regexes)) in enumerate(charts)
+                       if any(re.search(r, probe.log_z.tag) for r in regexes))
+    assert any(re.search(r, andrea_tags.TRAIN_Z_LOSS) for r in charts[log_z_chart + 1][1][1]), titles
+
+
 def test_logit_max_and_log_z_at_init():
     model = micro()
     x, y = batch()
@@ -204,8 +238,8 @@ def test_monitor_does_not_change_training(tmp_path, text_corpus):
 def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_corpus):
     module = micro_module(lr=1e-3, warmup_steps=0)
     block0 = [p.detach().clone() for p in module.model.blocks[0].parameters()]
-    monitor = StabilityMonitor(interval=3, flush_every=2)
-    trainer = fit(tmp_path, text_corpus, [monitor], max_steps=4, module=module)
+    monitor, summary = StabilityMonitor(interval=3, flush_every=2), RunSummary(hparams=False)
+    trainer = fit(tmp_path, text_corpus, [monitor, summary], max_steps=4, module=module)
     run_dir = trainer.logger.log_dir
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
@@ -229,6 +263,13 @@ def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_cor
     expected = 1e-3 * math.sqrt(n) / torch.linalg.vector_norm(torch.stack([p.norm() for p in block0])).item()
     ratio = dict(scalars(run_dir, "stability/update_ratio/block_00"))[0]
     assert ratio == pytest.approx(expected, rel=0.03)
+    # summary.json keeps the last probe's attention extremes (andrea compare reports them).
+    recorded = json.loads(summary.path.read_text())["probe"]
+    assert recorded["step"] == 3
+    assert recorded["attn_logit_max_final"] == pytest.approx(max(
+        dict(scalars(run_dir, f"stability/attn_logit_max/block_{i:02d}"))[3] for i in range(2)), rel=1e-6)
+    assert recorded["attn_entropy_min_final"] == pytest.approx(min(
+        dict(scalars(run_dir, f"stability/attn_entropy/block_{i:02d}_min"))[3] for i in range(2)), rel=1e-6)
 
 
 def test_a_nonfinite_loss_that_stops_the_run_is_a_divergence(tmp_path, text_corpus):

@@ -45,6 +45,12 @@ def test_one_refusal_names_every_field_gpt2_cannot_express():
     assert caught.value.exit_status == 2
 
 
+def test_soft_caps_are_refused_by_name():
+    problems = unexportable_fields(preset("andrea-micro", attn_logit_softcap=50.0, final_logit_softcap=30.0))
+    assert problems == ["attn_logit_softcap 50.0 (GPT2Config has no soft cap of the logits)",
+                        "final_logit_softcap 30.0 (GPT2Config has no soft cap of the logits)"]
+
+
 def test_third_party_plugins_and_no_residual_are_refused():
     problems = unexportable_fields(preset("andrea-micro", activation="squared_relu", norm_placement="no_residual"))
     assert problems[0].startswith("norm_placement 'no_residual'") and problems[1].startswith("activation 'squared_relu'")
