@@ -45,3 +45,18 @@ def _has(variants: Sequence[Variant], column: str) -> bool:
 def attention_columns(variants: Sequence[Variant]) -> list[Column]:
     """The :data:`ATTENTION_COLUMNS` that some counted run of ``variants`` has a value for."""
     return [column for column in ATTENTION_COLUMNS if _has(variants, column.key)]
+
+
+#: The legend's line of each attention column (appended to the report's legend only when the column is shown).
+ATTENTION_LEGEND = {
+    ATTN_LOGIT_MAX_FINAL: "- **final max attn logit**: the largest attention logit over blocks at the run's last "
+                          "probe, mean ± sd over seeds; its runaway growth at high LR is what QK-layernorm and "
+                          "z-loss address.",
+    ATTN_ENTROPY_MIN_FINAL: "- **min attn entropy**: the lowest attention entropy (nats) over blocks at the run's "
+                            "last probe, mean ± sd over seeds; near 0 is a one-hot softmax (attention collapse).",
+}
+
+
+def attention_legend(variants: Sequence[Variant]) -> str:
+    """The legend's lines for the attention columns shown; empty when none is, so the legend stays as it was."""
+    return "".join(ATTENTION_LEGEND[column.key] + "\n" for column in attention_columns(variants))

@@ -174,7 +174,9 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
                              INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
     if notes:
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
-    sections.append(("legend", [legend(loss_column)]))
+    from andrea_lab.analysis.attention_columns import attention_legend
+
+    sections.append(("legend", [legend(loss_column) + attention_legend(variants)]))
     return [(key, "\n".join(lines)) for key, lines in sections]
 
 

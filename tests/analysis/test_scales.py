@@ -96,8 +96,11 @@ def test_a_claim_whose_variant_did_not_run_at_a_scale_is_not_judged_there(scaled
     assert by_scale.loc["d64", "outcome"] == "**reproduced**"
 
 
-def test_compare_writes_the_trend_and_a_report_per_scale(scaled_runs, capsys):
-    assert compare_main([str(scaled_runs / "st"), "--suite", str(scaled_runs / "st" / "suite.yaml")]) == 0
+def test_compare_writes_the_trend_a_report_per_scale_and_the_doc_block_of_each_scale(scaled_runs, tmp_path, capsys):
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n")
+    assert compare_main([str(scaled_runs / "st"), "--suite", str(scaled_runs / "st" / "suite.yaml"),
+                         "--doc", str(doc)]) == 0
     out = scaled_runs / "st" / "compare"
     markdown = (out / "comparison.md").read_text()
     assert markdown.startswith("# Comparison: st, by scale")
@@ -111,6 +114,10 @@ def test_compare_writes_the_trend_and_a_report_per_scale(scaled_runs, capsys):
     written = pd.read_csv(out / "runs.csv")
     assert list(written.columns) == [*RUN_COLUMNS, "scale", "scale_index", "attn_logit_max_final"]
     assert "at d128" in capsys.readouterr().out
+    (_, _, block), = report.generated_blocks(doc.read_text())  # --doc: each scale's claims block, under its name
+    runs = load_runs(scaled_runs, events=False)
+    assert block == "\n\n".join(f"**At {scale}**: " + report.claims_block(subset, CLAIMS)
+                                for scale, subset in scales.scale_subsets(runs))
     claims = pd.read_csv(out / "claims.csv")
     assert compare_main([str(out / "runs.csv"), "--out", str(out / "again"),
                          "--suite", str(scaled_runs / "st" / "suite.yaml")]) == 0  # runs.csv is enough
@@ -177,3 +184,14 @@ def test_the_committed_reports_of_suites_without_scales_regenerate_unchanged(sui
     sections = dict(report.suite_sections(suite, plan["variants"], runs, plan["claims"], [], plan["loss_column"]))
     markdown = (committed / "comparison.md").read_text(encoding="utf-8")
     assert sections["per_lr"] in markdown and sections.get("claims", "") in markdown
+
+
+def test_the_legend_explains_the_attention_columns_only_when_shown(scaled_runs):
+    runs = load_runs(scaled_runs, events=False)
+    d64 = runs[runs["scale"] == "d64"]
+    for frame, shown in ((d64, True), (d64.drop(columns=["attn_logit_max_final"]), False)):
+        variants = compare.build_variants(frame, "b")
+        legend = dict(report.suite_sections("st", variants, frame, None, [], "heldout_loss"))["legend"]
+        assert ("**final max attn logit**" in legend) is shown and "min attn entropy" not in legend
+        assert legend.startswith(report.legend("heldout_loss"))
+
