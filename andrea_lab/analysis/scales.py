@@ -13,6 +13,7 @@ by side per scale, each variant's LR sensitivity per scale, and the figures of
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -35,8 +36,10 @@ def scale_order(runs: pd.DataFrame) -> list[str]:
     """Scales in their suite's order (``scale_index`` from the sweep), else in the order first seen."""
     scaled = runs[runs[SCALE].notna()]
     first_seen = list(dict.fromkeys(scaled[SCALE]))
-    index = scaled.groupby(SCALE, sort=False)[SCALE_INDEX].min() if SCALE_INDEX in scaled else {}
-    return sorted(first_seen, key=lambda name: (float(index.get(name, 0) if pd.notna(index.get(name, 0)) else 0),
+    if SCALE_INDEX not in scaled:
+        return first_seen
+    index = scaled.groupby(SCALE, sort=False)[SCALE_INDEX].min()
+    return sorted(first_seen, key=lambda name: (math.inf if pd.isna(index[name]) else float(index[name]),
                                                 first_seen.index(name)))
 
 
@@ -114,7 +117,8 @@ def plan_scaled_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims
     unscaled = suite_runs[suite_runs[SCALE].isna()]
     plans = {scale: report.plan_suite(subset, reference, _claims_at(claims, subset) if claims else ())
              for scale, subset in scale_subsets(suite_runs)}
-    notes = [f"{row.variant}: left out {Path(row.path).name} (no scale, in a suite with a scale axis)"
-             for row in unscaled.itertuples()]
+    notes = [f"{scale}: {note}" for scale, plan in plans.items() for note in plan["notes"]]
+    notes += [f"{row.variant}: left out {Path(row.path).name} (no scale, in a suite with a scale axis)"
+              for row in unscaled.itertuples()]
     by_scale = claims_by_scale(suite_runs[suite_runs[SCALE].notna()], claims, loss_column) if claims else None
     return {"runs": suite_runs, "loss_column": loss_column, "scales": plans, "claims": by_scale, "notes": notes}

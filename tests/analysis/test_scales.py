@@ -94,6 +94,12 @@ def test_a_claim_whose_variant_did_not_run_at_a_scale_is_not_judged_there(scaled
     by_scale = scales.claims_by_scale(runs, CLAIMS[:1], "heldout_loss").set_index("scale")
     assert by_scale.loc["d128", "outcome"] == "n/a" and "no finished or diverged run of a" in by_scale.loc["d128", "evidence"]
     assert by_scale.loc["d64", "outcome"] == "**reproduced**"
+    interrupted = runs.index[(runs["scale"] == "d64") & (runs["variant"] == "b") & (runs["lr"] == 1e-3)
+                             & (runs["seed"] == 0)]
+    runs.loc[interrupted, "status"] = "interrupted"  # listed in the trend's notes too, under its scale
+    plan = scales.plan_scaled_suite(runs, "b", CLAIMS[:1])
+    assert plan["notes"] == ["d64: b: left out lr1e-3-seed0 (interrupted)"]
+    assert plan["scales"]["d128"]["claims"] is None  # d128's report judges only claims whose variants ran there
 
 
 def test_compare_writes_the_trend_a_report_per_scale_and_the_doc_block_of_each_scale(scaled_runs, tmp_path, capsys):
