@@ -21,7 +21,7 @@ import pandas as pd
 
 from andrea_lab.analysis import compare, report, stats
 from andrea_lab.analysis.compare import Column
-from andrea_lab.analysis.runs_table import SCALE, SCALE_INDEX, write_runs_csv
+from andrea_lab.analysis.runs_table import SCALE, SCALE_INDEX
 from andrea_lab.rundir import format_lr
 
 NOT_JUDGED = "n/a"
