@@ -130,12 +130,15 @@ def _field(data: Any, name: str) -> Optional[float]:
 
 
 def _final_over_blocks(curves: dict[str, Curve], tag: str, reduce) -> Optional[float]:
-    """``reduce`` over blocks of each block curve's last value under ``tag`` (None when none was logged);
-    a non-finite last value makes the result NaN (the run blew up: there is no final value to report)."""
-    last = [curve[-1][1] for name, curve in curves.items() if name.startswith(tag + "/") and curve]
-    if not last:
+    """``reduce`` over blocks of each block curve's last value under ``tag``: the last probe, at most
+    ``stability.interval`` steps before the end. None when no probe ran after step 0 (a value at init is not
+    a final value: a run that stopped before its second probe has none); NaN when a last value is
+    non-finite (the run blew up)."""
+    last = [curve[-1] for name, curve in curves.items() if name.startswith(tag + "/") and curve]
+    if not last or any(step == 0 for step, _ in last):
         return None
-    return reduce(last) if all(math.isfinite(v) for v in last) else math.nan
+    values = [value for _, value in last]
+    return reduce(values) if all(math.isfinite(v) for v in values) else math.nan
 
 
 def final_attention(run_dir: Path, curves: Optional[dict[str, Curve]]) -> dict[str, float]:

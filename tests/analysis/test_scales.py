@@ -164,6 +164,11 @@ def test_the_final_attention_values_come_from_the_summary_else_the_probe_curves(
     assert (row["attn_logit_max_final"], row["attn_entropy_min_final"]) == (12.0, 0.25)  # max / min over blocks
     bare = load_run(write_scaled_run(tmp_path, "d64", "b", 1e-3, 2, 2.0), tmp_path)
     assert "attn_logit_max_final" not in bare and "attn_entropy_min_final" not in bare
+    at_init_only = write_scaled_run(tmp_path, "d64", "b", 1e-3, 3, 2.0)  # stopped before its second probe
+    writer = SummaryWriter(str(at_init_only))
+    writer.add_scalar(f"{ATTN_LOGIT_MAX_TAG}/block_00", 2.0, 0)
+    writer.close()
+    assert "attn_logit_max_final" not in load_run(at_init_only, tmp_path)
 
 
 def test_the_per_lr_table_gains_the_attention_columns_only_when_runs_have_them(scaled_runs):
