@@ -104,11 +104,15 @@ def suite_variant_commands(suite_files: list[Path]) -> list[tuple[str, list[str]
     seen, commands = set(), []
     for suite_file in suite_files:
         suite = load_suite(suite_file)
-        for spec in plan_sweep(suite, "unused", lrs=suite.lrs[:1], seeds=suite.seeds[:1]):
+        # One scale of a scale axis: TINY overrides the widths that tell the scales apart.
+        first_scale = [suite.scales[0].name] if suite.scales else None
+        for spec in plan_sweep(suite, "unused", lrs=suite.lrs[:1], seeds=suite.seeds[:1], scales=first_scale):
             key = json.dumps(spec.overrides, sort_keys=True, default=str)
             if key not in seen:
                 seen.add(key)
-                commands.append((f"{suite_file.parent.name}/{suite_file.stem}:{spec.variant}", list(spec.command[spec.command.index("fit") + 1:])))
+                at_scale = f"{spec.scale}/" if spec.scale is not None else ""
+                commands.append((f"{suite_file.parent.name}/{suite_file.stem}:{at_scale}{spec.variant}",
+                                 list(spec.command[spec.command.index("fit") + 1:])))
     return commands
 
 

@@ -212,8 +212,16 @@ def variant_table(variants: Sequence[Variant]) -> pd.DataFrame:
     return table(VARIANT_COLUMNS, variants)
 
 
+def per_lr_columns(variants: Sequence[Variant]) -> list[Column]:
+    """:data:`PER_LR_COLUMNS`, plus the attention columns some run of ``variants`` has values for
+    (:mod:`andrea_lab.analysis.attention_columns`)."""
+    from andrea_lab.analysis.attention_columns import attention_columns  # it builds on this module's Column
+
+    return [*PER_LR_COLUMNS, *attention_columns(variants)]
+
+
 def per_lr_table(variants: Sequence[Variant]) -> pd.DataFrame:
-    return table(PER_LR_COLUMNS, [Cell(v, float(lr)) for v in variants for lr in v.capped.index])
+    return table(per_lr_columns(variants), [Cell(v, float(lr)) for v in variants for lr in v.capped.index])
 
 
 CLAIM_COLUMNS = [

@@ -112,12 +112,13 @@ def natural_key(path: str) -> tuple:
 
 
 def supersede_repeats(runs: pd.DataFrame) -> pd.DataFrame:
-    """Of counted runs sharing (suite, variant, LR, seed), the newest counts; the others become ``superseded``
+    """Of counted runs sharing (suite, scale, variant, LR, seed), the newest counts; the others become ``superseded``
     with ``superseded_by`` naming the run that replaced them."""
     runs = runs.copy()
     runs["superseded_by"] = None
     counted = runs[runs["status"].isin(COUNTED_STATUSES) & runs["lr"].notna()]
-    for _, cell in counted.groupby(["suite", "variant", "lr", "seed"], dropna=False, sort=False):
+    cell_keys = ["suite", *(["scale"] if "scale" in runs else []), "variant", "lr", "seed"]  # one per scale too
+    for _, cell in counted.groupby(cell_keys, dropna=False, sort=False):
         if len(cell) < 2:
             continue
         ordered = sorted(cell.index, key=lambda i: natural_key(runs.at[i, "path"]))

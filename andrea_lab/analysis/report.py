@@ -167,14 +167,16 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
     if claims is not None and len(claims):
         sections.append(("claims", ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]))
     sections.append(("per_lr", ["## Per learning rate", "",
-                                markdown_table(compare.PER_LR_COLUMNS, compare.per_lr_table(variants)), ""]))
+                                markdown_table(compare.per_lr_columns(variants), compare.per_lr_table(variants)), ""]))
     at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
         sections.append(("at_init", ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
                              INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
     if notes:
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
-    sections.append(("legend", [legend(loss_column)]))
+    from andrea_lab.analysis.attention_columns import attention_legend
+
+    sections.append(("legend", [legend(loss_column) + attention_legend(variants)]))
     return [(key, "\n".join(lines)) for key, lines in sections]
 
 
@@ -237,9 +239,16 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
                   claims: Sequence[Any] = ()) -> dict[str, dict]:
     """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
     is planned first, so a refusal (a ValueError) leaves no directory behind."""
+    from andrea_lab.analysis import scales, scales_report  # a scale axis: a report per scale, and the trend
+
     suites = list(dict.fromkeys(runs["suite"]))
-    plans = {suite: plan_suite(runs[runs["suite"] == suite], reference, claims) for suite in suites}
-    return {suite: write_suite(suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
+    plans = {}
+    for suite in suites:
+        suite_runs = runs[runs["suite"] == suite]
+        plans[suite] = (scales.plan_scaled_suite if scales.has_scales(suite_runs) else plan_suite)(
+            suite_runs, reference, claims)
+    return {suite: (scales_report.write_scaled_suite if "scales" in plan else write_suite)(
+        suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
 
 
 # ---------------------------------------------------------------------------------------------- docs

@@ -52,7 +52,17 @@ RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "ini
                "spike_count", "steps", "warmup_steps", "source", "path"]
 
 INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents", "divergence_step", "spike_count",
-                   "steps", "warmup_steps")
+                   "steps", "warmup_steps", "scale_index")
+#: Columns ``runs.csv`` carries only when some run has a value, so that the runs of a suite without a scale
+#: axis or attention summaries keep exactly :data:`RUN_COLUMNS` (and the committed reports stay as they are).
+SCALE, SCALE_INDEX = "scale", "scale_index"
+ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_entropy_min_final"
+OPTIONAL_COLUMNS = (SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL)
+#: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
+#: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
+#: logs under; change it here if that metric is named otherwise).
+ATTN_LOGIT_MAX_TAG = probe.attn_logit_max.tag
+ATTN_ENTROPY_TAG = "stability/attn_entropy"
 
 Curve = list[tuple[int, float]]
 #: Row keys :func:`load_run` adds for :func:`load_runs` only: the run's flat config, whether a sweep or its
@@ -108,6 +118,45 @@ def _layout_identity(run_dir: Path, root: Path) -> tuple[str, str]:
     return run_dir.resolve().parent.parent.name, run_dir.resolve().parent.name
 
 
+def _field(data: Any, name: str) -> Optional[float]:
+    """The number stored under key ``name`` anywhere in a summary.json tree (its section may move), else None."""
+    if isinstance(data, dict):
+        if name in data:
+            return _first_number(data[name])
+        for value in data.values():
+            if (found := _field(value, name)) is not None:
+                return found
+    return None
+
+
+def _final_over_blocks(curves: dict[str, Curve], tag: str, reduce) -> Optional[float]:
+    """``reduce`` over blocks of each block curve's last value under ``tag``: the last probe, at most
+    ``stability.interval`` steps before the end. None when no probe ran after step 0 (a value at init is not
+    a final value: a run that stopped before its second probe has none); NaN when a last value is
+    non-finite (the run blew up)."""
+    last = [curve[-1] for name, curve in curves.items() if name.startswith(tag + "/") and curve]
+    if not last or any(step == 0 for step, _ in last):
+        return None
+    values = [value for _, value in last]
+    return reduce(values) if all(math.isfinite(v) for v in values) else math.nan
+
+
+def final_attention(run_dir: Path, curves: Optional[dict[str, Curve]]) -> dict[str, float]:
+    """The run's final max attention logit and minimum attention entropy: summary.json's
+    ``attn_logit_max_final`` / ``attn_entropy_min_final`` where the fit recorded them, else the last probe
+    values of the curves (max over blocks of :data:`ATTN_LOGIT_MAX_TAG`, min of :data:`ATTN_ENTROPY_TAG`)."""
+    summary = read_json(run_dir / SUMMARY_FILE) or {}
+    found = {}
+    for column, tag, reduce in ((ATTN_LOGIT_MAX_FINAL, ATTN_LOGIT_MAX_TAG, max),
+                                (ATTN_ENTROPY_MIN_FINAL, ATTN_ENTROPY_TAG, min)):
+        value = _field(summary, column)
+        if value is None and curves is not None:
+            value = _final_over_blocks(curves, tag, reduce)
+        if value is not None:
+            found[column] = value
+    return found
+
+
 def _first_number(*values: Any) -> Optional[float]:
     for value in values:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -144,6 +193,8 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
         "source": SUMMARY_FILE if record is not None else "markers",
         "path": str(run_dir),
     }
+    if started.get(SCALE) is not None:  # a suite's scale axis (andrea_lab.sweep.scales)
+        row.update(scale=str(started[SCALE]), scale_index=started.get(SCALE_INDEX))
     if record is not None:
         heldout = record.heldout
         row.update(
@@ -161,10 +212,12 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             vocab_size=record.config.get("vocab_size"),
         )
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
-    if events:
-        curves = read_scalars(run_dir)
+    curves = read_scalars(run_dir) if events else None
+    if curves is not None:
         row["val_curve"], row["train_curve"] = curves.get(VAL_TAG, []), curves.get(TRAIN_TAG, [])
         row.update(_init_values(curves))
+    if record is not None:
+        row.update(final_attention(run_dir, curves))
     row[_CONFIG], row[_NAMED] = config, bool(named)
     return row
 
@@ -180,12 +233,15 @@ def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
 
 def read_runs_csv(path: str | Path) -> pd.DataFrame:
     """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns)."""
-    return _typed(pd.read_csv(path, dtype={"divergence_kind": "string"}))
+    return _typed(pd.read_csv(path, dtype={"divergence_kind": "string", SCALE: "string"}))
 
 
 def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
-    """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs."""
-    table = runs.reindex(columns=RUN_COLUMNS).sort_values(["variant", "lr", "seed"], na_position="last")
+    """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs (and those
+    :data:`OPTIONAL_COLUMNS` some run has)."""
+    present = [c for c in OPTIONAL_COLUMNS if c in runs and runs[c].notna().any()]
+    order = ([SCALE_INDEX] if SCALE_INDEX in present else []) + ["variant", "lr", "seed"]
+    table = runs.reindex(columns=RUN_COLUMNS + present).sort_values(order, na_position="last")
     table.to_csv(path, index=False)
 
 
@@ -193,7 +249,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every :data:`RUN_COLUMNS` present, numbers as floats (missing = NaN), names as strings."""
     frame = frame.reindex(columns=list(dict.fromkeys([*RUN_COLUMNS, *frame.columns])))
     for column in frame.columns:
-        if column in ("suite", "variant", "status", "divergence_kind", "source", "path"):
+        if column in ("suite", "variant", "status", "divergence_kind", "source", "path", SCALE):
             frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
         elif column in INTEGER_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")

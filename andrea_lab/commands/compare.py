@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from andrea_lab.analysis import compare, report
+from andrea_lab.analysis import compare, report, scales, scales_report
 from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
@@ -56,6 +56,9 @@ def write_tensorboard_run(suite_runs, result: dict, root: Path) -> Path:
 def print_results(written: dict[str, dict]) -> None:
     """Each suite's variant and claims tables, its notes and the files written."""
     for suite_name, result in written.items():
+        if "scales" in result:  # a suite with a scale axis: the trend (each scale's report is in its own folder)
+            print(scales_report.summary_text(suite_name, result))
+            continue
         print(f"## {suite_name}\n")
         print("\n".join(report.verdict_lines(result["variants"])) + "\n")
         print("\n".join(report.variants_tables(result["variants"])))
@@ -120,7 +123,8 @@ def main(argv: list[str]) -> int:
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
         suite_name = next(iter(written))
-        write_doc_block(Path(args.doc), suite_name, report.claims_block(runs, claims))
+        block = (scales_report.claims_block_by_scale if scales.has_scales(runs) else report.claims_block)(runs, claims)
+        write_doc_block(Path(args.doc), suite_name, block)
         print(f"updated the {suite_name} claims block in {args.doc}")
     return 0
 

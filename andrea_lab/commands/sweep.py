@@ -1,7 +1,8 @@
 """`andrea sweep SUITE.yaml`: run every variant x learning rate x seed of a suite, resumably.
 
 Each run is ``python -m andrea_lab.cli fit --config BASE <overrides>`` in its own directory
-``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` with ``seed_everything`` and ``data.seed`` set to the
+``<runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/`` (``<runs-dir>/<suite>/<scale>/<variant>/...`` for a suite
+with a scale axis) with ``seed_everything`` and ``data.seed`` set to the
 seed, so every variant sees the same batches at the same seed (a paired comparison). Finished runs are
 skipped; preempted ones resume from their checkpoint; other unfinished directories are moved aside and
 rerun. By default each fit is forked from a warm worker that imported torch and Lightning once
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lrs", help="comma-separated learning rates instead of the suite's, e.g. 1e-3,3e-3")
     parser.add_argument("--seeds", help="comma-separated seeds instead of the suite's, e.g. 0,1")
     parser.add_argument("--variants", help="comma-separated variant names: run only these")
+    parser.add_argument("--scales", help="comma-separated scale names of the suite's scale axis: run only these")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra common override for every run (repeatable), e.g. "
                              "--set data.corpus=/data/fineweb_train_000001.bin; the value is read as YAML")
@@ -117,6 +119,18 @@ def print_plan(specs, stale: dict | None = None) -> None:
         print(f"{spec.counter} {spec.label}: {action}\n    {shlex.join(spec.command)}")
 
 
+def print_header(suite, specs, directory) -> None:
+    """What the sweep is about to do: the grid (scales, variants, LRs, seeds) and where its runs go."""
+    grid_lrs = sorted({s.lr for s in specs})
+    grid_seeds = sorted({s.seed for s in specs})
+    grid_scales = list(dict.fromkeys(s.scale for s in specs if s.scale is not None))
+    at_scales = f"{len(grid_scales)} scales ({', '.join(grid_scales)}) x " if grid_scales else ""
+    print(f"suite {suite.name} ({suite.path}): {at_scales}{len({s.variant for s in specs})} variants x "
+          f"{len(grid_lrs)} LRs "
+          f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
+          f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}", flush=True)
+
+
 def _error(message: str) -> int:
     print(f"andrea sweep: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -154,7 +168,8 @@ def main(argv: list[str]) -> int:
         lrs = parse_cli_list(args.lrs, "lrs") if args.lrs is not None else None
         seeds = parse_cli_list(args.seeds, "seeds") if args.seeds is not None else None
         variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
-        specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants)
+        scales = [v.strip() for v in args.scales.split(",") if v.strip()] if args.scales else None
+        specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -164,11 +179,7 @@ def main(argv: list[str]) -> int:
 
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
-    grid_lrs = sorted({s.lr for s in specs})
-    grid_seeds = sorted({s.seed for s in specs})
-    print(f"suite {suite.name} ({suite.path}): {len({s.variant for s in specs})} variants x {len(grid_lrs)} LRs "
-          f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
-          f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}", flush=True)
+    print_header(suite, specs, directory)
 
     corpora: list = []
     if not args.no_check:

@@ -88,13 +88,14 @@ def preflight(specs: Sequence[RunSpec]) -> tuple[list[str], list[tuple[str, str]
     corpora: list[tuple[str, str]] = []
     seen = set()
     for spec in specs:
-        if spec.variant in seen:
+        if (spec.scale, spec.variant) in seen:  # each scale changes the model: check every variant at each
             continue
-        seen.add(spec.variant)
+        seen.add((spec.scale, spec.variant))
         fit_index = spec.command.index("fit")
         problem, corpus = parse_command(spec.command[fit_index + 1:])
         if problem:
-            problems.append(f"variant {spec.variant!r}: {problem}")
+            at_scale = "" if spec.scale is None else f" at scale {spec.scale!r}"
+            problems.append(f"variant {spec.variant!r}{at_scale}: {problem}")
         elif corpus is not None and corpus not in corpora:
             corpora.append(corpus)
     return problems, corpora

@@ -187,6 +187,8 @@ class Runner:
             "command": command, "executor": self.executor.name,
             "resumed_from": str(checkpoint) if checkpoint else None, "sweep_pid": os.getpid(),
         }
+        if spec.scale is not None:  # a suite's scale axis (andrea_lab.sweep.scales); `andrea compare` reads it
+            marker.update(scale=spec.scale, scale_index=spec.scale_index)
         handle = self.executor.launch(spec.run_dir, command, marker, slot)
         self.running[slot] = (spec, handle, time.monotonic())
         self.say(f"{spec.counter} {spec.label} ...", end=" " if self._inline else f" {self.executor.launched}\n")

@@ -18,6 +18,9 @@ A suite is a small YAML file::
     claims:                         # optional: hypotheses andrea compare evaluates (docs/experiments.md)
       - lower_loss: [pre, post-nowarmup]
         text: pre-norm reaches a lower loss at its best LR
+    scales:                         # optional: every variant at each scale (andrea_lab.sweep.scales)
+      - name: d64
+        overrides: {model.config.d_model: 64, model.config.n_head: 2}
 
 Every run is ``andrea fit --config BASE`` followed by the common overrides, then the variant's, then
 the keys the sweep itself owns (``model.lr``, ``seed_everything``, ``data.seed`` and the logger's
@@ -40,7 +43,8 @@ from andrea_lab.errors import UsageError
 from andrea_lab.safe_yaml import read_yaml
 from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
-SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources")
+SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources",
+              "scales")
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
@@ -89,6 +93,8 @@ class Suite:
     claims: tuple[Any, ...] = ()
     #: ``{"cpus": float, "gpus": float}`` per run, for executors that reserve resources (Ray); may be empty.
     resources: dict[str, float] = field(default_factory=dict)
+    #: The scale axis (:class:`andrea_lab.sweep.scales.Scale`): every variant at every scale; empty: no axis.
+    scales: tuple[Any, ...] = ()
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -317,6 +323,9 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
     _check_claims(claims, names, where)
+    from andrea_lab.sweep.scales import parse_scales  # it builds on this module's checks
+
     return Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
                  common=common, description=str(document.get("description") or ""), reference=reference,
-                 claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"))
+                 claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"),
+                 scales=parse_scales(document.get("scales"), where, common, variants))
