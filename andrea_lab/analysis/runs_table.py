@@ -62,7 +62,7 @@ OPTIONAL_COLUMNS = (SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_F
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
 #: logs under; change it here if that metric is named otherwise).
 ATTN_LOGIT_MAX_TAG = probe.attn_logit_max.tag
-ATTN_ENTROPY_TAG = "stability/attn_entropy"
+ATTN_ENTROPY_TAG = probe.attn_entropy.tag
 
 Curve = list[tuple[int, float]]
 #: Row keys :func:`load_run` adds for :func:`load_runs` only: the run's flat config, whether a sweep or its
