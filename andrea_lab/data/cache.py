@@ -25,22 +25,21 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
-
-from tokenizers import Tokenizer
+from typing import Any, Iterator, Optional, Union
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.corpus import Corpus, read_document
+from andrea_lab.data.shards import MANIFEST_FILE, TOKENIZER_FILE, TokenCorpus, shard_dir_corpus
 from andrea_lab.data.split import SPLIT_VERSION, split_documents, split_tokens
 from andrea_lab.data.token_file import write_token_file
-from andrea_lab.files import sha256_file, sha256_text
+from andrea_lab.data.tokenize_corpus import TokenizeOptions, settings_of, tokenize_corpus
+from andrea_lab.data.tokenizer_spec import TokenizerSpec
+from andrea_lab.files import sha256_file, sha256_text, write_json_atomic
 
 CACHE_FORMAT_VERSION = 1
 CACHE_ENV_VAR = "ANDREA_LAB_CACHE"
-TOKENIZER_FILE = "tokenizer.json"
 TRAIN_FILE = "train.bin"
 VAL_FILE = "val.bin"
-MANIFEST_FILE = "manifest.json"
 _CHECKED_FILES = (TOKENIZER_FILE, TRAIN_FILE, VAL_FILE)
 
 
@@ -80,16 +79,12 @@ def default_cache_root(cache_dir: Optional[str] = None) -> Path:
     return Path.home() / ".cache" / "andrea-lab"
 
 
-def cache_key(corpus_fingerprint: str, tokenizer_spec: str, vocab_size: int, val_fraction: float) -> str:
+def cache_key(corpus_fingerprint: str, tokenizer: TokenizerSpec, vocab_size: int, val_fraction: float) -> str:
     """The hex sha256 naming a cache entry; a tokenizer file counts by its content."""
-    if tokenizer_spec in ("bpe", "byte"):
-        tokenizer_identity = tokenizer_spec
-    else:
-        tokenizer_identity = "file:" + sha256_file(Path(tokenizer_spec).expanduser())
     fields = {
         "format": CACHE_FORMAT_VERSION,
         "corpus": corpus_fingerprint,
-        "tokenizer": tokenizer_identity,
+        "tokenizer": tokenizer.identity(),
         "vocab_size": vocab_size,
         "val_fraction": repr(float(val_fraction)),
         "split": SPLIT_VERSION,
@@ -99,16 +94,15 @@ def cache_key(corpus_fingerprint: str, tokenizer_spec: str, vocab_size: int, val
 
 def load_or_build(
     corpus: Corpus,
-    tokenizer_spec: str,
+    tokenizer_spec: Union[str, TokenizerSpec],
     vocab_size: int,
     val_fraction: float,
     cache_dir: Optional[str] = None,
 ) -> TokenizedCorpus:
     """Return the verified cache entry for these settings, building it if needed."""
-    if corpus.is_tokenized:
-        raise ValueError("a token-file corpus is already tokenized and is not cached")
     started = time.perf_counter()
-    key = cache_key(corpus.fingerprint(), tokenizer_spec, vocab_size, val_fraction)
+    tokenizer = TokenizerSpec.of(tokenizer_spec)
+    key = cache_key(corpus.fingerprint(), tokenizer, vocab_size, val_fraction)
     root = default_cache_root(cache_dir)
     directory = root / key[:16]
     if directory.exists():
@@ -118,7 +112,7 @@ def load_or_build(
         except CacheCorruptError as problem:
             warnings.warn(f"tokenized corpus cache {directory} is damaged ({problem}); rebuilding it", stacklevel=2)
             _discard(directory)
-    manifest = _build_entry(corpus, tokenizer_spec, vocab_size, val_fraction, key, directory)
+    manifest = _build_entry(corpus, tokenizer, vocab_size, val_fraction, key, directory)
     return TokenizedCorpus(directory, manifest, hit=False, seconds=time.perf_counter() - started)
 
 
@@ -146,7 +140,7 @@ def verify_entry(directory: Path, key: str) -> dict[str, Any]:
 
 def _build_entry(
     corpus: Corpus,
-    tokenizer_spec: str,
+    tokenizer_spec: TokenizerSpec,
     vocab_size: int,
     val_fraction: float,
     key: str,
@@ -164,7 +158,8 @@ def _build_entry(
         else:
             train_indices, val_indices = list(range(len(names))), []
 
-        tokenizer = _make_tokenizer(tokenizer_spec, corpus, train_indices, vocab_size)
+        # 'bpe' learns on the training documents only, so validation text stays unseen.
+        tokenizer = tokenizer_spec.build(lambda: _documents(corpus, train_indices), vocab_size)
         tokenizers_lib.save_tokenizer(tokenizer, staging / TOKENIZER_FILE)
         train_tokens = tokenizers_lib.encode_documents(tokenizer, _documents(corpus, train_indices))
         if multi_document:
@@ -178,7 +173,7 @@ def _build_entry(
             "key": key,
             "format": CACHE_FORMAT_VERSION,
             "corpus": corpus.description,
-            "tokenizer": tokenizer_spec,
+            "tokenizer": str(tokenizer_spec),
             "vocab_size": tokenizer.get_vocab_size(),
             "eot_id": tokenizers_lib.eot_id(tokenizer),
             "val_fraction": val_fraction,
@@ -191,7 +186,7 @@ def _build_entry(
             "build_seconds": round(time.perf_counter() - started, 3),
             "files": {name: _describe(staging / name) for name in _CHECKED_FILES},
         }
-        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        write_json_atomic(staging / MANIFEST_FILE, manifest)
         return _publish(staging, directory, key, manifest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -216,15 +211,6 @@ def _publish(staging: Path, directory: Path, key: str, manifest: dict[str, Any])
     return theirs
 
 
-def _make_tokenizer(spec: str, corpus: Corpus, train_indices: list[int], vocab_size: int) -> Tokenizer:
-    """'bpe' trains on the training documents only, so validation text stays unseen."""
-    if spec == "bpe":
-        return tokenizers_lib.train_bpe_tokenizer(_documents(corpus, train_indices), vocab_size)
-    if spec == "byte":
-        return tokenizers_lib.byte_tokenizer()
-    return tokenizers_lib.load_tokenizer(Path(spec).expanduser())
-
-
 def _documents(corpus: Corpus, indices: list[int]) -> Iterator[str]:
     for index in indices:
         yield read_document(corpus.files[index])
@@ -244,20 +230,17 @@ def _describe(path: Path) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
 
 
-def cached_shards(corpus: Corpus, tokenizer_spec: str, vocab_size: int, val_fraction: float, seed: int,
-                  cache_dir: Optional[str] = None) -> Corpus:
+def cached_shards(corpus: Corpus, tokenizer: TokenizerSpec, vocab_size: int, val_fraction: float, seed: int,
+                  cache_dir: Optional[str] = None) -> TokenCorpus:
     """A record corpus (JSONL, Parquet, datasets) given straight to the data module: tokenized once by
     ``andrea tokenize``'s engine into a shard directory in the cache, then read like any shard directory.
 
     The directory is named by the tokenize settings (corpus fingerprint included), so a changed
     corpus or setting makes a new one; an interrupted build is resumed by the next run.
     """
-    from andrea_lab.data.shards import shard_dir_corpus
-    from andrea_lab.data.tokenize_corpus import TokenizeOptions, settings_of, tokenize_corpus
-
     # workers=0: encode in this process (its Rayon threads use the cores): spawning workers from inside a
     # user's script would re-run a script that has no `if __name__ == "__main__"` guard.
-    options = TokenizeOptions(tokenizer=tokenizer_spec, vocab_size=vocab_size, seed=seed, val_fraction=val_fraction,
+    options = TokenizeOptions(tokenizer=tokenizer, vocab_size=vocab_size, seed=seed, val_fraction=val_fraction,
                               workers=0, progress=False)
     key = sha256_text(json.dumps(settings_of(corpus, options), sort_keys=True))
     directory = default_cache_root(cache_dir) / f"shards-{key[:16]}"
