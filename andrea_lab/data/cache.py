@@ -8,8 +8,11 @@ the tokenizer spec, ``vocab_size``, the split settings and the cache format.
 
 Safety rules:
 
+* an entry is checked and built under a lock (``.<key[:16]>.lock`` beside it,
+  ``filelock``), so fits started together build it once;
 * an entry is built in a temporary sibling directory and renamed into place
-  only when complete, so a crash never leaves a half-built entry;
+  only when complete, so a crash never leaves a half-built entry (and a
+  builder that takes no lock, an older version, loses the race harmlessly);
 * every load checks the manifest (sizes and sha256); a damaged entry is
   reported with ``warnings.warn``, moved aside, deleted and rebuilt: never
   used silently.
@@ -26,6 +29,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
+
+from filelock import FileLock
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.corpus import Corpus, read_document
@@ -105,15 +110,24 @@ def load_or_build(
     key = cache_key(corpus.fingerprint(), tokenizer, vocab_size, val_fraction)
     root = default_cache_root(cache_dir)
     directory = root / key[:16]
-    if directory.exists():
-        try:
-            manifest = verify_entry(directory, key)
-            return TokenizedCorpus(directory, manifest, hit=True, seconds=time.perf_counter() - started)
-        except CacheCorruptError as problem:
-            warnings.warn(f"tokenized corpus cache {directory} is damaged ({problem}); rebuilding it", stacklevel=2)
-            _discard(directory)
-    manifest = _build_entry(corpus, tokenizer, vocab_size, val_fraction, key, directory)
+    with build_lock(directory):
+        if directory.exists():
+            try:
+                manifest = verify_entry(directory, key)
+                return TokenizedCorpus(directory, manifest, hit=True, seconds=time.perf_counter() - started)
+            except CacheCorruptError as problem:
+                warnings.warn(f"tokenized corpus cache {directory} is damaged ({problem}); rebuilding it",
+                              stacklevel=2)
+                _discard(directory)
+        manifest = _build_entry(corpus, tokenizer, vocab_size, val_fraction, key, directory)
     return TokenizedCorpus(directory, manifest, hit=False, seconds=time.perf_counter() - started)
+
+
+def build_lock(directory: Path) -> FileLock:
+    """The lock held while an entry is checked or built: fits started together on one corpus (a sweep's
+    runs) build it once; the others wait, then find it. A hidden sibling file, so no entry holds it."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(directory.with_name(f".{directory.name}.lock"))
 
 
 def verify_entry(directory: Path, key: str) -> dict[str, Any]:
@@ -244,5 +258,6 @@ def cached_shards(corpus: Corpus, tokenizer: TokenizerSpec, vocab_size: int, val
                               workers=0, progress=False)
     key = sha256_text(json.dumps(settings_of(corpus, options), sort_keys=True))
     directory = default_cache_root(cache_dir) / f"shards-{key[:16]}"
-    tokenize_corpus(corpus, directory, options)
+    with build_lock(directory):  # two writers of one shard directory would interleave their shards
+        tokenize_corpus(corpus, directory, options)
     return shard_dir_corpus(directory)

@@ -22,6 +22,11 @@ def _build(corpus_dir: Path, cache: Path, **overrides):
     return load_or_build(resolve_corpus(str(corpus_dir)), **settings)
 
 
+def _entries(root: Path) -> list[str]:
+    """What is in the cache root besides the build locks (empty files, see test_an_entry_is_built_under_its_lock)."""
+    return sorted(path.name for path in root.iterdir() if not path.name.endswith(".lock"))
+
+
 def _forbid_training(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the tokenizer was retrained although the cache should have been used")
@@ -35,7 +40,8 @@ def test_first_build_writes_a_complete_entry(generated_corpus: Path, tmp_path: P
     assert entry.directory.parent == tmp_path / "cache" and len(entry.directory.name) == 16
     names = sorted(p.name for p in entry.directory.iterdir())
     assert names == ["manifest.json", "tokenizer.json", "train.bin", "val.bin"]
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [entry.directory.name]  # no staging dir left
+    left = sorted(p.name for p in (tmp_path / "cache").iterdir())  # no staging dir left; the (empty) lock file is
+    assert left == [f".{entry.directory.name}.lock", entry.directory.name]
 
     manifest = json.loads((entry.directory / "manifest.json").read_text())
     assert manifest["vocab_size"] == VOCAB and manifest["eot_id"] == VOCAB - 1
@@ -87,7 +93,7 @@ def test_damaged_entry_warns_and_is_rebuilt(generated_corpus: Path, tmp_path: Pa
         rebuilt = _build(generated_corpus, tmp_path / "cache")
     assert not rebuilt.hit and rebuilt.directory == entry.directory
     assert rebuilt.train_path.read_bytes() == good_train
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [entry.directory.name]
+    assert _entries(tmp_path / "cache") == [entry.directory.name]
     assert _build(generated_corpus, tmp_path / "cache").hit
 
 
@@ -98,7 +104,7 @@ def test_failed_build_leaves_nothing_behind(generated_corpus: Path, tmp_path: Pa
     monkeypatch.setattr(tokenizers_lib, "encode_documents", crash)
     with pytest.raises(RuntimeError, match="killed mid-build"):
         _build(generated_corpus, tmp_path / "cache")
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert _entries(tmp_path / "cache") == []
 
 
 def test_tokenizer_is_trained_on_training_documents_only(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
@@ -136,3 +142,47 @@ def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 def test_default_cache_dir_comes_from_the_environment(generated_corpus: Path, fresh_cache: Path) -> None:
     entry = load_or_build(resolve_corpus(str(generated_corpus)), "byte", 257, 0.25)
     assert entry.directory.parent == fresh_cache
+
+
+def _held_elsewhere(directory: Path) -> bool:
+    """Whether another holder has the build lock of ``directory`` right now (a second lock cannot take it)."""
+    from filelock import FileLock, Timeout
+
+    other = FileLock(directory.with_name(f".{directory.name}.lock"))
+    try:
+        other.acquire(timeout=0)
+    except Timeout:
+        return True
+    other.release()
+    return False
+
+
+def test_an_entry_is_checked_and_built_under_its_lock(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    from andrea_lab.data import cache
+
+    built, real = [], cache._build_entry
+
+    def build(corpus, tokenizer, vocab_size, val_fraction, key, directory):
+        built.append(_held_elsewhere(directory))
+        return real(corpus, tokenizer, vocab_size, val_fraction, key, directory)
+
+    monkeypatch.setattr(cache, "_build_entry", build)
+    entry = _build(generated_corpus, tmp_path / "cache")
+    assert built == [True] and not _held_elsewhere(entry.directory)  # held while building, released after
+    assert _build(generated_corpus, tmp_path / "cache").hit and built == [True]
+
+
+def test_cached_shards_are_written_under_their_lock(tmp_path: Path, small_texts, jsonl_writer, monkeypatch) -> None:
+    from andrea_lab.data import cache
+    from andrea_lab.data.tokenizer_spec import TokenizerSpec
+
+    held, real = [], cache.tokenize_corpus
+
+    def tokenize(corpus, out, options):
+        held.append(_held_elsewhere(out))
+        return real(corpus, out, options)
+
+    monkeypatch.setattr(cache, "tokenize_corpus", tokenize)
+    corpus = resolve_corpus(str(jsonl_writer(tmp_path / "c.jsonl", small_texts)))
+    tokens = cache.cached_shards(corpus, TokenizerSpec.parse("byte"), 257, 0.2, 0, str(tmp_path / "cache"))
+    assert held == [True] and tokens.root.name.startswith("shards-") and not _held_elsewhere(tokens.root)
