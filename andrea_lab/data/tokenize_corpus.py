@@ -226,8 +226,9 @@ class _Run:
 def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions) -> TokenizeReport:
     """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring."""
     if not isinstance(corpus, Corpus):
-        raise TokenizeError(f"corpus {corpus.description} is already token ids; `andrea tokenize` takes text "
-                            "(text files, stdlib, JSONL/Parquet records, a datasets directory)")
+        raise TokenizeError(f"the corpus is already token ids ({corpus.description}): train on it as it is "
+                            f"(--data.corpus {corpus.root if corpus.manifest else corpus.train[0]}); `andrea tokenize` "
+                            "takes text (stdlib, text files, JSONL/Parquet records, a datasets directory)")
     options.check()
     check_shard_count(corpus, options.shard_tokens)
     started = time.perf_counter()
