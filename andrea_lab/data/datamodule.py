@@ -131,14 +131,11 @@ class AndreaDataModule(L.LightningDataModule):
         if self._train is not None:
             return
         corpus = self._resolved_corpus()
-        if isinstance(corpus, TokenCorpus):
-            train, val, summary = self._token_file_streams(corpus)
-        else:
-            entry = self._entry or self._load_or_build(corpus)
-            self._entry = entry
-            train, val = MappedTokens(entry.train_path), MappedTokens(entry.val_path)
-            self._set_tokenizer(tokenizers_lib.load_tokenizer(entry.tokenizer_path))
-            summary = _cache_summary(entry, len(train) + len(val))
+        entry = None
+        if isinstance(corpus, Corpus):  # a small text corpus: its cache entry, a shard directory like any other
+            entry = self._entry = self._entry or self._load_or_build(corpus)
+        train, val, how = self._token_file_streams(self._token_corpus())
+        summary = how if entry is None else _cache_summary(entry, len(train) + len(val))
         _check_lengths(corpus, len(train), len(val), self.block_size)
         self._train, self._val = train, val
         rank_zero_info(
@@ -189,13 +186,11 @@ class AndreaDataModule(L.LightningDataModule):
         Python version whose library it is), the tokenizer's hash, and the split sizes."""
         corpus = self._resolved_corpus()
         tokenizer = self._tokenizer if self._tokenizer_known else None
-        manifest = self._entry.manifest if self._entry is not None else {}
-        if isinstance(corpus, TokenCorpus) and corpus.manifest is not None:  # counts: a shard corpus has millions
-            totals = corpus.manifest.get("totals", {})
+        tokens = self._token_corpus() if isinstance(corpus, TokenCorpus) or self._entry is not None else None
+        train_docs = val_docs = None
+        if tokens is not None and tokens.manifest is not None:  # counts, not names: a shard corpus has millions
+            totals = tokens.manifest.get("totals", {})
             train_docs, val_docs = totals.get("train_documents", 0), totals.get("val_documents", 0)
-        else:
-            train_docs, val_docs = (None if names is None else len(names)
-                                    for names in (manifest.get("train_documents"), manifest.get("val_documents")))
         return {
             "corpus": self.corpus_spec,
             "corpus_description": corpus.description,
@@ -294,6 +289,15 @@ class AndreaDataModule(L.LightningDataModule):
                                        self.seed, self.cache_dir)
             self._corpus = corpus
         return self._corpus
+
+    def _token_corpus(self) -> TokenCorpus:
+        """What the data module reads: the corpus itself when it is tokens, else its cache entry."""
+        corpus = self._resolved_corpus()
+        if isinstance(corpus, TokenCorpus):
+            return corpus
+        if self._entry is None:
+            raise RuntimeError("the corpus is not tokenized yet: call prepare_data() first")
+        return self._entry.tokens
 
     def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
         return load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir)

@@ -24,10 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
+from tokenizers import Tokenizer
+
 from andrea_lab.data.errors import CorpusError
 from andrea_lab.data.shard_check import check_manifest, scan_shard, shards_fingerprint, verify_shards
-from andrea_lab.data.token_file import is_token_file, read_token_file
-from andrea_lab.files import HandedFileError, hash_named_file, load_json
+from andrea_lab.data.token_file import HEADER_BYTES, is_token_file, read_token_file
+from andrea_lab.data.tokenizer import eot_id
+from andrea_lab.files import HandedFileError, hash_named_file, load_json, sha256_text
 
 MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -85,6 +89,25 @@ def shard_name(split: str, index: int) -> str:
     return f"{split}_{index:06d}.bin"
 
 
+def shard_entry(name: str, split: str, index: int, tokens: np.ndarray, sha256: str, documents: int,
+                end: tuple[int, int], bad_before: dict[str, int]) -> dict[str, Any]:
+    """A shard's manifest entry, the one schema both writers use (``andrea tokenize``'s and the cache's):
+    what it holds, its hash, its largest id, and where in the corpus it ends (``end``: the record that
+    continues after it, and from which of that record's tokens)."""
+    return {
+        "file": name, "split": split, "index": index, "tokens": int(len(tokens)),
+        "bytes": HEADER_BYTES + int(len(tokens)) * 2, "sha256": sha256,
+        "max_token_id": int(tokens.max()) if len(tokens) else 0, "documents": documents,
+        "end": {"record": end[0], "carry": end[1]}, "bad_records_before_end": dict(bad_before),
+    }
+
+
+def tokenizer_entry(tokenizer: Tokenizer) -> dict[str, Any]:
+    """The manifest's record of the tokenizer that made the ids (its sha256 is over ``to_str()``)."""
+    return {"file": TOKENIZER_FILE, "sha256": sha256_text(tokenizer.to_str()),
+            "vocab_size": tokenizer.get_vocab_size(), "eot_id": eot_id(tokenizer)}
+
+
 def read_manifest(directory: Path) -> Optional[dict[str, Any]]:
     """The manifest of a shard directory, None if there is none; a damaged one is an error."""
     path = directory / MANIFEST_FILE
@@ -123,11 +146,12 @@ def shard_dir_corpus(directory: Path) -> TokenCorpus:
     facts = verify_shards(directory, shards)
     train = [directory / shard["file"] for shard in shards if shard["split"] == "train"]
     val = [directory / shard["file"] for shard in shards if shard["split"] == "val"]
-    totals = manifest.get("totals", {})
+    tokens = [sum(shard.get("tokens", 0) for shard in shards if shard["split"] == split
+                  and isinstance(shard.get("tokens", 0), int)) for split in SPLITS]  # from the checked entries
     return TokenCorpus(
         train=train, val=val, root=directory, manifest=manifest,
         description=(f"shard directory {directory}: {len(train)} train + {len(val)} val shards, "
-                     f"{totals.get('train_tokens', 0):,} + {totals.get('val_tokens', 0):,} tokens"),
+                     f"{tokens[0]:,} + {tokens[1]:,} tokens"),
         _fingerprint=shards_fingerprint([(shard["file"], found) for shard, found in zip(shards, facts)]),
     )
 

@@ -31,7 +31,15 @@ from andrea_lab.data.parallel_encode import available_cores, encode_ordered
 from andrea_lab.data.records import PROBLEMS
 from andrea_lab.data.shard_check import check_manifest
 from andrea_lab.data.shard_writer import ShardWriter
-from andrea_lab.data.shards import MANIFEST_FILE, SHARD_FORMAT, SHARD_FORMAT_VERSION, SPLITS, TOKENIZER_FILE, read_manifest
+from andrea_lab.data.shards import (
+    MANIFEST_FILE,
+    SHARD_FORMAT,
+    SHARD_FORMAT_VERSION,
+    SPLITS,
+    TOKENIZER_FILE,
+    read_manifest,
+    tokenizer_entry,
+)
 from andrea_lab.data.split import SPLIT_VERSION, name_score, validate_val_fraction
 from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
@@ -204,8 +212,7 @@ def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifes
             return tokenizer
     tokenizer = make_tokenizer(corpus, options)
     tokenizers_lib.save_tokenizer(tokenizer, path)
-    manifest["tokenizer"] = {"file": TOKENIZER_FILE, "sha256": sha256_text(tokenizer.to_str()),
-                             "vocab_size": tokenizer.get_vocab_size(), "eot_id": tokenizers_lib.eot_id(tokenizer)}
+    manifest["tokenizer"] = tokenizer_entry(tokenizer)
     manifest["shards"] = []  # shards of another tokenizer (never expected) are not continued
     write_json_atomic(out / MANIFEST_FILE, manifest)
     return tokenizer
