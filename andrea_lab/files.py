@@ -183,6 +183,18 @@ def sha256_file(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def hash_named_file(digest: "hashlib._Hash", name: str, path: str | os.PathLike) -> None:
+    """Feed a file's name, size and bytes into ``digest``, the name and size length-prefixed, so that no
+    two different sequences of (name, file) hash the same (a corpus fingerprint)."""
+    encoded = name.encode("utf-8")
+    digest.update(len(encoded).to_bytes(8, "little"))
+    digest.update(encoded)
+    digest.update(os.stat(path).st_size.to_bytes(8, "little"))
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+
+
 def sha256_text(text: str) -> str:
     """Hex sha256 of a string's UTF-8 bytes (a tokenizer's JSON, a config)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

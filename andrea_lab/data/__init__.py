@@ -1,8 +1,10 @@
 """Data for ANDREA: corpora, tokenizers, the tokenized cache, and the DataModule.
 
-The pipeline is corpus spec -> ``Corpus`` (corpus.py) -> tokenizer
-(tokenizer.py) -> cached llm.c token files (cache.py, token_file.py) ->
-deterministic windows (windows.py) -> ``AndreaDataModule`` (datamodule.py).
+The pipeline is corpus spec -> ``Corpus`` (corpus.py: a source of text) or
+``TokenCorpus`` (shards.py: token files already) -> tokenizer (the spec parsed
+once, tokenizer_spec.py; tokenizer.py) -> cached llm.c token files (cache.py,
+token_file.py) -> deterministic windows (windows.py) -> ``AndreaDataModule``
+(datamodule.py).
 
 At scale, ``andrea tokenize`` (tokenize_corpus.py) streams record files
 (records.py: JSONL, Parquet, ``datasets``) through worker processes
@@ -15,7 +17,7 @@ import), which tools that only read token files or tokenizers do not need.
 
 from typing import Any
 
-from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
+from andrea_lab.data.corpus import Corpus, CorpusError, TokenCorpus, resolve_corpus
 from andrea_lab.data.settings import DataConfigError
 from andrea_lab.data.token_file import TokenFileError, read_token_file, write_token_file
 from andrea_lab.data.tokenizer import (
@@ -25,6 +27,7 @@ from andrea_lab.data.tokenizer import (
     load_tokenizer,
     train_bpe_tokenizer,
 )
+from andrea_lab.data.tokenizer_spec import TokenizerSpec
 
 __all__ = [
     "END_OF_TEXT",
@@ -32,8 +35,10 @@ __all__ = [
     "Corpus",
     "CorpusError",
     "DataConfigError",
+    "TokenCorpus",
     "TokenFileError",
     "TokenizerError",
+    "TokenizerSpec",
     "byte_tokenizer",
     "load_tokenizer",
     "read_token_file",

@@ -29,11 +29,21 @@ import os
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 from andrea_lab.data import records as records_lib
-from andrea_lab.data.token_file import is_token_file, read_token_file
-from andrea_lab.errors import UsageError
+from andrea_lab.data.errors import CorpusError
+from andrea_lab.data.shards import (
+    TokenCorpus,
+    is_shard_dir,
+    shard_dir_corpus,
+    shard_glob_corpus,
+    token_file_corpus,
+)
+from andrea_lab.data.token_file import is_token_file
+from andrea_lab.files import hash_named_file
+
+__all__ = ["Corpus", "CorpusError", "ResolvedCorpus", "TokenCorpus", "read_document", "resolve_corpus"]
 
 # Why these are left out of the "stdlib" corpus:
 # * site-packages / dist-packages hold third-party code that varies per machine,
@@ -54,50 +64,30 @@ _PREPARE_HINT = "to prepare a shard directory from a JSONL/Parquet corpus run `a
 _FINGERPRINT_EDGE_BYTES = 1 << 20
 
 
-class CorpusError(UsageError):
-    """The corpus spec does not name usable training text."""
-
-
 @dataclass
 class Corpus:
-    """A resolved corpus: either text documents (``files``) or one ``token_file``.
+    """A source of text: document files (``files``), record files, or a datasets directory.
 
     ``root`` is the directory that document names are relative to; names (not
     absolute paths) feed the fingerprint and the train/val split, so moving a
-    corpus does not change either. ``val_token_file`` is the llm.c validation
-    shard found beside a ``*_train*.bin`` token file, if any.
+    corpus does not change either. A corpus that is already tokens is a
+    :class:`~andrea_lab.data.shards.TokenCorpus` instead.
     """
 
     files: list[Path]
-    token_file: Optional[Path]
     description: str
     root: Optional[Path] = None
     skipped_binary: int = 0
     skipped_empty: int = 0
-    val_token_file: Optional[Path] = None
     record_files: list[Path] = field(default_factory=list)
     datasets_dir: Optional[Path] = None
-    train_shards: list[Path] = field(default_factory=list)
-    val_shards: list[Path] = field(default_factory=list)
-    shard_manifest: Optional[dict] = field(default=None, repr=False)
     text_field: str = "text"
     _fingerprint: Optional[str] = field(default=None, repr=False, compare=False)
-
-    @property
-    def is_tokenized(self) -> bool:
-        """Whether the corpus is already token ids (an llm.c token file or shards)."""
-        return self.token_file is not None or bool(self.train_shards)
 
     @property
     def is_records(self) -> bool:
         """Whether documents are records (JSONL, Parquet, a datasets directory) rather than files."""
         return bool(self.record_files) or self.datasets_dir is not None
-
-    def token_streams(self) -> tuple[list[Path], list[Path]]:
-        """The train and validation token files of a tokenized corpus (validation may be empty)."""
-        if self.token_file is not None:
-            return [self.token_file], [] if self.val_token_file is None else [self.val_token_file]
-        return list(self.train_shards), list(self.val_shards)
 
     def relative_names(self) -> list[str]:
         """Names of the document files (or, for a record corpus, the record files) relative to ``root``,
@@ -130,11 +120,10 @@ class Corpus:
             yield records_lib.Record(name, read_document(path), None, done)
 
     def total_bytes(self) -> int:
-        """Size of the corpus on disk: text or record bytes, or the token files' size."""
+        """Size of the corpus on disk: text or record bytes."""
         if self.datasets_dir is not None:
             return records_lib.datasets_dir_size(self.datasets_dir)
-        train, val = self.token_streams() if self.is_tokenized else ([], [])
-        return sum(path.stat().st_size for path in [*self.files, *self.record_files, *train, *val])
+        return sum(path.stat().st_size for path in [*self.files, *self.record_files])
 
     def fingerprint(self) -> str:
         """A sha256 over the names and contents: the key of the tokenized cache.
@@ -144,31 +133,23 @@ class Corpus:
         Computed once per resolved corpus: the cache key and the run record
         both ask for it.
         """
-        if self._fingerprint is not None:
-            return self._fingerprint
-        digest = hashlib.sha256()
-        if self.token_file is not None:
-            digest.update(b"token-file\0")
-            _hash_file(digest, self.token_file.name, self.token_file)
-        elif self.train_shards:  # read whole once anyway, for their ids (shard_check); never just a claim
-            from andrea_lab.data.shard_check import scan_shard, shards_fingerprint
-
-            train, val = self.token_streams()
-            self._fingerprint = shards_fingerprint([(path.name, scan_shard(path)) for path in [*train, *val]])
-            return self._fingerprint
-        elif self.is_records:
-            self._fingerprint = _large_corpus_fingerprint(self)
-            return self._fingerprint
-        else:
-            digest.update(b"text-files\0")
-            for name, path in zip(self.relative_names(), self.files):
-                _hash_file(digest, name, path)
-        self._fingerprint = digest.hexdigest()
+        if self._fingerprint is None:
+            if self.is_records:
+                self._fingerprint = _large_corpus_fingerprint(self)
+            else:
+                digest = hashlib.sha256(b"text-files\0")
+                for name, path in zip(self.relative_names(), self.files):
+                    hash_named_file(digest, name, path)
+                self._fingerprint = digest.hexdigest()
         return self._fingerprint
 
 
+#: What a corpus spec resolves to: a source of text, or tokens already.
+ResolvedCorpus = Union[Corpus, TokenCorpus]
+
+
 #: Corpora already resolved by this process, once :func:`remember_resolved_corpora` turned it on.
-_REMEMBERED: Optional[dict[tuple[str, str, str], Corpus]] = None
+_REMEMBERED: Optional[dict[tuple[str, str, str], ResolvedCorpus]] = None
 
 
 def remember_resolved_corpora() -> None:
@@ -183,8 +164,8 @@ def remember_resolved_corpora() -> None:
         _REMEMBERED = {}
 
 
-def resolve_corpus(spec: str, text_field: str = "text") -> Corpus:
-    """Resolve a corpus spec (see the module docstring) into a ``Corpus``.
+def resolve_corpus(spec: str, text_field: str = "text") -> ResolvedCorpus:
+    """Resolve a corpus spec (see the module docstring) into a ``Corpus`` (text) or a ``TokenCorpus``.
 
     ``text_field`` names the field (JSONL) or column (Parquet, datasets) holding a record's text.
     Raises ``CorpusError`` with one sentence saying what is wrong and what
@@ -194,13 +175,14 @@ def resolve_corpus(spec: str, text_field: str = "text") -> Corpus:
     if _REMEMBERED is not None and key in _REMEMBERED:
         return _REMEMBERED[key]
     corpus = _resolve(spec)
-    corpus.text_field = text_field
+    if isinstance(corpus, Corpus):
+        corpus.text_field = text_field
     if _REMEMBERED is not None:
         _REMEMBERED[key] = corpus
     return corpus
 
 
-def _resolve(spec: str) -> Corpus:
+def _resolve(spec: str) -> ResolvedCorpus:
     if spec == "stdlib":
         return _stdlib_corpus()
     expanded = os.path.expanduser(spec)
@@ -223,24 +205,6 @@ def read_document(path: Path) -> str:
         raise CorpusError(f"corpus file {path} is not valid UTF-8 text ({reason})") from None
 
 
-def find_val_token_file(train_file: Path) -> Optional[Path]:
-    """The llm.c validation shard beside a training shard, or None.
-
-    llm.c names shards ``<name>_train[_NNNNNN].bin`` and ``<name>_val[_NNNNNN].bin``;
-    the first (sorted) ``<name>_val*.bin`` that is a token file is used.
-    """
-    name = train_file.name
-    if "_train" not in name:
-        return None
-    prefix = name[: name.rindex("_train")]
-    candidates = sorted(train_file.parent.glob(f"{glob.escape(prefix)}_val*.bin"))
-    for candidate in candidates:
-        if candidate != train_file and is_token_file(candidate):
-            read_token_file(candidate)
-            return candidate
-    return None
-
-
 def _stdlib_corpus() -> Corpus:
     root = Path(sysconfig.get_paths()["stdlib"])
     candidates = [
@@ -251,9 +215,7 @@ def _stdlib_corpus() -> Corpus:
     return _text_corpus(candidates, root, f"stdlib ({root})", source="the stdlib")
 
 
-def _directory_corpus(directory: Path) -> Corpus:
-    from andrea_lab.data.shards import is_shard_dir, shard_dir_corpus
-
+def _directory_corpus(directory: Path) -> ResolvedCorpus:
     if records_lib.is_datasets_dir(directory):
         return _datasets_corpus(directory)
     if is_shard_dir(directory):
@@ -270,29 +232,24 @@ def _directory_corpus(directory: Path) -> Corpus:
     return _text_corpus(candidates, directory, f"directory {directory}", source=f"directory {directory}")
 
 
-def _glob_corpus(pattern: str) -> Corpus:
+def _glob_corpus(pattern: str) -> ResolvedCorpus:
     candidates = [Path(name) for name in glob.glob(pattern, recursive=True) if os.path.isfile(name)]
     if not candidates:
         raise CorpusError(f"corpus glob {pattern!r} matches no files")
     root = Path(os.path.commonpath([str(path.parent.absolute()) for path in candidates]))
     candidates = [path.absolute() for path in candidates]
     if candidates and all(path.suffix == ".bin" for path in candidates):
-        from andrea_lab.data.shards import shard_glob_corpus
-
         return shard_glob_corpus(candidates, root, pattern)
     if any(records_lib.is_record_file(path) for path in candidates):
         return _record_corpus(candidates, root, f"glob {pattern!r}")
     return _text_corpus(candidates, root, f"glob {pattern!r}", source=f"glob {pattern!r}")
 
 
-def _single_file_corpus(path: Path) -> Corpus:
+def _single_file_corpus(path: Path) -> ResolvedCorpus:
     # A `.bin` file is meant as a token file: let the reader say what is wrong with its header
     # (magic, version, size) rather than calling it a binary text file.
     if is_token_file(path) or path.suffix == ".bin":
-        read_token_file(path)  # validates the header now, with the file's name in any error
-        val_file = find_val_token_file(path)
-        description = f"token file {path}" + (f" (validation: {val_file.name})" if val_file else "")
-        return Corpus(files=[], token_file=path, description=description, root=path.parent, val_token_file=val_file)
+        return token_file_corpus(path)
     if records_lib.is_record_file(path):
         return _record_corpus([path], path.parent, f"file {path}")
     kind = _classify(path)
@@ -303,7 +260,7 @@ def _single_file_corpus(path: Path) -> Corpus:
         )
     if kind == "empty":
         raise CorpusError(f"corpus file {path} is empty")
-    return Corpus(files=[path], token_file=None, description=f"file {path}", root=path.parent)
+    return Corpus(files=[path], description=f"file {path}", root=path.parent)
 
 
 def _text_corpus(candidates: list[Path], root: Path, description: str, source: str) -> Corpus:
@@ -327,7 +284,6 @@ def _text_corpus(candidates: list[Path], root: Path, description: str, source: s
         summary += f", {binary} binary skipped"
     return Corpus(
         files=files,
-        token_file=None,
         description=summary,
         root=root,
         skipped_binary=binary,
@@ -356,16 +312,6 @@ def _classify(path: Path) -> str:
     return "text" if seen else "empty"
 
 
-def _hash_file(digest: "hashlib._Hash", name: str, path: Path) -> None:
-    encoded = name.encode("utf-8")
-    digest.update(len(encoded).to_bytes(8, "little"))
-    digest.update(encoded)
-    digest.update(path.stat().st_size.to_bytes(8, "little"))
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_READ_CHUNK):
-            digest.update(chunk)
-
-
 def _record_corpus(candidates: list[Path], root: Path, description: str) -> Corpus:
     """A corpus of JSONL/Parquet files; anything else among ``candidates`` is an error, not a guess."""
     others = [path for path in candidates if not records_lib.is_record_file(path)]
@@ -376,13 +322,13 @@ def _record_corpus(candidates: list[Path], root: Path, description: str) -> Corp
         )
     files = sorted(candidates, key=lambda path: path.relative_to(root).as_posix())
     records_lib.check_libraries(files)
-    return Corpus(files=[], token_file=None, description=f"{description}: {len(files)} record files",
+    return Corpus(files=[], description=f"{description}: {len(files)} record files",
                   root=root, record_files=files)
 
 
 def _datasets_corpus(directory: Path) -> Corpus:
     records_lib.optional_module("datasets", f"Hugging Face datasets directory {directory}")
-    return Corpus(files=[], token_file=None, description=f"datasets directory {directory}",
+    return Corpus(files=[], description=f"datasets directory {directory}",
                   root=directory.parent, datasets_dir=directory)
 
 

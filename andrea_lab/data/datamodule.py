@@ -22,13 +22,13 @@ from torch.utils.data import DataLoader
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, cached_shards, load_or_build
-from andrea_lab.data.corpus import Corpus, CorpusError, resolve_corpus
+from andrea_lab.data.corpus import Corpus, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
-from andrea_lab.data.settings import check_corpus_spec, check_settings, check_tokenizer_spec
+from andrea_lab.data.settings import DataSettings
 from andrea_lab.data.split import split_point
 from andrea_lab.data.shard_check import check_ids
-from andrea_lab.data.shards import TOKENIZER_FILE
 from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
+from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 from andrea_lab.files import sha256_text
 
@@ -92,11 +92,11 @@ class AndreaDataModule(L.LightningDataModule):
         text_field: str = "text",
     ) -> None:
         super().__init__()
-        check_settings(
-            batch_size, block_size, vocab_size, val_fraction, seed, samples_per_epoch, max_val_batches, num_workers
+        self.settings = DataSettings.of(
+            corpus=corpus, tokenizer=tokenizer, batch_size=batch_size, block_size=block_size, vocab_size=vocab_size,
+            val_fraction=val_fraction, seed=seed, samples_per_epoch=samples_per_epoch,
+            max_val_batches=max_val_batches, num_workers=num_workers, cache_dir=cache_dir, text_field=text_field,
         )
-        check_tokenizer_spec(tokenizer, vocab_size)
-        check_corpus_spec(corpus)
         self.save_hyperparameters()
         self.corpus_spec = corpus
         self.tokenizer_spec = tokenizer
@@ -111,7 +111,7 @@ class AndreaDataModule(L.LightningDataModule):
         self.cache_dir = cache_dir
         self.text_field = text_field
 
-        self._corpus: Optional[Corpus] = None
+        self._corpus: Optional[ResolvedCorpus] = None
         self._entry: Optional[TokenizedCorpus] = None
         self._tokenizer: Optional[Tokenizer] = None
         self._tokenizer_known = False
@@ -123,7 +123,7 @@ class AndreaDataModule(L.LightningDataModule):
     def prepare_data(self) -> None:
         """Build (or verify) the tokenized cache; Lightning runs this once per node."""
         corpus = self._resolved_corpus()
-        if not corpus.is_tokenized:
+        if isinstance(corpus, Corpus):
             self._entry = self._load_or_build(corpus)
 
     def setup(self, stage: Optional[str] = None) -> None:
@@ -131,14 +131,11 @@ class AndreaDataModule(L.LightningDataModule):
         if self._train is not None:
             return
         corpus = self._resolved_corpus()
-        if corpus.is_tokenized:
-            train, val, summary = self._token_file_streams(corpus)
-        else:
-            entry = self._entry or self._load_or_build(corpus)
-            self._entry = entry
-            train, val = MappedTokens(entry.train_path), MappedTokens(entry.val_path)
-            self._set_tokenizer(tokenizers_lib.load_tokenizer(entry.tokenizer_path))
-            summary = _cache_summary(entry, len(train) + len(val))
+        entry = None
+        if isinstance(corpus, Corpus):  # a small text corpus: its cache entry, a shard directory like any other
+            entry = self._entry = self._entry or self._load_or_build(corpus)
+        train, val, how = self._token_file_streams(self._token_corpus())
+        summary = how if entry is None else _cache_summary(entry, len(train) + len(val))
         _check_lengths(corpus, len(train), len(val), self.block_size)
         self._train, self._val = train, val
         rank_zero_info(
@@ -189,13 +186,11 @@ class AndreaDataModule(L.LightningDataModule):
         Python version whose library it is), the tokenizer's hash, and the split sizes."""
         corpus = self._resolved_corpus()
         tokenizer = self._tokenizer if self._tokenizer_known else None
-        manifest = self._entry.manifest if self._entry is not None else {}
-        if corpus.shard_manifest is not None:  # counts, not name lists: a shard corpus has millions
-            totals = corpus.shard_manifest.get("totals", {})
+        tokens = self._token_corpus() if isinstance(corpus, TokenCorpus) or self._entry is not None else None
+        train_docs = val_docs = None
+        if tokens is not None and tokens.manifest is not None:  # counts, not names: a shard corpus has millions
+            totals = tokens.manifest.get("totals", {})
             train_docs, val_docs = totals.get("train_documents", 0), totals.get("val_documents", 0)
-        else:
-            train_docs, val_docs = (None if names is None else len(names)
-                                    for names in (manifest.get("train_documents"), manifest.get("val_documents")))
         return {
             "corpus": self.corpus_spec,
             "corpus_description": corpus.description,
@@ -286,25 +281,34 @@ class AndreaDataModule(L.LightningDataModule):
 
     # --------------------------------------------------------------- helpers
 
-    def _resolved_corpus(self) -> Corpus:
+    def _resolved_corpus(self) -> ResolvedCorpus:
         if self._corpus is None:
             corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
-            if corpus.is_records:  # records are tokenized once, in parallel, into cached shards
-                corpus = cached_shards(corpus, self.tokenizer_spec, self.vocab_size, self.val_fraction,
+            if isinstance(corpus, Corpus) and corpus.is_records:  # tokenized once, into cached shards
+                corpus = cached_shards(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction,
                                        self.seed, self.cache_dir)
             self._corpus = corpus
         return self._corpus
 
+    def _token_corpus(self) -> TokenCorpus:
+        """What the data module reads: the corpus itself when it is tokens, else its cache entry."""
+        corpus = self._resolved_corpus()
+        if isinstance(corpus, TokenCorpus):
+            return corpus
+        if self._entry is None:
+            raise RuntimeError("the corpus is not tokenized yet: call prepare_data() first")
+        return self._entry.tokens
+
     def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
-        return load_or_build(corpus, self.tokenizer_spec, self.vocab_size, self.val_fraction, self.cache_dir)
+        return load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir)
 
     def _set_tokenizer(self, tokenizer: Optional[Tokenizer]) -> None:
         self._tokenizer = tokenizer
         self._tokenizer_known = True
 
-    def _token_file_streams(self, corpus: Corpus) -> tuple[Tokens, Tokens, str]:
+    def _token_file_streams(self, corpus: TokenCorpus) -> tuple[Tokens, Tokens, str]:
         """Train/val streams of a pre-tokenized corpus, after checking ids against vocab_size up front."""
-        train_files, val_files = corpus.token_streams()
+        train_files, val_files = corpus.train, corpus.val
         if len(train_files) == 1 and not val_files:
             total = len(MappedTokens(train_files[0]))
             boundary = split_point(total, self.val_fraction)
@@ -321,27 +325,19 @@ class AndreaDataModule(L.LightningDataModule):
         self._set_tokenizer(self._token_file_tokenizer(corpus))
         return train, val, how
 
-    def _token_file_tokenizer(self, corpus: Corpus) -> Optional[Tokenizer]:
+    def _token_file_tokenizer(self, corpus: TokenCorpus) -> Optional[Tokenizer]:
         """A shard directory's own tokenizer.json; a token file carries none: use 'byte' or a given file,
         else none (with a warning)."""
-        own = None if corpus.shard_manifest is None or corpus.root is None else corpus.root / TOKENIZER_FILE
-        if own is not None and self.tokenizer_spec == "bpe":
-            return tokenizers_lib.load_tokenizer(own)
-        if own is not None and self.tokenizer_spec != "byte":
-            given = tokenizers_lib.load_tokenizer(Path(self.tokenizer_spec).expanduser())
-            if sha256_text(given.to_str()) != corpus.shard_manifest["tokenizer"]["sha256"]:
-                raise CorpusError(f"tokenizer {self.tokenizer_spec} is not the one that made {corpus.root} "
-                                  f"(its {TOKENIZER_FILE}); leave data.tokenizer at 'bpe' to use that one")
-            return given
-        if self.tokenizer_spec == "byte":
-            return tokenizers_lib.byte_tokenizer()
-        if self.tokenizer_spec != "bpe":
-            return tokenizers_lib.load_tokenizer(Path(self.tokenizer_spec).expanduser())
-        rank_zero_warn(
-            "the corpus is pre-tokenized, so no BPE can be trained on its text; checkpoints will carry no "
-            "tokenizer. Pass data.tokenizer=<path to the tokenizer.json that made the token file> to decode."
-        )
-        return None
+        try:
+            tokenizer = self.settings.tokenizer.for_tokens(corpus.own_tokenizer, corpus.own_tokenizer_sha256)
+        except TokenizerError as error:
+            raise CorpusError(str(error)) from None
+        if tokenizer is None:
+            rank_zero_warn(
+                "the corpus is pre-tokenized, so no BPE can be trained on its text; checkpoints will carry no "
+                "tokenizer. Pass data.tokenizer=<path to the tokenizer.json that made the token file> to decode."
+            )
+        return tokenizer
 
     def _loader(self, dataset: Any, sampler: Optional[StepSampler], drop_last: bool) -> DataLoader:
         return DataLoader(
@@ -365,7 +361,7 @@ class AndreaDataModule(L.LightningDataModule):
         return stream
 
 
-def _check_lengths(corpus: Corpus, train_tokens: int, val_tokens: int, block_size: int) -> None:
+def _check_lengths(corpus: ResolvedCorpus, train_tokens: int, val_tokens: int, block_size: int) -> None:
     needed = block_size + 1
     if train_tokens < needed or val_tokens < needed:
         raise CorpusError(

@@ -1,17 +1,21 @@
-"""Checks on ``AndreaDataModule`` settings, run at construction before any slow work.
+"""``AndreaDataModule``'s settings as one validated value, checked at construction before any slow work.
 
 A wrong setting should fail in the first second with a sentence saying what
 to change, not after minutes of tokenizer training. ``DataConfigError`` lets
-the CLI show these as messages rather than tracebacks.
+the CLI show these as messages rather than tracebacks. The data module's
+``__init__`` signature stays the CLI schema; :class:`DataSettings` is what it
+turns those arguments into: the tokenizer spec parsed once
+(:class:`~andrea_lab.data.tokenizer_spec.TokenizerSpec`), every range checked.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Optional
 
-from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.split import validate_val_fraction
+from andrea_lab.data.tokenizer import TokenizerError
+from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.errors import UsageError
 
 
@@ -19,7 +23,42 @@ class DataConfigError(UsageError):
     """A data-module setting cannot work; the message names it and what would."""
 
 
-def check_settings(
+@dataclass(frozen=True)
+class DataSettings:
+    """The data module's arguments, validated (see ``AndreaDataModule`` for what each means)."""
+
+    corpus: str
+    tokenizer: TokenizerSpec
+    batch_size: int
+    block_size: int
+    vocab_size: int
+    val_fraction: float
+    seed: int
+    samples_per_epoch: Optional[int]
+    max_val_batches: Optional[int]
+    num_workers: int
+    cache_dir: Optional[str]
+    text_field: str
+
+    @classmethod
+    def of(cls, tokenizer: str, **arguments) -> "DataSettings":
+        """The settings from the data module's arguments, the tokenizer spec parsed; one
+        :class:`DataConfigError` naming the first value that cannot work."""
+        check_numbers(**{name: arguments[name] for name in _NUMBERS})
+        try:
+            spec = TokenizerSpec.parse(tokenizer)
+            spec.check_model_vocab(arguments["vocab_size"])
+        except TokenizerError as error:
+            raise DataConfigError(str(error)) from None
+        check_corpus_spec(arguments["corpus"])
+        return cls(tokenizer=spec, **arguments)
+
+
+_NUMBERS = ("batch_size", "block_size", "vocab_size", "val_fraction", "seed", "samples_per_epoch",
+            "max_val_batches", "num_workers")
+
+
+def check_numbers(
     batch_size: int,
     block_size: int,
     vocab_size: int,
@@ -55,30 +94,3 @@ def check_corpus_spec(spec: object) -> None:
         raise DataConfigError(f"corpus must name the data, got {spec!r}; valid corpora are 'stdlib', a text file, "
                               "a directory, a glob pattern, JSONL/Parquet files, a shard directory or an llm.c "
                               "token file")
-
-
-def check_tokenizer_spec(spec: str, vocab_size: int) -> None:
-    """Check the tokenizer can have exactly (or, for a tokenizer.json, at most) vocab_size ids."""
-    byte_ids = tokenizers_lib.BYTE_VOCAB_SIZE
-    if spec == "byte":
-        if vocab_size != byte_ids:
-            raise DataConfigError(
-                f"tokenizer 'byte' has {byte_ids} ids but vocab_size is {vocab_size}; "
-                f"set model.config.vocab_size: {byte_ids}"
-            )
-    elif spec == "bpe":
-        if not byte_ids <= vocab_size <= tokenizers_lib.UINT16_VOCAB_LIMIT:
-            raise DataConfigError(
-                f"tokenizer 'bpe' needs vocab_size between {byte_ids} (256 bytes + {tokenizers_lib.END_OF_TEXT}) "
-                f"and {tokenizers_lib.UINT16_VOCAB_LIMIT} (uint16 token files), got {vocab_size}"
-            )
-    else:
-        path = Path(spec).expanduser()
-        if not path.is_file():
-            raise DataConfigError(f"tokenizer {spec!r} is not 'bpe', 'byte', or an existing tokenizer.json file")
-        size = tokenizers_lib.load_tokenizer(path).get_vocab_size()
-        if size > vocab_size:
-            raise DataConfigError(
-                f"tokenizer {path} has {size} ids but vocab_size is only {vocab_size}; "
-                f"set model.config.vocab_size: {size}"
-            )

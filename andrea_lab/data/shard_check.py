@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from andrea_lab.data.corpus import CorpusError
+from andrea_lab.data.errors import CorpusError
 from andrea_lab.data.token_file import HEADER_BYTES, read_token_file
 
 #: What the manifest's entries must be (``andrea tokenize`` writes exactly these types).

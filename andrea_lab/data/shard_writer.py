@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from andrea_lab.data.shards import shard_name
+from andrea_lab.data.shards import shard_entry, shard_name
 from andrea_lab.data.token_file import token_file_header
 from andrea_lab.files import atomic_write
 
@@ -87,12 +87,8 @@ class ShardWriter:
             handle.write(memoryview(payload))
 
         atomic_write(self.directory / name, write)
-        record = {
-            "file": name, "split": self.split, "index": self.next_index, "tokens": int(self._filled),
-            "bytes": len(header) + int(payload.nbytes), "sha256": digest.hexdigest(),
-            "max_token_id": int(payload.max()), "documents": self._shard_documents,
-            "end": {"record": end[0], "carry": end[1]}, "bad_records_before_end": dict(bad_before),
-        }
+        record = shard_entry(name, self.split, self.next_index, payload, digest.hexdigest(), self._shard_documents,
+                             end, bad_before)
         self.tokens_written += self._filled
         self.next_index += 1
         self._filled = 0

@@ -20,21 +20,31 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from andrea_lab.data import tokenizer as tokenizers_lib
-from andrea_lab.data.corpus import Corpus
+from andrea_lab.data.corpus import Corpus, ResolvedCorpus
 from andrea_lab.data.parallel_encode import available_cores, encode_ordered
 from andrea_lab.data.records import PROBLEMS
 from andrea_lab.data.shard_check import check_manifest
 from andrea_lab.data.shard_writer import ShardWriter
-from andrea_lab.data.shards import MANIFEST_FILE, SHARD_FORMAT, SHARD_FORMAT_VERSION, SPLITS, TOKENIZER_FILE, read_manifest
+from andrea_lab.data.shards import (
+    MANIFEST_FILE,
+    SHARD_FORMAT,
+    SHARD_FORMAT_VERSION,
+    SPLITS,
+    TOKENIZER_FILE,
+    read_manifest,
+    tokenizer_entry,
+)
 from andrea_lab.data.split import SPLIT_VERSION, name_score, validate_val_fraction
+from andrea_lab.data.tokenizer import TokenizerError
+from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.errors import UsageError
-from andrea_lab.files import sha256_file, sha256_text, write_json_atomic
+from andrea_lab.files import sha256_text, write_json_atomic
 
 _BATCH_CHARS = 1 << 20   # text per job: large enough to amortise the hand-off, small enough to keep in flight
 _BATCH_DOCS = 2048
@@ -68,9 +78,12 @@ class TokenizeError(UsageError):
 
 @dataclass(frozen=True)
 class TokenizeOptions:
-    """What ``andrea tokenize`` takes besides the corpus and the output directory."""
+    """What ``andrea tokenize`` takes besides the corpus and the output directory.
 
-    tokenizer: str = "bpe"
+    ``tokenizer`` may be given as its spec string; it is held parsed (:class:`TokenizerSpec`).
+    """
+
+    tokenizer: Union[str, TokenizerSpec] = "bpe"
     vocab_size: int = 8449
     sample_docs: int = 20_000
     seed: int = 1337
@@ -78,6 +91,15 @@ class TokenizeOptions:
     shard_tokens: int = 100_000_000
     workers: int = field(default_factory=available_cores)
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tokenizer", _parsed(self.tokenizer))
+
+    @property
+    def spec(self) -> TokenizerSpec:
+        """The tokenizer, parsed (``__post_init__`` made sure)."""
+        assert isinstance(self.tokenizer, TokenizerSpec)
+        return self.tokenizer
 
     def check(self) -> None:
         """Reject settings that cannot work, naming the value and what would."""
@@ -93,9 +115,17 @@ class TokenizeOptions:
         if not 0 <= self.workers <= max_workers():
             raise TokenizeError(f"--workers must be 0 (encode in this process) or more, at most {max_workers()} "
                                 f"(twice the {available_cores()} cores this process may use), got {self.workers}")
-        if self.tokenizer == "bpe" and not 257 <= self.vocab_size <= tokenizers_lib.UINT16_VOCAB_LIMIT:
-            raise TokenizeError(f"--vocab-size must be between 257 and {tokenizers_lib.UINT16_VOCAB_LIMIT} "
-                                f"(uint16 shards), got {self.vocab_size}")
+        try:
+            self.spec.check_shard_vocab(self.vocab_size)
+        except TokenizerError as error:
+            raise TokenizeError(str(error)) from None
+
+
+def _parsed(spec: Union[str, TokenizerSpec]) -> TokenizerSpec:
+    try:
+        return TokenizerSpec.of(spec)
+    except TokenizerError as error:
+        raise TokenizeError(str(error)) from None
 
 
 @dataclass
@@ -116,14 +146,12 @@ class TokenizeReport:
 
 def settings_of(corpus: Corpus, options: TokenizeOptions) -> dict[str, Any]:
     """Everything that decides the shards' content (the number of workers does not)."""
-    if options.tokenizer in ("bpe", "byte"):
-        tokenizer = options.tokenizer
-    else:
-        tokenizer = "file:" + sha256_file(Path(options.tokenizer).expanduser())
+    learned = options.spec.learned
     return {
-        "corpus_fingerprint": corpus.fingerprint(), "text_field": corpus.text_field, "tokenizer": tokenizer,
-        "vocab_size": options.vocab_size if options.tokenizer == "bpe" else None,
-        "sample_docs": options.sample_docs if options.tokenizer == "bpe" else None, "seed": options.seed,
+        "corpus_fingerprint": corpus.fingerprint(), "text_field": corpus.text_field,
+        "tokenizer": options.spec.identity(),
+        "vocab_size": options.vocab_size if learned else None,
+        "sample_docs": options.sample_docs if learned else None, "seed": options.seed,
         "val_fraction": repr(float(options.val_fraction)), "shard_tokens": options.shard_tokens,
         "split_version": SPLIT_VERSION,
     }
@@ -164,18 +192,14 @@ def sample_documents(corpus: Corpus, count: int, seed: int, val_fraction: float)
 
 def make_tokenizer(corpus: Corpus, options: TokenizeOptions) -> Tokenizer:
     """Train the BPE on the sample, or take the byte tokenizer or a given ``tokenizer.json``."""
-    if options.tokenizer == "byte":
-        return tokenizers_lib.byte_tokenizer()
-    if options.tokenizer != "bpe":
-        tokenizer = tokenizers_lib.load_tokenizer(Path(options.tokenizer).expanduser())
-        if tokenizer.get_vocab_size() > tokenizers_lib.UINT16_VOCAB_LIMIT:
-            raise TokenizeError(f"tokenizer {options.tokenizer} has {tokenizer.get_vocab_size()} ids; "
-                                f"llm.c shards store uint16, so at most {tokenizers_lib.UINT16_VOCAB_LIMIT}")
-        return tokenizer
-    sample = sample_documents(corpus, options.sample_docs, options.seed, options.val_fraction)
-    if not sample:
-        raise TokenizeError(f"corpus {corpus.description} has no usable training document to learn a BPE from")
-    return tokenizers_lib.train_bpe_tokenizer(sample, options.vocab_size)
+
+    def sample() -> list[str]:
+        texts = sample_documents(corpus, options.sample_docs, options.seed, options.val_fraction)
+        if not texts:
+            raise TokenizeError(f"corpus {corpus.description} has no usable training document to learn a BPE from")
+        return texts
+
+    return options.spec.build(sample, options.vocab_size)
 
 
 def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifest: dict[str, Any]) -> Tokenizer:
@@ -188,8 +212,7 @@ def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifes
             return tokenizer
     tokenizer = make_tokenizer(corpus, options)
     tokenizers_lib.save_tokenizer(tokenizer, path)
-    manifest["tokenizer"] = {"file": TOKENIZER_FILE, "sha256": sha256_text(tokenizer.to_str()),
-                             "vocab_size": tokenizer.get_vocab_size(), "eot_id": tokenizers_lib.eot_id(tokenizer)}
+    manifest["tokenizer"] = tokenizer_entry(tokenizer)
     manifest["shards"] = []  # shards of another tokenizer (never expected) are not continued
     write_json_atomic(out / MANIFEST_FILE, manifest)
     return tokenizer
@@ -207,8 +230,12 @@ class _Run:
     records: int = 0
 
 
-def tokenize_corpus(corpus: Corpus, out: Path, options: TokenizeOptions) -> TokenizeReport:
+def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions) -> TokenizeReport:
     """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring."""
+    if not isinstance(corpus, Corpus):
+        raise TokenizeError(f"the corpus is already token ids ({corpus.description}): train on it as it is "
+                            f"(--data.corpus {corpus.root if corpus.manifest else corpus.train[0]}); `andrea tokenize` "
+                            "takes text (stdlib, text files, JSONL/Parquet records, a datasets directory)")
     options.check()
     check_shard_count(corpus, options.shard_tokens)
     started = time.perf_counter()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from andrea_lab.data.corpus import Corpus, CorpusError, find_val_token_file, resolve_corpus
+from andrea_lab.data.corpus import Corpus, CorpusError, TokenCorpus, resolve_corpus
+from andrea_lab.data.shards import find_val_token_file
 from andrea_lab.data.token_file import write_token_file
 
 
@@ -25,7 +26,7 @@ def test_stdlib_finds_the_library_sources_without_tests_or_site_packages() -> No
     for name in names:
         parts = set(name.split("/")[:-1])
         assert not parts & {"site-packages", "test", "tests", "idlelib"}, name
-    assert corpus.token_file is None and "stdlib" in corpus.description
+    assert isinstance(corpus, Corpus) and "stdlib" in corpus.description
 
 
 def test_single_text_file(tmp_path: Path) -> None:
@@ -35,7 +36,7 @@ def test_single_text_file(tmp_path: Path) -> None:
     assert corpus.files == [path]
     assert corpus.relative_names() == ["a.txt"]
     assert list(corpus.iter_documents()) == ["héllo\n"]
-    assert not corpus.is_tokenized
+    assert isinstance(corpus, Corpus)
 
 
 def test_directory_is_recursive_sorted_and_skips_hidden_and_binary(tmp_path: Path) -> None:
@@ -129,8 +130,8 @@ def test_token_file_is_detected(tmp_path: Path) -> None:
     path = tmp_path / "shard.bin"
     write_token_file(path, [1, 2, 3])
     corpus = resolve_corpus(str(path))
-    assert corpus.is_tokenized and corpus.token_file == path and corpus.files == []
-    assert corpus.val_token_file is None
+    assert isinstance(corpus, TokenCorpus) and corpus.named_file
+    assert corpus.train == [path] and corpus.val == [] and corpus.manifest is None
 
 
 def test_llm_c_val_sibling_is_found(tmp_path: Path) -> None:
@@ -142,7 +143,7 @@ def test_llm_c_val_sibling_is_found(tmp_path: Path) -> None:
     assert find_val_token_file(train) == val
     assert find_val_token_file(val) is None
     corpus = resolve_corpus(str(train))
-    assert corpus.val_token_file == val and "fineweb_val_000000.bin" in corpus.description
+    assert corpus.val == [val] and "fineweb_val_000000.bin" in corpus.description
 
 
 def test_fingerprint_depends_on_names_and_contents_not_location(tmp_path: Path, make_text_corpus) -> None:
@@ -169,5 +170,5 @@ def test_fingerprint_of_token_file(tmp_path: Path) -> None:
 
 
 def test_corpus_is_a_plain_dataclass(tmp_path: Path) -> None:
-    corpus = Corpus(files=[], token_file=None, description="nothing")
+    corpus = Corpus(files=[], description="nothing")
     assert corpus.skipped_binary == 0 and corpus.relative_names() == []

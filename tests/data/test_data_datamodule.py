@@ -96,6 +96,23 @@ def test_split_is_by_document_disjoint_and_deterministic(
         assert heading in val_text and heading not in train_text
 
 
+def test_a_tiny_corpus_still_gets_one_validation_document(tmp_path: Path) -> None:
+    """Two documents and a val_fraction whose hash rule would hold out neither: one goes to validation."""
+    for name, word in (("a.txt", "alpha "), ("b.txt", "beta ")):
+        (tmp_path / "tiny" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "tiny" / name).write_text(word * 200, encoding="utf-8")
+    module = make_dm(tmp_path / "tiny", tmp_path / "cache", tokenizer="byte", vocab_size=257, val_fraction=0.001)
+    module.prepare_data()
+    module.setup("fit")
+    manifest = module.cache_entry.manifest
+    assert len(manifest["train_documents"]) == 1 and len(manifest["val_documents"]) == 1
+    from andrea_lab.data.split import name_score
+
+    held_out = min(("a.txt", "b.txt"), key=name_score)  # the rule: the lowest-scoring document goes to validation
+    assert manifest["val_documents"] == [held_out] and module.provenance()["val_documents"] == 1
+    assert module.val_tokens == len((tmp_path / "tiny" / held_out).read_bytes())
+
+
 def test_training_data_depends_only_on_seed_and_step(corpus_dir: Path, dm: AndreaDataModule, tmp_path: Path) -> None:
     same = make_dm(corpus_dir, tmp_path)
     same.prepare_data()

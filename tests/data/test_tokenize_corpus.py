@@ -145,3 +145,12 @@ def test_a_tokenizing_worker_imports_neither_torch_nor_lightning() -> None:
             "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_corpus_that_is_already_tokens_is_refused(tmp_path: Path) -> None:
+    from andrea_lab.data.token_file import write_token_file
+
+    write_token_file(tmp_path / "t_train.bin", np.arange(2000) % 257)
+    with pytest.raises(TokenizeError, match=r"already token ids \(token file .*t_train.bin\): train on it as it is \(--data.corpus .*t_train.bin\)"):
+        tokenize_corpus(resolve_corpus(str(tmp_path / "t_train.bin")), tmp_path / "out", OPTIONS)
+    assert not (tmp_path / "out").exists()
