@@ -13,12 +13,14 @@ value, so a suite whose runs recorded neither keeps its table exactly as before.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pandas as pd
 
-from andrea_lab.analysis.compare import Column, Variant
 from andrea_lab.analysis.runs_table import ATTN_ENTROPY_MIN_FINAL, ATTN_LOGIT_MAX_FINAL
+
+if TYPE_CHECKING:  # compare builds its Column objects from these specs: no import of compare at run time
+    from andrea_lab.analysis.compare import Variant
 
 
 def mean_sd_3g(values: pd.Series) -> str:
@@ -32,19 +34,20 @@ def mean_sd_3g(values: pd.Series) -> str:
     return text if len(values) < 2 else f"{text} ± {float(values.std(ddof=1)):.2g}"
 
 
-ATTENTION_COLUMNS = [
-    Column(ATTN_LOGIT_MAX_FINAL, "final max attn logit", lambda c: mean_sd_3g(c.rows[ATTN_LOGIT_MAX_FINAL])),
-    Column(ATTN_ENTROPY_MIN_FINAL, "min attn entropy", lambda c: mean_sd_3g(c.rows[ATTN_ENTROPY_MIN_FINAL])),
+#: ``(key, label, value of a per-LR cell)`` of each attention column; compare.per_lr_columns makes Columns of them.
+ATTENTION_COLUMNS: list[tuple[str, str, Callable[[Any], str]]] = [
+    (ATTN_LOGIT_MAX_FINAL, "final max attn logit", lambda c: mean_sd_3g(c.rows[ATTN_LOGIT_MAX_FINAL])),
+    (ATTN_ENTROPY_MIN_FINAL, "min attn entropy", lambda c: mean_sd_3g(c.rows[ATTN_ENTROPY_MIN_FINAL])),
 ]
 
 
-def _has(variants: Sequence[Variant], column: str) -> bool:
+def _has(variants: Sequence["Variant"], column: str) -> bool:
     return any(column in v.rows and v.rows[column].notna().any() for v in variants)
 
 
-def attention_columns(variants: Sequence[Variant]) -> list[Column]:
+def attention_columns(variants: Sequence["Variant"]) -> list[tuple[str, str, Callable[[Any], str]]]:
     """The :data:`ATTENTION_COLUMNS` that some counted run of ``variants`` has a value for."""
-    return [column for column in ATTENTION_COLUMNS if _has(variants, column.key)]
+    return [column for column in ATTENTION_COLUMNS if _has(variants, column[0])]
 
 
 #: The legend's line of each attention column (appended to the report's legend only when the column is shown).
@@ -57,6 +60,6 @@ ATTENTION_LEGEND = {
 }
 
 
-def attention_legend(variants: Sequence[Variant]) -> str:
+def attention_legend(variants: Sequence["Variant"]) -> str:
     """The legend's lines for the attention columns shown; empty when none is, so the legend stays as it was."""
-    return "".join(ATTENTION_LEGEND[column.key] + "\n" for column in attention_columns(variants))
+    return "".join(ATTENTION_LEGEND[key] + "\n" for key, _, _ in attention_columns(variants))

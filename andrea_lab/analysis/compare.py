@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.analysis import stats
+from andrea_lab.analysis.attention_columns import attention_columns
 from andrea_lab.rundir import format_lr
 
 HELDOUT = "heldout_loss"
@@ -215,9 +216,8 @@ def variant_table(variants: Sequence[Variant]) -> pd.DataFrame:
 def per_lr_columns(variants: Sequence[Variant]) -> list[Column]:
     """:data:`PER_LR_COLUMNS`, plus the attention columns some run of ``variants`` has values for
     (:mod:`andrea_lab.analysis.attention_columns`)."""
-    from andrea_lab.analysis.attention_columns import attention_columns  # it builds on this module's Column
 
-    return [*PER_LR_COLUMNS, *attention_columns(variants)]
+    return [*PER_LR_COLUMNS, *(Column(*spec) for spec in attention_columns(variants))]
 
 
 def per_lr_table(variants: Sequence[Variant]) -> pd.DataFrame:

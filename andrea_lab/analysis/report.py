@@ -235,22 +235,6 @@ def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, 
             "sections": sections, "claims": claim_frame}
 
 
-def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
-                  claims: Sequence[Any] = ()) -> dict[str, dict]:
-    """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
-    is planned first, so a refusal (a ValueError) leaves no directory behind."""
-    from andrea_lab.analysis import scales, scales_report  # a scale axis: a report per scale, and the trend
-
-    suites = list(dict.fromkeys(runs["suite"]))
-    plans = {}
-    for suite in suites:
-        suite_runs = runs[runs["suite"] == suite]
-        plans[suite] = (scales.plan_scaled_suite if scales.has_scales(suite_runs) else plan_suite)(
-            suite_runs, reference, claims)
-    return {suite: (scales_report.write_scaled_suite if "scales" in plan else write_suite)(
-        suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
-
-
 # ---------------------------------------------------------------------------------------------- docs
 
 def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:

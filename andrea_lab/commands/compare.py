@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from andrea_lab.analysis import compare, report, scales, scales_report
+from andrea_lab.analysis import compare, outputs, report, scales, scales_report
 from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     if args.doc and runs["suite"].nunique() != 1:
         return _error(f"--doc needs the runs of one suite; found {', '.join(sorted(set(runs['suite'])))}")
     try:
-        written = report.write_outputs(runs, out, reference, claims)
+        written = outputs.write_outputs(runs, out, reference, claims)
     except ValueError as exc:  # e.g. a claim names a variant these runs lack
         return _error(str(exc))
     if args.tensorboard and source.is_dir():

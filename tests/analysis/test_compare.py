@@ -14,7 +14,7 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.analysis import compare, report
+from andrea_lab.analysis import compare, outputs, report
 from andrea_lab.analysis.runs_table import find_runs, load_run, load_runs, read_runs_csv
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
@@ -255,5 +255,5 @@ def test_a_refusal_names_the_runs_plainly_and_leaves_no_folder(toy_runs, tmp_pat
     runs = load_runs(toy_runs)
     twice = pd.concat([runs, runs[runs["variant"] == "a"].head(1).assign(path="elsewhere")])
     with pytest.raises(ValueError, match=r"more than one finished run of a at LR 0.01, seed 0: keep one run"):
-        report.write_outputs(twice, tmp_path / "out")
+        outputs.write_outputs(twice, tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -1,0 +1,27 @@
+"""Every output of ``andrea compare --out`` for every suite of a runs table: each suite is planned first
+(a refusal leaves no directory behind), then written by :mod:`andrea_lab.analysis.report` or, for a suite
+with a scale axis, by :mod:`andrea_lab.analysis.scales_report` (a report per scale, and the trend).
+A module of its own so that the report does not import the scale reports built on top of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from andrea_lab.analysis import report, scales, scales_report
+
+
+def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
+                  claims: Sequence[Any] = ()) -> dict[str, dict]:
+    """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
+    is planned first, so a refusal (a ValueError) leaves no directory behind."""
+    suites = list(dict.fromkeys(runs["suite"]))
+    plans = {}
+    for suite in suites:
+        suite_runs = runs[runs["suite"] == suite]
+        plans[suite] = (scales.plan_scaled_suite if scales.has_scales(suite_runs) else report.plan_suite)(
+            suite_runs, reference, claims)
+    return {suite: (scales_report.write_scaled_suite if "scales" in plan else report.write_suite)(
+        suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
