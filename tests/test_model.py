@@ -88,7 +88,7 @@ def test_each_plugin_is_resolved_once_per_model_and_handed_down(monkeypatch):
     calls = []
     monkeypatch.setattr(andrea_lab.config, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
     Andrea(preset("andrea-micro", n_layer=3))
-    assert sorted(calls) == ["activation", "kernel_backend", "norm_placement"]
+    assert sorted(calls) == ["activation", "kernel_backend", "norm", "norm_placement"]
 
 
 # ---------------------------------------------------------------- looking inside: sublayers() and tap()

@@ -8,7 +8,7 @@ import pytest
 from andrea_lab.commands.plugins import main
 from andrea_lab.registry import STRICT_ENV_VAR
 
-GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend"]
+GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend", "andrea_lab.norm"]
 
 # Whatever else is installed here, these tests see andrea-lab's built-ins and their own plugins only.
 pytestmark = pytest.mark.usefixtures("isolated_plugins")
@@ -63,7 +63,7 @@ def test_json(capsys):
                              "version": metadata.version("andrea-lab"),
                              "target": "andrea_lab.builtin.backends:TorchBackend",
                              "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
-                             "unavailable": None}
+                             "unavailable": None, "eager_fallback": []}
 
 
 def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_distribution):
@@ -205,7 +205,8 @@ def test_check_passes_a_good_plugin_alone_and_with_every_builtin(capsys, checked
     assert code == 0
     (block,) = verdicts(out).values()
     assert block.startswith("PASS        andrea_lab.activation softsign  (andrea-lab-checked 0.4)")
-    assert "micro model forward + backward, alone and with no_residual, post, pre, torch" in block
+    assert ("micro model forward + backward, alone and with deepnorm, no_residual, peri, post, pre, reordered, "
+            "torch, layernorm, rmsnorm, qk_norm True") in block
     assert "1 passed, 0 failed, 0 not available here" in out
 
 
