@@ -41,13 +41,13 @@ def test_lists_every_group_with_distribution_version_object_and_description(caps
     code, out, err = run(capsys)
     assert code == 0 and err == ""
     assert "plugin contract version 1" in out
-    positions = [out.index(group) for group in GROUPS]
+    positions = [out.index(f"\n{group}\n") for group in GROUPS]
     assert positions == sorted(positions)
     version = metadata.version("andrea-lab")
     gelu = next(line for line in out.splitlines() if line.split()[:1] == ["gelu"])
     assert f"andrea-lab {version}" in gelu and "andrea_lab.builtin.activations:GELU" in gelu
     assert "GELU, tanh approximation" in gelu
-    for name in ("pre", "post", "relu", "swiglu", "torch"):
+    for name in ("pre", "post", "peri", "reordered", "deepnorm", "relu", "swiglu", "torch", "layernorm", "rmsnorm"):
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
     assert "Broken" not in out
 
