@@ -84,6 +84,32 @@ def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_d
     assert fpga["unavailable"] == "no FPGA found"
 
 
+def test_a_backend_is_listed_with_the_ops_it_leaves_to_the_eager_reference(capsys, make_distribution):
+    make_distribution("andrea-lab-relu", files={"fastrelu.py": (
+        "import torch\n"
+        "from andrea_lab.contracts import KernelBackend\n"
+        "class FastReLU(KernelBackend):\n"
+        "    description = 'a faster relu'\n"
+        "    def relu(self, x):\n"
+        "        return torch.relu(x)\n")},
+        entry_points={"kernel_backend": {"fastrelu": "fastrelu:FastReLU"}})
+    code, out, _ = run(capsys)
+    (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fastrelu"]]
+    assert line.endswith("a faster relu [no native layer_norm, add_layer_norm, rms_norm, gelu_tanh, swiglu: "
+                         "eager fallback]")
+    (torch_line,) = [line for line in out.splitlines() if line.split()[:1] == ["torch"]]
+    assert "eager fallback" not in torch_line, "the reference itself has nothing to fall back to"
+    code, out, _ = run(capsys, "--json")
+    (fast,) = [p for p in json.loads(out)["groups"]["andrea_lab.kernel_backend"] if p["name"] == "fastrelu"]
+    assert fast["eager_fallback"] == ["layer_norm", "add_layer_norm", "rms_norm", "gelu_tanh", "swiglu"]
+
+
+def test_check_passes_the_new_norms_and_placements(capsys):
+    code, out, _ = run(capsys, "--check", "layernorm", "rmsnorm", "peri", "reordered", "deepnorm")
+    assert code == 0 and "5 passed, 0 failed" in out
+    assert "PASS        andrea_lab.norm rmsnorm" in out and "PASS        andrea_lab.norm_placement deepnorm" in out
+
+
 def test_broken_plugins_are_listed_separately_with_their_error(capsys, broken):
     code, out, err = run(capsys)
     assert code == 0
