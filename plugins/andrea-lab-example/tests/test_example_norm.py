@@ -35,18 +35,21 @@ def test_a_model_with_dyt_everywhere_trains():
     torch.manual_seed(0)
     config = preset("andrea-micro", norm="andrea-lab-example:dyt", qk_norm=True)
     model = Andrea(config)
-    norms = [m for m in model.modules() if isinstance(m, DynamicTanh)]
+    # The class the registry resolved, not this module's import: a session may import the package twice.
+    dyt = resolve("norm", config.norm)
+    norms = [m for m in model.modules() if isinstance(m, dyt)]
     assert len(norms) == 4 * config.n_layer + 1  # 2 placement norms + q and k per block, the final norm
     assert not any(isinstance(m, nn.LayerNorm) for m in model.modules())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     idx = torch.randint(0, config.vocab_size, (4, 32))
     targets = torch.roll(idx, -1, 1)
     losses = []
-    for _ in range(8):
+    for _ in range(8):  # plain sign-SGD steps: torch.optim would import inductor again in a nested session
         _, loss = model(idx, targets)
-        optimizer.zero_grad()
+        model.zero_grad()
         loss.backward()
-        optimizer.step()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 1e-2 * p.grad.sign()
         losses.append(loss.item())
     assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0] - 0.5
     assert norms[0].alpha.item() != 0.5, "α is trained"

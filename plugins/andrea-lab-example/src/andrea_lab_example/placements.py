@@ -29,7 +29,7 @@ class SandwichNorm(NormPlacement):
     """
 
     contract_version: ClassVar[int] = 1  # see andrea_lab_example.activations.SquaredReLU
-    description: ClassVar[str] = "x + LN_out(f(LN_in(x))); final LayerNorm (CogView's sandwich-LN)"
+    description: ClassVar[str] = "x + LN_out(f(LN_in(x))), LayerNorm only (first contract); final LayerNorm (CogView; = peri)"
     final_norm: ClassVar[bool] = True
 
     def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
