@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, NormPlacement
+from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm, NormPlacement
 from andrea_lab.errors import UsageError
 from andrea_lab.registry import resolve
 
@@ -47,6 +47,7 @@ class Components:
     norm_placement: type[NormPlacement]
     activation: type[Activation]
     kernel_backend: type[KernelBackend]
+    norm: type[Norm]
 
 
 @dataclass
@@ -73,6 +74,12 @@ class AndreaConfig:
     distribution:name (andrea-lab:gelu)."""
     kernel_backend: str = "andrea-lab:torch"
     """Plugin from entry-point group andrea_lab.kernel_backend: a name (torch), or distribution:name."""
+    norm: str = "andrea-lab:layernorm"
+    """Plugin from entry-point group andrea_lab.norm: every norm of the model (the placement's, the final
+    one, the QK norm): a name (layernorm, rmsnorm), or distribution:name (andrea-lab:layernorm)."""
+    qk_norm: bool = False
+    """Normalise queries and keys per head (over the head size) with the norm plugin before q·kᵀ
+    (Dehghani et al. 2023, OLMo 2): bounds the attention logits, which otherwise grow at high LR."""
     bias: bool = True
     """Biases in every linear layer and LayerNorm (GPT-2 style)."""
     dropout: float = 0.0
@@ -114,6 +121,8 @@ class AndreaConfig:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
+        if not isinstance(self.qk_norm, bool):
+            raise ConfigError(f"qk_norm must be true or false, got {self.qk_norm!r}")
         _check_softcap("attn_logit_softcap", self.attn_logit_softcap, 50)
         _check_softcap("final_logit_softcap", self.final_logit_softcap, 30)
         if self.attn_logit_softcap is not None and self.dropout > 0:

@@ -5,9 +5,10 @@
     x = final_norm(x)                        # if the norm placement keeps one
     logits = x · token_embed.T               # tied input/output embedding (soft-capped if the config says)
 
-Which norm placement, activation and kernel backend are used is decided by the config's names,
+Which norm placement, activation, kernel backend and norm are used is decided by the config's names,
 resolved through the plugin registry once, in ``Andrea.__init__``; the classes are handed down to the
-blocks, and this file never branches on a name.
+blocks, and this file never branches on a name. Every norm (the placements', the final one, the QK norm)
+is built by one :class:`NormFactory`, so the norm kind reaches all of them.
 
 Looking inside (the stability probe, ``andrea trace``, ``andrea params``) goes through one small API at the
 end of this file: :meth:`Andrea.sublayers` lists the trunk's sublayers (block index, kind, the module and
@@ -17,6 +18,7 @@ after each sublayer, the attention logits and the MLP's hidden activations durin
 
 from __future__ import annotations
 
+import inspect
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,24 +28,58 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab.config import AndreaConfig, Components, mlp_hidden_size
-from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, LayerNorm
+from andrea_lab.config import AndreaConfig, Components, ConfigError, mlp_hidden_size
+from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
 from andrea_lab.errors import AndreaError
 from andrea_lab.plugin_guard import culprit, failure, raised_by, shape_text
 from andrea_lab.registry import BackendUnavailableError, PluginRuntimeError, check_availability, describe_selection
 from andrea_lab.softcap import softcap, softcapped_attention
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``; with a soft cap of its
-    logits (``attn_logit_softcap``), through flex_attention, which can apply it (andrea_lab/softcap.py)."""
+@dataclass(frozen=True)
+class NormFactory:
+    """``factory(dim)`` builds one norm of the selected kind, with the config's eps and bias and the model's
+    backend: what a placement receives as ``norm``, and how the final and QK norms are built."""
 
-    def __init__(self, config: AndreaConfig):
+    norm_cls: type[Norm]
+    backend: KernelBackend
+    eps: float
+    bias: bool
+    name: str  # the config's norm name, for the error that blames the plugin
+
+    def __call__(self, dim: int) -> nn.Module:
+        with raised_by("norm", self.name, "its constructor"):
+            return self.norm_cls(dim, self.backend, eps=self.eps, bias=self.bias)
+
+
+class AttentionInputs(nn.Module):
+    """Passes q and k through unchanged: the point where they are what the softmax's logits are made of
+    (after the QK norm), so that :meth:`Andrea.tap` can watch them with a forward hook."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return q, k
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``.
+
+    With ``qk_norm`` the queries and keys are normalised per head, over the head size, by the norm plugin
+    (one norm for q and one for k, shared by the heads) before the dot product: the logits are then
+    bounded by the norms' gains, not by the growth of the q and k projections. With a soft cap of the logits
+    (``attn_logit_softcap``) the attention goes through flex_attention, which can apply it (andrea_lab/softcap.py).
+    """
+
+    def __init__(self, config: AndreaConfig, norm: NormFactory):
         super().__init__()
         self.n_head = config.n_head
         self.dropout = config.dropout
         self.softcap = config.attn_logit_softcap
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        if config.qk_norm:  # only then: the default model's state dict keeps its keys
+            self.q_norm, self.k_norm = norm(config.head_size), norm(config.head_size)
+        else:
+            self.q_norm = self.k_norm = nn.Identity()
+        self.logit_inputs = AttentionInputs()
         self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         self.proj.is_residual_projection = True  # scaled at init, see Andrea._init_weights
         self.resid_dropout = nn.Dropout(config.dropout)
@@ -60,14 +96,23 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.proj(y))
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q, k, v (B, nh, T, hs) of the stream x (B, T, C): the qkv projection, split into heads."""
-        return self.heads(self.qkv(x))
+        """q, k, v (B, nh, T, hs) of the stream x (B, T, C): the qkv projection, split into heads, q and k
+        normalised when ``qk_norm`` is on."""
+        q, k, v = self.heads(self.qkv(x))  # (B, nh, T, hs)
+        q, k = self.logit_inputs(self.q_norm(q), self.k_norm(k))
+        return q, k, v
 
     def heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Split the qkv projection (B, T, 3C) into q, k, v, each (B, nh, T, hs)."""
         B, T, three_c = qkv.shape
         return tuple(t.view(B, T, self.n_head, three_c // (3 * self.n_head)).transpose(1, 2)
                      for t in qkv.split(three_c // 3, dim=2))
+
+    def value_path_weights(self) -> list[torch.Tensor]:
+        """The value projection (the last third of qkv's rows) and the output projection: the weights
+        a value passes through, as opposed to q and k, which only shape the attention pattern."""
+        C = self.proj.weight.shape[0]
+        return [self.qkv.weight[2 * C:], self.proj.weight]
 
 
 class MLP(nn.Module):
@@ -87,6 +132,10 @@ class MLP(nn.Module):
         self.proj = nn.Linear(self.hidden, config.d_model, bias=config.bias)
         self.proj.is_residual_projection = True
         self.dropout = nn.Dropout(config.dropout)
+
+    def value_path_weights(self) -> list[torch.Tensor]:
+        """Both matrices: every weight of the MLP is on the path of the values it transforms."""
+        return [self.fc.weight, self.proj.weight]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc(x)  # (B, T, hidden), or (B, T, 2·hidden) for a gated activation
@@ -111,14 +160,14 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Two sublayers, attention then MLP, each wired to its norm and the residual by the placement plugin."""
 
-    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend):
+    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend, norm: NormFactory):
         super().__init__()
         placement = components.norm_placement
-        eps, bias = config.layer_norm_eps, config.bias
-        attention, mlp = CausalSelfAttention(config), MLP(config, components.activation, backend)
+        kwargs = placement_kwargs(placement, config, norm)
+        attention, mlp = CausalSelfAttention(config, norm), MLP(config, components.activation, backend)
         with raised_by("norm_placement", config.norm_placement, "its constructor"):
-            self.attn = placement(config.d_model, attention, backend, eps=eps, bias=bias)
-            self.mlp = placement(config.d_model, mlp, backend, eps=eps, bias=bias)
+            self.attn = placement(config.d_model, attention, backend, **kwargs)
+            self.mlp = placement(config.d_model, mlp, backend, **kwargs)
         self.placement_name = config.norm_placement
         # The sublayers themselves, whatever the placement does with them (a plain tuple: not registered
         # twice, so the state dict keeps its names); Andrea.sublayers reads them.
@@ -140,6 +189,32 @@ class Block(nn.Module):
             f"shape (batch, tokens, d_model)")
 
 
+def placement_kwargs(placement: type, config: AndreaConfig, norm: NormFactory) -> dict:
+    """The keywords the model passes a placement: eps and bias always; ``norm`` and ``n_layer`` to a
+    constructor that accepts them (one written before them builds LayerNorms itself and still loads,
+    but cannot honour another norm kind, which is refused here rather than silently ignored)."""
+    offered = {"norm": norm, "n_layer": config.n_layer}
+    kwargs = {"eps": config.layer_norm_eps, "bias": config.bias}
+    kwargs.update({key: value for key, value in offered.items() if accepts(placement, key)})
+    if "norm" not in kwargs and not _same_norm(config.norm, AndreaConfig.norm):
+        raise ConfigError(f"{describe_selection('norm_placement', config.norm_placement)} takes no norm= "
+                          f"factory (it builds its LayerNorms itself), so norm {config.norm!r} cannot reach its "
+                          f"norms; use norm {AndreaConfig.norm!r} with it, or a placement that accepts norm=")
+    return kwargs
+
+
+def accepts(placement: type, keyword: str) -> bool:
+    """Whether a placement's constructor takes ``keyword`` (by name, or through ``**kwargs``)."""
+    parameters = inspect.signature(placement).parameters
+    return keyword in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _same_norm(a: str, b: str) -> bool:
+    from andrea_lab.registry import same_plugin
+
+    return a == b or same_plugin("norm", a, b)
+
+
 class Andrea(nn.Module):
     """The ANDREA language model. ``forward(idx, targets=None)`` → ``(logits, loss or None)``."""
 
@@ -159,12 +234,22 @@ class Andrea(nn.Module):
         self.token_embed = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embed = nn.Embedding(config.block_size, config.d_model)
         self.embed_dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config, components, backend) for _ in range(config.n_layer))
-        self.final_norm = (LayerNorm(config.d_model, backend, eps=config.layer_norm_eps, bias=config.bias)
-                           if components.norm_placement.final_norm else nn.Identity())
+        norm = NormFactory(components.norm, backend, config.layer_norm_eps, config.bias, config.norm)
+        self.blocks = nn.ModuleList(Block(config, components, backend, norm) for _ in range(config.n_layer))
+        self.final_norm = norm(config.d_model) if components.norm_placement.final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
         self.apply(self._init_weights)
+        self._initialise_placements()
+
+    def _initialise_placements(self) -> None:
+        """Each placement's own initialisation (``NormPlacement.initialise``: DeepNorm's β), after GPT-2's.
+        A placement that does not subclass NormPlacement may lack the hook: it has nothing to initialise."""
+        for s in self.sublayers():
+            initialise = getattr(s.wiring, "initialise", None)
+            if initialise is not None:
+                with raised_by("norm_placement", self.config.norm_placement, "initialise()"):
+                    initialise(self.config)
 
     def _init_weights(self, module: nn.Module) -> None:
         """GPT-2 initialisation: N(0, 0.02) for weights and embeddings, zero biases; the projections
@@ -252,9 +337,9 @@ class Andrea(nn.Module):
         for s in sublayers:
             if on_stream is not None:
                 watch(s.wiring, s, on_stream)
-            if on_attention is not None and s.kind == "attn":
-                watch(s.module.qkv, s, lambda s, x, qkv: on_attention(
-                    s, AttentionLogits(*s.module.heads(qkv)[:2], softcap=s.module.softcap)))
+            if on_attention is not None and s.kind == "attn":  # q and k as the logits are made of them
+                watch(s.module.logit_inputs, s, lambda s, q, qk: on_attention(
+                    s, AttentionLogits(*qk, softcap=s.module.softcap)))
             if on_hidden is not None and s.kind == "mlp":
                 watch(s.module.proj, s, lambda s, hidden, y: on_hidden(s, hidden))
         try:
@@ -306,9 +391,9 @@ class Sublayer:
 
 
 class AttentionLogits:
-    """The logits one attention sublayer's softmax gets, q·kᵀ/√hs (soft-capped, ``cap·tanh(·/cap)``, when the
-    model caps them), kept as q and k (B, nh, T, hs): all heads at once are B·nh·T² numbers, so a caller
-    materialises the heads it asks for."""
+    """The logits one attention sublayer's softmax gets, q·kᵀ/√hs of q and k after the QK norm (soft-capped,
+    ``cap·tanh(·/cap)``, when the model caps them), kept as q and k (B, nh, T, hs): all heads at once are
+    B·nh·T² numbers, so a caller materialises the heads it asks for."""
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, softcap: float | None = None):
         self.q, self.k = q, k

@@ -369,13 +369,15 @@ class AndreaLM(L.LightningModule):
     #: Fields that decide the shapes and meaning of the weights; the others (kernel backend,
     #: dropout, ...) may change between a checkpoint and the run that resumes from it.
     ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
-                           "norm_placement", "activation", "bias")
+                           "norm_placement", "activation", "bias", "norm", "qk_norm")
 
     def _architecture_differences(self, saved: dict | None) -> list[str]:
-        """``field: checkpoint X, config Y`` for each architecture field where ``saved`` differs (none if no config)."""
+        """``field: checkpoint X, config Y`` for each architecture field where ``saved`` differs (none if no config).
+        A field the checkpoint lacks is at its default: it was written before the field existed."""
         if not saved:
             return []
-        current = asdict(self.config)
+        current, defaults = asdict(self.config), asdict(AndreaConfig())
+        saved = {**defaults, **saved}
         return [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
                 for name in self.ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
 

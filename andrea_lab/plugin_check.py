@@ -5,7 +5,7 @@ contract version). These checks run it: each plugin alone on small tensors (shap
 gradients, a gated activation's widths, a backend's ops against the eager reference), then inside a
 micro ANDREA model, alone and with each built-in of the other kinds, forward and backward. They are
 what ``andrea plugins --check`` reports and what :mod:`andrea_lab.testing`'s ``check_activation``,
-``check_placement`` and ``check_backend`` assert in a plugin's own tests.
+``check_placement``, ``check_backend`` and ``check_norm`` assert in a plugin's own tests.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from andrea_lab.builtin.backends import TorchBackend
 from andrea_lab.config import preset
 from andrea_lab.contracts import PLUGIN_KINDS, Availability, KernelBackend
 from andrea_lab.errors import AndreaError
-from andrea_lab.model import Andrea
+from andrea_lab.model import Andrea, NormFactory, accepts, placement_kwargs
 from andrea_lab.plugin_guard import shape_text
 from andrea_lab.registry import PluginInfo, check_availability, list_plugins, resolve
 
@@ -88,7 +88,10 @@ def check_placement(cls: type, backend: KernelBackend | None = None, d_model: in
     _require(isinstance(cls.final_norm, bool), f"final_norm must be True or False, got {cls.final_norm!r}")
     generator = torch.Generator().manual_seed(0)
     sublayer = nn.Linear(d_model, d_model)
-    placement = cls(d_model, sublayer, backend if backend is not None else TorchBackend(), eps=1e-5, bias=True)
+    backend = backend if backend is not None else TorchBackend()
+    config = preset("andrea-micro", **MICRO)
+    norm = NormFactory(resolve("norm", config.norm), backend, 1e-5, True, config.norm)
+    placement = cls(d_model, sublayer, backend, **placement_kwargs(cls, config, norm))
     _require(isinstance(placement, nn.Module), "a placement must be an nn.Module (subclass NormPlacement)")
     _require(any(module is sublayer for module in placement.modules()),
              "the sublayer is not a submodule of the placement, so its parameters would not be trained or "
@@ -105,6 +108,35 @@ def check_placement(cls: type, backend: KernelBackend | None = None, d_model: in
     _require(sublayer.weight.grad is not None and bool(sublayer.weight.grad.abs().sum() > 0),
              "the sublayer receives no gradient: forward does not use it")
     return f"alone around a Linear: {shape_text(y.shape)}, finite, sublayer trained"
+
+
+def check_norm(cls: type, backend: KernelBackend | None = None, dim: int = 16) -> str:
+    """Run a norm class alone at two widths (a d_model and a head size, as the QK norm uses it): the input's
+    shape back, finite, gradients reaching the input and every parameter, and ``add_and_norm`` returning
+    ``(x + delta, norm(x + delta))``. Returns what was checked."""
+    generator = torch.Generator().manual_seed(0)
+    for width in (dim, dim // 4):
+        norm = cls(width, backend if backend is not None else TorchBackend(), eps=1e-5, bias=True)
+        _require(isinstance(norm, nn.Module), "a norm must be an nn.Module (subclass andrea_lab.contracts.Norm)")
+        x = (3 * torch.randn(2, 5, width, generator=generator) + 1).requires_grad_()
+        y = norm(x)
+        _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")
+        _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for an input of shape "
+                                     f"{shape_text(x.shape)}; a norm must keep the shape")
+        _require(_finite(y), "forward returned NaN or inf for a normal input")
+        _require(y.requires_grad, "no gradient reaches the input: the output is detached from it")
+        (y * torch.randn(y.shape, generator=generator)).sum().backward()
+        _require(x.grad is not None and _finite(x.grad) and bool(x.grad.abs().sum() > 0),
+                 "the gradient with respect to the input is missing, not finite or zero everywhere")
+        for name, parameter in norm.named_parameters():
+            _require(parameter.grad is not None and _finite(parameter.grad),
+                     f"parameter {name} receives no finite gradient (unused in forward?)")
+        delta = torch.randn(x.shape, generator=generator)
+        summed, normed = norm.add_and_norm(x.detach(), delta)
+        _require(torch.equal(summed, x.detach() + delta), "add_and_norm's first output is not x + delta")
+        _require(torch.allclose(normed, norm(x.detach() + delta), rtol=1e-4, atol=1e-5),
+                 "add_and_norm's second output differs from norm(x + delta)")
+    return f"alone at widths {dim} and {dim // 4}: shape kept, finite, gradients finite, add_and_norm consistent"
 
 
 def check_backend(cls: type, rtol: float = 1e-4, atol: float = 1e-5, device: torch.device | None = None) -> str:
@@ -127,10 +159,13 @@ def check_backend(cls: type, rtol: float = 1e-4, atol: float = 1e-5, device: tor
         "layer_norm": lambda b: b.layer_norm(x, weight, bias, 1e-5),
         "layer_norm (weight and bias None)": lambda b: b.layer_norm(x, None, None, 1e-5),
         "add_layer_norm": lambda b: torch.cat(b.add_layer_norm(x, delta, weight, bias, 1e-5), dim=-1),
+        "rms_norm": lambda b: b.rms_norm(x, weight, 1e-5),
         "gelu_tanh": lambda b: b.gelu_tanh(x),
         "relu": lambda b: b.relu(x),
         "swiglu": lambda b: b.swiglu(gate, up),
     }
+    if not hasattr(backend, "rms_norm"):  # optional: a backend written before it; the norms use the reference
+        del cases["rms_norm"]
     inputs = (x, delta, gate, up, weight, bias)
     for op, run in cases.items():
         outputs, grads = [], []
@@ -160,12 +195,13 @@ def check_backend(cls: type, rtol: float = 1e-4, atol: float = 1e-5, device: tor
     return f"ops match the eager reference on {device.type} ({', '.join(cases)})"
 
 
-UNIT_CHECKS = {"activation": check_activation, "norm_placement": check_placement, "kernel_backend": check_backend}
+UNIT_CHECKS = {"activation": check_activation, "norm_placement": check_placement, "kernel_backend": check_backend,
+               "norm": check_norm}
 
 
-def check_in_model(**names: str) -> None:
-    """Build the micro model with these plugin names (the others at their defaults), run forward and
-    backward once, and require finite logits, loss and gradients for every parameter."""
+def check_in_model(**names) -> None:
+    """Build the micro model with these plugin names and config fields (the others at their defaults), run
+    forward and backward once, and require finite logits, loss and gradients for every parameter."""
     config = preset("andrea-micro", **MICRO, **names)
     model = Andrea(config).to(_device())
     generator = torch.Generator().manual_seed(0)
@@ -201,15 +237,21 @@ def _builtins(kind: str) -> list[str]:
 
 def check_in_models(kind: str, name: str) -> str:
     """:func:`check_in_model` with the plugin alone (the other kinds at their defaults), then with each
-    built-in of the other kinds. Returns what was checked."""
+    built-in of the other kinds, then with ``qk_norm`` on. Returns what was checked."""
     combinations = [{}] + [{other: builtin} for other in PLUGIN_KINDS if other != kind for builtin in _builtins(other)]
+    combinations.append({"qk_norm": True})
+    if kind == "norm_placement" and not accepts(resolve(kind, name), "norm"):
+        # Written before the norm kind: it builds LayerNorms itself, and the model refuses other norms with it.
+        combinations = [others for others in combinations if others.get("norm", "andrea-lab:layernorm")
+                        == "andrea-lab:layernorm"]
     for others in combinations:
         try:
             check_in_model(**{kind: name}, **others)
         except (CheckFailed, AndreaError) as exc:
             with_text = ", ".join(f"{other} {value}" for other, value in others.items()) or "the defaults"
             raise CheckFailed(f"micro model with {with_text}: {exc}") from exc
-    with_text = ", ".join(value.partition(":")[2] for others in combinations[1:] for value in others.values())
+    with_text = ", ".join(value.partition(":")[2] if isinstance(value, str) else f"{other} {value}"
+                          for others in combinations[1:] for other, value in others.items())
     return f"micro model forward + backward, alone and with {with_text or 'no built-ins'}"
 
 

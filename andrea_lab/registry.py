@@ -36,7 +36,7 @@ from importlib import metadata
 
 from packaging.utils import canonicalize_name
 
-from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS, Availability
+from andrea_lab.contracts import BACKEND_OPS, CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS, Availability, eager_fallbacks
 from andrea_lab.errors import UsageError
 
 KINDS = PLUGIN_KINDS  # the name this module has always exported
@@ -110,6 +110,8 @@ class PluginInfo:
     description: str = ""
     error: str | None = None  # why loading or checking it failed
     unavailable: str | None = None  # a kernel backend that loads but cannot run here: its reason
+    #: A kernel backend's ops that are the eager reference, not its own (none for the reference itself).
+    eager_fallback: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
@@ -363,17 +365,20 @@ def list_plugins(kind: str | None = None, availability: bool = True) -> list[Plu
     infos = []
     for k in ([kind] if kind else KINDS):
         for ep in _entry_points(k):
-            description, error, unavailable = "", None, None
+            description, error, unavailable, eager = "", None, None, ()
             try:
                 obj = _load_entry_point(k, ep)
                 description = _describe(obj)
+                if k == "kernel_backend":
+                    eager = tuple(eager_fallbacks(obj))
+                    eager = () if len(eager) == len(BACKEND_OPS) else eager  # the reference itself
                 if k == "kernel_backend" and availability:
                     availability = check_availability(obj, f"{k} plugin {ep.name!r} from {_dist_name(ep)}")
                     unavailable = None if availability else availability.reason or "(no reason given)"
             except PluginError as exc:
                 error = str(exc)
             infos.append(PluginInfo(k, ep.name, ep.value, _dist_name(ep), _dist_version(ep), description, error,
-                                    unavailable))
+                                    unavailable, eager))
     return infos
 
 

@@ -35,6 +35,8 @@ CASES = [
     ("negative-size", [*FIT, "--data.batch_size", "-4"], ["batch_size", "-4"]),
     ("heads-do-not-divide", [*FIT, "--model.config.n_head", "5"], ["d_model (128) must be divisible by n_head (5)"]),
     ("unknown-plugin", [*FIT, "--model.config.activation", "mish"], ["unknown activation 'mish'", "gelu", "relu", "swiglu"]),
+    ("unknown-norm", [*FIT, "--model.config.norm", "batchnorm"], ["unknown norm 'batchnorm'", "layernorm", "rmsnorm"]),
+    ("qk-norm-maybe", [*FIT, "--model.config.qk_norm", "maybe"], ["qk_norm", "maybe"]),
     ("negative-lr", [*FIT, "--model.lr", "-1"], ["lr must be a finite number > 0, got -1"]),
     ("attn-softcap-negative", [*FIT, "--model.config.attn_logit_softcap", "-1"],
      ["attn_logit_softcap must be a finite number > 0", "null for no cap, got -1"]),

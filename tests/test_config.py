@@ -12,8 +12,8 @@ def test_defaults_are_the_120m_spec():
     assert (c.vocab_size, c.d_model, c.n_layer, c.n_head, c.block_size) == (8449, 768, 12, 12, 1024)
     # Qualified, so that the defaults keep selecting the built-ins when another distribution
     # registers the same names (tests/test_third_party_plugins.py installs one).
-    assert (c.norm_placement, c.activation, c.kernel_backend, c.bias) == (
-        "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", True)
+    assert (c.norm_placement, c.activation, c.kernel_backend, c.norm, c.qk_norm, c.bias) == (
+        "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", "andrea-lab:layernorm", False, True)
     assert c.mlp_hidden == 3072 and c.head_size == 64
 
 
@@ -36,6 +36,9 @@ def test_every_preset_builds(name):
     ("final_logit_softcap", -30.0, "final_logit_softcap must be a finite number > 0 (e.g. 30) or null for no cap, "
                                    "got -30.0"),
     ("final_logit_softcap", float("nan"), "got nan"),
+    ("qk_norm", "maybe", "qk_norm must be true or false, got 'maybe'"),
+    ("qk_norm", 1, "qk_norm must be true or false, got 1"),
+    ("norm", "", "norm must be a plugin name (e.g. 'andrea-lab:layernorm')"),
 ])
 def test_invalid_values_are_named(field, value, fragment):
     with pytest.raises(ConfigError, match=None) as info:
@@ -55,6 +58,7 @@ def test_heads_must_divide_d_model_and_valid_choices_are_listed():
     ("activation", ["gelu", "relu", "swiglu"]),
     ("norm_placement", ["post", "pre"]),
     ("kernel_backend", ["torch"]),
+    ("norm", ["layernorm", "rmsnorm"]),
 ])
 def test_unknown_plugin_name_lists_installed_ones(kind, installed):
     config = AndreaConfig(**{kind: "no_such_variant"})  # names are selected when the model is built

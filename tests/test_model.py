@@ -90,7 +90,7 @@ def test_each_plugin_is_resolved_once_per_model_and_handed_down(monkeypatch):
     calls = []
     monkeypatch.setattr(andrea_lab.config, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
     Andrea(preset("andrea-micro", n_layer=3))
-    assert sorted(calls) == ["activation", "kernel_backend", "norm_placement"]
+    assert sorted(calls) == ["activation", "kernel_backend", "norm", "norm_placement"]
 
 
 # ---------------------------------------------------------------- looking inside: sublayers() and tap()
@@ -222,6 +222,84 @@ def test_attention_logits_with_a_cap_are_the_capped_ones_the_softmax_gets():
     model = Andrea(tiny(attn_logit_softcap=0.3)).eval()
     taps, mixed = {}, {}
     attention = model.sublayers()[0].module
+# ------------------------------------------------------------ defaults: today's model, bit for bit
+
+def gpt2_keys(n_layer: int) -> set[str]:
+    """The default model's state-dict keys, as every checkpoint written so far has them."""
+    per_block = [f"{s}.norm.{p}" for s in ("attn", "mlp") for p in ("weight", "bias")] + [
+        f"{s}.sublayer.{m}.{p}" for s, m in (("attn", "qkv"), ("attn", "proj"), ("mlp", "fc"), ("mlp", "proj"))
+        for p in ("weight", "bias")]
+    return ({"token_embed.weight", "position_embed.weight", "final_norm.weight", "final_norm.bias",
+             "lm_head.weight"} | {f"blocks.{i}.{key}" for i in range(n_layer) for key in per_block})
+
+
+def reference_forward(w: dict, idx: torch.Tensor, n_head: int) -> torch.Tensor:
+    """The pre-norm GELU ANDREA written out with functional ops, from the weights by their checkpoint names."""
+    import torch.nn.functional as F
+
+    B, T = idx.shape
+    ln = lambda x, key: F.layer_norm(x, x.shape[-1:], w[f"{key}.weight"], w[f"{key}.bias"], 1e-5)  # noqa: E731
+    lin = lambda x, key: F.linear(x, w[f"{key}.weight"], w[f"{key}.bias"])  # noqa: E731
+    x = w["token_embed.weight"][idx] + w["position_embed.weight"][:T]
+    for i in range(sum(key.endswith("attn.norm.weight") for key in w)):
+        p = f"blocks.{i}"
+        qkv = lin(ln(x, f"{p}.attn.norm"), f"{p}.attn.sublayer.qkv")
+        q, k, v = (t.view(B, T, n_head, -1).transpose(1, 2) for t in qkv.split(x.shape[-1], dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.0)
+        x = x + lin(y.transpose(1, 2).contiguous().view(B, T, -1), f"{p}.attn.sublayer.proj")
+        h = F.gelu(lin(ln(x, f"{p}.mlp.norm"), f"{p}.mlp.sublayer.fc"), approximate="tanh")
+        x = x + lin(h, f"{p}.mlp.sublayer.proj")
+    return F.linear(ln(x, "final_norm"), w["token_embed.weight"])
+
+
+def test_default_model_is_todays_bit_for_bit_logits_and_a_20_step_loss_curve():
+    torch.manual_seed(0)
+    model = Andrea(tiny())
+    assert set(model.state_dict()) == gpt2_keys(model.config.n_layer), "old checkpoints must load"
+    weights = {name: p.detach().clone().requires_grad_() for name, p in model.named_parameters()}
+    weights["lm_head.weight"] = weights["token_embed.weight"]  # tied, as in the model
+    idx = torch.randint(0, 257, (2, 24))
+    targets = torch.roll(idx, -1, 1)
+    assert torch.equal(model(idx)[0], reference_forward(weights, idx, model.config.n_head))
+    ours = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    theirs = torch.optim.AdamW(list(dict.fromkeys(weights.values())), lr=1e-2)
+    for _ in range(20):
+        _, loss = model(idx, targets)
+        logits = reference_forward(weights, idx, model.config.n_head)
+        reference = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        assert loss.item() == reference.item()
+        for optimizer, value in ((ours, loss), (theirs, reference)):
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+    assert loss.item() < math.log(257) - 1, "the curve is a trained one, not a flat line"
+
+
+# ------------------------------------------------------------ QK norm, and placements of the first contract
+
+def test_qk_norm_adds_one_norm_for_q_and_one_for_k_over_the_head_size():
+    model = Andrea(tiny(qk_norm=True))
+    attention = model.blocks[0].inner[0]
+    hs = model.config.head_size
+    assert attention.q_norm.weight.shape == attention.k_norm.weight.shape == (hs,)
+    assert set(model.state_dict()) - gpt2_keys(model.config.n_layer) == {
+        f"blocks.{i}.attn.sublayer.{qk}_norm.{p}" for i in range(2) for qk in "qk" for p in ("weight", "bias")}
+    q, k, _ = attention.project(torch.randn(2, 5, model.config.d_model))
+    # LayerNorm at its initial gain 1: each head's query has mean 0 and variance 1 over the head size.
+    torch.testing.assert_close(q.mean(-1), torch.zeros_like(q.mean(-1)), atol=1e-5, rtol=0)
+    torch.testing.assert_close(k.var(-1, unbiased=False), torch.ones_like(k[..., 0]), atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_tapped_attention_logits_are_the_softmax_inputs_after_the_qk_norm(qk_norm):
+    torch.manual_seed(0)
+    model = Andrea(tiny(qk_norm=qk_norm)).eval()
+    attention = model.sublayers()[0].module
+    with torch.no_grad():  # QK norms with non-trivial gains, so a tap before them would show other logits
+        for module in (attention.q_norm, attention.k_norm):
+            for p in module.parameters():
+                p.normal_()
+    taps, mixed = {}, {}
     attention.proj.register_forward_hook(lambda m, i, o: mixed.update(y=i[0]))
     attention.qkv.register_forward_hook(lambda m, i, o: mixed.update(v=attention.heads(o)[2]))
     with model.tap(on_attention=lambda s, logits: taps.setdefault(s.block, logits)):
@@ -231,3 +309,36 @@ def test_attention_logits_with_a_cap_are_the_capped_ones_the_softmax_gets():
     assert allowed.abs().max() < 0.3 and torch.isinf(logits[..., 0, 1:]).all()
     y = (torch.softmax(logits, dim=-1) @ mixed["v"]).transpose(1, 2).reshape(2, 7, -1)
     torch.testing.assert_close(y, mixed["y"])
+    y = (torch.softmax(taps[0](), dim=-1) @ mixed["v"]).transpose(1, 2).reshape(2, 7, -1)
+    torch.testing.assert_close(y, mixed["y"])
+
+
+class FirstContractPlacement(nn.Module):
+    """A third-party pre-norm written before the norm kind: no norm=, builds contracts.LayerNorm itself."""
+
+    contract_version = 1
+    final_norm = True
+
+    def __init__(self, d_model, sublayer, backend, eps=1e-5, bias=True):
+        from andrea_lab.contracts import LayerNorm
+
+        super().__init__()
+        self.sublayer, self.norm = sublayer, LayerNorm(d_model, backend, eps=eps, bias=bias)
+
+    def forward(self, x):
+        return x + self.sublayer(self.norm(x))
+
+
+@pytest.mark.usefixtures("import_paths")
+def test_a_first_contract_placement_still_builds_and_is_refused_with_another_norm():
+    from andrea_lab.config import ConfigError
+
+    name = f"{__name__}:FirstContractPlacement"
+    torch.manual_seed(0)
+    legacy = Andrea(tiny(norm_placement=name))
+    torch.manual_seed(0)
+    builtin = Andrea(tiny())
+    idx = torch.randint(0, 257, (2, 9))
+    assert torch.equal(legacy(idx)[0], builtin(idx)[0])
+    with pytest.raises(ConfigError, match=r"takes no norm= factory.*norm 'rmsnorm' cannot reach its norms"):
+        Andrea(tiny(norm_placement=name, norm="rmsnorm"))

@@ -67,6 +67,15 @@ def test_checkpoint_of_another_architecture_is_refused_by_name():
     assert "d_model: checkpoint 96, config 64" in str(info.value)
 
 
+def test_a_checkpoint_from_before_the_norm_kind_resumes_and_a_qk_norm_one_is_another_architecture():
+    module = AndreaLM(config=preset("andrea-micro"))
+    saved = dict(module.hparams)
+    old = {key: value for key, value in saved["config"].items() if key not in ("norm", "qk_norm")}
+    module.on_load_checkpoint({"hyper_parameters": {**saved, "config": old}})  # missing: at the defaults
+    with pytest.raises(ConfigError, match="qk_norm: checkpoint True, config False"):
+        module.on_load_checkpoint({"hyper_parameters": {**saved, "config": {**old, "qk_norm": True}}})
+
+
 def test_another_kernel_backend_may_resume_a_checkpoint():
     module = AndreaLM(config=preset("andrea-micro"))
     saved = dict(module.hparams)

@@ -13,15 +13,18 @@ from hypothesis import strategies as st
 from andrea_lab import AndreaConfig
 from andrea_lab.builtin.activations import GELU, ReLU, SwiGLU
 from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.placements import PostNorm, PreNorm
+from andrea_lab.builtin.norms import LayerNorm, RMSNorm
+from andrea_lab.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
 from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
 from andrea_lab.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
                                  list_plugins, registered_names, resolve, strict_mode)
 
 BUILTINS = {
-    "norm_placement": {"pre": PreNorm, "post": PostNorm},
+    "norm_placement": {"pre": PreNorm, "post": PostNorm, "peri": PeriNorm, "reordered": ReorderedNorm,
+                       "deepnorm": DeepNorm},
     "activation": {"gelu": GELU, "relu": ReLU, "swiglu": SwiGLU},
     "kernel_backend": {"torch": TorchBackend},
+    "norm": {"layernorm": LayerNorm, "rmsnorm": RMSNorm},
 }
 ALL_BUILTIN_NAMES = [name for names in BUILTINS.values() for name in names]
 

@@ -10,8 +10,9 @@ from torch import nn
 from andrea_lab.builtin.activations import GELU, SwiGLU
 from andrea_lab.builtin.backends import TorchBackend
 from andrea_lab.builtin.placements import PostNorm, PreNorm
-from andrea_lab.contracts import Activation, Availability, KernelBackend, NormPlacement
-from andrea_lab.testing import RecordingBackend, check_activation, check_backend, check_placement
+from andrea_lab.builtin.norms import RMSNorm
+from andrea_lab.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
+from andrea_lab.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
 
 pytest_plugins = ["pytester"]
 
@@ -47,9 +48,33 @@ class OffByOne(KernelBackend):
         return torch.relu(x) + 1e-3
 
 
+class MeanPool(Norm):
+    """Reduces the features instead of normalising them: the wrong shape."""
+
+    def __init__(self, dim, backend, eps=1e-5, bias=True):
+        super().__init__()
+
+    def forward(self, x):
+        return x.mean(-1, keepdim=True)
+
+
+class UnusedGain(Norm):
+    def __init__(self, dim, backend, eps=1e-5, bias=True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return torch.nn.functional.rms_norm(x, x.shape[-1:], None, 1e-5)
+
+
+class InconsistentAdd(RMSNorm):
+    def add_and_norm(self, x, delta):
+        return x + delta, self(x)  # forgets the delta
+
+
 @pytest.mark.parametrize("check, plugin", [(check_activation, GELU), (check_activation, "andrea-lab:swiglu"),
                                            (check_placement, PreNorm), (check_placement, "post"),
-                                           (check_backend, TorchBackend)])
+                                           (check_backend, TorchBackend), (check_norm, RMSNorm)])
 def test_the_builtins_pass(check, plugin):
     check(plugin)
 
@@ -59,6 +84,9 @@ def test_the_builtins_pass(check, plugin):
     (check_activation, Detached, "no gradient reaches the input"),
     (check_placement, Unregistered, "the sublayer is not a submodule"),
     (check_backend, OffByOne, "relu differs from the eager reference by up to 0.001"),
+    (check_norm, MeanPool, r"forward returned shape \(2, 5, 1\) for an input of shape \(2, 5, 16\)"),
+    (check_norm, UnusedGain, "parameter weight receives no finite gradient"),
+    (check_norm, InconsistentAdd, "add_and_norm's second output differs from norm"),
 ])
 def test_a_misbehaving_plugin_fails_with_what_was_expected(check, plugin, message):
     with pytest.raises(AssertionError, match=message):

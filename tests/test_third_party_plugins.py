@@ -318,7 +318,7 @@ def example_on_path(example_install, monkeypatch):
 
 def test_example_package_is_discovered_with_its_distribution(example_on_path):
     infos = {(i.kind, i.name): i for i in list_plugins() if i.distribution == "andrea-lab-example"}
-    assert set(infos) == {("activation", "squared_relu"), ("norm_placement", "sandwich")}
+    assert set(infos) == {("activation", "squared_relu"), ("norm_placement", "sandwich"), ("norm", "dyt")}
     for info in infos.values():
         assert (info.version, info.error) == ("0.1.0", None) and info.description
     squared_relu = resolve("activation", "squared_relu")

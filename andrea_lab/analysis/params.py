@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from andrea_lab.config import AndreaConfig
+from andrea_lab.contracts import Norm
 from andrea_lab.model import Andrea
 
 #: The figures of the ANDREA-120M spec table (shared/design/ANDREA.md), checked by `andrea params`.
@@ -92,7 +93,8 @@ def parameter_breakdown(config: AndreaConfig) -> ParameterBreakdown:
         norms = sum(_count(s.wiring, seen) for s in sublayers.values())  # what the placement adds around them
         breakdown.blocks.append(BlockBreakdown(attention, mlp, norms, mlp_weights))
     breakdown.final_norm = _count(model.final_norm, seen)
-    breakdown.layer_norms = sum(isinstance(m, nn.LayerNorm) for m in model.modules())
+    # Every norm, whatever its kind (LayerNorm, RMSNorm, a plugin's), QK norms included.
+    breakdown.layer_norms = sum(isinstance(m, (nn.LayerNorm, Norm)) for m in model.modules())
     breakdown.total = sum(p.numel() for p in model.parameters())
     return breakdown
 
@@ -117,7 +119,7 @@ def format_breakdown(b: ParameterBreakdown, name: str) -> str:
     lines.append(row.format("position embedding", f"{b.position_embedding:,}"))
     lines.append(row.format("final norm", f"{b.final_norm:,}"))
     lines.append(row.format("total", f"{b.total:,}"))
-    lines.append(row.format("LayerNorms", f"{b.layer_norms}"))
+    lines.append(row.format("norms", f"{b.layer_norms}"))
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ from andrea_lab.errors import UsageError
 from andrea_lab.files import check_output_dir
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
-MODULES = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends"}
+MODULES = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends", "norm": "norms"}
 
 CLASSES = {
     "activation": '''
@@ -62,7 +62,7 @@ CLASSES = {
         import torch
         from torch import nn
 
-        from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
+        from andrea_lab.contracts import KernelBackend, NormFactory, NormPlacement
 
 
         class {cls}(NormPlacement):
@@ -74,13 +74,13 @@ CLASSES = {
 
             contract_version: ClassVar[int] = {contract}
             description: ClassVar[str] = "{name} (replace: one line shown by `andrea plugins`)"
-            final_norm: ClassVar[bool] = True  # whether the stack ends in a LayerNorm before the head
+            final_norm: ClassVar[bool] = True  # whether the stack ends in a norm before the head
 
             def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                         bias: bool = True):
-                super().__init__(d_model, sublayer, backend, eps, bias)  # registers self.sublayer
-                # contracts.LayerNorm: nn.LayerNorm whose arithmetic the selected kernel backend does.
-                self.norm = LayerNorm(d_model, backend, eps=eps, bias=bias)
+                         bias: bool = True, norm: NormFactory | None = None):
+                super().__init__(d_model, sublayer, backend, eps, bias, norm)  # registers self.sublayer
+                # make_norm builds a norm of the kind model.config.norm selects (layernorm by default).
+                self.norm = self.make_norm(d_model)
 
             def forward(self, x: torch.Tensor) -> torch.Tensor:
                 return x + self.sublayer(self.norm(x))  # replace with your wiring
@@ -115,6 +115,37 @@ CLASSES = {
 
             def relu(self, x: torch.Tensor) -> torch.Tensor:
                 return torch.relu(x)  # replace with your kernel
+        ''',
+    "norm": '''
+        """{name}: a norm (replace this line: it is shown by `andrea plugins`)."""
+
+        from typing import ClassVar
+
+        import torch
+        from torch import nn
+
+        from andrea_lab.contracts import KernelBackend, Norm
+
+
+        class {cls}(Norm):
+            """{name}: describe the normalisation here.
+
+            The model builds every norm with it (the placements', the final one, the QK norm):
+            ``{cls}(dim, backend, eps=..., bias=...)``, called on ``(..., dim)`` and returning that shape.
+            """
+
+            contract_version: ClassVar[int] = {contract}
+            description: ClassVar[str] = "{name} (replace: one line shown by `andrea plugins`)"
+
+            def __init__(self, dim: int, backend: KernelBackend, eps: float = 1e-5, bias: bool = True):
+                super().__init__()
+                self.backend, self.eps = backend, eps
+                self.weight = nn.Parameter(torch.ones(dim))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                # Compute through self.backend where it has the op (layer_norm, rms_norm): a faster backend
+                # then accelerates this norm too. Replace with your function.
+                return self.backend.rms_norm(x, self.weight, self.eps)
         ''',
 }
 
@@ -176,6 +207,22 @@ TESTS = {
         @pytest.mark.gpu  # skipped without CUDA; ANDREA_REQUIRE_GPU=1 makes that skip a failure
         def test_on_the_gpu():
             check_backend({cls})
+        ''',
+    "norm": '''
+        import torch
+
+        from andrea_lab.testing import check_norm
+        from {package}.{module} import {cls}
+
+
+        def test_keeps_the_norm_contract():
+            check_norm({cls})                   # alone, and as every norm of micro models with each built-in
+            check_norm("{dist}:{name}")  # selected by its registered name, as a YAML does
+
+
+        def test_computes_through_the_backend(recording_backend):
+            {cls}(8, recording_backend)(torch.randn(2, 3, 8))
+            assert recording_backend.calls == ["rms_norm"]  # update when you change forward
         ''',
 }
 

@@ -38,7 +38,8 @@ def _clashes(infos: list[PluginInfo]) -> dict[tuple[str, str], list[PluginInfo]]
 
 def as_dict(infos: list[PluginInfo]) -> dict:
     """The machine-readable form printed by ``--json``."""
-    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description", "unavailable")
+    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description", "unavailable",
+                     "eager_fallback")
     return {
         "contract_version": CONTRACT_VERSION,
         "strict": strict_mode(),
@@ -71,8 +72,7 @@ def format_listing(infos: list[PluginInfo]) -> str:
             out.append("  (none installed)")
             continue
         out.append(line(("NAME", "PROVIDED BY", "OBJECT"), "DESCRIPTION"))
-        out += [line(rows[info], info.description + (f" [unavailable here: {info.unavailable}]"
-                                                     if info.unavailable else "")).rstrip() for info in in_group]
+        out += [line(rows[info], _notes(info)).rstrip() for info in in_group]
     clashes = _clashes(infos)
     if clashes:
         out += ["", "Names registered by more than one distribution (select one as 'distribution:name'):"]
@@ -86,6 +86,16 @@ def format_listing(infos: list[PluginInfo]) -> str:
             out.append(f"  {info.group} {info.name}  from {info.distribution} {info.version} ({info.target})")
             out.append(f"    {info.error}")
     return "\n".join(out)
+
+
+def _notes(info: PluginInfo) -> str:
+    """The description, then what the listing must not hide: a backend's eager fallbacks, unavailability."""
+    text = info.description
+    if info.eager_fallback:
+        text += f" [no native {', '.join(info.eager_fallback)}: eager fallback]"
+    if info.unavailable:
+        text += f" [unavailable here: {info.unavailable}]"
+    return text
 
 
 def select(infos: list[PluginInfo], names: list[str]) -> list[PluginInfo]:

@@ -2,9 +2,9 @@
 
 A ``transformers`` GPT-2 is pre-norm, has biases in every linear layer and LayerNorm, an ungated MLP
 of width ``n_inner`` (default 4·n_embd) and one of a fixed set of activations. An ANDREA config maps
-onto it exactly when it is built from andrea-lab's own ``pre`` placement and ``gelu`` (tanh
-approximation) or ``relu`` activation, with biases; anything else (post-norm, SwiGLU, no biases, a
-third-party plugin) computes a function GPT2LMHeadModel cannot, and is refused with every such field
+onto it exactly when it is built from andrea-lab's own ``pre`` placement, ``layernorm`` norm and ``gelu``
+(tanh approximation) or ``relu`` activation, with biases and without QK norm; anything else (post-norm,
+peri/reordered/deepnorm, RMSNorm, QK norm, SwiGLU, no biases, a third-party plugin) computes a function GPT2LMHeadModel cannot, and is refused with every such field
 named at once, rather than exported into a directory that loads and silently computes something else.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from andrea_lab.builtin.activations import GELU, ReLU
+from andrea_lab.builtin.norms import LayerNorm
 from andrea_lab.builtin.placements import PreNorm
 from andrea_lab.config import AndreaConfig, ConfigError, mlp_hidden_size
 from andrea_lab.errors import UsageError
@@ -30,8 +31,8 @@ IMPORTED_ACTIVATIONS: dict[str, str] = {
 }
 
 #: What an export needs of a config, said once in every refusal.
-EXPORTABLE = ("norm_placement pre, activation gelu (tanh) or relu, bias true, attn_logit_softcap and "
-              "final_logit_softcap null; any size, context, vocabulary and mlp_ratio")
+EXPORTABLE = ("norm_placement pre, norm layernorm, qk_norm false, activation gelu (tanh) or relu, bias true, "
+              "attn_logit_softcap and final_logit_softcap null; any size, context, vocabulary and mlp_ratio")
 
 #: GPT-2 architectures whose weights are the language model (GPT2Model: the same trunk, tied head).
 IMPORTABLE_ARCHITECTURES = ("GPT2LMHeadModel", "GPT2Model")
@@ -65,6 +66,12 @@ def unexportable_fields(config: AndreaConfig) -> list[str]:
         why = ("not installed here" if activation is None
                else "GPT-2's activation_function has andrea-lab's gelu (tanh) and relu, ungated")
         problems.append(f"activation {config.activation!r} ({why})")
+    norm = _plugin("norm", config.norm)
+    if norm is not LayerNorm:
+        why = "not installed here" if norm is None else "GPT-2's norms are LayerNorms"
+        problems.append(f"norm {config.norm!r} ({why})")
+    if config.qk_norm:
+        problems.append("qk_norm True (GPT-2 has no norm on queries and keys)")
     if not config.bias:
         problems.append("bias False (GPT-2 has a bias in every linear layer and LayerNorm)")
     for cap in ("attn_logit_softcap", "final_logit_softcap"):

@@ -9,9 +9,10 @@ In a plugin package's tests::
 
 What it provides:
 
-* :func:`check_activation`, :func:`check_placement`, :func:`check_backend` — the behaviour checks of
-  ``andrea plugins --check`` as assertions: the class alone on small tensors (shapes, finiteness,
-  gradients, a gated activation's widths, a backend's ops and gradients against the eager reference)
+* :func:`check_activation`, :func:`check_placement`, :func:`check_backend`, :func:`check_norm` — the
+  behaviour checks of ``andrea plugins --check`` as assertions: the class alone on small tensors (shapes,
+  finiteness, gradients, a gated activation's widths, a backend's ops and gradients against the eager
+  reference, a norm at a d_model and a head width)
   and in a micro model, alone and with each built-in of the other kinds. ``check_backend`` skips the
   test (with the backend's reason) when ``availability()`` says no.
 * :class:`RecordingBackend` — the eager reference backend, recording which ops were called, to assert
@@ -41,8 +42,8 @@ from andrea_lab.contracts import KernelBackend
 from andrea_lab.errors import AndreaError
 from andrea_lab.registry import allow_import_paths, resolve
 
-__all__ = ["RecordingBackend", "check_activation", "check_backend", "check_placement", "forget_modules",
-           "write_distribution"]
+__all__ = ["RecordingBackend", "check_activation", "check_backend", "check_norm", "check_placement",
+           "forget_modules", "write_distribution"]
 
 
 def write_distribution(root: Path, name: str, version: str = "1.0",
@@ -102,6 +103,9 @@ class RecordingBackend(TorchBackend):
     def add_layer_norm(self, x, delta, weight, bias, eps):
         return self._record("add_layer_norm", x, delta, weight, bias, eps)
 
+    def rms_norm(self, x, weight, eps):
+        return self._record("rms_norm", x, weight, eps)
+
     def gelu_tanh(self, x):
         return self._record("gelu_tanh", x)
 
@@ -133,7 +137,7 @@ def _assert(check, *args, **kwargs) -> None:
 
 
 def _check_module(kind: str, check, plugin: type | str, backend: KernelBackend | None, in_models: bool) -> None:
-    """An activation or placement: alone through ``check``, then (``in_models``) in micro models."""
+    """An activation, placement or norm: alone through ``check``, then (``in_models``) in micro models."""
     cls, name = _plugin(kind, plugin)
     with plugin_check.one_thread():
         _assert(check, cls, backend)
@@ -150,6 +154,12 @@ def check_activation(plugin: type | str, backend: KernelBackend | None = None, i
 def check_placement(plugin: type | str, backend: KernelBackend | None = None, in_models: bool = True) -> None:
     """Assert that a norm placement (class or registered name) keeps the contract when run."""
     _check_module("norm_placement", plugin_check.check_placement, plugin, backend, in_models)
+
+
+def check_norm(plugin: type | str, backend: KernelBackend | None = None, in_models: bool = True) -> None:
+    """Assert that a norm (class or registered name) keeps the contract when run: alone at a d_model and
+    a head width, then as every norm of micro models (with each built-in placement, and with qk_norm)."""
+    _check_module("norm", plugin_check.check_norm, plugin, backend, in_models)
 
 
 def check_backend(plugin: type | str, rtol: float = 1e-4, atol: float = 1e-5, in_models: bool = True) -> None:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("isolated_plugins")
 
 
 @pytest.mark.slow  # pip builds and installs the package
-@pytest.mark.parametrize("kind", ["activation", "norm_placement", "kernel_backend"])
+@pytest.mark.parametrize("kind", ["activation", "norm_placement", "kernel_backend", "norm"])
 def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pytester, monkeypatch, capsys):
     name = f"my_{kind}"
     root = tmp_path / "pkg"
@@ -29,7 +29,8 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
     assert pyproject["build-system"]["build-backend"] == "setuptools.build_meta"
     assert pyproject["project"]["dependencies"] == [f"andrea-lab{compatible_range()}"]
     package = f"andrea_lab_my_{kind}"
-    module = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends"}[kind]
+    module = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends",
+              "norm": "norms"}[kind]
     cls = "My" + "".join(part.capitalize() for part in kind.split("_"))
     assert pyproject["project"]["entry-points"][f"andrea_lab.{kind}"] == {name: f"{package}.{module}:{cls}"}
 

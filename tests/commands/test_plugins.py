@@ -8,7 +8,7 @@ import pytest
 from andrea_lab.commands.plugins import main
 from andrea_lab.registry import STRICT_ENV_VAR
 
-GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend"]
+GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend", "andrea_lab.norm"]
 
 # Whatever else is installed here, these tests see andrea-lab's built-ins and their own plugins only.
 pytestmark = pytest.mark.usefixtures("isolated_plugins")
@@ -41,13 +41,13 @@ def test_lists_every_group_with_distribution_version_object_and_description(caps
     code, out, err = run(capsys)
     assert code == 0 and err == ""
     assert "plugin contract version 1" in out
-    positions = [out.index(group) for group in GROUPS]
+    positions = [out.index(f"\n{group}\n") for group in GROUPS]
     assert positions == sorted(positions)
     version = metadata.version("andrea-lab")
     gelu = next(line for line in out.splitlines() if line.split()[:1] == ["gelu"])
     assert f"andrea-lab {version}" in gelu and "andrea_lab.builtin.activations:GELU" in gelu
     assert "GELU, tanh approximation" in gelu
-    for name in ("pre", "post", "relu", "swiglu", "torch"):
+    for name in ("pre", "post", "peri", "reordered", "deepnorm", "relu", "swiglu", "torch", "layernorm", "rmsnorm"):
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
     assert "Broken" not in out
 
@@ -63,7 +63,7 @@ def test_json(capsys):
                              "version": metadata.version("andrea-lab"),
                              "target": "andrea_lab.builtin.backends:TorchBackend",
                              "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
-                             "unavailable": None}
+                             "unavailable": None, "eager_fallback": []}
 
 
 def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_distribution):
@@ -82,6 +82,32 @@ def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_d
     code, out, _ = run(capsys, "--json")
     (fpga,) = [p for p in json.loads(out)["groups"]["andrea_lab.kernel_backend"] if p["name"] == "fpga"]
     assert fpga["unavailable"] == "no FPGA found"
+
+
+def test_a_backend_is_listed_with_the_ops_it_leaves_to_the_eager_reference(capsys, make_distribution):
+    make_distribution("andrea-lab-relu", files={"fastrelu.py": (
+        "import torch\n"
+        "from andrea_lab.contracts import KernelBackend\n"
+        "class FastReLU(KernelBackend):\n"
+        "    description = 'a faster relu'\n"
+        "    def relu(self, x):\n"
+        "        return torch.relu(x)\n")},
+        entry_points={"kernel_backend": {"fastrelu": "fastrelu:FastReLU"}})
+    code, out, _ = run(capsys)
+    (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fastrelu"]]
+    assert line.endswith("a faster relu [no native layer_norm, add_layer_norm, rms_norm, gelu_tanh, swiglu: "
+                         "eager fallback]")
+    (torch_line,) = [line for line in out.splitlines() if line.split()[:1] == ["torch"]]
+    assert "eager fallback" not in torch_line, "the reference itself has nothing to fall back to"
+    code, out, _ = run(capsys, "--json")
+    (fast,) = [p for p in json.loads(out)["groups"]["andrea_lab.kernel_backend"] if p["name"] == "fastrelu"]
+    assert fast["eager_fallback"] == ["layer_norm", "add_layer_norm", "rms_norm", "gelu_tanh", "swiglu"]
+
+
+def test_check_passes_the_new_norms_and_placements(capsys):
+    code, out, _ = run(capsys, "--check", "layernorm", "rmsnorm", "peri", "reordered", "deepnorm")
+    assert code == 0 and "5 passed, 0 failed" in out
+    assert "PASS        andrea_lab.norm rmsnorm" in out and "PASS        andrea_lab.norm_placement deepnorm" in out
 
 
 def test_broken_plugins_are_listed_separately_with_their_error(capsys, broken):
@@ -205,7 +231,8 @@ def test_check_passes_a_good_plugin_alone_and_with_every_builtin(capsys, checked
     assert code == 0
     (block,) = verdicts(out).values()
     assert block.startswith("PASS        andrea_lab.activation softsign  (andrea-lab-checked 0.4)")
-    assert "micro model forward + backward, alone and with no_residual, post, pre, torch" in block
+    assert ("micro model forward + backward, alone and with deepnorm, no_residual, peri, post, pre, reordered, "
+            "torch, layernorm, rmsnorm, qk_norm True") in block
     assert "1 passed, 0 failed, 0 not available here" in out
 
 

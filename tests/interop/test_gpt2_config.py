@@ -90,3 +90,16 @@ def test_every_unsupported_option_is_named_at_once_and_other_models_are_refused(
         andrea_config_from_gpt2(GPT2Config(architectures=["GPT2ForSequenceClassification"]), "c.json")
     with pytest.raises(NotImportableError, match="c.json: d_model .30. must be divisible by n_head .4."):
         andrea_config_from_gpt2(GPT2Config(n_embd=30, n_head=4), "c.json")
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (dict(norm="rmsnorm"), "norm 'rmsnorm' (GPT-2's norms are LayerNorms)"),
+    (dict(qk_norm=True), "qk_norm True (GPT-2 has no norm on queries and keys)"),
+    (dict(norm_placement="peri"), "norm_placement 'peri'"),
+    (dict(norm_placement="reordered"), "norm_placement 'reordered'"),
+    (dict(norm_placement="deepnorm"), "norm_placement 'deepnorm'"),
+])
+def test_the_stability_interventions_are_refused_naming_each(overrides, fragment):
+    with pytest.raises(NotExportableError) as caught:
+        gpt2_config_kwargs(preset("andrea-micro", **overrides), eot_id=256)
+    assert fragment in str(caught.value) and "norm layernorm, qk_norm false" in str(caught.value)

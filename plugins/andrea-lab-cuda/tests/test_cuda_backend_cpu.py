@@ -33,6 +33,16 @@ def test_cuda_is_registered_in_the_kernel_backend_group():
     assert issubclass(CudaBackend, KernelBackend)
 
 
+def test_rms_norm_has_no_kernel_and_is_listed_as_the_eager_fallback():
+    from andrea_lab.contracts import eager_fallbacks
+
+    assert eager_fallbacks(CudaBackend) == ["rms_norm"]
+    (info,) = [i for i in list_plugins("kernel_backend", availability=False) if i.name == "cuda"]
+    assert info.eager_fallback == ("rms_norm",)
+    x, w = torch.randn(3, 16), torch.randn(16)
+    torch.testing.assert_close(CudaBackend().rms_norm(x, w, 1e-5), F.rms_norm(x, (16,), w, 1e-5))
+
+
 def test_c_and_python_agree_on_dtype_codes_abi_and_limits():
     common = (build.SOURCES_DIR / "common.cuh").read_text()
     enum = dict(re.findall(r"(k\w+) = (\d+)", re.search(r"enum DType : int \{([^}]*)\}", common).group(1)))

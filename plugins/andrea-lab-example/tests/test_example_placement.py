@@ -1,10 +1,12 @@
 """sandwich: x + LN_out(f(LN_in(x))) with backend LayerNorms, and whole models built with it."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab import Andrea, preset
+from andrea_lab.config import ConfigError
 from andrea_lab.contracts import KernelBackend, LayerNorm
 from andrea_lab.registry import resolve
 from andrea_lab.testing import check_placement
@@ -58,3 +60,21 @@ def test_a_model_with_both_example_plugins_trains():
     loss.backward()
     assert torch.isfinite(loss)
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_is_the_builtin_peri_with_layernorm_and_loads_its_state_dict():
+    torch.manual_seed(0)
+    sublayer = nn.Linear(16, 16)
+    sandwich = SandwichNorm(16, sublayer, KernelBackend())
+    with torch.no_grad():
+        for p in sandwich.parameters():
+            p.normal_()
+    peri = resolve("norm_placement", "andrea-lab:peri")(16, sublayer, KernelBackend())
+    peri.load_state_dict(sandwich.state_dict())
+    x = torch.randn(2, 5, 16)
+    assert torch.equal(peri(x), sandwich(x))
+
+
+def test_builds_its_layernorms_itself_so_another_norm_is_refused_naming_it():
+    with pytest.raises(ConfigError, match="sandwich.*takes no norm= factory.*norm 'rmsnorm'"):
+        Andrea(preset("andrea-micro", norm_placement="andrea-lab-example:sandwich", norm="rmsnorm"))

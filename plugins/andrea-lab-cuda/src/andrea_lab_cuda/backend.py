@@ -103,7 +103,11 @@ def _autocast_enabled() -> bool:
 
 
 class CudaBackend(KernelBackend):
-    """Handwritten CUDA kernels: LayerNorm, fused residual add + LayerNorm, GELU (tanh), ReLU, SwiGLU."""
+    """Handwritten CUDA kernels: LayerNorm, fused residual add + LayerNorm, GELU (tanh), ReLU, SwiGLU.
+
+    RMSNorm has no kernel here: ``rms_norm`` is inherited, the eager reference (``F.rms_norm``), which
+    ``andrea plugins`` shows as this backend's eager fallback.
+    """
 
     description = "handwritten CUDA kernels: LayerNorm, fused add+LayerNorm, GELU (tanh), ReLU, SwiGLU"
 

@@ -17,10 +17,19 @@ class SandwichNorm(NormPlacement):
 
     Both norms are :class:`andrea_lab.contracts.LayerNorm`, so the selected kernel backend
     computes them (and they are plain ``nn.LayerNorm`` parameters in checkpoints).
+
+    How it differs from andrea-lab's built-in ``peri``: with LayerNorm it computes the same function
+    (Peri-LN and Gemma's pre+post norms are this wiring; the parameter names are the same, so one's state
+    dict loads into the other). But it is written against the first placement contract: its constructor
+    takes no ``norm=`` factory and builds LayerNorms itself, so it is always LayerNorm, and andrea-lab
+    refuses it with any other ``model.config.norm``. It is kept so, as the example of a placement that
+    predates the norm kind and still loads; a new placement accepts ``norm`` and builds its norms with
+    ``self.make_norm(d_model)`` (see ``andrea_lab.builtin.placements.PeriNorm``), and select ``peri`` for
+    this wiring with RMSNorm or a third-party norm.
     """
 
     contract_version: ClassVar[int] = 1  # see andrea_lab_example.activations.SquaredReLU
-    description: ClassVar[str] = "x + LN_out(f(LN_in(x))); final LayerNorm (CogView's sandwich-LN)"
+    description: ClassVar[str] = "x + LN_out(f(LN_in(x))), LayerNorm only (first contract); final LayerNorm (CogView; = peri)"
     final_norm: ClassVar[bool] = True
 
     def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
