@@ -304,11 +304,6 @@ def test_tapped_attention_logits_are_the_softmax_inputs_after_the_qk_norm(qk_nor
     attention.qkv.register_forward_hook(lambda m, i, o: mixed.update(v=attention.heads(o)[2]))
     with model.tap(on_attention=lambda s, logits: taps.setdefault(s.block, logits)):
         model(torch.randint(0, 257, (2, 7)))
-    logits = taps[0]()
-    allowed = logits[torch.isfinite(logits)]
-    assert allowed.abs().max() < 0.3 and torch.isinf(logits[..., 0, 1:]).all()
-    y = (torch.softmax(logits, dim=-1) @ mixed["v"]).transpose(1, 2).reshape(2, 7, -1)
-    torch.testing.assert_close(y, mixed["y"])
     y = (torch.softmax(taps[0](), dim=-1) @ mixed["v"]).transpose(1, 2).reshape(2, 7, -1)
     torch.testing.assert_close(y, mixed["y"])
 
