@@ -119,14 +119,17 @@ def test_compare_writes_the_report_with_claims_from_the_suite(toy_runs, tmp_path
     printed = capsys.readouterr().out
     markdown = (out / "comparison.md").read_text()
     assert "Reference variant: **b**; scored on the held-out loss." in markdown and "## Claims" in markdown
-    verdict = "- **a** vs b, each at its best LR: **better**, difference −0.297 ["
+    verdict = "- **a** vs b, each seed at the best LRs of the other seeds: **better**, difference −0.297 ["
     assert markdown.index(verdict) < markdown.index("| variant | runs |") < markdown.index("## Claims")
     assert "| lower_loss: a vs b | a beats b | **reproduced** | a − b = −0.297 [" in markdown
     assert "| lower_sensitivity: b vs a |  | **contradicted** |" in markdown
     assert "| fewer_divergences: a vs b |  | **not detected** | diverged a 0/6, b 3/6" in markdown
-    assert "not detected**: it contains 0 — which is not \"no\n  difference\"" in markdown
+    assert "| 0.25 | 0.25 |  |" in markdown, "exact McNemar p, Holm over the three claims"
+    assert "| b | 1e-2 | 3 | 5.500 ± 0.000 | reference | 3/3 [29 %, 100 %] | none |" in markdown  # apart
+    assert "**not detected**: it\n  contains 0 — which is not \"no difference\"" in markdown
     assert "a: left out lr3e-2-seed0 (failed)" in markdown
     assert "| a | 1e-2 ←best | 3 |" in markdown and "## At initialisation" in markdown
+    assert "## A/A calibration" not in markdown  # b and a are different configurations
     assert "| a | 6 | 0.050 | 0.200 | 0.100 | 2.00 |" in markdown  # averaged over the runs that logged it
     claims = pd.read_csv(out / "claims.csv")
     assert list(claims["outcome"]) == ["**reproduced**", "**not detected**", "**contradicted**"]
@@ -172,17 +175,23 @@ def test_generated_blocks_replace_only_their_own_text():
     assert "edited prose" in twice and report.generated_blocks(twice) == [("np", "claims", "| b |")]
 
 
-def test_the_claim_tables_in_results_md_are_generated_from_the_committed_runs():
-    """Every generated block of docs/results.md, regenerated from docs/results/<suite>/runs.csv and the
-    suite's claims, byte for byte: no number in them is typed by hand."""
+def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs():
+    """Every generated block of docs/results.md (claims, A/A calibration), regenerated from
+    docs/results/<suite>/runs.csv and the suite file, byte for byte: no number in them is typed by hand. And
+    every committed suite table has its blocks there, so none is left stale or missing."""
     text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     blocks = report.generated_blocks(text)
-    assert blocks, "docs/results.md has generated claims blocks"
+    assert blocks, "docs/results.md has generated blocks"
+    expected = {}
+    for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
+        suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
+        for what, content in report.doc_blocks(read_runs_csv(runs_csv), suite.claims,
+                                               suite.identical_variants()).items():
+            expected[(runs_csv.parent.name, what)] = content
     for suite, what, content in blocks:
-        assert what == "claims"
-        runs = read_runs_csv(REPO / "docs" / "results" / suite / "runs.csv")
-        claims = load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml").claims
-        assert report.claims_block(runs, claims) == content, f"{suite}: rerun andrea compare --doc docs/results.md"
+        assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
+        assert expected[(suite, what)] == content, f"{suite} {what}: rerun andrea compare --doc docs/results.md"
+    assert sorted(expected) == sorted((suite, what) for suite, what, _ in blocks), "a suite's block is missing"
 
 
 def test_every_probe_metric_reaches_the_runs_frame_and_a_column_is_one_line(tmp_path):
