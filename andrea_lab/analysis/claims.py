@@ -65,8 +65,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """A claim judged: its outcome, the evidence in words, raw p, Holm p (None: exploratory) and the
-    in-sample best-LR figure (secondary; empty where nothing is selected)."""
+    """A claim judged: its outcome, the evidence in words, raw p, Holm p (None: exploratory), the in-sample
+    best-LR figure (secondary; empty where nothing is selected) and its p (= ``p`` where nothing is)."""
 
     claim: Claim
     outcome: str
@@ -74,6 +74,7 @@ class ClaimResult:
     p: float = math.nan
     p_adjusted: Optional[float] = None
     in_sample: str = ""
+    p_in_sample: float = math.nan
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -139,6 +140,7 @@ class _Evidence:
     p: float
     text: str
     in_sample: str = ""
+    p_in_sample: Optional[float] = None  # None: nothing selected, the same as p
 
 
 def _side(mean: float) -> Optional[bool]:
@@ -176,7 +178,7 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
         capped = selection.difference_at(stats.loss_table(counted, claim.a), stats.loss_table(counted, claim.b),
                                          picks_a, picks_b)
         text += f"; {capped.n - difference.n} of {capped.n} pairs left out (a run diverged)"
-    in_sample = ""
+    in_sample, p_in_sample = "", None
     if claim.lrs is None:
         text += "".join(f" ({flag})" for flag in comparison.flags if flag != stats.TOO_FEW_SEEDS)
         best = {claim.a: comparison.variant_best_lr, claim.b: comparison.reference_best_lr}
@@ -184,7 +186,9 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
                                           selection.fixed_lrs(best[claim.b], seeds))
         in_sample = (f"{at_best.describe()} at {format_lr(best[claim.a])} / {format_lr(best[claim.b])}; "
                      f"p = {_p(at_best.p_value)}")
-    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference), in_sample)
+        p_in_sample = at_best.p_value
+    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference), in_sample,
+                     p_in_sample)
 
 
 def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Evidence:
@@ -238,8 +242,9 @@ def evaluate_claims(claims: Sequence[Any], runs: pd.DataFrame,
     results = []
     for index, (claim, evidence) in enumerate(zip(parsed, found)):
         p_used = adjusted.get(index, evidence.p)
+        p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
         results.append(ClaimResult(claim, outcome_of(evidence.favours_a, p_used), evidence.text, evidence.p,
-                                   adjusted.get(index), evidence.in_sample))
+                                   adjusted.get(index), evidence.in_sample, p_in_sample))
     return results
 
 
