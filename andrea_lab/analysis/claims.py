@@ -148,7 +148,7 @@ def _side(mean: float) -> Optional[bool]:
 
 
 def _seeds_note(difference: stats.PairedDifference) -> str:
-    return f" ({stats.TOO_FEW_SEEDS})" if difference.too_few_seeds else ""
+    return f" ({stats.TOO_FEW_SEEDS})" if 0 < difference.n < stats.MIN_SEEDS else ""
 
 
 def _fixed_where(claim: Claim) -> str:
@@ -167,20 +167,31 @@ def _picks(claim: Claim, comparison: stats.Comparison, seeds: Sequence[int]) -> 
                               f"{selection.describe_picks(claim.b, picks_b)}")
 
 
+def _edge_note(claim: Claim, counted: pd.DataFrame, comparison: stats.Comparison) -> str:
+    """`` (optimum not bracketed: no_residual at the grid's lowest LR)`` when an in-sample best LR is an edge."""
+    edges = []
+    for name, best in ((claim.a, comparison.variant_best_lr), (claim.b, comparison.reference_best_lr)):
+        grid = sorted(counted.loc[counted["variant"] == name, "lr"].unique())
+        if len(grid) > 1 and best in (grid[0], grid[-1]):
+            edges.append(f"{name} at the grid's {'lowest' if best == grid[0] else 'highest'} LR")
+    return f" (optimum not bracketed: {'; '.join(edges)})" if edges else ""
+
+
 def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Comparison) -> _Evidence:
     values = "trained" if claim.kind == "lower_loss_trained" else "capped"
     table_a, table_b = stats.loss_table(counted, claim.a, values), stats.loss_table(counted, claim.b, values)
     seeds = sorted(set(table_a.columns) & set(table_b.columns))
     picks_a, picks_b, where = _picks(claim, comparison, seeds)
     difference = selection.difference_at(table_a, table_b, picks_a, picks_b)
-    text = f"{claim.a} − {claim.b} = {difference.describe()} {where}"
+    text = (f"{claim.a} − {claim.b} = {difference.describe()} {where}" if difference.n else
+            f"{claim.a} − {claim.b}: no seed to pair (n=0) {where}")
     if values == "trained":
         capped = selection.difference_at(stats.loss_table(counted, claim.a), stats.loss_table(counted, claim.b),
                                          picks_a, picks_b)
         text += f"; {capped.n - difference.n} of {capped.n} pairs left out (a run diverged)"
     in_sample, p_in_sample = "", None
     if claim.lrs is None:
-        text += "".join(f" ({flag})" for flag in comparison.flags if flag != stats.TOO_FEW_SEEDS)
+        text += _edge_note(claim, counted, comparison)
         best = {claim.a: comparison.variant_best_lr, claim.b: comparison.reference_best_lr}
         at_best = selection.difference_at(table_a, table_b, selection.fixed_lrs(best[claim.a], seeds),
                                           selection.fixed_lrs(best[claim.b], seeds))

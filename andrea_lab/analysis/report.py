@@ -175,7 +175,7 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
                               f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "",
                               *variants_tables(variants)])]
     if claims is not None and len(claims):
-        sections.append(("claims", ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]))
+        sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
     if calibration is not None:
         sections.append(("aa_calibration", ["## A/A calibration", "", calibration, ""]))
     sections.append(("per_lr", ["## Per learning rate", "", "Each row against the reference at the same LR: "
@@ -281,17 +281,28 @@ def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     header = (f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
               f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}.")
     parsed = parse_claims(list(claims))
-    family = sum(not claim.exploratory for claim in parsed)
-    exploratory = len(parsed) - family
-    method = (f"Verdicts at Holm-adjusted p < 0.05 over this suite's {family} claim{'s' * (family != 1)}"
-              + (f" ({exploratory} exploratory claim{'s' * (exploratory != 1)} judged on the raw p, outside the "
-                 "family)" if exploratory else "")
-              + "; a loss is judged at each seed's LRs chosen on the other seeds unless the claim fixes its LR; "
-              "intervals are 95 % and unadjusted.")
     note = stuck_window_note(counted)
-    lines = [header, method] + ([note] if note else [])
-    return "\n".join(lines) + "\n\n" + markdown_table(compare.CLAIM_COLUMNS,
-                                                      compare.claims_table(runs, parsed, loss_column))
+    lines = [header, method_line(parsed)] + ([note] if note else [])
+    frame = compare.claims_table(runs, parsed, loss_column)
+    return "\n".join(lines) + "\n\n" + markdown_table(claim_columns(frame), frame)
+
+
+def method_line(claims: Sequence[Any]) -> str:
+    """How the claims of a block were judged: the family, the adjustment, where the LRs come from."""
+    family = sum(not claim.exploratory for claim in claims)
+    exploratory = len(claims) - family
+    fixed = all(claim.lrs is not None for claim in claims if claim.kind != "lower_sensitivity")
+    where = ("every loss and divergence claim is judged at LRs fixed in advance (nothing is selected)" if fixed else
+             "a loss is judged at each seed's LRs chosen on the other seeds unless the claim fixes its LR")
+    return (f"Verdicts at Holm-adjusted p < 0.05 over this suite's {family} claim{'s' * (family != 1)}"
+            + (f" ({exploratory} exploratory claim{'s' * (exploratory != 1)} judged on the raw p, outside the "
+               "family)" if exploratory else "") + f"; {where}; intervals are 95 % and unadjusted.")
+
+
+def claim_columns(frame: pd.DataFrame) -> list[Column]:
+    """The claim table's columns, without the in-sample one where no claim selects an LR."""
+    selects = "in_sample" in frame and frame["in_sample"].astype(bool).any()
+    return [c for c in compare.CLAIM_COLUMNS if c.key != "in_sample" or selects]
 
 
 def doc_blocks(runs: pd.DataFrame, claims: Sequence[Any], aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:

@@ -61,7 +61,7 @@ def print_results(written: dict[str, dict]) -> None:
         print("\n".join(report.verdict_lines(result["variants"])) + "\n")
         print("\n".join(report.variants_tables(result["variants"])))
         if result["claims"] is not None:
-            print("\n" + report.markdown_table(compare.CLAIM_COLUMNS, result["claims"]))
+            print("\n" + report.markdown_table(report.claim_columns(result["claims"]), result["claims"]))
         if result.get("calibration"):
             print("\n" + result["calibration"])
         for note in result["notes"]:

@@ -266,3 +266,64 @@ def test_a_refusal_names_the_runs_plainly_and_leaves_no_folder(toy_runs, tmp_pat
     with pytest.raises(ValueError, match=r"more than one finished run of a at LR 0.01, seed 0: keep one run"):
         report.write_outputs(twice, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def confirm_runs_csv(path: Path) -> Path:
+    """A runs.csv as the norm_placement_confirm sweep will leave it: 4 variants x 2 LRs x seeds 5-14, the
+    stuck window at step 100 for all; post sticks at 4e-3 on every seed and at 2e-3 on seeds 5-7."""
+    rows = []
+    for variant, base in (("pre", 2.15), ("post", 2.40), ("post-nowarmup", 2.30), ("post-warmup100", 2.25)):
+        for lr in (2e-3, 4e-3):
+            for seed in range(5, 15):
+                stuck = variant == "post" and (lr == 4e-3 or seed < 8)
+                rows.append(dict(suite="norm_placement_confirm", variant=variant, lr=lr, seed=seed,
+                                 status="diverged" if stuck else "finished", initial_val_loss=5.5,
+                                 final_val_loss=3.1 if stuck else base + seed / 1000, divergence_kind="stuck_at_unigram"
+                                 if stuck else None, heldout_loss=3.07 if stuck else base + seed / 1000 + lr,
+                                 warmup_steps={"post-nowarmup": 0, "post-warmup100": 100}.get(variant, 40),
+                                 stuck_after=100, path=f"runs/norm_placement_confirm/{variant}/lr{lr}-seed{seed}"))
+    frame = pd.DataFrame(rows)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp_path, capsys):
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n\nprose\n")
+    runs_csv = confirm_runs_csv(tmp_path / "runs.csv")
+    suite = REPO / "experiments" / "suites" / "norm_placement_confirm.yaml"
+    assert compare_main([str(runs_csv), "--suite", str(suite), "--out", str(tmp_path / "out"), "--doc", str(doc)]) == 0
+    assert "updated the norm_placement_confirm claims block(s)" in capsys.readouterr().out
+    [(name, what, content)] = report.generated_blocks(doc.read_text())
+    assert (name, what) == ("norm_placement_confirm", "claims")
+    assert content.startswith("80 runs: seeds 5, 6, 7, 8, 9, 10, 11, 12, 13, 14; LRs 2e-3, 4e-3; scored on the "
+                              "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (2 "
+                              "exploratory claims judged on the raw p, outside the family)")
+    assert "Stuck-at-unigram window: from step 100 for every variant." in content
+    rows = [line for line in content.splitlines() if line.startswith("| lower_") or line.startswith("| fewer_")]
+    assert len(rows) == 12 and all("(fixed in advance)" in row for row in rows)
+    assert ("| fewer_divergences: pre vs post @ 4e-3 | pre-norm diverges in fewer runs than post-norm | **reproduced** "
+            "| diverged pre 0/10, post 10/10 paired by seed;") in content
+    trained = next(row for row in rows if row.startswith("| lower_loss_trained: pre vs post @ 2e-3 (exploratory)"))
+    assert "n=7 at LR 2e-3 (fixed in advance); 3 of 10 pairs left out (a run diverged)" in trained
+    assert "| exploratory |" in trained
+    # what a reader of the block checks against the suite: the family is the suite's, byte for byte again
+    assert report.doc_blocks(read_runs_csv(runs_csv), load_suite(suite).claims)["claims"] == content
+
+
+def test_the_aa_suite_writes_its_calibration_beside_its_claims(tmp_path):
+    doc = tmp_path / "doc.md"
+    assert compare_main([str(REPO / "docs" / "results" / "aa" / "runs.csv"), "--suite",
+                         str(REPO / "experiments" / "suites" / "aa.yaml"), "--out", str(tmp_path / "out"),
+                         "--doc", str(doc)]) == 0
+    assert [what for _, what, _ in report.generated_blocks(doc.read_text())] == ["claims", "aa_calibration"]
+    markdown = (tmp_path / "out" / "comparison.md").read_text()
+    assert "## A/A calibration" in markdown and "| best LR chosen in-sample (secondary) | 126 | 11 | 8.7 % | 5 % |" in markdown
+
+
+def test_the_stuck_window_of_a_run_comes_from_its_config(tmp_path):
+    run_dir = write_run(tmp_path / "runs", "a", 1e-3, 0, 2.0)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"stability": {"stuck_after": 100}, "model": {"lr": 1e-3}}))
+    assert load_run(run_dir, tmp_path / "runs")["stuck_after"] == 100
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"stability": {"stuck_after": None}}))
+    assert load_run(run_dir, tmp_path / "runs")["stuck_after"] is None  # the window is the run's warmup

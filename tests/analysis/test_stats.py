@@ -272,7 +272,8 @@ def test_lower_loss_claims(shifts, outcome):
     result = evaluate_claim(Claim("lower_loss", "a", "b"), runs)
     assert result.outcome == outcome
     assert result.evidence.startswith("a − b = ")
-    assert result.evidence.endswith("n=4 at LRs chosen on the other seeds: a 3e-3 · b 1e-3")
+    assert result.evidence.endswith("n=4 at LRs chosen on the other seeds: a 3e-3 · b 1e-3 (optimum not bracketed: "
+                                    "a at the grid's highest LR; b at the grid's lowest LR)")
     assert result.in_sample.split("; p = ")[0].endswith("n=4 at 3e-3 / 1e-3")
 
 
