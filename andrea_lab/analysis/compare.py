@@ -1,6 +1,6 @@
 """Comparing the variants of a suite: its runs frame (:mod:`andrea_lab.analysis.runs_table`) reduced to
 tables, every variant set against one reference variant with paired statistics
-(:mod:`andrea_lab.analysis.stats`).
+(:mod:`andrea_lab.analysis.stats`; claims in :mod:`andrea_lab.analysis.claims`).
 
 A table is a list of :class:`Column` s: each is one aggregation over a variant (or one learning rate of
 it) plus its label and format, so adding a column is one line here; the frame, its CSV and its Markdown
@@ -20,8 +20,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
+from andrea_lab.analysis import claims as claims_module
 from andrea_lab.analysis import stats
 from andrea_lab.analysis.attention_columns import attention_columns
+from andrea_lab.analysis.divergence import describe_rate
 from andrea_lab.rundir import format_lr
 
 HELDOUT = "heldout_loss"
@@ -117,11 +119,13 @@ VARIANT_COLUMNS = [
     Column("variant", "variant", lambda v: v.name),
     Column("runs", "runs", lambda v: len(v.rows)),
     Column("seeds", "seeds", lambda v: int(v.rows["seed"].nunique())),
-    Column("best_lr", "best LR", lambda v: v.best_lr, format_lr),
-    Column("loss_at_best_mean", "loss at best LR", lambda v: float(v.at_best.mean()),
+    Column("best_lr", "best LR (all seeds)", lambda v: v.best_lr, format_lr),
+    Column("loss_at_best_mean", "capped loss at best LR", lambda v: float(v.at_best.mean()),
            lambda x: fmt(x)),
     Column("loss_at_best_sd", "sd over seeds", lambda v: float(v.at_best.std(ddof=1)), fmt),
-    Column("vs_reference", "− reference at best LRs [95 % CI]",
+    Column("vs_reference", "− reference, LRs chosen on the other seeds [95 % CI]",
+           lambda v: _versus(v.comparison and v.comparison.cross_fitted)),
+    Column("vs_reference_in_sample", "− reference at in-sample best LRs (secondary)",
            lambda v: _versus(v.comparison and v.comparison.at_best)),
     Column("lr_sensitivity", "LR sensitivity", lambda v: mean_sd(v.sensitivity)),
     Column("sensitivity_vs_reference", "sensitivity − reference [95 % CI]",
@@ -138,7 +142,8 @@ VARIANT_COLUMNS = [
 ]
 #: The variant table in Markdown is two narrower tables (one wide one wraps its numbers on a page):
 #: the loss and its comparison, then the stability columns. The CSV keeps all columns in one frame.
-VARIANT_LOSS_KEYS = ("variant", "runs", "seeds", "best_lr", "loss_at_best_mean", "loss_at_best_sd", "vs_reference")
+VARIANT_LOSS_KEYS = ("variant", "runs", "seeds", "best_lr", "loss_at_best_mean", "loss_at_best_sd", "vs_reference",
+                     "vs_reference_in_sample")
 VARIANT_STABILITY_KEYS = ("variant", "lr_sensitivity", "sensitivity_vs_reference", "diverged_per_lr",
                           "grad_norm_median", "grad_norm_max_after_warmup", "spikes", "flags")
 
@@ -170,14 +175,21 @@ PER_LR_COLUMNS = [
     Column("variant", "variant", lambda c: c.variant.name),
     Column("lr", "LR", lambda c: format_lr(c.lr) + (" ←best" if c.lr == c.variant.best_lr else "")),
     Column("seeds", "seeds", lambda c: len(c.rows)),
-    Column("capped_loss", "loss (capped)", lambda c: mean_sd(c.rows["capped"])),
-    Column("vs_reference", "− reference, same LR [95 % CI]",
+    Column("capped_loss", "capped loss (diverged = loss at init)", lambda c: mean_sd(c.rows["capped"])),
+    Column("vs_reference", "− reference, same LR [95 % CI, unadjusted]",
            lambda c: "reference" if c.variant.is_reference else ("n/a" if c.paired is None else _versus(c.paired))),
-    Column("diverged", "diverged", lambda c: f"{int(c.rows['diverged'].sum())}/{len(c.rows)}"),
-    Column("divergence_p", "Fisher p vs reference", lambda c: (
+    Column("diverged", "diverged [exact 95 %]", lambda c: describe_rate(int(c.rows["diverged"].sum()), len(c.rows))),
+    Column("trained_loss", "loss of the runs that trained", lambda c: _trained(c.rows["trained"])),
+    Column("divergence_p", "Fisher p vs reference (unadjusted)", lambda c: (
         "" if c.variant.comparison is None else fmt(c.variant.comparison.divergence_p.get(c.lr, math.nan), 2))),
     Column("spikes", "spikes", lambda c: int(c.rows["spike_count"].fillna(0).sum())),
 ]
+
+
+def _trained(values: pd.Series) -> str:
+    """Mean ± sd of the runs that did not diverge, and how many there were: ``2.150 ± 0.010 (n=2)``."""
+    values = values.dropna()
+    return "none" if values.empty else f"{mean_sd(values)} (n={len(values)})"
 
 
 def build_variants(runs: pd.DataFrame, reference: Optional[str] = None,
@@ -225,15 +237,18 @@ def per_lr_table(variants: Sequence[Variant]) -> pd.DataFrame:
 
 
 CLAIM_COLUMNS = [
-    Column("claim", "claim", lambda r: f"{r.claim.kind}: {r.claim.a} vs {r.claim.b}"),
+    Column("claim", "claim", lambda r: r.claim.label),
     Column("text", "hypothesis", lambda r: r.claim.text),
     Column("outcome", "outcome", lambda r: f"**{r.outcome}**"),
-    Column("evidence", "evidence (95 % CI or exact test)", lambda r: r.evidence),
+    Column("evidence", "evidence (95 % CI, unadjusted, or exact test)", lambda r: r.evidence),
+    Column("p", "p", lambda r: claims_module.format_p(r.p)),
+    Column("p_holm", "Holm p", lambda r: "exploratory" if r.p_adjusted is None else claims_module.format_p(r.p_adjusted)),
+    Column("in_sample", "in-sample best LR (secondary, biased)", lambda r: r.in_sample),
 ]
 
 
 def claims_table(runs: pd.DataFrame, claims: Sequence[Any], loss_column: Optional[str] = None) -> pd.DataFrame:
-    """Each claim of the suite evaluated on the runs: reproduced / not detected / contradicted."""
+    """Each claim of the suite evaluated on the runs, as one Holm family: reproduced / not detected /
+    contradicted (:mod:`andrea_lab.analysis.claims`)."""
     loss_column = loss_column or scored_loss_column(runs)
-    results = [stats.evaluate_claim(claim, runs, loss_column) for claim in stats.parse_claims(list(claims))]
-    return table(CLAIM_COLUMNS, results)
+    return table(CLAIM_COLUMNS, claims_module.evaluate_claims(list(claims), runs, loss_column))

@@ -14,14 +14,14 @@ from andrea_lab.analysis import report, scales, scales_report
 
 
 def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
-                  claims: Sequence[Any] = ()) -> dict[str, dict]:
+                  claims: Sequence[Any] = (), aa_pair: Optional[tuple[str, str]] = None) -> dict[str, dict]:
     """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
     is planned first, so a refusal (a ValueError) leaves no directory behind."""
     suites = list(dict.fromkeys(runs["suite"]))
     plans = {}
     for suite in suites:
         suite_runs = runs[runs["suite"] == suite]
-        plans[suite] = (scales.plan_scaled_suite if scales.has_scales(suite_runs) else report.plan_suite)(
-            suite_runs, reference, claims)
+        plans[suite] = (scales.plan_scaled_suite(suite_runs, reference, claims) if scales.has_scales(suite_runs)
+                        else report.plan_suite(suite_runs, reference, claims, aa_pair))
     return {suite: (scales_report.write_scaled_suite if "scales" in plan else report.write_suite)(
         suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}

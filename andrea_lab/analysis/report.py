@@ -15,8 +15,10 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab import probe
-from andrea_lab.analysis import compare
+from andrea_lab.analysis import aa_calibration, compare
+from andrea_lab.analysis.claims import parse_claims
 from andrea_lab.analysis.compare import Column
+from andrea_lab.analysis.divergence import stuck_window_note
 from andrea_lab.analysis.config_variants import SUPERSEDED
 from andrea_lab.analysis.runs_table import INIT, write_runs_csv
 from andrea_lab.analysis.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
@@ -100,17 +102,23 @@ def legend(loss_column: str) -> str:
     return f"""\
 How to read these tables (docs/experiments.md):
 
-- **loss**: {scored}. A diverged run counts as its loss at init (min(loss, loss at init)).
-- **best LR**: the LR with the lowest mean loss over seeds. It is chosen on the same seeds the interval
-  at best LRs uses, which favours each variant a little (the per-LR comparisons carry no such selection).
-- **− reference [95 % CI]**: the mean over seeds of the paired difference (same seed = same batches and
-  init) to the reference variant, with a paired-t 95 % interval and the number of seeds n. **better** /
-  **worse**: the whole interval is below / above 0. **not detected**: it contains 0 — which is not "no
-  difference"; more seeds narrow it. "{TOO_FEW_SEEDS}" marks intervals from fewer than 3 seeds.
+- **loss**: {scored}. **capped loss**: a diverged run counts as its loss at init (min(loss, loss at init)),
+  which mixes how often a variant gets stuck with how well it trains; **loss of the runs that trained**
+  and **diverged** keep the two apart.
+- **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
+- **− reference, LRs chosen on the other seeds [95 % CI]** (the default): for each seed, each variant's LR
+  is the best over the *other* seeds, and the seed's paired difference (same seed = same batches and init)
+  is taken there; mean, paired-t 95 % interval and the number of seeds n. **at in-sample best LRs
+  (secondary)**: each LR chosen on the very seeds compared, which favours each variant on them (the
+  winner's curse). **better** / **worse**: the whole interval is below / above 0. **not detected**: it
+  contains 0 — which is not "no difference"; more seeds narrow it. "{TOO_FEW_SEEDS}" marks intervals from
+  fewer than 3 seeds.
+- **Claims**: judged as one family per suite, Holm-adjusted (**Holm p**; the verdict uses it), except
+  those marked exploratory (raw p). Intervals everywhere are 95 % and unadjusted.
 - **LR sensitivity** (Wortsman et al. 2023): per seed, the mean over the LR grid of the capped loss minus
   its best value; mean ± sd over seeds, and paired against the reference like the loss.
-- **diverged per LR**: diverged / counted runs; **Fisher p**: two-sided exact test of the divergence counts
-  against the reference at that LR.
+- **diverged [exact 95 %]**: diverged / counted runs with the Clopper–Pearson interval; **Fisher p**:
+  two-sided exact test of the divergence counts against the reference at that LR (unadjusted).
 - **grad norm**: the median of each run's median, and the largest norm after warmup (step 0 excluded: the
   gradients at init are in the initialisation table). **spikes**: summed over the variant's runs.
 - **flags**: an optimum at the edge of the LR grid is not bracketed (the true optimum may lie beyond it).
@@ -140,12 +148,12 @@ def verdict_lines(variants: Sequence[compare.Variant]) -> list[str]:
     reference = next((v.name for v in variants if v.is_reference), None)
     lines = []
     for variant in variants:
-        at_best = variant.comparison.at_best if variant.comparison else None
-        if variant.is_reference or at_best is None:
+        difference = variant.comparison.cross_fitted if variant.comparison else None
+        if variant.is_reference or difference is None:
             continue
-        seeds = " (n < 3: too few seeds)" if at_best.too_few_seeds else ""
-        lines.append(f"- **{variant.name}** vs {reference}, each at its best LR: **{at_best.verdict}**{seeds}, "
-                     f"difference {at_best.describe()}")
+        seeds = " (n < 3: too few seeds)" if difference.too_few_seeds else ""
+        lines.append(f"- **{variant.name}** vs {reference}, each seed at the best LRs of the other seeds: "
+                     f"**{difference.verdict}**{seeds}, difference {difference.describe()} (unadjusted)")
     return lines or ["- only one variant: nothing to compare it with (train another, e.g. with an override)"]
 
 
@@ -157,16 +165,21 @@ def variants_tables(variants: Sequence[compare.Variant]) -> list[str]:
 
 
 def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
-                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str) -> list[tuple[str, str]]:
-    """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, per learning
-    rate, at initialisation, notes (those that apply) and the legend. TensorBoard shows each as its own text."""
+                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str,
+                   calibration: Optional[str] = None) -> list[tuple[str, str]]:
+    """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, the A/A
+    calibration (a suite with two identical variants), per learning rate, at initialisation, notes (those
+    that apply) and the legend. TensorBoard shows each as its own text."""
     reference = next((v.name for v in variants if v.is_reference), "n/a")
     sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**; scored on the "
                               f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "",
                               *variants_tables(variants)])]
     if claims is not None and len(claims):
-        sections.append(("claims", ["## Claims", "", markdown_table(compare.CLAIM_COLUMNS, claims), ""]))
-    sections.append(("per_lr", ["## Per learning rate", "",
+        sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
+    if calibration is not None:
+        sections.append(("aa_calibration", ["## A/A calibration", "", calibration, ""]))
+    sections.append(("per_lr", ["## Per learning rate", "", "Each row against the reference at the same LR: "
+                                "no LR is selected, and nothing is adjusted for the many rows.", "",
                                 markdown_table(compare.per_lr_columns(variants), compare.per_lr_table(variants)), ""]))
     at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
@@ -184,14 +197,26 @@ def scored_name(loss_column: str) -> str:
     return "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
 
 
-def plan_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any]) -> dict[str, Any]:
-    """Everything a suite's report says, computed before anything is written (a refusal leaves no files)."""
+def plan_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any],
+               aa_pair: Optional[tuple[str, str]] = None) -> dict[str, Any]:
+    """Everything a suite's report says, computed before anything is written (a refusal leaves no files).
+    ``aa_pair``: two variants of one configuration (:meth:`andrea_lab.sweep.suite.Suite.identical_variants`),
+    whose A/A calibration the report adds."""
     loss_column = compare.scored_loss_column(suite_runs)
     variants = compare.build_variants(suite_runs, reference if reference in set(suite_runs["variant"]) else None,
                                       loss_column)
     claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
     return {"runs": suite_runs, "loss_column": loss_column, "variants": variants, "claims": claim_frame,
-            "notes": left_out_notes(suite_runs)}
+            "notes": left_out_notes(suite_runs), "calibration": calibration_text(suite_runs, aa_pair)}
+
+
+def calibration_text(runs: pd.DataFrame, aa_pair: Optional[tuple[str, str]]) -> Optional[str]:
+    """The A/A calibration block of two identical variants, if both have runs (None otherwise)."""
+    if aa_pair is None or not set(aa_pair) <= set(runs["variant"]):
+        return None
+    loss_column = compare.scored_loss_column(runs)
+    calibration = aa_calibration.calibrate(runs, *aa_pair, loss_column)
+    return aa_calibration.calibration_block(calibration, int(runs["variant"].isin(aa_pair).sum()))
 
 
 def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:
@@ -219,7 +244,8 @@ def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, 
     directory.mkdir(parents=True, exist_ok=True)
     variants, claim_frame = plan["variants"], plan["claims"]
     files = _plots(plan, directory)
-    sections = suite_sections(suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"])
+    sections = suite_sections(suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"],
+                              plan.get("calibration"))
     markdown = "\n".join(text for _, text in sections)
     files["markdown"] = directory / "comparison.md"
     files["markdown"].write_text(markdown, encoding="utf-8")
@@ -232,13 +258,14 @@ def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, 
         files["claims_csv"] = directory / "claims.csv"
         claim_frame.to_csv(files["claims_csv"], index=False)
     return {"variants": variants, "files": files, "notes": plan["notes"], "markdown": markdown,
-            "sections": sections, "claims": claim_frame}
+            "sections": sections, "claims": claim_frame, "calibration": plan.get("calibration")}
 
 
 # ---------------------------------------------------------------------------------------------- docs
 
 def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
-    """The claims of a suite as the Markdown table that docs/results.md quotes, with what it rests on."""
+    """The claims of a suite as the Markdown table that docs/results.md quotes, with what it rests on: the
+    runs, the method (selection, family, adjustment) and whether divergence counts are on equal footing."""
     loss_column = compare.scored_loss_column(runs)
     counted = runs[runs["status"].isin(COUNTED_STATUSES)]
     seeds = sorted(int(s) for s in counted["seed"].dropna().unique())
@@ -246,7 +273,39 @@ def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     scored = scored_name(loss_column)
     header = (f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
               f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}.")
-    return header + "\n\n" + markdown_table(compare.CLAIM_COLUMNS, compare.claims_table(runs, claims, loss_column))
+    parsed = parse_claims(list(claims))
+    note = stuck_window_note(counted)
+    lines = [header, method_line(parsed)] + ([note] if note else [])
+    frame = compare.claims_table(runs, parsed, loss_column)
+    return "\n".join(lines) + "\n\n" + markdown_table(claim_columns(frame), frame)
+
+
+def method_line(claims: Sequence[Any]) -> str:
+    """How the claims of a block were judged: the family, the adjustment, where the LRs come from."""
+    family = sum(not claim.exploratory for claim in claims)
+    exploratory = len(claims) - family
+    fixed = all(claim.lrs is not None for claim in claims if claim.kind != "lower_sensitivity")
+    where = ("every loss and divergence claim is judged at LRs fixed in advance (nothing is selected)" if fixed else
+             "a loss is judged at each seed's LRs chosen on the other seeds unless the claim fixes its LR")
+    return (f"Verdicts at Holm-adjusted p < 0.05 over this suite's {family} claim{'s' * (family != 1)}"
+            + (f" ({exploratory} exploratory claim{'s' * (exploratory != 1)} judged on the raw p, outside the "
+               "family)" if exploratory else "") + f"; {where}; intervals are 95 % and unadjusted.")
+
+
+def claim_columns(frame: pd.DataFrame) -> list[Column]:
+    """The claim table's columns, without the in-sample one where no claim selects an LR."""
+    selects = "in_sample" in frame and frame["in_sample"].astype(bool).any()
+    return [c for c in compare.CLAIM_COLUMNS if c.key != "in_sample" or selects]
+
+
+def doc_blocks(runs: pd.DataFrame, claims: Sequence[Any], aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:
+    """Every generated block of one suite, by its ``what`` in the markers: ``claims`` (when the suite has
+    claims) and ``aa_calibration`` (when it has two identical variants with runs)."""
+    blocks = {"claims": claims_block(runs, claims)} if claims else {}
+    calibration = calibration_text(runs, aa_pair)
+    if calibration is not None:
+        blocks["aa_calibration"] = calibration
+    return blocks
 
 
 def _markers(suite: str, what: str) -> tuple[str, str]:

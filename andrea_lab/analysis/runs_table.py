@@ -49,10 +49,10 @@ def _init_values(curves: dict[str, Curve]) -> dict[str, float]:
 RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "initial_val_loss", "final_val_loss", "best_val_loss",
                "heldout_loss", "heldout_se", "heldout_tokens", "heldout_documents", "divergence_kind",
                "divergence_step", "grad_norm_median", "grad_norm_max", "grad_norm_max_after_warmup",
-               "spike_count", "steps", "warmup_steps", "source", "path"]
+               "spike_count", "steps", "warmup_steps", "stuck_after", "source", "path"]
 
 INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents", "divergence_step", "spike_count",
-                   "steps", "warmup_steps", "scale_index")
+                   "steps", "warmup_steps", "stuck_after", "scale_index")
 #: Columns ``runs.csv`` carries only when some run has a value, so that the runs of a suite without a scale
 #: axis or attention summaries keep exactly :data:`RUN_COLUMNS` (and the committed reports stay as they are).
 SCALE, SCALE_INDEX = "scale", "scale_index"
@@ -211,6 +211,8 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             steps=record.steps, warmup_steps=record.training.get("warmup_steps"),
             vocab_size=record.config.get("vocab_size"),
         )
+    # The stuck-at-unigram window's first step, where the run's config set it (null: its warmup_steps).
+    row["stuck_after"] = _first_number(config.get("stability.stuck_after"))
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
     curves = read_scalars(run_dir) if events else None
     if curves is not None:

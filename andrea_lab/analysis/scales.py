@@ -60,22 +60,27 @@ def judgeable(raw_claims: Sequence[Any], runs: pd.DataFrame) -> list[tuple[Any, 
 
 def claims_by_scale(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: str) -> pd.DataFrame:
     """Every claim judged at every scale, one row per (claim, scale): :func:`compare.claims_table` on that
-    scale's runs, plus ``scale``; a claim one of whose variants has no run at a scale is ``n/a`` there."""
+    scale's runs, all the claims judgeable there in one call, so that each scale is one multiplicity family
+    (Holm over the claims judged at that scale); plus ``scale``. A claim one of whose variants has no run at
+    a scale is ``n/a`` there."""
     frames = []
     for scale, subset in scale_subsets(runs):
-        for number, (raw, missing) in enumerate(judgeable(raw_claims, subset)):
-            if missing is None:
-                frame = compare.claims_table(subset, [raw], loss_column)
-            else:
+        judged = judgeable(raw_claims, subset)
+        ready = [raw for raw, missing in judged if missing is None]
+        if ready:
+            frames.append(compare.claims_table(subset, ready, loss_column).assign(scale=scale))
+        for raw, missing in judged:
+            if missing is not None:
                 claim = stats.parse_claims([raw])[0]
-                frame = pd.DataFrame([{"claim": f"{claim.kind}: {claim.a} vs {claim.b}", "text": claim.text,
-                                       "outcome": NOT_JUDGED, "evidence": missing}])
-            frames.append(frame.assign(scale=scale, number=number))
+                frames.append(pd.DataFrame([{"claim": f"{claim.kind}: {claim.a} vs {claim.b}", "text": claim.text,
+                                             "outcome": NOT_JUDGED, "evidence": missing, "scale": scale}]))
     if not frames:
         return pd.DataFrame(columns=["claim", "text", "scale", "outcome", "evidence"])
     joined = pd.concat(frames, ignore_index=True)
-    return joined.sort_values("number", kind="stable")[["claim", "text", "scale", "outcome", "evidence"]] \
-        .reset_index(drop=True)
+    first_seen = {key: i for i, key in reversed(list(enumerate(zip(joined["claim"], joined["text"]))))}
+    order = [first_seen[key] for key in zip(joined["claim"], joined["text"])]
+    return joined.assign(_order=order).sort_values("_order", kind="stable")[
+        ["claim", "text", "scale", "outcome", "evidence"]].reset_index(drop=True)
 
 
 def trend_table(by_scale: pd.DataFrame, scales: Sequence[str]) -> tuple[list[Column], pd.DataFrame]:

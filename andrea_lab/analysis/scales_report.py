@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
@@ -101,3 +101,10 @@ def claims_block_by_scale(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
         at_scale = [raw for raw, missing in scales.judgeable(claims, subset) if missing is None]
         parts.append(f"**At {scale}**: " + report.claims_block(subset, at_scale))
     return "\n\n".join(parts)
+
+
+def doc_blocks_by_scale(runs: pd.DataFrame, claims: Sequence[Any],
+                        aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:
+    """:func:`report.doc_blocks` for a suite with a scale axis: the claims block by scale. An A/A calibration
+    pools identical variants' seeds at one configuration, so a scaled suite has none."""
+    return {"claims": claims_block_by_scale(runs, claims)} if claims else {}

@@ -10,7 +10,14 @@ differences that two seeds cannot support. The known answers are in ``shared/des
 
 Why capped losses (Wortsman et al. 2023): a diverged run counts as ``min(loss, loss at init)`` so that one
 blow-up cannot dominate a mean, and the same capped values give the LR sensitivity (mean over the LR grid
-minus its best value).
+minus its best value). A capped mean mixes two things, how often a variant gets stuck and how well it
+trains when it does not, so the ``trained`` column (the loss of the runs that did not diverge) and the
+divergence counts (:mod:`andrea_lab.analysis.divergence`) keep them apart.
+
+Why best LRs are chosen on other seeds (:mod:`andrea_lab.analysis.selection`): the LR with the lowest mean
+over the very seeds that are then compared favours each variant on exactly those seeds (the winner's
+curse); at a divergence cliff the in-sample interval can look decisive where the held-out choice lands on
+the cliff. :class:`Comparison` carries both; the cross-fitted one is the default.
 
 Sign convention: lower loss is better, so A − B < 0 means A is better.
 """
@@ -36,8 +43,6 @@ TOO_FEW_SEEDS = "n < 3: too few seeds"
 COUNTED_STATUSES = DONE_STATES
 #: A non-finite blow-up may come after the last validation, so that validation loss is not trusted.
 NONFINITE_KIND = NONFINITE
-CLAIM_KINDS = ("lower_loss", "fewer_divergences", "lower_sensitivity")
-CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
 
 
 def _signed(value: float, digits: int) -> str:
@@ -75,9 +80,26 @@ class PairedDifference:
     def too_few_seeds(self) -> bool:
         return self.n < MIN_SEEDS
 
+    @property
+    def p_value(self) -> float:
+        """Two-sided paired t-test of mean 0 (the same t as the interval: p < 0.05 exactly when the 95 %
+        interval excludes 0). NaN below two seeds; 0 or 1 for identical differences (sd = 0)."""
+        return paired_t_p(self.differences)
+
     def describe(self, digits: int = 3) -> str:
         return (f"{_signed(self.mean, digits)} [{_signed(self.low, digits)}, "
                 f"{_signed(self.high, digits)}], n={self.n}")
+
+
+def paired_t_p(differences: Sequence[float]) -> float:
+    """Two-sided p of a one-sample t-test of ``differences`` against 0."""
+    n = len(differences)
+    if n < 2:
+        return math.nan
+    mean, sd = float(np.mean(differences)), float(np.std(differences, ddof=1))
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    return float(2 * scipy_stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
 
 
 def paired_difference(a: Mapping[int, float], b: Mapping[int, float]) -> PairedDifference:
@@ -144,12 +166,14 @@ def fisher_divergence(diverged_a: int, runs_a: int, diverged_b: int, runs_b: int
 
 
 def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
-    """Counted runs with a ``capped`` and a ``diverged`` column; one row per (variant, lr, seed)."""
+    """Counted runs with ``capped``, ``diverged`` and ``trained`` (the loss of a run that did not diverge, NaN
+    for one that did) columns; one row per (variant, lr, seed)."""
     counted = runs[runs["status"].isin(COUNTED_STATUSES)].copy()
     loss = pd.to_numeric(counted[loss_column], errors="coerce").astype(float)
     loss = loss.where(counted["divergence_kind"] != NONFINITE_KIND, math.nan)
     counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
     counted["diverged"] = counted["status"] == "diverged"
+    counted["trained"] = loss.where(~counted["diverged"], math.nan)
     duplicated = counted.duplicated(["variant", "lr", "seed"], keep=False)
     if duplicated.any():
         cells = sorted({(str(v), float(lr), -1 if pd.isna(seed) else int(seed)) for v, lr, seed in
@@ -160,36 +184,41 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     return counted
 
 
-def _check_known(names: Sequence[str], runs: pd.DataFrame) -> None:
+def check_known(names: Sequence[str], runs: pd.DataFrame) -> None:
     known = sorted(set(runs["variant"]))
     for name in names:
         if name not in known:
             raise ValueError(f"unknown variant {name!r}; known variants: {', '.join(known)}")
 
 
-def _capped_table(counted: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """Capped losses of one variant: index lr, columns seeds."""
+def loss_table(counted: pd.DataFrame, variant: str, values: str = "capped") -> pd.DataFrame:
+    """One variant's ``capped`` (or ``trained``) losses: index lr, columns seeds."""
     rows = counted[counted["variant"] == variant]
-    return rows.pivot(index="lr", columns="seed", values="capped").sort_index()
+    return rows.pivot(index="lr", columns="seed", values=values).sort_index()
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One variant against the reference: at best LRs, at each shared LR, LR sensitivity, divergences."""
+    """One variant against the reference: at best LRs (chosen on the other seeds, and in-sample), at each
+    shared LR, LR sensitivity, divergences."""
 
     variant: str
     reference: str
-    at_best: PairedDifference
+    at_best: PairedDifference          # in-sample: each best LR chosen on the seeds compared (secondary)
     variant_best_lr: float
     reference_best_lr: float
     per_lr: dict[float, PairedDifference]
-    sensitivity: PairedDifference
+    sensitivity: PairedDifference      # Wortsman's, per seed: no choice across seeds, so nothing to cross-fit
     divergence_p: dict[float, float]
     flags: tuple[str, ...]
+    cross_fitted: Optional[PairedDifference] = None  # each seed at the LRs chosen on the other seeds
+    cross_fitted_lrs: tuple[dict, dict] = ({}, {})   # those LRs per seed: (variant's, reference's)
 
 
-def _compare(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
-    table_a, table_b = _capped_table(counted, variant), _capped_table(counted, reference)
+def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
+    from andrea_lab.analysis import selection  # it builds on this module's primitives
+
+    table_a, table_b = loss_table(counted, variant), loss_table(counted, reference)
     # Best LRs from the seeds both have, so a seed that only one variant ran cannot move the choice.
     seeds = table_a.columns.intersection(table_b.columns)
     if seeds.empty:
@@ -200,6 +229,7 @@ def _compare(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
     # Sensitivity over the LRs both ran, so both numbers measure the same grid.
     sensitivity = paired_difference(lr_sensitivity_per_seed(table_a.loc[shared_lrs]),
                                     lr_sensitivity_per_seed(table_b.loc[shared_lrs]))
+    picks_a, picks_b = selection.held_out_best_lrs(table_a[seeds]), selection.held_out_best_lrs(table_b[seeds])
     divergence_p = {}
     for lr in shared_lrs:
         at_lr = counted[counted["lr"] == lr]
@@ -208,97 +238,21 @@ def _compare(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
         divergence_p[float(lr)] = fisher_divergence(int(diverged_a.sum()), len(diverged_a),
                                                     int(diverged_b.sum()), len(diverged_b))
     at_best = paired_difference(table_a.loc[best_a], table_b.loc[best_b])
+    cross_fitted = selection.difference_at(table_a, table_b, picks_a, picks_b)
     flags = [f"{name}: {flag}" for name, best, table in ((variant, best_a, table_a), (reference, best_b, table_b))
              if (flag := edge_flag(best, table.index))]
-    if at_best.too_few_seeds:
+    if cross_fitted.too_few_seeds:
         flags.append(TOO_FEW_SEEDS)
-    return Comparison(variant, reference, at_best, best_a, best_b, per_lr, sensitivity, divergence_p, tuple(flags))
+    return Comparison(variant, reference, at_best, best_a, best_b, per_lr, sensitivity, divergence_p, tuple(flags),
+                      cross_fitted, (picks_a, picks_b))
 
 
 def compare_variants(runs: pd.DataFrame, reference: str,
                      loss_column: str = "final_val_loss") -> dict[str, Comparison]:
     """Every other variant of ``runs`` (one row per run, as in ``runs.csv``) against ``reference``."""
-    _check_known([reference], runs)
+    check_known([reference], runs)
     counted = counted_runs(runs, loss_column)
     variants = [v for v in dict.fromkeys(runs["variant"]) if v != reference and v in set(counted["variant"])]
     if reference not in set(counted["variant"]):
         raise ValueError(f"reference {reference!r} has no finished or diverged run")
-    return {variant: _compare(counted, variant, reference) for variant in variants}
-
-
-# ====================================================================== claims from suite files
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A hypothesis from a suite file: ``a`` has lower loss / fewer divergences / lower LR sensitivity than ``b``."""
-
-    kind: str
-    a: str
-    b: str
-    text: str = ""
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    claim: Claim
-    outcome: str
-    evidence: str
-
-
-def parse_claims(raw: list) -> list[Claim]:
-    """Claims from YAML: each item ``{<kind>: [A, B]}`` with an optional ``text: ...``."""
-    if not isinstance(raw, list):
-        raise ValueError(f"claims must be a list, got {type(raw).__name__}")
-    claims = []
-    for item in raw:
-        kinds = [key for key in item if key != "text"] if isinstance(item, Mapping) else []
-        pair = item.get(kinds[0]) if len(kinds) == 1 else None
-        if (len(kinds) != 1 or kinds[0] not in CLAIM_KINDS or not isinstance(pair, (list, tuple))
-                or len(pair) != 2 or not all(isinstance(name, str) for name in pair)):
-            raise ValueError(f"bad claim {item!r}: expected one of {', '.join(CLAIM_KINDS)} "
-                             f"with two variant names, e.g. {{lower_loss: [A, B]}}, and an optional text")
-        claims.append(Claim(kinds[0], pair[0], pair[1], str(item.get("text", ""))))
-    return claims
-
-
-_OUTCOME_OF_VERDICT = {"better": "reproduced", "worse": "contradicted", "not detected": "not detected"}
-
-
-def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> tuple[str, str]:
-    """Exact McNemar test: paired by (lr, seed), only pairs where exactly one of the two diverged inform."""
-    flags = counted.pivot(index=["lr", "seed"], columns="variant", values="diverged")
-    flags = flags.reindex(columns=[claim.a, claim.b]).dropna()
-    a_diverged, b_diverged = flags[claim.a].astype(bool), flags[claim.b].astype(bool)
-    only_a, only_b = int((a_diverged & ~b_diverged).sum()), int((b_diverged & ~a_diverged).sum())
-    discordant = only_a + only_b
-    p = float(scipy_stats.binomtest(only_a, discordant, 0.5).pvalue) if discordant else 1.0
-    significant = p < 1 - CONFIDENCE
-    outcome = ("reproduced" if significant and only_a < only_b
-               else "contradicted" if significant and only_a > only_b else "not detected")
-    evidence = (f"diverged {claim.a} {int(a_diverged.sum())}/{len(flags)}, {claim.b} {int(b_diverged.sum())}/"
-                f"{len(flags)} paired by (lr, seed); discordant pairs {discordant} ({claim.a} only {only_a}, "
-                f"{claim.b} only {only_b}); exact McNemar p = {p:.3g}")
-    return outcome, evidence
-
-
-def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_val_loss") -> ClaimResult:
-    """Reproduced / contradicted only when the 95 % evidence is on one side; otherwise "not detected"."""
-    if claim.kind not in CLAIM_KINDS:
-        raise ValueError(f"unknown claim kind {claim.kind!r}; valid kinds: {', '.join(CLAIM_KINDS)}")
-    _check_known([claim.a, claim.b], runs)
-    counted = counted_runs(runs, loss_column)
-    if claim.kind == "fewer_divergences":
-        outcome, evidence = _divergence_evidence(claim, counted)
-        return ClaimResult(claim, outcome, evidence)
-    comparison = _compare(counted, claim.a, claim.b)
-    if claim.kind == "lower_loss":
-        difference = comparison.at_best
-        where = (f" at best LRs {format_lr(comparison.variant_best_lr)} / "
-                 f"{format_lr(comparison.reference_best_lr)}")
-    else:
-        difference, where = comparison.sensitivity, " in LR sensitivity"
-    evidence = f"{claim.a} − {claim.b} = {difference.describe()}{where}"
-    if difference.too_few_seeds:
-        evidence += f" ({TOO_FEW_SEEDS})"
-    return ClaimResult(claim, _OUTCOME_OF_VERDICT[difference.verdict], evidence)
+    return {variant: compare_pair(counted, variant, reference) for variant in variants}

@@ -5,7 +5,8 @@ RUNS is a sweep's suite directory (``runs/<suite>``), a directory of suites (``r
 ``andrea fit`` runs, or a ``runs.csv`` an earlier compare wrote (the statistics only: no curves, no plots).
 The reference variant and the claims come from the suite file (``--suite``, else the one the sweep
 recorded in its runs); without one, the first variant is the reference and there are no claims.
-``--doc FILE`` also rewrites the suite's generated claims block in FILE (docs/results.md).
+``--doc FILE`` also rewrites the suite's generated blocks in FILE (docs/results.md): its claims and, for a
+suite with two identical variants (an A/A check), the resampled false-positive rate.
 Compared from run directories, the report is also written as the TensorBoard run ``<suite dir>/_comparison``
 (tables in TensorBoard's Text dashboard, plots in Images) unless ``--no-tensorboard``.
 Read docs/experiments.md for what the columns mean.
@@ -63,7 +64,9 @@ def print_results(written: dict[str, dict]) -> None:
         print("\n".join(report.verdict_lines(result["variants"])) + "\n")
         print("\n".join(report.variants_tables(result["variants"])))
         if result["claims"] is not None:
-            print("\n" + report.markdown_table(compare.CLAIM_COLUMNS, result["claims"]))
+            print("\n" + report.markdown_table(report.claim_columns(result["claims"]), result["claims"]))
+        if result.get("calibration"):
+            print("\n" + result["calibration"])
         for note in result["notes"]:
             print(f"- {note}")
         print()
@@ -82,7 +85,8 @@ def main(argv: list[str]) -> int:
                                         "sweep recorded)")
     parser.add_argument("--reference", help="the variant every other one is compared with (default: the suite's "
                                             "reference, else the first variant)")
-    parser.add_argument("--doc", help="a Markdown file whose generated claims block for this suite is rewritten")
+    parser.add_argument("--doc", help="a Markdown file whose generated blocks for this suite (claims, A/A calibration) "
+                                      "are rewritten")
     parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                         help="do not also write the report as the TensorBoard run <suite dir>/_comparison "
                              "(its tables in the Text dashboard, its plots in Images)")
@@ -105,6 +109,7 @@ def main(argv: list[str]) -> int:
         return _error(str(exc))
     reference = args.reference or (suite.reference if suite else None)
     claims = suite.claims if suite else ()
+    aa_pair = suite.identical_variants() if suite else None
     known = compare.variant_order(runs)
     if reference is not None and reference not in known:
         return _error(f"reference variant {reference!r} has no runs here; pass --reference with one of: "
@@ -112,7 +117,7 @@ def main(argv: list[str]) -> int:
     if args.doc and runs["suite"].nunique() != 1:
         return _error(f"--doc needs the runs of one suite; found {', '.join(sorted(set(runs['suite'])))}")
     try:
-        written = outputs.write_outputs(runs, out, reference, claims)
+        written = outputs.write_outputs(runs, out, reference, claims, aa_pair)
     except ValueError as exc:  # e.g. a claim names a variant these runs lack
         return _error(str(exc))
     if args.tensorboard and source.is_dir():
@@ -123,19 +128,27 @@ def main(argv: list[str]) -> int:
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
         suite_name = next(iter(written))
-        block = (scales_report.claims_block_by_scale if scales.has_scales(runs) else report.claims_block)(runs, claims)
-        write_doc_block(Path(args.doc), suite_name, block)
-        print(f"updated the {suite_name} claims block in {args.doc}")
+        blocks = (scales_report.doc_blocks_by_scale if scales.has_scales(runs) else report.doc_blocks)(
+            runs, claims, aa_pair)
+        write_doc_blocks(Path(args.doc), suite_name, blocks)
+        print(f"updated the {suite_name} {' and '.join(blocks) or 'no'} block(s) in {args.doc}")
     return 0
 
 
-def write_doc_block(doc: Path, suite_name: str, block: str) -> None:
-    """Rewrite the suite's claims block in ``doc`` through the atomic writer: a full disk or a crash leaves
-    the user's document as it was, and a FIFO, a device or markers that do not pair up are refused
-    before anything is written (:class:`~andrea_lab.errors.UsageError`)."""
+def write_doc_blocks(doc: Path, suite_name: str, blocks: dict[str, str]) -> None:
+    """Rewrite the suite's generated blocks (``{what: content}``) in ``doc`` through the atomic writer: a full
+    disk or a crash leaves the user's document as it was, and a FIFO, a device or markers that do not pair
+    up are refused before anything is written (:class:`~andrea_lab.errors.UsageError`)."""
     text = read_text_file(doc, "--doc", MAX_DOC_BYTES) if os.path.lexists(doc) else ""
+    updated = text
     try:
-        updated = report.update_generated_block(text, suite_name, "claims", block)
+        for what, content in blocks.items():
+            updated = report.update_generated_block(updated, suite_name, what, content)
     except report.GeneratedBlockError as exc:
         raise report.GeneratedBlockError(f"--doc {doc}: {exc}") from None
     atomic_write(doc, lambda handle: handle.write(updated.encode("utf-8")))
+
+
+def write_doc_block(doc: Path, suite_name: str, block: str) -> None:
+    """The suite's claims block alone (:func:`write_doc_blocks`)."""
+    write_doc_blocks(doc, suite_name, {"claims": block})

@@ -24,7 +24,8 @@ import yaml
 from andrea_lab.rundir import preempted_checkpoint, run_state, settings_difference
 from andrea_lab.files import check_output_dir
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
-from andrea_lab.sweep.suite import SuiteError, check_overrides, format_lr, load_suite, parse_cli_list
+from andrea_lab.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
+                                    parse_cli_list)
 
 EXIT_FAILED_RUNS = 1
 EXIT_USAGE = 2
@@ -165,6 +166,7 @@ def main(argv: list[str]) -> int:
         suite = load_suite(args.suite)
         if args.set:
             suite = dataclasses.replace(suite, common={**suite.common, **parse_sets(args.set)})
+            check_stuck_windows(suite)  # --set may have changed stability.stuck_after or the warmup
         lrs = parse_cli_list(args.lrs, "lrs") if args.lrs is not None else None
         seeds = parse_cli_list(args.seeds, "seeds") if args.seeds is not None else None
         variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None

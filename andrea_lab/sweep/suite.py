@@ -18,6 +18,8 @@ A suite is a small YAML file::
     claims:                         # optional: hypotheses andrea compare evaluates (docs/experiments.md)
       - lower_loss: [pre, post-nowarmup]
         text: pre-norm reaches a lower loss at its best LR
+        lr: [2.0e-3, 4.0e-3]        # optional: judged at LRs fixed in advance (one claim each), no selection
+        exploratory: false          # optional: true = outside the Holm-adjusted family
     scales:                         # optional: every variant at each scale (andrea_lab.sweep.scales)
       - name: d64
         overrides: {model.config.d_model: 64, model.config.n_head: 2}
@@ -26,6 +28,10 @@ Every run is ``andrea fit --config BASE`` followed by the common overrides, then
 the keys the sweep itself owns (``model.lr``, ``seed_everything``, ``data.seed`` and the logger's
 ``save_dir``/``name``/``version``), which a suite may therefore not set. :func:`load_suite` checks all
 of this and raises :class:`SuiteError` naming the offending key or value.
+
+Divergence counts compare variants only if the StabilityMonitor looks for a stuck run over the same steps in
+every variant: its window starts at ``stability.stuck_after``, else at each run's ``model.warmup_steps``, so
+a suite whose variants differ in warmup must set ``stability.stuck_after`` (:func:`check_stuck_windows`).
 """
 
 from __future__ import annotations
@@ -95,6 +101,15 @@ class Suite:
     resources: dict[str, float] = field(default_factory=dict)
     #: The scale axis (:class:`andrea_lab.sweep.scales.Scale`): every variant at every scale; empty: no axis.
     scales: tuple[Any, ...] = ()
+
+    def identical_variants(self) -> Optional[tuple[str, str]]:
+        """The first two variants with the same overrides and different seed offsets: an A/A pair (one
+        configuration under different seeds), whose false-positive rate ``andrea compare`` resamples."""
+        for index, first in enumerate(self.variants):
+            for second in self.variants[index + 1:]:
+                if first.overrides == second.overrides and first.seed_offset != second.seed_offset:
+                    return first.name, second.name
+        return None
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -273,18 +288,88 @@ def _variants(raw_variants: Any, where: str) -> list[Variant]:
     return [_variant(raw, number, where, seen) for number, raw in enumerate(raw_variants, start=1)]
 
 
-def _check_claims(claims: list, names: list[str], where: str) -> None:
-    """Each claim parses and names two of the suite's variants."""
+def _check_claims(claims: list, names: list[str], lrs: tuple[float, ...], where: str) -> None:
+    """Each claim parses, names two of the suite's variants, and fixes its LR (``lr:``) to one of the grid's."""
     try:
         # Imported here: the statistics need pandas and scipy, which a suite without claims never loads.
-        from andrea_lab.analysis.stats import parse_claims
+        from andrea_lab.analysis.claims import parse_claims
 
         for claim in parse_claims(claims) if claims else []:
             for named in (claim.a, claim.b):
                 if named not in names:
                     raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(names)}")
+            grid = {format_lr(lr) for lr in lrs}
+            for lr in claim.lrs or ():
+                if format_lr(lr) not in grid:
+                    raise ValueError(f"claim {claim.label}: lr {format_lr(lr)} is not in the suite's lrs "
+                                     f"({', '.join(format_lr(value) for value in lrs)})")
     except ValueError as problem:
         raise SuiteError(f"{where}: claims: {problem}") from None
+
+
+_UNSET = object()
+
+
+def _nested(document: Any, dotted: str) -> Any:
+    """``document["a"]["b"]`` for ``"a.b"``, or :data:`_UNSET`."""
+    for part in dotted.split("."):
+        if not isinstance(document, dict) or part not in document:
+            return _UNSET
+        document = document[part]
+    return document
+
+
+def _module_default_warmup() -> Any:
+    """``AndreaLM``'s own ``warmup_steps`` default (imported only when a variant falls back to it)."""
+    import inspect
+
+    from andrea_lab.module import AndreaLM
+
+    return inspect.signature(AndreaLM.__init__).parameters["warmup_steps"].default
+
+
+def _distinct(values: Iterable[Any]) -> int:
+    """How many different values (40 and 40.0 are one)."""
+    return len({float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v) for v in values})
+
+
+def stuck_windows(suite: Suite) -> dict[str, Any]:
+    """Per variant, the step its stuck-at-unigram window starts at: ``stability.stuck_after`` (variant, else
+    common, else the base config), or when that is unset (null) the run's ``model.warmup_steps`` — the
+    StabilityMonitor's rule (docs/stability.md)."""
+    try:
+        base = read_yaml(suite.base, "base config")
+    except UsageError:
+        base = {}
+
+    def value(variant: Variant, key: str) -> Any:
+        for source in (variant.overrides, suite.common):
+            if key in source:
+                return source[key]
+        return _nested(base, key)
+
+    windows = {}
+    for variant in suite.variants:
+        start = value(variant, "stability.stuck_after")
+        if start is _UNSET or start is None:
+            start = value(variant, "model.warmup_steps")
+        windows[variant.name] = start
+    if _distinct(windows.values()) > 1 and _UNSET in windows.values():
+        default = _module_default_warmup()
+        windows = {name: default if start is _UNSET else start for name, start in windows.items()}
+    return windows
+
+
+def check_stuck_windows(suite: Suite) -> None:
+    """Refuse a suite whose variants would start the stuck-at-unigram window at different steps: their
+    divergence counts would not be on equal footing (one line, naming every variant's window)."""
+    windows = stuck_windows(suite)
+    if _distinct(windows.values()) > 1:
+        listed = ", ".join(f"{name} {start}" for name, start in windows.items())
+        raise SuiteError(f"{suite.path}: the stuck-at-unigram window would start at different steps ({listed}; it "
+                         "starts at stability.stuck_after, else at each variant's model.warmup_steps); set "
+                         "stability.stuck_after under common: to one step for every variant, e.g. the longest "
+                         "warmup")
 
 
 def parse_resources(value: Any, where: str) -> dict[str, float]:
@@ -322,10 +407,12 @@ def load_suite(path: str | Path) -> Suite:
     if reference not in names:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
-    _check_claims(claims, names, where)
+    _check_claims(claims, names, lrs, where)
     from andrea_lab.sweep.scales import parse_scales  # it builds on this module's checks
 
-    return Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
-                 common=common, description=str(document.get("description") or ""), reference=reference,
-                 claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"),
-                 scales=parse_scales(document.get("scales"), where, common, variants))
+    suite = Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
+                  common=common, description=str(document.get("description") or ""), reference=reference,
+                  claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"),
+                  scales=parse_scales(document.get("scales"), where, common, variants))
+    check_stuck_windows(suite)
+    return suite

@@ -119,14 +119,17 @@ def test_compare_writes_the_report_with_claims_from_the_suite(toy_runs, tmp_path
     printed = capsys.readouterr().out
     markdown = (out / "comparison.md").read_text()
     assert "Reference variant: **b**; scored on the held-out loss." in markdown and "## Claims" in markdown
-    verdict = "- **a** vs b, each at its best LR: **better**, difference −0.297 ["
+    verdict = "- **a** vs b, each seed at the best LRs of the other seeds: **better**, difference −0.297 ["
     assert markdown.index(verdict) < markdown.index("| variant | runs |") < markdown.index("## Claims")
     assert "| lower_loss: a vs b | a beats b | **reproduced** | a − b = −0.297 [" in markdown
     assert "| lower_sensitivity: b vs a |  | **contradicted** |" in markdown
     assert "| fewer_divergences: a vs b |  | **not detected** | diverged a 0/6, b 3/6" in markdown
-    assert "not detected**: it contains 0 — which is not \"no\n  difference\"" in markdown
+    assert "| 0.25 | 0.25 |  |" in markdown, "exact McNemar p, Holm over the three claims"
+    assert "| b | 1e-2 | 3 | 5.500 ± 0.000 | reference | 3/3 [29 %, 100 %] | none |" in markdown  # apart
+    assert "**not detected**: it\n  contains 0 — which is not \"no difference\"" in markdown
     assert "a: left out lr3e-2-seed0 (failed)" in markdown
     assert "| a | 1e-2 ←best | 3 |" in markdown and "## At initialisation" in markdown
+    assert "## A/A calibration" not in markdown  # b and a are different configurations
     assert "| a | 6 | 0.050 | 0.200 | 0.100 | 2.00 |" in markdown  # averaged over the runs that logged it
     claims = pd.read_csv(out / "claims.csv")
     assert list(claims["outcome"]) == ["**reproduced**", "**not detected**", "**contradicted**"]
@@ -172,17 +175,23 @@ def test_generated_blocks_replace_only_their_own_text():
     assert "edited prose" in twice and report.generated_blocks(twice) == [("np", "claims", "| b |")]
 
 
-def test_the_claim_tables_in_results_md_are_generated_from_the_committed_runs():
-    """Every generated block of docs/results.md, regenerated from docs/results/<suite>/runs.csv and the
-    suite's claims, byte for byte: no number in them is typed by hand."""
+def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs():
+    """Every generated block of docs/results.md (claims, A/A calibration), regenerated from
+    docs/results/<suite>/runs.csv and the suite file, byte for byte: no number in them is typed by hand. And
+    every committed suite table has its blocks there, so none is left stale or missing."""
     text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     blocks = report.generated_blocks(text)
-    assert blocks, "docs/results.md has generated claims blocks"
+    assert blocks, "docs/results.md has generated blocks"
+    expected = {}
+    for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
+        suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
+        for what, content in report.doc_blocks(read_runs_csv(runs_csv), suite.claims,
+                                               suite.identical_variants()).items():
+            expected[(runs_csv.parent.name, what)] = content
     for suite, what, content in blocks:
-        assert what == "claims"
-        runs = read_runs_csv(REPO / "docs" / "results" / suite / "runs.csv")
-        claims = load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml").claims
-        assert report.claims_block(runs, claims) == content, f"{suite}: rerun andrea compare --doc docs/results.md"
+        assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
+        assert expected[(suite, what)] == content, f"{suite} {what}: rerun andrea compare --doc docs/results.md"
+    assert sorted(expected) == sorted((suite, what) for suite, what, _ in blocks), "a suite's block is missing"
 
 
 def test_every_probe_metric_reaches_the_runs_frame_and_a_column_is_one_line(tmp_path):
@@ -257,3 +266,64 @@ def test_a_refusal_names_the_runs_plainly_and_leaves_no_folder(toy_runs, tmp_pat
     with pytest.raises(ValueError, match=r"more than one finished run of a at LR 0.01, seed 0: keep one run"):
         outputs.write_outputs(twice, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def confirm_runs_csv(path: Path) -> Path:
+    """A runs.csv as the norm_placement_confirm sweep will leave it: 4 variants x 2 LRs x seeds 5-14, the
+    stuck window at step 100 for all; post sticks at 4e-3 on every seed and at 2e-3 on seeds 5-7."""
+    rows = []
+    for variant, base in (("pre", 2.15), ("post", 2.40), ("post-nowarmup", 2.30), ("post-warmup100", 2.25)):
+        for lr in (2e-3, 4e-3):
+            for seed in range(5, 15):
+                stuck = variant == "post" and (lr == 4e-3 or seed < 8)
+                rows.append(dict(suite="norm_placement_confirm", variant=variant, lr=lr, seed=seed,
+                                 status="diverged" if stuck else "finished", initial_val_loss=5.5,
+                                 final_val_loss=3.1 if stuck else base + seed / 1000, divergence_kind="stuck_at_unigram"
+                                 if stuck else None, heldout_loss=3.07 if stuck else base + seed / 1000 + lr,
+                                 warmup_steps={"post-nowarmup": 0, "post-warmup100": 100}.get(variant, 40),
+                                 stuck_after=100, path=f"runs/norm_placement_confirm/{variant}/lr{lr}-seed{seed}"))
+    frame = pd.DataFrame(rows)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp_path, capsys):
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n\nprose\n")
+    runs_csv = confirm_runs_csv(tmp_path / "runs.csv")
+    suite = REPO / "experiments" / "suites" / "norm_placement_confirm.yaml"
+    assert compare_main([str(runs_csv), "--suite", str(suite), "--out", str(tmp_path / "out"), "--doc", str(doc)]) == 0
+    assert "updated the norm_placement_confirm claims block(s)" in capsys.readouterr().out
+    [(name, what, content)] = report.generated_blocks(doc.read_text())
+    assert (name, what) == ("norm_placement_confirm", "claims")
+    assert content.startswith("80 runs: seeds 5, 6, 7, 8, 9, 10, 11, 12, 13, 14; LRs 2e-3, 4e-3; scored on the "
+                              "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (2 "
+                              "exploratory claims judged on the raw p, outside the family)")
+    assert "Stuck-at-unigram window: from step 100 for every variant." in content
+    rows = [line for line in content.splitlines() if line.startswith("| lower_") or line.startswith("| fewer_")]
+    assert len(rows) == 12 and all("(fixed in advance)" in row for row in rows)
+    assert ("| fewer_divergences: pre vs post @ 4e-3 | pre-norm diverges in fewer runs than post-norm | **reproduced** "
+            "| diverged pre 0/10, post 10/10 paired by seed;") in content
+    trained = next(row for row in rows if row.startswith("| lower_loss_trained: pre vs post @ 2e-3 (exploratory)"))
+    assert "n=7 at LR 2e-3 (fixed in advance); 3 of 10 pairs left out (a run diverged)" in trained
+    assert "| exploratory |" in trained
+    # what a reader of the block checks against the suite: the family is the suite's, byte for byte again
+    assert report.doc_blocks(read_runs_csv(runs_csv), load_suite(suite).claims)["claims"] == content
+
+
+def test_the_aa_suite_writes_its_calibration_beside_its_claims(tmp_path):
+    doc = tmp_path / "doc.md"
+    assert compare_main([str(REPO / "docs" / "results" / "aa" / "runs.csv"), "--suite",
+                         str(REPO / "experiments" / "suites" / "aa.yaml"), "--out", str(tmp_path / "out"),
+                         "--doc", str(doc)]) == 0
+    assert [what for _, what, _ in report.generated_blocks(doc.read_text())] == ["claims", "aa_calibration"]
+    markdown = (tmp_path / "out" / "comparison.md").read_text()
+    assert "## A/A calibration" in markdown and "| best LR chosen in-sample (secondary) | 126 | 11 | 8.7 % | 5 % |" in markdown
+
+
+def test_the_stuck_window_of_a_run_comes_from_its_config(tmp_path):
+    run_dir = write_run(tmp_path / "runs", "a", 1e-3, 0, 2.0)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"stability": {"stuck_after": 100}, "model": {"lr": 1e-3}}))
+    assert load_run(run_dir, tmp_path / "runs")["stuck_after"] == 100
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"stability": {"stuck_after": None}}))
+    assert load_run(run_dir, tmp_path / "runs")["stuck_after"] is None  # the window is the run's warmup

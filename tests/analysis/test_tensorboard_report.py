@@ -32,6 +32,7 @@ MICRO = {
     "data.batch_size": 8, "data.max_val_batches": 2, "heldout.max_tokens": 2048,
     "trainer.limit_val_batches": 2, "trainer.num_sanity_val_steps": 2, "trainer.max_steps": 6,
     "trainer.val_check_interval": 3, "trainer.log_every_n_steps": 1, "model.warmup_steps": 2,
+    "stability.stuck_after": 2,  # one stuck-at-unigram window for both warmups (andrea_lab/sweep/suite.py)
 }
 
 

@@ -20,7 +20,7 @@ def suite(tmp_path):
     (tmp_path / "base.yaml").write_text("model: {}\n")
     (tmp_path / "np.yaml").write_text(yaml.safe_dump({
         "base": "base.yaml",
-        "common": {"trainer.max_steps": 10},
+        "common": {"trainer.max_steps": 10, "stability.stuck_after": 0},  # one stuck window for all warmups
         "lrs": [1.0e-3, 1.0e-2],
         "seeds": [0, 1],
         "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
@@ -75,7 +75,8 @@ def test_the_command_sets_lr_seeds_and_directory_after_the_overrides(suite, tmp_
     # common first, then the variant, then what the sweep owns
     assert command.index("--trainer.max_steps") < command.index("--model.config.norm_placement") < \
         command.index("--model.lr")
-    assert spec.overrides == {"trainer.max_steps": 10, "model.config.norm_placement": "post", "model.warmup_steps": 0}
+    assert spec.overrides == {"trainer.max_steps": 10, "stability.stuck_after": 0,
+                              "model.config.norm_placement": "post", "model.warmup_steps": 0}
 
 
 def test_same_seed_means_same_data_seed_across_variants(suite, tmp_path):

@@ -17,7 +17,7 @@ def valid_document() -> dict:
     return {
         "name": "np",
         "base": "base.yaml",
-        "common": {"trainer.max_steps": 10},
+        "common": {"trainer.max_steps": 10, "stability.stuck_after": 10},
         "lrs": ["1e-3", 3.0e-3],
         "seeds": [0, 1],
         "variants": [
@@ -43,7 +43,7 @@ def test_a_valid_suite_loads_with_the_base_resolved_next_to_the_suite(tmp_path):
     assert suite.seeds == (0, 1)
     assert [v.name for v in suite.variants] == ["pre", "post"]
     assert suite.variant("post").overrides == {"model.config.norm_placement": "post", "model.warmup_steps": 0}
-    assert suite.common == {"trainer.max_steps": 10}
+    assert suite.common == {"trainer.max_steps": 10, "stability.stuck_after": 10}
 
 
 def test_the_name_defaults_to_the_file_name(tmp_path):
@@ -167,3 +167,94 @@ def test_the_shipped_suites_are_valid(path):
 def test_every_issue_suite_is_shipped():
     names = {p.stem for p in (REPO / "experiments" / "suites").glob("*.yaml")}
     assert {"norm_placement", "activation", "mlp_ratio", "depth", "residual"} <= names
+
+
+# ====================================================================== the stuck-at-unigram window
+
+
+def _with_warmups(tmp_path, base_warmup, common=None, **variant_warmups):
+    """A suite of two variants, pre (the base's warmup unless given) and post, with ``common`` overrides."""
+    (tmp_path / "base.yaml").write_text("model: {}\n" if base_warmup is None else f"model: {{warmup_steps: {base_warmup}}}\n")
+    document = {"base": "base.yaml", "lrs": [1e-3], "seeds": [0, 1], "common": common or {},
+                "variants": [{"name": name, "overrides": {} if warmup is None else {"model.warmup_steps": warmup}}
+                             for name, warmup in {"pre": None, **variant_warmups}.items()]}
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_variants_whose_stuck_windows_differ_are_refused_in_one_line_naming_them(tmp_path):
+    path = _with_warmups(tmp_path, 40, post=0, long=100)
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    assert "stuck-at-unigram window would start at different steps (pre 40, post 0, long 100;" in message
+    assert "set stability.stuck_after under common:" in message
+
+
+def test_the_module_default_warmup_counts_when_neither_base_nor_variant_sets_it(tmp_path):
+    from andrea_lab.sweep.suite import _module_default_warmup
+
+    default = _module_default_warmup()
+    with pytest.raises(SuiteError, match=rf"\(pre {default}, post 0;"):
+        load_suite(_with_warmups(tmp_path, None, post=0))
+    assert load_suite(_with_warmups(tmp_path, None, post=default)).name == "w"  # equal after all
+
+
+@pytest.mark.parametrize("common, variant_windows", [
+    ({"stability.stuck_after": 100}, None),  # the fix the suites use
+    ({}, None),                              # the same warmup everywhere: equal windows
+])
+def test_equal_stuck_windows_load(tmp_path, common, variant_windows):
+    from andrea_lab.sweep.suite import stuck_windows
+
+    warmups = {"post": 0} if common else {"post": 40}
+    suite = load_suite(_with_warmups(tmp_path, 40, common, **warmups))
+    assert set(stuck_windows(suite).values()) == ({100} if common else {40})
+
+
+def test_a_variant_that_sets_its_own_stuck_after_is_refused_too(tmp_path):
+    path = _with_warmups(tmp_path, 40, {"stability.stuck_after": 100})
+    document = yaml.safe_load(path.read_text())
+    document["variants"][0]["overrides"]["stability.stuck_after"] = 50
+    document["variants"].append({"name": "post", "overrides": {"model.warmup_steps": 0}})
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(SuiteError, match=r"\(pre 50, post 100;"):
+        load_suite(path)
+
+
+# ====================================================================== claim keys
+
+
+@pytest.mark.parametrize("claim, fragment", [
+    ({"lower_loss": ["pre", "post"], "lr": 2e-3}, "lr 2e-3 is not in the suite's lrs (1e-3, 3e-3)"),
+    ({"lower_loss": ["pre", "post"], "lr": "fast"}, "lr 'fast' is not a learning rate"),
+    ({"lower_loss": ["pre", "post"], "lr": {"pre": 1e-3}}, "names exactly the claim's two variants"),
+    ({"lower_sensitivity": ["pre", "post"], "lr": 1e-3}, "takes no lr"),
+    ({"lower_loss": ["pre", "post"], "exploratory": "yes"}, "exploratory must be true or false"),
+    ({"lower_loss": ["pre", "nope"]}, "'nope' is not a variant"),
+])
+def test_bad_claim_keys_are_refused(tmp_path, claim, fragment):
+    with pytest.raises(SuiteError, match="claims: ") as info:
+        load_suite(write_suite(tmp_path, _mutate(lambda d: d.update(claims=[claim]))))
+    assert fragment in str(info.value)
+
+
+def test_claims_at_lrs_fixed_in_advance_and_exploratory_ones_load(tmp_path):
+    from andrea_lab.analysis.claims import parse_claims
+
+    claims = [{"lower_loss": ["pre", "post"], "lr": ["1e-3", 3e-3]},
+              {"lower_loss_trained": ["pre", "post"], "lr": {"pre": 3e-3, "post": 1e-3}, "exploratory": True}]
+    suite = load_suite(write_suite(tmp_path, _mutate(lambda d: d.update(claims=claims))))
+    parsed = parse_claims(list(suite.claims))
+    assert [(c.kind, c.lrs, c.exploratory) for c in parsed] == [
+        ("lower_loss", (1e-3, 1e-3), False), ("lower_loss", (3e-3, 3e-3), False),
+        ("lower_loss_trained", (3e-3, 1e-3), True)]
+    assert [c.label for c in parsed] == ["lower_loss: pre vs post @ 1e-3", "lower_loss: pre vs post @ 3e-3",
+                                         "lower_loss_trained: pre vs post @ pre 3e-3, post 1e-3 (exploratory)"]
+
+
+def test_identical_variants_are_the_a_a_pair():
+    assert load_suite(REPO / "experiments" / "suites" / "aa.yaml").identical_variants() == ("a", "b")
+    assert load_suite(REPO / "experiments" / "suites" / "norm_placement.yaml").identical_variants() is None
