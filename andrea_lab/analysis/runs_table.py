@@ -49,7 +49,7 @@ def _init_values(curves: dict[str, Curve]) -> dict[str, float]:
 RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "initial_val_loss", "final_val_loss", "best_val_loss",
                "heldout_loss", "heldout_se", "heldout_tokens", "heldout_documents", "divergence_kind",
                "divergence_step", "grad_norm_median", "grad_norm_max", "grad_norm_max_after_warmup",
-               "spike_count", "steps", "warmup_steps", "stuck_after", "source", "path"]
+               "spike_count", "steps", "warmup_steps", "source", "path"]
 
 INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents", "divergence_step", "spike_count",
                    "steps", "warmup_steps", "stuck_after", "scale_index")
@@ -57,7 +57,9 @@ INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents
 #: axis or attention summaries keep exactly :data:`RUN_COLUMNS` (and the committed reports stay as they are).
 SCALE, SCALE_INDEX = "scale", "scale_index"
 ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_entropy_min_final"
-OPTIONAL_COLUMNS = (SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL)
+#: ``stuck_after``: the stuck-at-unigram window's first step where the run's config set it (runs made before
+#: the suites set it have none, and their committed tables keep their columns).
+OPTIONAL_COLUMNS = ("stuck_after", SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL)
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
 #: logs under; change it here if that metric is named otherwise).

@@ -5,7 +5,7 @@ Why per scale and not pooled: a run at d_model 64 and one at 128 with the same s
 start from different weights), and the best LR moves with width. So each scale's runs are an ordinary
 comparison of their own — the same report as a suite without the axis, in ``<out>/<scale>/`` — and every
 claim is judged at each scale by the very functions that judge it without the axis
-(:func:`andrea_lab.analysis.compare.claims_table`, hence :func:`andrea_lab.analysis.stats.evaluate_claim`).
+(:func:`andrea_lab.analysis.compare.claims_table`, hence :func:`andrea_lab.analysis.claims.evaluate_claims`).
 What the axis adds is the trend (Wortsman et al. 2023, Figure 1): the claims' outcomes and intervals side
 by side per scale, each variant's LR sensitivity per scale, and the figures of
 :mod:`andrea_lab.analysis.plots_scales`.
@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.analysis import compare, report, stats
+from andrea_lab.analysis.claims import parse_claims
 from andrea_lab.analysis.compare import Column
 from andrea_lab.analysis.runs_table import SCALE, SCALE_INDEX
 from andrea_lab.rundir import format_lr
@@ -52,7 +53,8 @@ def judgeable(raw_claims: Sequence[Any], runs: pd.DataFrame) -> list[tuple[Any, 
     """Each raw claim with None, or why it cannot be judged on these runs (a variant without counted runs)."""
     counted = set(runs.loc[runs["status"].isin(stats.COUNTED_STATUSES) & runs["lr"].notna(), "variant"])
     judged = []
-    for raw, claim in zip(raw_claims, stats.parse_claims(list(raw_claims))):
+    for raw in raw_claims:
+        claim = parse_claims([raw])[0]  # a claim at several fixed LRs parses into one per LR: same variants
         missing = [name for name in (claim.a, claim.b) if name not in counted]
         judged.append((raw, f"no finished or diverged run of {', '.join(missing)} at this scale" if missing else None))
     return judged
@@ -71,7 +73,7 @@ def claims_by_scale(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: 
             frames.append(compare.claims_table(subset, ready, loss_column).assign(scale=scale))
         for raw, missing in judged:
             if missing is not None:
-                claim = stats.parse_claims([raw])[0]
+                claim = parse_claims([raw])[0]
                 frames.append(pd.DataFrame([{"claim": f"{claim.kind}: {claim.a} vs {claim.b}", "text": claim.text,
                                              "outcome": NOT_JUDGED, "evidence": missing, "scale": scale}]))
     if not frames:

@@ -19,38 +19,8 @@ import math
 from collections import Counter
 from typing import Mapping
 
-import pandas as pd
-
-from andrea_lab.analysis.stats import PairedDifference, best_lr, paired_difference
+from andrea_lab.analysis.stats import difference_at, held_out_best_lrs, values_at  # noqa: F401 (the cross-fit, in stats)
 from andrea_lab.rundir import format_lr
-
-
-def held_out_best_lrs(table: pd.DataFrame) -> dict[int, float]:
-    """Per seed (column of ``table``, index lr): the best LR over the other seeds; NaN for a seed that has
-    no other seed with a loss (one seed cannot choose for itself without choosing on itself)."""
-    picks: dict[int, float] = {}
-    for seed in table.columns:
-        others = table.drop(columns=[seed])
-        try:
-            picks[int(seed)] = best_lr(others) if others.shape[1] else math.nan
-        except ValueError:  # no other seed has any loss
-            picks[int(seed)] = math.nan
-    return picks
-
-
-def values_at(table: pd.DataFrame, lrs: Mapping[int, float]) -> dict[int, float]:
-    """Each seed's value at its own LR (``lrs[seed]``); NaN where that LR or seed was not run."""
-    values = {}
-    for seed, lr in lrs.items():
-        inside = not math.isnan(lr) and lr in table.index and seed in table.columns
-        values[seed] = float(table.at[lr, seed]) if inside else math.nan
-    return values
-
-
-def difference_at(table_a: pd.DataFrame, table_b: pd.DataFrame, lrs_a: Mapping[int, float],
-                  lrs_b: Mapping[int, float]) -> PairedDifference:
-    """A − B paired by seed, each seed of each variant at its own LR (``lrs_*[seed]``)."""
-    return paired_difference(values_at(table_a, lrs_a), values_at(table_b, lrs_b))
 
 
 def fixed_lrs(lr: float, seeds) -> dict[int, float]:

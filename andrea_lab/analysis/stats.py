@@ -197,6 +197,36 @@ def loss_table(counted: pd.DataFrame, variant: str, values: str = "capped") -> p
     return rows.pivot(index="lr", columns="seed", values=values).sort_index()
 
 
+# Cross-fitting (leave-one-seed-out): why, and the fixed-LR alternative, in andrea_lab.analysis.selection.
+
+def held_out_best_lrs(table: pd.DataFrame) -> dict[int, float]:
+    """Per seed (column of ``table``, index lr): the best LR over the other seeds; NaN for a seed that has
+    no other seed with a loss (one seed cannot choose for itself without choosing on itself)."""
+    picks: dict[int, float] = {}
+    for seed in table.columns:
+        others = table.drop(columns=[seed])
+        try:
+            picks[int(seed)] = best_lr(others) if others.shape[1] else math.nan
+        except ValueError:  # no other seed has any loss
+            picks[int(seed)] = math.nan
+    return picks
+
+
+def values_at(table: pd.DataFrame, lrs: Mapping[int, float]) -> dict[int, float]:
+    """Each seed's value at its own LR (``lrs[seed]``); NaN where that LR or seed was not run."""
+    values = {}
+    for seed, lr in lrs.items():
+        inside = not math.isnan(lr) and lr in table.index and seed in table.columns
+        values[seed] = float(table.at[lr, seed]) if inside else math.nan
+    return values
+
+
+def difference_at(table_a: pd.DataFrame, table_b: pd.DataFrame, lrs_a: Mapping[int, float],
+                  lrs_b: Mapping[int, float]) -> PairedDifference:
+    """A − B paired by seed, each seed of each variant at its own LR (``lrs_*[seed]``)."""
+    return paired_difference(values_at(table_a, lrs_a), values_at(table_b, lrs_b))
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One variant against the reference: at best LRs (chosen on the other seeds, and in-sample), at each
@@ -216,8 +246,6 @@ class Comparison:
 
 
 def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
-    from andrea_lab.analysis import selection  # it builds on this module's primitives
-
     table_a, table_b = loss_table(counted, variant), loss_table(counted, reference)
     # Best LRs from the seeds both have, so a seed that only one variant ran cannot move the choice.
     seeds = table_a.columns.intersection(table_b.columns)
@@ -229,7 +257,7 @@ def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Compari
     # Sensitivity over the LRs both ran, so both numbers measure the same grid.
     sensitivity = paired_difference(lr_sensitivity_per_seed(table_a.loc[shared_lrs]),
                                     lr_sensitivity_per_seed(table_b.loc[shared_lrs]))
-    picks_a, picks_b = selection.held_out_best_lrs(table_a[seeds]), selection.held_out_best_lrs(table_b[seeds])
+    picks_a, picks_b = held_out_best_lrs(table_a[seeds]), held_out_best_lrs(table_b[seeds])
     divergence_p = {}
     for lr in shared_lrs:
         at_lr = counted[counted["lr"] == lr]
@@ -238,7 +266,7 @@ def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Compari
         divergence_p[float(lr)] = fisher_divergence(int(diverged_a.sum()), len(diverged_a),
                                                     int(diverged_b.sum()), len(diverged_b))
     at_best = paired_difference(table_a.loc[best_a], table_b.loc[best_b])
-    cross_fitted = selection.difference_at(table_a, table_b, picks_a, picks_b)
+    cross_fitted = difference_at(table_a, table_b, picks_a, picks_b)
     flags = [f"{name}: {flag}" for name, best, table in ((variant, best_a, table_a), (reference, best_b, table_b))
              if (flag := edge_flag(best, table.index))]
     if cross_fitted.too_few_seeds:

@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
+from andrea_lab.sweep.suite_keys import SuiteError, check_name, check_overrides, unknown_key_message
+
 SCALE_KEYS = ("name", "description", "overrides")
 D_MODEL, N_HEAD = "model.config.d_model", "model.config.n_head"
 
@@ -51,30 +53,22 @@ class Scale:
         return f"{self.name} ({values})"
 
 
-def _suite_helpers():
-    # Imported here: andrea_lab.sweep.suite imports this module to load the axis.
-    from andrea_lab.sweep import suite
-
-    return suite
-
-
 def _scale(raw: Any, number: int, where: str, seen: set[str]) -> Scale:
-    suite = _suite_helpers()
     label = f"{where}: scale {number}"
     if not isinstance(raw, dict):
-        raise suite.SuiteError(f"{label} must be a mapping with keys {', '.join(SCALE_KEYS)}, got {raw!r}")
+        raise SuiteError(f"{label} must be a mapping with keys {', '.join(SCALE_KEYS)}, got {raw!r}")
     for key in raw:
         if key not in SCALE_KEYS:
-            raise suite.SuiteError(suite._unknown_key_message(label, key, SCALE_KEYS))
+            raise SuiteError(unknown_key_message(label, key, SCALE_KEYS))
     if "name" not in raw:
-        raise suite.SuiteError(f"{label} has no name")
-    name = suite._check_name(raw["name"], f"{label}: name")
+        raise SuiteError(f"{label} has no name")
+    name = check_name(raw["name"], f"{label}: name")
     if name in seen:
-        raise suite.SuiteError(f"{where}: duplicate scale name {name!r}")
+        raise SuiteError(f"{where}: duplicate scale name {name!r}")
     seen.add(name)
-    overrides = suite.check_overrides(raw.get("overrides"), f"{where}: scale {name!r} overrides")
+    overrides = check_overrides(raw.get("overrides"), f"{where}: scale {name!r} overrides")
     if not overrides:
-        raise suite.SuiteError(f"{where}: scale {name!r} has no overrides; give what makes it this scale, "
+        raise SuiteError(f"{where}: scale {name!r} has no overrides; give what makes it this scale, "
                                f"e.g. {{{D_MODEL}: 128, {N_HEAD}: 4}}")
     _check_heads(name, overrides, where)
     return Scale(name, overrides, str(raw.get("description") or ""))
@@ -85,7 +79,7 @@ def _check_heads(name: str, overrides: Mapping[str, Any], where: str) -> None:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (d_model, n_head)):
         return  # a type error is the fit parser's to name (the sweep's preflight)
     if n_head <= 0 or d_model % n_head:
-        raise _suite_helpers().SuiteError(
+        raise SuiteError(
             f"{where}: scale {name!r}: {D_MODEL} {d_model} is not divisible by {N_HEAD} {n_head}; give an "
             f"n_head that divides it (head size = d_model / n_head, e.g. {N_HEAD}: {max(1, d_model // 32)})")
 
@@ -94,7 +88,7 @@ def _check_same_keys(scales: list[Scale], where: str) -> None:
     first = scales[0]
     for scale in scales[1:]:
         if set(scale.overrides) != set(first.overrides):
-            raise _suite_helpers().SuiteError(
+            raise SuiteError(
                 f"{where}: scale {scale.name!r} sets {', '.join(scale.overrides)} but scale {first.name!r} sets "
                 f"{', '.join(first.overrides)}; every scale must set the same keys")
 
@@ -106,7 +100,7 @@ def check_disjoint(scales: Iterable[Scale], common: Mapping[str, Any], variants:
     for owner, overrides in owners:
         for key in overrides:
             if key in keys:
-                raise _suite_helpers().SuiteError(
+                raise SuiteError(
                     f"{where}: {owner} sets {key!r}, which the scales set; leave it to the scales (or drop it "
                     "from every scale)")
 
@@ -115,11 +109,10 @@ def parse_scales(raw: Any, where: str, common: Mapping[str, Any], variants: Iter
     """The suite's ``scales:`` checked (module docstring); ``()`` when the suite has none."""
     if raw is None:
         return ()
-    suite = _suite_helpers()
     if not isinstance(raw, list):
-        raise suite.SuiteError(f"{where}: scales must be a list of {{name: ..., overrides: {{...}}}}, got {raw!r}")
+        raise SuiteError(f"{where}: scales must be a list of {{name: ..., overrides: {{...}}}}, got {raw!r}")
     if not raw:
-        raise suite.SuiteError(f"{where}: scales is empty; list at least one, or leave the key out")
+        raise SuiteError(f"{where}: scales is empty; list at least one, or leave the key out")
     seen: set[str] = set()
     scales = [_scale(item, number, where, seen) for number, item in enumerate(raw, start=1)]
     _check_same_keys(scales, where)
@@ -134,8 +127,8 @@ def choose_scales(scales: tuple[Scale, ...], names: Optional[Iterable[str]], whe
         return scales or (None,)
     by_name = {scale.name: scale for scale in scales}
     if not by_name:
-        raise _suite_helpers().SuiteError(f"{where}: --scales given but the suite has no scales")
+        raise SuiteError(f"{where}: --scales given but the suite has no scales")
     for name in names:
         if name not in by_name:
-            raise _suite_helpers().SuiteError(f"{where}: no scale named {name!r}; scales: {', '.join(by_name)}")
+            raise SuiteError(f"{where}: no scale named {name!r}; scales: {', '.join(by_name)}")
     return tuple(by_name[name] for name in names)

@@ -36,7 +36,6 @@ a suite whose variants differ in warmup must set ``stability.stuck_after`` (:fun
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -47,6 +46,9 @@ from typing import Any, Iterable, Optional
 
 from andrea_lab.errors import UsageError
 from andrea_lab.safe_yaml import read_yaml
+from andrea_lab.sweep.scales import parse_scales
+from andrea_lab.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
+    RESERVED_KEYS, SuiteError, check_name, check_overrides, unknown_key_message)
 from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources",
@@ -55,23 +57,6 @@ SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
 VARIANT_KEYS = ("name", "description", "overrides", "seed_offset")
-
-#: Override keys the sweep sets itself, and what to use instead.
-RESERVED_KEYS = {
-    "model.lr": "the learning rate comes from the suite's lrs: (or --lrs)",
-    "seed_everything": "the seed comes from the suite's seeds: (or --seeds)",
-    "data.seed": "the data seed is the run's seed, so every variant sees the same batches",
-    "trainer.logger": "the sweep chooses each run's directory (--runs-dir)",
-    "config": "the base config is the suite's base:",
-}
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-class SuiteError(UsageError):
-    """An invalid suite file or grid; the message names the file and the offending key or value."""
-
 
 @dataclass(frozen=True)
 class Variant:
@@ -190,41 +175,6 @@ def parse_cli_list(text: str, kind: str) -> tuple:
 # ------------------------------------------------------------------ loading
 
 
-def _unknown_key_message(where: str, key: Any, valid: Iterable[str]) -> str:
-    valid = list(valid)
-    close = difflib.get_close_matches(str(key), valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
-
-
-def check_overrides(overrides: Any, where: str) -> dict[str, Any]:
-    """Dotted keys only, none of them owned by the sweep."""
-    if overrides is None:
-        return {}
-    if not isinstance(overrides, dict):
-        raise SuiteError(f"{where} must be a mapping of dotted keys to values "
-                         f"(e.g. {{model.config.norm_placement: post}}), got {overrides!r}")
-    for key in overrides:
-        if not isinstance(key, str) or not _KEY_RE.match(key):
-            raise SuiteError(f"{where}: {key!r} is not a dotted config key such as model.config.n_layer")
-        for reserved, why in RESERVED_KEYS.items():
-            if key == reserved or key.startswith(reserved + "."):
-                raise SuiteError(f"{where}: {key!r} is set by the sweep for every run ({why})")
-    return dict(overrides)
-
-
-def _check_name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise SuiteError(f"{where}: {value!r} is not a valid name (letters, digits and _ . + -, "
-                         "starting with a letter or digit; it becomes a directory name)")
-    if value == "compare":
-        raise SuiteError(f"{where}: 'compare' is reserved (it is where `andrea compare` writes by default)")
-    if ".interrupted-" in value or ".failed-" in value:
-        raise SuiteError(f"{where}: {value!r} may not contain '.interrupted-' or '.failed-' (reserved for "
-                         "run directories moved aside)")
-    return value
-
-
 def _read_document(path: Path) -> dict:
     """The suite file as a mapping with only known keys and every required one."""
     if not os.path.lexists(path):
@@ -237,7 +187,7 @@ def _read_document(path: Path) -> dict:
         raise SuiteError(f"{path}: a suite must be a mapping with keys {', '.join(SUITE_KEYS)}")
     for key in document:
         if key not in SUITE_KEYS:
-            raise SuiteError(_unknown_key_message(str(path), key, SUITE_KEYS))
+            raise SuiteError(unknown_key_message(str(path), key, SUITE_KEYS))
     for key in REQUIRED_SUITE_KEYS:
         if key not in document:
             raise SuiteError(f"{path}: missing required key {key!r}")
@@ -261,10 +211,10 @@ def _variant(raw: Any, number: int, where: str, seen: dict[str, int]) -> Variant
         raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
     for key in raw:
         if key not in VARIANT_KEYS:
-            raise SuiteError(_unknown_key_message(label, key, VARIANT_KEYS))
+            raise SuiteError(unknown_key_message(label, key, VARIANT_KEYS))
     if "name" not in raw:
         raise SuiteError(f"{label} has no name")
-    variant_name = _check_name(raw["name"], f"{label}: name")
+    variant_name = check_name(raw["name"], f"{label}: name")
     if variant_name in seen:
         raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
                          f"(variants {seen[variant_name]} and {number})")
@@ -381,7 +331,7 @@ def parse_resources(value: Any, where: str) -> dict[str, float]:
     resources = {}
     for key, amount in value.items():
         if key not in RESOURCE_KEYS:
-            raise SuiteError(_unknown_key_message(where, key, RESOURCE_KEYS))
+            raise SuiteError(unknown_key_message(where, key, RESOURCE_KEYS))
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount < 0:
             raise SuiteError(f"{where}: {key} must be a non-negative number, got {amount!r}")
         resources[key] = float(amount)
@@ -393,7 +343,7 @@ def load_suite(path: str | Path) -> Suite:
     path = Path(path)
     document = _read_document(path)
     where = str(path)
-    name = _check_name(document.get("name", path.stem.replace(" ", "_")), f"{where}: name")
+    name = check_name(document.get("name", path.stem.replace(" ", "_")), f"{where}: name")
     base = _base_config(path, document["base"])
     for key in ("lrs", "seeds"):
         if not isinstance(document[key], list):
@@ -408,8 +358,6 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
     _check_claims(claims, names, lrs, where)
-    from andrea_lab.sweep.scales import parse_scales  # it builds on this module's checks
-
     suite = Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
                   common=common, description=str(document.get("description") or ""), reference=reference,
                   claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"),
