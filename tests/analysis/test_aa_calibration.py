@@ -1,5 +1,5 @@
-"""A/A calibration by resampling the identical-configuration seeds: the known answer on the committed
-docs/results/aa/runs.csv (STATISTICS.md / issue 26: about 8.7 % in-sample over 126 splits of 10 seeds),
+"""A/A calibration by resampling the identical-configuration seeds: the known answer on the A/A runs of
+2026-12-01 (tests/analysis/data/runs-2026-12-01/aa.csv, the table docs/results/aa/ had before its rerun) (STATISTICS.md / issue 26: about 8.7 % in-sample over 126 splits of 10 seeds),
 and a constructed case where the in-sample selection is exercised."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_committed_aa_runs_give_the_known_false_positive_rate():
-    runs = read_runs_csv(REPO / "docs" / "results" / "aa" / "runs.csv")
+    runs = read_runs_csv(REPO / "tests" / "analysis" / "data" / "runs-2026-12-01" / "aa.csv")
     calibration = calibrate(runs, "a", "b", "heldout_loss")
     assert (calibration.seed_sets, calibration.half, calibration.splits) == (10, 5, 126)
     assert calibration.false_positives["in_sample"] == 11 and calibration.rate("in_sample") == pytest.approx(0.0873, abs=1e-4)

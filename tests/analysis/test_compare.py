@@ -313,7 +313,7 @@ def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp
 
 def test_the_aa_suite_writes_its_calibration_beside_its_claims(tmp_path):
     doc = tmp_path / "doc.md"
-    assert compare_main([str(REPO / "docs" / "results" / "aa" / "runs.csv"), "--suite",
+    assert compare_main([str(REPO / "tests" / "analysis" / "data" / "runs-2026-12-01" / "aa.csv"), "--suite",
                          str(REPO / "experiments" / "suites" / "aa.yaml"), "--out", str(tmp_path / "out"),
                          "--doc", str(doc)]) == 0
     assert [what for _, what, _ in report.generated_blocks(doc.read_text())] == ["claims", "aa_calibration"]
