@@ -74,6 +74,8 @@ def test_summary_json_has_exactly_the_schema(cli_run):
                        "target": "andrea_lab.builtin.activations:GELU"},
         "kernel_backend": {"name": "torch", "distribution": "andrea-lab", "version": version,
                            "target": "andrea_lab.builtin.backends:TorchBackend"},
+        "norm": {"name": "layernorm", "distribution": "andrea-lab", "version": version,
+                 "target": "andrea_lab.builtin.norms:LayerNorm"},
     }
     assert not [p for p in cli_run.iterdir() if p.name.endswith(".tmp")], "no temporary file left behind"
     # The keys are YAML config keys: the run's saved config has them.
