@@ -124,7 +124,7 @@ def test_fit_with_the_defaults_records_the_builtins(tmp_path):
     plugins = json.loads(summary.read_text())["plugins"]
     assert {kind: (p["name"], p["distribution"]) for kind, p in plugins.items()} == {
         "norm_placement": ("pre", "andrea-lab"), "activation": ("gelu", "andrea-lab"),
-        "kernel_backend": ("torch", "andrea-lab")}
+        "kernel_backend": ("torch", "andrea-lab"), "norm": ("layernorm", "andrea-lab")}
 
 
 @pytest.mark.slow
