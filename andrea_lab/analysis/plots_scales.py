@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from andrea_lab.analysis.plots import _save  # noqa: E402 (one figure writer for every report plot)
 from andrea_lab.analysis.runs_table import ATTN_LOGIT_MAX_FINAL  # noqa: E402
 
 ByScale = dict[str, list]  # scale -> its compare.Variant s
@@ -99,13 +100,6 @@ def sensitivity_figure(by_scale: ByScale):
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     return fig
-
-
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def has_attention_logits(by_scale: ByScale) -> bool:
