@@ -27,7 +27,7 @@ from andrea_lab.contracts import LayerNorm
 from andrea_lab.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
 from andrea_lab.testing import forget_modules, write_distribution
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "plugins" / "andrea-lab-example"
 QUICKSTART = REPO / "experiments" / "quickstart.yaml"
 

@@ -21,7 +21,7 @@ from andrea_lab.builtin.activations import GELU
 from andrea_lab.builtin.placements import PreNorm
 from andrea_lab.cli import main as andrea
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("isolated_plugins", "shadowing_distribution")
 
 SHADOW = """
