@@ -1,10 +1,10 @@
 import pytest
 
-from andrea_lab.builtin.activations import GELU
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.plugins.builtin.activations import GELU
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.placements import PreNorm
 from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
-from andrea_lab.registry import PluginError, resolve
+from andrea_lab.plugins.registry import PluginError, resolve
 
 
 def test_defaults_are_the_120m_spec():

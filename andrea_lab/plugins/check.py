@@ -4,7 +4,7 @@ The registry checks what a plugin *is* (a class, the attributes, the constructor
 contract version). These checks run it: each plugin alone on small tensors (shapes, finiteness,
 gradients, a gated activation's widths, a backend's ops against the eager reference), then inside a
 micro ANDREA model, alone and with each built-in of the other kinds, forward and backward. They are
-what ``andrea plugins --check`` reports and what :mod:`andrea_lab.testing`'s ``check_activation``,
+what ``andrea plugins --check`` reports and what :mod:`andrea_lab.plugins.testing`'s ``check_activation``,
 ``check_placement``, ``check_backend`` and ``check_norm`` assert in a plugin's own tests.
 """
 
@@ -17,13 +17,13 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from andrea_lab.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.backends import TorchBackend
 from andrea_lab.config import preset
-from andrea_lab.contracts import PLUGIN_KINDS, Availability, KernelBackend
+from andrea_lab.plugins.contracts import PLUGIN_KINDS, Availability, KernelBackend
 from andrea_lab.errors import AndreaError
 from andrea_lab.model import Andrea, NormFactory, accepts, placement_kwargs
-from andrea_lab.plugin_guard import shape_text
-from andrea_lab.registry import PluginInfo, check_availability, list_plugins, resolve
+from andrea_lab.plugins.guard import shape_text
+from andrea_lab.plugins.registry import PluginInfo, check_availability, list_plugins, resolve
 
 #: The micro model the checks build: small enough that every combination takes milliseconds.
 MICRO = dict(vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2)
@@ -117,7 +117,7 @@ def check_norm(cls: type, backend: KernelBackend | None = None, dim: int = 16) -
     generator = torch.Generator().manual_seed(0)
     for width in (dim, dim // 4):
         norm = cls(width, backend if backend is not None else TorchBackend(), eps=1e-5, bias=True)
-        _require(isinstance(norm, nn.Module), "a norm must be an nn.Module (subclass andrea_lab.contracts.Norm)")
+        _require(isinstance(norm, nn.Module), "a norm must be an nn.Module (subclass andrea_lab.plugins.contracts.Norm)")
         x = (3 * torch.randn(2, 5, width, generator=generator) + 1).requires_grad_()
         y = norm(x)
         _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")

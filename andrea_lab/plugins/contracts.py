@@ -1,7 +1,7 @@
 """The plugin contracts: what a norm placement, an activation, a kernel backend or a norm must provide.
 
 Every variant the model can be built with comes from one of four entry-point groups
-(see ``andrea_lab.registry``). This module is the whole interface between andrea-lab and
+(see ``andrea_lab.plugins.registry``). This module is the whole interface between andrea-lab and
 a plugin, in one place, so that the built-ins, the CUDA backend and third-party packages
 all implement the same thing.
 

@@ -36,7 +36,7 @@ from importlib import metadata
 
 from packaging.utils import canonicalize_name
 
-from andrea_lab.contracts import BACKEND_OPS, CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS, Availability, eager_fallbacks
+from andrea_lab.plugins.contracts import BACKEND_OPS, CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS, Availability, eager_fallbacks
 from andrea_lab.errors import UsageError
 
 KINDS = PLUGIN_KINDS  # the name this module has always exported
@@ -401,7 +401,7 @@ def check_availability(backend: type, label: str) -> Availability:
         return Availability(result, "" if result else "availability() returned False without a reason")
     if not isinstance(result, Availability):
         raise PluginRuntimeError(f"{label}: availability() returned {result!r}; it must return "
-                                 f"andrea_lab.contracts.Availability(available, reason)")
+                                 f"andrea_lab.plugins.contracts.Availability(available, reason)")
     return result
 
 

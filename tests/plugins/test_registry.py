@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andrea_lab import AndreaConfig
-from andrea_lab.builtin.activations import GELU, ReLU, SwiGLU
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.norms import LayerNorm, RMSNorm
-from andrea_lab.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
-from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
-from andrea_lab.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
+from andrea_lab.plugins.builtin.activations import GELU, ReLU, SwiGLU
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.norms import LayerNorm, RMSNorm
+from andrea_lab.plugins.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
+from andrea_lab.plugins.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from andrea_lab.plugins.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
                                  list_plugins, registered_names, resolve, strict_mode)
 
 BUILTINS = {
@@ -113,13 +113,13 @@ def test_distribution_qualified_unknown_name_lists_what_it_registers():
 
 @pytest.mark.usefixtures("import_paths")
 def test_import_path_selects_an_unregistered_class():
-    assert resolve("activation", "andrea_lab.builtin.activations:ReLU") is ReLU
-    assert resolve("norm_placement", "andrea_lab.builtin.placements:PostNorm") is PostNorm
+    assert resolve("activation", "andrea_lab.plugins.builtin.activations:ReLU") is ReLU
+    assert resolve("norm_placement", "andrea_lab.plugins.builtin.placements:PostNorm") is PostNorm
 
 
 @pytest.mark.parametrize("spec, reason", [
     ("no_such_module_xyz:Thing", "No module named 'no_such_module_xyz'"),
-    ("andrea_lab.builtin.activations:Nope", "has no attribute 'Nope'"),
+    ("andrea_lab.plugins.builtin.activations:Nope", "has no attribute 'Nope'"),
 ])
 @pytest.mark.usefixtures("import_paths")
 def test_import_path_that_does_not_import(spec, reason):
@@ -130,12 +130,12 @@ def test_import_path_that_does_not_import(spec, reason):
 @pytest.mark.usefixtures("import_paths")
 def test_a_class_of_another_group_is_refused_with_what_is_missing():
     with pytest.raises(PluginError, match="does not satisfy the norm_placement contract: missing final_norm"):
-        resolve("norm_placement", "andrea_lab.builtin.activations:GELU")
+        resolve("norm_placement", "andrea_lab.plugins.builtin.activations:GELU")
 
 
 @pytest.mark.usefixtures("import_paths")
 def test_a_function_is_not_a_plugin():
-    with pytest.raises(PluginError, match="is not a class .*implementing andrea_lab.contracts.Activation"):
+    with pytest.raises(PluginError, match="is not a class .*implementing andrea_lab.plugins.contracts.Activation"):
         resolve("activation", "torch.nn.functional:relu")
 
 

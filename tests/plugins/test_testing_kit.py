@@ -1,4 +1,4 @@
-"""andrea_lab.testing, the kit plugin authors install with andrea-lab: the checks fail the plugins they
+"""andrea_lab.plugins.testing, the kit plugin authors install with andrea-lab: the checks fail the plugins they
 should (and pass the built-ins), the recording backend, and the pytest plugin's gpu marker."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from andrea_lab.builtin.activations import GELU, SwiGLU
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.placements import PostNorm, PreNorm
-from andrea_lab.builtin.norms import RMSNorm
-from andrea_lab.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
-from andrea_lab.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
+from andrea_lab.plugins.builtin.activations import GELU, SwiGLU
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.placements import PostNorm, PreNorm
+from andrea_lab.plugins.builtin.norms import RMSNorm
+from andrea_lab.plugins.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
+from andrea_lab.plugins.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
 
 pytest_plugins = ["pytester"]
 

@@ -1,6 +1,6 @@
 """The ``torch`` kernel backend: eager PyTorch, the reference every other backend is tested against."""
 
-from andrea_lab.contracts import KernelBackend
+from andrea_lab.plugins.contracts import KernelBackend
 
 
 class TorchBackend(KernelBackend):

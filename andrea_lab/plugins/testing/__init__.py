@@ -2,7 +2,7 @@
 
 In a plugin package's tests::
 
-    from andrea_lab.testing import check_activation
+    from andrea_lab.plugins.testing import check_activation
 
     def test_my_activation_keeps_the_contract():
         check_activation(MyActivation)        # or the registered name: check_activation("my_act")
@@ -19,7 +19,7 @@ What it provides:
   that a plugin computes through its backend (so that a faster backend is actually used).
 * :func:`write_distribution` / :func:`forget_modules` — install a throwaway distribution with entry
   points into a directory on ``sys.path``.
-* The pytest plugin (:mod:`andrea_lab.testing.pytest_plugin`, loaded automatically through the
+* The pytest plugin (:mod:`andrea_lab.plugins.testing.pytest_plugin`, loaded automatically through the
   ``pytest11`` entry point) adds the fixtures ``make_distribution``, ``isolated_plugins``,
   ``fresh_registry`` and ``recording_backend``, and the ``gpu`` marker: such a test is skipped without
   a CUDA device, and with ``ANDREA_REQUIRE_GPU=1`` that skip is a failure (for a GPU CI job, where a
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import pytest
 
-from andrea_lab import plugin_check
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.contracts import KernelBackend
+from andrea_lab.plugins import check as plugin_check
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.contracts import KernelBackend
 from andrea_lab.errors import AndreaError
-from andrea_lab.registry import allow_import_paths, resolve
+from andrea_lab.plugins.registry import allow_import_paths, resolve
 
 __all__ = ["RecordingBackend", "check_activation", "check_backend", "check_norm", "check_placement",
            "forget_modules", "write_distribution"]

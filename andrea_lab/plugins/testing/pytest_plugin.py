@@ -1,4 +1,4 @@
-"""The pytest plugin of :mod:`andrea_lab.testing`, registered as a ``pytest11`` entry point, so any
+"""The pytest plugin of :mod:`andrea_lab.plugins.testing`, registered as a ``pytest11`` entry point, so any
 test session in an environment with andrea-lab installed has these fixtures and the ``gpu`` marker.
 
 Fixtures:
@@ -9,7 +9,7 @@ Fixtures:
         and the distributions named in the ini option ``andrea_keep_plugins`` — nothing else installed.
     fresh_registry: the registry's cache is cleared before and after the test (needed whenever a test
         installs, removes or re-imports a plugin in-process: resolution is cached).
-    recording_backend: a fresh :class:`~andrea_lab.testing.RecordingBackend`.
+    recording_backend: a fresh :class:`~andrea_lab.plugins.testing.RecordingBackend`.
 
 Marker ``gpu``: the test needs a CUDA device and is skipped without one, with the reason; with the
 environment variable ``ANDREA_REQUIRE_GPU=1``, a skipped ``gpu`` test fails instead.
@@ -70,7 +70,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 @pytest.fixture
 def fresh_registry():
-    from andrea_lab import registry
+    from andrea_lab.plugins import registry
 
     registry.clear_cache()
     yield
@@ -79,8 +79,8 @@ def fresh_registry():
 
 @pytest.fixture
 def make_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry):
-    from andrea_lab import registry
-    from andrea_lab.testing import forget_modules, write_distribution
+    from andrea_lab.plugins import registry
+    from andrea_lab.plugins.testing import forget_modules, write_distribution
 
     site = tmp_path / "site-packages"
     site.mkdir()
@@ -105,7 +105,7 @@ def isolated_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.T
                      request: pytest.FixtureRequest, fresh_registry) -> None:
     from packaging.utils import canonicalize_name
 
-    from andrea_lab import registry
+    from andrea_lab.plugins import registry
 
     test_root = tmp_path_factory.getbasetemp().resolve()
     keep = {"andrea-lab", *(canonicalize_name(name) for name in request.config.getini("andrea_keep_plugins"))}
@@ -128,6 +128,6 @@ def isolated_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.T
 
 @pytest.fixture
 def recording_backend():
-    from andrea_lab.testing import RecordingBackend
+    from andrea_lab.plugins.testing import RecordingBackend
 
     return RecordingBackend()
