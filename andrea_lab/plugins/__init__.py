@@ -9,9 +9,10 @@
 * :mod:`~andrea_lab.plugins.builtin` — andrea-lab's own plugins, registered like anyone else's.
 * :mod:`~andrea_lab.plugins.testing` — the test kit and pytest plugin for plugin authors.
 
-Third-party code may keep importing ``andrea_lab.contracts``, ``andrea_lab.registry``,
-``andrea_lab.testing`` (and ``.pytest_plugin``) and ``andrea_lab.builtin.backends``: those old paths are
-kept as re-exports of the modules here (tests/plugins/test_kept_paths.py holds them to it).
+The old top-level modules that third-party plugins import (the contracts, the registry, the test kit
+and its pytest plugin, the reference backend) are kept as thin re-exports of the modules here, so a
+plugin written before the move runs unchanged; tests/plugins/test_kept_paths.py lists them and holds
+each name to be the same object as here.
 
 This ``__init__`` imports nothing, so importing one module of the package never loads the others.
 """
