@@ -12,11 +12,12 @@ from andrea_lab.plugins.registry import (BACKEND_OPS, CONTRACT_VERSION, GROUP_CO
                                          UsageError, allow_import_paths, check_availability, clear_cache,
                                          describe_selection, eager_fallbacks, group_name, import_paths_allowed,
                                          list_plugins, registered_names, require_registered, resolve, same_plugin,
-                                         selected_entry_point, strict_mode, suggest)
+                                         selected_entry_point, strict_mode, suggest,
+                                         with_article)
 
 __all__ = ["BACKEND_OPS", "CONTRACT_VERSION", "GROUP_CONTRACTS", "IMPORT_PATHS_ENV_VAR", "KINDS", "PLUGIN_KINDS",
            "STRICT_ENV_VAR", "Availability", "BackendUnavailableError", "PluginError", "PluginInfo",
            "PluginRuntimeError", "UnregisteredPluginError", "UsageError", "allow_import_paths", "check_availability",
            "clear_cache", "describe_selection", "eager_fallbacks", "group_name", "import_paths_allowed",
            "list_plugins", "registered_names", "require_registered", "resolve", "same_plugin",
-           "selected_entry_point", "strict_mode", "suggest"]
+           "selected_entry_point", "strict_mode", "suggest", "with_article"]

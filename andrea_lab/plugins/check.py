@@ -23,7 +23,8 @@ from andrea_lab.plugins.contracts import PLUGIN_KINDS, Availability, KernelBacke
 from andrea_lab.errors import AndreaError
 from andrea_lab.model import Andrea, NormFactory, accepts, placement_kwargs
 from andrea_lab.plugins.guard import shape_text
-from andrea_lab.plugins.registry import PluginInfo, check_availability, list_plugins, resolve
+from andrea_lab.plugins.registry import (PluginInfo, check_availability, list_plugins, resolve,
+                                         with_article)
 
 #: The micro model the checks build: small enough that every combination takes milliseconds.
 MICRO = dict(vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2)
@@ -59,18 +60,14 @@ def _shape_kept_with_gradients(module: nn.Module, x: torch.Tensor, generator: to
     Returns the output (``x.grad`` holds the gradient)."""
     y = module(x)
     _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")
-    _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for {_a(what)} of shape "
-                                 f"{shape_text(x.shape)}; {shape_rule}")
+    _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for {with_article(what)} "
+                                 f"of shape {shape_text(x.shape)}; {shape_rule}")
     _require(_finite(y), f"forward returned NaN or inf for a normal {what}")
     _require(y.requires_grad, f"no gradient reaches the {what}: the output is detached from it")
     (y * torch.randn(y.shape, generator=generator)).sum().backward()
-    _require(x.grad is not None and _finite(x.grad), f"the gradient with respect to the {what} is missing or not finite")
+    _require(x.grad is not None and _finite(x.grad),
+             f"the gradient with respect to the {what} is missing or not finite")
     return y
-
-
-def _a(noun: str) -> str:
-    """'an input', 'a residual stream'."""
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def check_activation(cls: type, backend: KernelBackend | None = None, width: int = 16) -> str:

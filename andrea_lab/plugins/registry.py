@@ -59,9 +59,9 @@ class PluginRuntimeError(PluginError):
     names the plugin, its distribution and the exception, which is kept as ``__cause__``."""
 
 
-def _a(kind: str) -> str:
-    """'an activation', 'a norm_placement': the article for a kind."""
-    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+def with_article(noun: str) -> str:
+    """'an activation', 'a norm_placement', 'a residual stream': a noun (a kind) with its article."""
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def group_name(kind: str) -> str:
@@ -157,7 +157,7 @@ def _check_contract(kind: str, obj: object, label: str) -> None:
     base = contract.base
     if not inspect.isclass(obj):
         raise PluginError(f"{label} is not a class (got {type(obj).__name__}); "
-                          f"{_a(kind)} plugin must be a class implementing {base.__module__}.{base.__name__}")
+                          f"{with_article(kind)} plugin must be a class implementing {base.__module__}.{base.__name__}")
     missing = [attr for attr in contract.required if not hasattr(obj, attr)]
     if missing:
         raise PluginError(f"{label} does not satisfy the {kind} contract: missing {', '.join(missing)} "
@@ -169,7 +169,7 @@ def _check_contract(kind: str, obj: object, label: str) -> None:
     try:
         inspect.signature(obj).bind(*contract.probe_args, **dict(contract.probe_kwargs))
     except TypeError as exc:
-        raise PluginError(f"{label} has the wrong constructor signature for {_a(kind)} plugin: "
+        raise PluginError(f"{label} has the wrong constructor signature for {with_article(kind)} plugin: "
                           f"{exc}; expected {contract.constructor}") from None
     if kind == "kernel_backend":
         check = inspect.getattr_static(obj, "availability")
