@@ -4,7 +4,9 @@ Failure cases that need other distributions installed (broken, clashing, off-con
 are in test_third_party_plugins.py.
 """
 
+import tomllib
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -180,3 +182,14 @@ def test_no_suggestion_for_a_name_like_nothing_installed():
     with pytest.raises(PluginError) as caught:
         resolve("activation", "qqqqqqqq")
     assert "did you mean" not in str(caught.value)
+
+
+def test_the_installed_entry_points_are_the_ones_pyproject_declares():
+    # After the plugin code moves (it did, into andrea_lab/plugins/), an install made before still names
+    # the old targets: every built-in would then be "broken". Say so here, with the fix.
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    declared = {**pyproject["project"]["entry-points"], "console_scripts": pyproject["project"]["scripts"]}
+    installed: dict[str, dict[str, str]] = {}
+    for ep in metadata.distribution("andrea-lab").entry_points:
+        installed.setdefault(ep.group, {})[ep.name] = ep.value
+    assert installed == declared, "andrea-lab's installed metadata is stale: run `pip install -e .` again"
