@@ -21,7 +21,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
 from andrea_lab.files import load_json, manifest_path, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
-from andrea_lab.registry import require_registered
+from andrea_lab.plugins.registry import require_registered
 
 
 #: Checkpoints this process has already verified, by what ``stat`` says of the file and of its manifest.

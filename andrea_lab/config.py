@@ -16,9 +16,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm, NormPlacement
+from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm, NormPlacement
 from andrea_lab.errors import UsageError
-from andrea_lab.registry import resolve
+from andrea_lab.plugins.registry import resolve
 
 #: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
 #: tensor cores and vector units. At ratio 4 (any d_model) and 8/3 with d_model a multiple of 24
@@ -136,7 +136,7 @@ class AndreaConfig:
                                   f"got {name!r}; `andrea plugins` lists the installed ones")
 
     def components(self) -> "Components":
-        """The plugin classes the names select (raises :class:`~andrea_lab.registry.PluginError`)."""
+        """The plugin classes the names select (raises :class:`~andrea_lab.plugins.registry.PluginError`)."""
         return Components(*(resolve(kind, getattr(self, kind)) for kind in PLUGIN_KINDS))
 
     @property

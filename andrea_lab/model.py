@@ -29,10 +29,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab.config import AndreaConfig, Components, ConfigError, mlp_hidden_size
-from andrea_lab.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
+from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
 from andrea_lab.errors import AndreaError
-from andrea_lab.plugin_guard import culprit, failure, raised_by, shape_text
-from andrea_lab.registry import BackendUnavailableError, PluginRuntimeError, check_availability, describe_selection
+from andrea_lab.plugins.guard import culprit, failure, raised_by, shape_text
+from andrea_lab.plugins.registry import BackendUnavailableError, PluginRuntimeError, check_availability, describe_selection
 from andrea_lab.softcap import softcap, softcapped_attention
 
 
@@ -210,7 +210,7 @@ def accepts(placement: type, keyword: str) -> bool:
 
 
 def _same_norm(a: str, b: str) -> bool:
-    from andrea_lab.registry import same_plugin
+    from andrea_lab.plugins.registry import same_plugin
 
     return a == b or same_plugin("norm", a, b)
 

@@ -21,12 +21,12 @@ from torchmetrics.text import Perplexity
 
 from andrea_lab import tags
 from andrea_lab.config import AndreaConfig, ConfigError
-from andrea_lab.contracts import PLUGIN_KINDS
+from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.errors import DivergenceError
 from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm, takes_found_inf
-from andrea_lab.registry import same_plugin
+from andrea_lab.plugins.registry import same_plugin
 from andrea_lab.z_loss import cross_entropy_and_z_loss
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from andrea_lab.contracts import PLUGIN_KINDS
+from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.errors import UsageError
 
 #: ``section.field`` names a resumed fit may set to another value (speed, not results).
@@ -24,7 +24,7 @@ class ResumeOverrideError(UsageError):
 
 
 def _same(name: str, saved: Any, current: Any) -> bool:
-    from andrea_lab.registry import same_plugin
+    from andrea_lab.plugins.registry import same_plugin
 
     if isinstance(saved, (list, tuple)) and isinstance(current, (list, tuple)):
         return list(saved) == list(current)

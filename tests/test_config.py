@@ -1,17 +1,17 @@
 import pytest
 
-from andrea_lab.builtin.activations import GELU
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.plugins.builtin.activations import GELU
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.placements import PreNorm
 from andrea_lab.config import PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
-from andrea_lab.registry import PluginError, resolve
+from andrea_lab.plugins.registry import PluginError, resolve
 
 
 def test_defaults_are_the_120m_spec():
     c = AndreaConfig()
     assert (c.vocab_size, c.d_model, c.n_layer, c.n_head, c.block_size) == (8449, 768, 12, 12, 1024)
     # Qualified, so that the defaults keep selecting the built-ins when another distribution
-    # registers the same names (tests/test_third_party_plugins.py installs one).
+    # registers the same names (tests/plugins/test_third_party_plugins.py installs one).
     assert (c.norm_placement, c.activation, c.kernel_backend, c.norm, c.qk_norm, c.bias) == (
         "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", "andrea-lab:layernorm", False, True)
     assert c.mlp_hidden == 3072 and c.head_size == 64

@@ -7,7 +7,7 @@ from torch import nn
 
 from andrea_lab import Andrea, preset
 from andrea_lab.model import CausalSelfAttention
-from andrea_lab.registry import PluginError
+from andrea_lab.plugins.registry import PluginError
 
 
 def tiny(**overrides):
@@ -85,7 +85,7 @@ def test_unknown_backend_fails_when_the_model_is_built():
 
 def test_each_plugin_is_resolved_once_per_model_and_handed_down(monkeypatch):
     import andrea_lab.config
-    from andrea_lab.registry import resolve
+    from andrea_lab.plugins.registry import resolve
 
     calls = []
     monkeypatch.setattr(andrea_lab.config, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
@@ -315,7 +315,7 @@ class FirstContractPlacement(nn.Module):
     final_norm = True
 
     def __init__(self, d_model, sublayer, backend, eps=1e-5, bias=True):
-        from andrea_lab.contracts import LayerNorm
+        from andrea_lab.plugins.contracts import LayerNorm
 
         super().__init__()
         self.sublayer, self.norm = sublayer, LayerNorm(d_model, backend, eps=eps, bias=bias)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from andrea_lab.config import AndreaConfig
-from andrea_lab.contracts import Norm
+from andrea_lab.plugins.contracts import Norm
 from andrea_lab.model import Andrea
 
 #: The figures of the ANDREA-120M spec table (shared/design/ANDREA.md), checked by `andrea params`.

@@ -1,2 +1,2 @@
-"""The built-in plugins. They are registered in andrea-lab's own ``pyproject.toml`` under the same
-entry-point groups a third-party package uses; nothing here is looked up by name in code."""
+"""Kept public path: ``andrea_lab.builtin`` holds only :mod:`andrea_lab.builtin.backends`, the reference
+backend third-party tests compare against. The built-in plugins live in :mod:`andrea_lab.plugins.builtin`."""

@@ -1,9 +1,9 @@
-"""The ``torch`` kernel backend: eager PyTorch, the reference every other backend is tested against."""
+"""Kept public path: ``andrea_lab.builtin.backends`` re-exports :mod:`andrea_lab.plugins.builtin.backends`.
 
-from andrea_lab.contracts import KernelBackend
+Plugin tests build the eager reference backend, ``TorchBackend``, from here; it is the registered
+``torch`` backend's own class (its entry point names the new path). ``KernelBackend``, which the
+module has always imported, comes along."""
 
+from andrea_lab.plugins.builtin.backends import KernelBackend, TorchBackend
 
-class TorchBackend(KernelBackend):
-    """Eager PyTorch ops (runs everywhere; the reference for other backends)."""
-
-    description = "eager PyTorch ops (runs everywhere; the reference for other backends)"
+__all__ = ["KernelBackend", "TorchBackend"]

@@ -29,7 +29,7 @@ from andrea_lab.callbacks.hparams import (data_knobs, log_run_hparams, run_hpara
                                          trial_name)
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
-from andrea_lab.contracts import PLUGIN_KINDS
+from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.probe import attention_extremes
 from andrea_lab.rundir import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
@@ -40,7 +40,7 @@ def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
     ``name`` may be a registered name (``pre``), a qualified one (``andrea-lab-example:squared_relu``)
     or an import path (``my_module:MyClass``, recorded with distribution and version null).
     """
-    from andrea_lab.registry import selected_entry_point
+    from andrea_lab.plugins.registry import selected_entry_point
 
     ep = selected_entry_point(kind, name)
     if ep is not None:

@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 from andrea_lab import __version__
-from andrea_lab.contracts import CONTRACT_VERSION, PLUGIN_KINDS
+from andrea_lab.plugins.contracts import CONTRACT_VERSION, PLUGIN_KINDS
 from andrea_lab.errors import UsageError
 from andrea_lab.files import check_output_dir
 

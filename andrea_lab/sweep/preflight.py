@@ -37,7 +37,7 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
     data.text_field)``) if it is valid, else (the error message, None)."""
     from andrea_lab.config import AndreaConfig, ConfigError
     from andrea_lab.lightning_cli import AndreaCLI
-    from andrea_lab.registry import PluginError
+    from andrea_lab.plugins.registry import PluginError
 
     class ParseOnly(AndreaCLI):
         def before_instantiate_classes(self) -> None:

@@ -71,7 +71,7 @@ class Ablation:
     def unavailable(self, config: AndreaConfig) -> Optional[str]:
         """Why this row cannot run with this andrea-lab (an option it sets is not one here), else None."""
         from andrea_lab.module import AndreaLM
-        from andrea_lab.registry import PluginError
+        from andrea_lab.plugins.registry import PluginError
 
         fields = {f.name for f in dataclasses.fields(AndreaConfig)}
         unknown = [f"model.config.{k}" for k, _ in self.model_config if k not in fields]
@@ -164,9 +164,9 @@ def hf_twin_problem(config: AndreaConfig) -> Optional[str]:
     """Why HF GPT-2 cannot have this config's architecture (None when it can): GPT-2 is pre-norm, with
     the tanh GELU (ungated) and biases. The one check (c)'s model and its skip reason use. Compares the
     resolved plugin classes: a preset names them qualified (``andrea-lab:pre``)."""
-    from andrea_lab.builtin.activations import GELU
-    from andrea_lab.builtin.placements import PreNorm
-    from andrea_lab.registry import resolve
+    from andrea_lab.plugins.builtin.activations import GELU
+    from andrea_lab.plugins.builtin.placements import PreNorm
+    from andrea_lab.plugins.registry import resolve
 
     if (resolve("norm_placement", config.norm_placement) is not PreNorm
             or resolve("activation", config.activation) is not GELU or not config.bias):

@@ -11,8 +11,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from andrea_lab.config import preset
-from andrea_lab.builtin.placements import PreNorm
-from andrea_lab.contracts import NormPlacement
+from andrea_lab.plugins.builtin.placements import PreNorm
+from andrea_lab.plugins.contracts import NormPlacement
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.module import AndreaLM
 from andrea_testing import tiny_trainer

@@ -25,7 +25,7 @@ def record(**changes) -> RunRecord:
         data={"corpus": "stdlib", "corpus_sha256": "abc", "tokenizer_sha256": "def", "python_version": "3.11.7",
               "train_tokens": 123},
         plugins={"norm_placement": {"name": "pre", "distribution": "andrea-lab", "version": "0.1.0",
-                                    "target": "andrea_lab.builtin.placements:PreNorm"},
+                                    "target": "andrea_lab.plugins.builtin.placements:PreNorm"},
                  "activation": {"name": "my_module:Act", "distribution": None, "version": None,
                                 "target": "my_module:Act"}},
         versions={"torch": "2.5.0", "lightning": None},

@@ -69,13 +69,13 @@ def test_summary_json_has_exactly_the_schema(cli_run):
     version = metadata.version("andrea-lab")
     assert summary["plugins"] == {
         "norm_placement": {"name": "pre", "distribution": "andrea-lab", "version": version,
-                           "target": "andrea_lab.builtin.placements:PreNorm"},
+                           "target": "andrea_lab.plugins.builtin.placements:PreNorm"},
         "activation": {"name": "gelu", "distribution": "andrea-lab", "version": version,
-                       "target": "andrea_lab.builtin.activations:GELU"},
+                       "target": "andrea_lab.plugins.builtin.activations:GELU"},
         "kernel_backend": {"name": "torch", "distribution": "andrea-lab", "version": version,
-                           "target": "andrea_lab.builtin.backends:TorchBackend"},
+                           "target": "andrea_lab.plugins.builtin.backends:TorchBackend"},
         "norm": {"name": "layernorm", "distribution": "andrea-lab", "version": version,
-                 "target": "andrea_lab.builtin.norms:LayerNorm"},
+                 "target": "andrea_lab.plugins.builtin.norms:LayerNorm"},
     }
     assert not [p for p in cli_run.iterdir() if p.name.endswith(".tmp")], "no temporary file left behind"
     # The keys are YAML config keys: the run's saved config has them.
@@ -239,7 +239,7 @@ def test_disabled_summary_writes_nothing(tmp_path, text_corpus):
 def test_plugin_provenance_for_names_qualified_names_and_import_paths():
     version = metadata.version("andrea-lab")
     expected = {"name": "post", "distribution": "andrea-lab", "version": version,
-                "target": "andrea_lab.builtin.placements:PostNorm"}
+                "target": "andrea_lab.plugins.builtin.placements:PostNorm"}
     assert plugin_provenance("norm_placement", "post") == expected
     assert plugin_provenance("norm_placement", "andrea-lab:post") == expected
     assert plugin_provenance("norm_placement", "stability_helpers:BareNoResidual") == {

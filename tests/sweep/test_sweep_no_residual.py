@@ -3,11 +3,11 @@
 import torch
 from torch import nn
 
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.placements import NoResidual
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.placements import NoResidual
 from andrea_lab.config import AndreaConfig
 from andrea_lab.model import Andrea
-from andrea_lab.registry import resolve
+from andrea_lab.plugins.registry import resolve
 
 
 class Recorder(nn.Module):

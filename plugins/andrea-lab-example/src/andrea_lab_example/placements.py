@@ -24,7 +24,7 @@ class SandwichNorm(NormPlacement):
     takes no ``norm=`` factory and builds LayerNorms itself, so it is always LayerNorm, and andrea-lab
     refuses it with any other ``model.config.norm``. It is kept so, as the example of a placement that
     predates the norm kind and still loads; a new placement accepts ``norm`` and builds its norms with
-    ``self.make_norm(d_model)`` (see ``andrea_lab.builtin.placements.PeriNorm``), and select ``peri`` for
+    ``self.make_norm(d_model)`` (see ``andrea_lab.plugins.builtin.placements.PeriNorm``), and select ``peri`` for
     this wiring with RMSNorm or a third-party norm.
     """
 

@@ -1,4 +1,4 @@
-"""andrea_lab.testing, the kit plugin authors install with andrea-lab: the checks fail the plugins they
+"""andrea_lab.plugins.testing, the kit plugin authors install with andrea-lab: the checks fail the plugins they
 should (and pass the built-ins), the recording backend, and the pytest plugin's gpu marker."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from andrea_lab.builtin.activations import GELU, SwiGLU
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.placements import PostNorm, PreNorm
-from andrea_lab.builtin.norms import RMSNorm
-from andrea_lab.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
-from andrea_lab.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
+from andrea_lab.plugins.builtin.activations import GELU, SwiGLU
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.placements import PostNorm, PreNorm
+from andrea_lab.plugins.builtin.norms import RMSNorm
+from andrea_lab.plugins.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
+from andrea_lab.plugins.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
 
 pytest_plugins = ["pytester"]
 
@@ -72,6 +72,16 @@ class InconsistentAdd(RMSNorm):
         return x + delta, self(x)  # forgets the delta
 
 
+class Truncates(PreNorm):
+    def forward(self, x):
+        return super().forward(x)[..., : x.shape[-1] // 2]
+
+
+class DetachedNorm(RMSNorm):
+    def forward(self, x):
+        return super().forward(x).detach()
+
+
 @pytest.mark.parametrize("check, plugin", [(check_activation, GELU), (check_activation, "andrea-lab:swiglu"),
                                            (check_placement, PreNorm), (check_placement, "post"),
                                            (check_backend, TorchBackend), (check_norm, RMSNorm)])
@@ -84,7 +94,10 @@ def test_the_builtins_pass(check, plugin):
     (check_activation, Detached, "no gradient reaches the input"),
     (check_placement, Unregistered, "the sublayer is not a submodule"),
     (check_backend, OffByOne, "relu differs from the eager reference by up to 0.001"),
+    (check_placement, Truncates, r"forward returned shape \(2, 5, 8\) for a residual stream of shape \(2, 5, 16\); "
+                                 r"a placement must return the stream's shape"),
     (check_norm, MeanPool, r"forward returned shape \(2, 5, 1\) for an input of shape \(2, 5, 16\)"),
+    (check_norm, DetachedNorm, "no gradient reaches the input: the output is detached from it"),
     (check_norm, UnusedGain, "parameter weight receives no finite gradient"),
     (check_norm, InconsistentAdd, "add_and_norm's second output differs from norm"),
 ])

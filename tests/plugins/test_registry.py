@@ -4,19 +4,21 @@ Failure cases that need other distributions installed (broken, clashing, off-con
 are in test_third_party_plugins.py.
 """
 
+import tomllib
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andrea_lab import AndreaConfig
-from andrea_lab.builtin.activations import GELU, ReLU, SwiGLU
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.norms import LayerNorm, RMSNorm
-from andrea_lab.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
-from andrea_lab.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
-from andrea_lab.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
+from andrea_lab.plugins.builtin.activations import GELU, ReLU, SwiGLU
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.norms import LayerNorm, RMSNorm
+from andrea_lab.plugins.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
+from andrea_lab.plugins.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from andrea_lab.plugins.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
                                  list_plugins, registered_names, resolve, strict_mode)
 
 BUILTINS = {
@@ -113,13 +115,13 @@ def test_distribution_qualified_unknown_name_lists_what_it_registers():
 
 @pytest.mark.usefixtures("import_paths")
 def test_import_path_selects_an_unregistered_class():
-    assert resolve("activation", "andrea_lab.builtin.activations:ReLU") is ReLU
-    assert resolve("norm_placement", "andrea_lab.builtin.placements:PostNorm") is PostNorm
+    assert resolve("activation", "andrea_lab.plugins.builtin.activations:ReLU") is ReLU
+    assert resolve("norm_placement", "andrea_lab.plugins.builtin.placements:PostNorm") is PostNorm
 
 
 @pytest.mark.parametrize("spec, reason", [
     ("no_such_module_xyz:Thing", "No module named 'no_such_module_xyz'"),
-    ("andrea_lab.builtin.activations:Nope", "has no attribute 'Nope'"),
+    ("andrea_lab.plugins.builtin.activations:Nope", "has no attribute 'Nope'"),
 ])
 @pytest.mark.usefixtures("import_paths")
 def test_import_path_that_does_not_import(spec, reason):
@@ -130,12 +132,12 @@ def test_import_path_that_does_not_import(spec, reason):
 @pytest.mark.usefixtures("import_paths")
 def test_a_class_of_another_group_is_refused_with_what_is_missing():
     with pytest.raises(PluginError, match="does not satisfy the norm_placement contract: missing final_norm"):
-        resolve("norm_placement", "andrea_lab.builtin.activations:GELU")
+        resolve("norm_placement", "andrea_lab.plugins.builtin.activations:GELU")
 
 
 @pytest.mark.usefixtures("import_paths")
 def test_a_function_is_not_a_plugin():
-    with pytest.raises(PluginError, match="is not a class .*implementing andrea_lab.contracts.Activation"):
+    with pytest.raises(PluginError, match="is not a class .*implementing andrea_lab.plugins.contracts.Activation"):
         resolve("activation", "torch.nn.functional:relu")
 
 
@@ -180,3 +182,14 @@ def test_no_suggestion_for_a_name_like_nothing_installed():
     with pytest.raises(PluginError) as caught:
         resolve("activation", "qqqqqqqq")
     assert "did you mean" not in str(caught.value)
+
+
+def test_the_installed_entry_points_are_the_ones_pyproject_declares():
+    # After the plugin code moves (it did, into andrea_lab/plugins/), an install made before still names
+    # the old targets: every built-in would then be "broken". Say so here, with the fix.
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    declared = {**pyproject["project"]["entry-points"], "console_scripts": pyproject["project"]["scripts"]}
+    installed: dict[str, dict[str, str]] = {}
+    for ep in metadata.distribution("andrea-lab").entry_points:
+        installed.setdefault(ep.group, {})[ep.name] = ep.value
+    assert installed == declared, "andrea-lab's installed metadata is stale: run `pip install -e .` again"

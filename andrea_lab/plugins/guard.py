@@ -2,7 +2,7 @@
 
 The model calls plugins in three places: their constructors (while it is built), ``availability()``
 (before the backend is constructed) and their ``forward``/ops (every step). An exception there is
-turned into a :class:`~andrea_lab.registry.PluginRuntimeError` naming the plugin, its distribution
+turned into a :class:`~andrea_lab.plugins.registry.PluginRuntimeError` naming the plugin, its distribution
 and the exception (kept as ``__cause__``; ``ANDREA_LAB_DEBUG=1`` shows the traceback). Shapes a
 plugin returns are checked where the model receives them (see ``andrea_lab.model``), so a gated
 activation that forgot ``gated = True`` says so instead of failing in the next matmul.
@@ -15,9 +15,9 @@ import traceback
 from types import TracebackType
 from typing import Iterator
 
-from andrea_lab.contracts import PLUGIN_KINDS
+from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.errors import AndreaError
-from andrea_lab.registry import PluginRuntimeError, describe_selection
+from andrea_lab.plugins.registry import PluginRuntimeError, describe_selection
 
 
 @contextlib.contextmanager

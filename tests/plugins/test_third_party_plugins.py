@@ -22,12 +22,12 @@ import pytest
 import torch
 
 from andrea_lab import Andrea, preset
-from andrea_lab.builtin.activations import GELU
-from andrea_lab.contracts import LayerNorm
-from andrea_lab.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
-from andrea_lab.testing import forget_modules, write_distribution
+from andrea_lab.plugins.builtin.activations import GELU
+from andrea_lab.plugins.contracts import LayerNorm
+from andrea_lab.plugins.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
+from andrea_lab.plugins.testing import forget_modules, write_distribution
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "plugins" / "andrea-lab-example"
 QUICKSTART = REPO / "experiments" / "quickstart.yaml"
 
@@ -36,7 +36,7 @@ pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.usefixtures("isolated_plugins")
 
 CUBE = """
-from andrea_lab.contracts import Activation
+from andrea_lab.plugins.contracts import Activation
 
 class Cube(Activation):
     description = "{who}'s cube"
@@ -159,14 +159,14 @@ OFF_CONTRACT = {
             def forward(self, h): return h
         """, "does not satisfy the activation contract: missing gated"),
     "two_args": ("activation", """
-        from andrea_lab.contracts import Activation
+        from andrea_lab.plugins.contracts import Activation
         class Act(Activation):
             def __init__(self, backend, width):
                 super().__init__(backend)
             def forward(self, h): return h
         """, r"wrong constructor signature for an activation plugin: .*width.*; expected \(backend\)"),
     "no_eps": ("norm_placement", """
-        from andrea_lab.contracts import NormPlacement
+        from andrea_lab.plugins.contracts import NormPlacement
         class Act(NormPlacement):
             def __init__(self, d_model, sublayer, backend):
                 super().__init__(d_model, sublayer, backend)
@@ -182,12 +182,12 @@ OFF_CONTRACT = {
             def swiglu(self, g, u): ...
         """, "does not satisfy the kernel_backend contract: missing availability"),
     "availability_none": ("kernel_backend", """
-        from andrea_lab.contracts import KernelBackend
+        from andrea_lab.plugins.contracts import KernelBackend
         class Act(KernelBackend):
             availability = None
         """, r"has no callable availability\(\) check"),
     "availability_instance_method": ("kernel_backend", """
-        from andrea_lab.contracts import Availability, KernelBackend
+        from andrea_lab.plugins.contracts import Availability, KernelBackend
         class Act(KernelBackend):
             def availability(self):
                 return Availability(True)
@@ -214,7 +214,7 @@ def test_off_contract_plugin_is_rejected_at_selection_naming_what_is_missing(mak
 @pytest.mark.parametrize("version", [2, 0])
 def test_plugin_for_another_contract_version_is_refused_naming_both(make_distribution, version):
     make_distribution("andrea-lab-future", "3.0", entry_points={"activation": {"future": "future_act:Act"}},
-                      files={"future_act.py": f"from andrea_lab.contracts import Activation\n"
+                      files={"future_act.py": f"from andrea_lab.plugins.contracts import Activation\n"
                                               f"class Act(Activation):\n    contract_version = {version}\n"})
     with pytest.raises(PluginError) as caught:
         resolve("activation", "future")
@@ -226,7 +226,7 @@ def test_plugin_for_another_contract_version_is_refused_naming_both(make_distrib
 
 MY_ACTIVATION = """
 import torch
-from andrea_lab.contracts import Activation
+from andrea_lab.plugins.contracts import Activation
 
 class MyActivation(Activation):
     description = "softplus, not packaged yet"
@@ -423,7 +423,7 @@ def test_andrea_fit_selecting_a_broken_plugin_fails_with_one_message(tmp_path):
 # --- descriptions: the plugin's own, the same rule for every kind ----------------------------------
 
 DESCRIBED = '''
-from andrea_lab.contracts import Activation, KernelBackend
+from andrea_lab.plugins.contracts import Activation, KernelBackend
 
 class Documented(KernelBackend):
     """Kernels written in Triton.

@@ -17,16 +17,16 @@ import pytest
 import yaml
 
 from andrea_lab import Andrea, preset
-from andrea_lab.builtin.activations import GELU
-from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.plugins.builtin.activations import GELU
+from andrea_lab.plugins.builtin.placements import PreNorm
 from andrea_lab.cli import main as andrea
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("isolated_plugins", "shadowing_distribution")
 
 SHADOW = """
-from andrea_lab.builtin.activations import GELU
-from andrea_lab.builtin.placements import PreNorm
+from andrea_lab.plugins.builtin.activations import GELU
+from andrea_lab.plugins.builtin.placements import PreNorm
 
 class ShadowPre(PreNorm):
     description = "another pre"
@@ -139,7 +139,7 @@ def test_importing_andrea_lab_loads_no_plugin():
     # AndreaLM's signature default (an AndreaConfig) is built at import time: it must not select plugins.
     code = textwrap.dedent("""
         import andrea_lab.lightning_cli, andrea_lab.module
-        from andrea_lab.registry import resolve
+        from andrea_lab.plugins.registry import resolve
         print(resolve.cache_info().misses)
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -4,7 +4,7 @@ The registry checks what a plugin *is* (a class, the attributes, the constructor
 contract version). These checks run it: each plugin alone on small tensors (shapes, finiteness,
 gradients, a gated activation's widths, a backend's ops against the eager reference), then inside a
 micro ANDREA model, alone and with each built-in of the other kinds, forward and backward. They are
-what ``andrea plugins --check`` reports and what :mod:`andrea_lab.testing`'s ``check_activation``,
+what ``andrea plugins --check`` reports and what :mod:`andrea_lab.plugins.testing`'s ``check_activation``,
 ``check_placement``, ``check_backend`` and ``check_norm`` assert in a plugin's own tests.
 """
 
@@ -17,13 +17,14 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from andrea_lab.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.backends import TorchBackend
 from andrea_lab.config import preset
-from andrea_lab.contracts import PLUGIN_KINDS, Availability, KernelBackend
+from andrea_lab.plugins.contracts import PLUGIN_KINDS, Availability, KernelBackend
 from andrea_lab.errors import AndreaError
 from andrea_lab.model import Andrea, NormFactory, accepts, placement_kwargs
-from andrea_lab.plugin_guard import shape_text
-from andrea_lab.registry import PluginInfo, check_availability, list_plugins, resolve
+from andrea_lab.plugins.guard import shape_text
+from andrea_lab.plugins.registry import (PluginInfo, check_availability, list_plugins, resolve,
+                                         with_article)
 
 #: The micro model the checks build: small enough that every combination takes milliseconds.
 MICRO = dict(vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2)
@@ -49,6 +50,24 @@ def _finite(tensor: torch.Tensor) -> bool:
 
 def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _shape_kept_with_gradients(module: nn.Module, x: torch.Tensor, generator: torch.Generator, what: str,
+                               shape_rule: str) -> torch.Tensor:
+    """What a norm and a placement must both do with a tensor ``x`` (a leaf that requires grad): return a
+    finite tensor of its shape that is attached to it, through which a random projection backpropagates a
+    finite gradient to ``x``. ``what`` names ``x`` in the messages, ``shape_rule`` why its shape must stay.
+    Returns the output (``x.grad`` holds the gradient)."""
+    y = module(x)
+    _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")
+    _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for {with_article(what)} "
+                                 f"of shape {shape_text(x.shape)}; {shape_rule}")
+    _require(_finite(y), f"forward returned NaN or inf for a normal {what}")
+    _require(y.requires_grad, f"no gradient reaches the {what}: the output is detached from it")
+    (y * torch.randn(y.shape, generator=generator)).sum().backward()
+    _require(x.grad is not None and _finite(x.grad),
+             f"the gradient with respect to the {what} is missing or not finite")
+    return y
 
 
 def check_activation(cls: type, backend: KernelBackend | None = None, width: int = 16) -> str:
@@ -97,14 +116,8 @@ def check_placement(cls: type, backend: KernelBackend | None = None, d_model: in
              "the sublayer is not a submodule of the placement, so its parameters would not be trained or "
              "saved; assign it to an attribute (NormPlacement.__init__ does: self.sublayer = sublayer)")
     x = torch.randn(2, 5, d_model, generator=generator).requires_grad_()
-    y = placement(x)
-    _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")
-    _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for a residual stream of shape "
-                                 f"{shape_text(x.shape)}; a placement must return the stream's shape")
-    _require(_finite(y), "forward returned NaN or inf for a standard-normal stream")
-    _require(y.requires_grad, "no gradient reaches the stream: the output is detached from it")
-    (y * torch.randn(y.shape, generator=generator)).sum().backward()
-    _require(x.grad is not None and _finite(x.grad), "the gradient with respect to the stream is missing or not finite")
+    y = _shape_kept_with_gradients(placement, x, generator, "residual stream",
+                                   "a placement must return the stream's shape")
     _require(sublayer.weight.grad is not None and bool(sublayer.weight.grad.abs().sum() > 0),
              "the sublayer receives no gradient: forward does not use it")
     return f"alone around a Linear: {shape_text(y.shape)}, finite, sublayer trained"
@@ -117,17 +130,10 @@ def check_norm(cls: type, backend: KernelBackend | None = None, dim: int = 16) -
     generator = torch.Generator().manual_seed(0)
     for width in (dim, dim // 4):
         norm = cls(width, backend if backend is not None else TorchBackend(), eps=1e-5, bias=True)
-        _require(isinstance(norm, nn.Module), "a norm must be an nn.Module (subclass andrea_lab.contracts.Norm)")
+        _require(isinstance(norm, nn.Module), "a norm must be an nn.Module (subclass andrea_lab.plugins.contracts.Norm)")
         x = (3 * torch.randn(2, 5, width, generator=generator) + 1).requires_grad_()
-        y = norm(x)
-        _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")
-        _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for an input of shape "
-                                     f"{shape_text(x.shape)}; a norm must keep the shape")
-        _require(_finite(y), "forward returned NaN or inf for a normal input")
-        _require(y.requires_grad, "no gradient reaches the input: the output is detached from it")
-        (y * torch.randn(y.shape, generator=generator)).sum().backward()
-        _require(x.grad is not None and _finite(x.grad) and bool(x.grad.abs().sum() > 0),
-                 "the gradient with respect to the input is missing, not finite or zero everywhere")
+        _shape_kept_with_gradients(norm, x, generator, "input", "a norm must keep the shape")
+        _require(bool(x.grad.abs().sum() > 0), "the gradient with respect to the input is zero everywhere")
         for name, parameter in norm.named_parameters():
             _require(parameter.grad is not None and _finite(parameter.grad),
                      f"parameter {name} receives no finite gradient (unused in forward?)")

@@ -15,14 +15,14 @@ import yaml
 from andrea_lab import Andrea, preset
 from andrea_lab.cli import DEBUG_ENV_VAR
 from andrea_lab.cli import main as andrea
-from andrea_lab.registry import BackendUnavailableError, PluginRuntimeError, list_plugins
+from andrea_lab.plugins.registry import BackendUnavailableError, PluginRuntimeError, list_plugins
 
 pytestmark = pytest.mark.usefixtures("isolated_plugins", "faulty")
 
 FAULTY = '''
 import torch
-from andrea_lab.builtin.placements import PreNorm
-from andrea_lab.contracts import Activation, Availability, KernelBackend
+from andrea_lab.plugins.builtin.placements import PreNorm
+from andrea_lab.plugins.contracts import Activation, Availability, KernelBackend
 
 class ForgotGated(Activation):
     """Halves its input like a gated activation, without declaring gated = True."""

@@ -6,11 +6,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab import Andrea, preset
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.norms import LayerNorm, RMSNorm
-from andrea_lab.contracts import LayerNorm as BackendLayerNorm
-from andrea_lab.contracts import Norm
-from andrea_lab.testing import check_norm
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.norms import LayerNorm, RMSNorm
+from andrea_lab.plugins.contracts import LayerNorm as BackendLayerNorm
+from andrea_lab.plugins.contracts import Norm
+from andrea_lab.plugins.testing import check_norm
 
 
 def test_layernorm_is_the_backend_layernorm_with_nn_layernorm_parameters():

@@ -3,10 +3,10 @@ import torch
 from torch import nn
 
 from andrea_lab import Andrea, preset
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.builtin.norms import RMSNorm
-from andrea_lab.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
-from andrea_lab.testing import check_placement
+from andrea_lab.plugins.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.norms import RMSNorm
+from andrea_lab.plugins.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
+from andrea_lab.plugins.testing import check_placement
 
 
 class Recorder(nn.Module):

@@ -2,7 +2,7 @@
 (an ablation: pre-norm without the residual add), and the modern ones: ``peri`` (Peri-LN, Gemma 2/3),
 ``reordered`` (OLMo 2) and ``deepnorm`` (DeepNet).
 
-Every norm here is built with ``self.make_norm`` (:class:`~andrea_lab.contracts.NormPlacement`), so it is
+Every norm here is built with ``self.make_norm`` (:class:`~andrea_lab.plugins.contracts.NormPlacement`), so it is
 of the kind ``model.config.norm`` selects; the names ``layernorm``/``LN`` below stand for that norm.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from andrea_lab.contracts import KernelBackend, NormFactory, NormPlacement
+from andrea_lab.plugins.contracts import KernelBackend, NormFactory, NormPlacement
 
 
 class _OneNorm(NormPlacement):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from andrea_lab.contracts import KernelBackend, Norm
-from andrea_lab.contracts import LayerNorm as BackendLayerNorm
+from andrea_lab.plugins.contracts import KernelBackend, Norm
+from andrea_lab.plugins.contracts import LayerNorm as BackendLayerNorm
 
 
 class LayerNorm(BackendLayerNorm):

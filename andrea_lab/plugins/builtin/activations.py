@@ -2,7 +2,7 @@
 
 import torch
 
-from andrea_lab.contracts import Activation
+from andrea_lab.plugins.contracts import Activation
 
 
 class GELU(Activation):

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from andrea_lab import Andrea, preset
-from andrea_lab.builtin.activations import GELU, ReLU, SwiGLU
-from andrea_lab.builtin.backends import TorchBackend
+from andrea_lab.plugins.builtin.activations import GELU, ReLU, SwiGLU
+from andrea_lab.plugins.builtin.backends import TorchBackend
 
 
 def gelu_tanh_formula(x):
