@@ -243,10 +243,9 @@ def format_attribution(attribution: Attribution) -> str:
     lines += [f"{label:<16}  {value:>+12.4f}" for label, value in attribution.terms]
     lines += ["-" * 30, f"{'sum':<16}  {attribution.total:>+12.4f}"]
     if attribution.softcap is None:
-        lines.append(f"{'model logit':<16}  {attribution.logit:>+12.4f}")
-    else:
-        lines += [f"{'pre-cap logit':<16}  {attribution.logit:>+12.4f}",
-                  f"{'capped (output)':<16}  {attribution.output_logit:>+12.4f}  "
-                  f"= {attribution.softcap:g}·tanh(pre-cap/{attribution.softcap:g}), not a sum of the terms"]
-    lines.append(f"{'probability':<16}  {attribution.output_prob:>12.4f}")
+        return "\n".join([*lines, f"{'model logit':<16}  {attribution.logit:>+12.4f}"])
+    lines += [f"{'pre-cap logit':<16}  {attribution.logit:>+12.4f}",
+              f"{'capped (output)':<16}  {attribution.output_logit:>+12.4f}  "
+              f"= {attribution.softcap:g}·tanh(pre-cap/{attribution.softcap:g}), not a sum of the terms",
+              f"{'probability':<16}  {attribution.output_prob:>12.4f}  (the model's, through the cap)"]
     return "\n".join(lines)
