@@ -79,9 +79,11 @@ def plot_attribution(attribution: Attribution, target: str, path: Union[str, Pat
     which = "logit" if attribution.softcap is None else "pre-cap logit"
     axes.set_ylabel(f"contribution to the {which} of {target!r}")
     scale = "no final norm" if attribution.scale is None else f"final-norm scale frozen at {attribution.scale:.3g}"
-    if attribution.softcap is not None:
-        scale += f"; capped output {attribution.output_logit:.3f}"
+    gap = " "
+    if attribution.softcap is not None:  # on a line of their own: the title would not fit a small model's figure
+        gap, cap = "\n", attribution.softcap
+        scale += f"; the model outputs {cap:g}·tanh(pre-cap/{cap:g}) = {attribution.output_logit:.3f}"
     axes.set_title(title or f"direct logit attribution: sum {attribution.total:.3f} = {which} "
-                            f"{attribution.logit:.3f} ({scale})", fontsize=9)
+                            f"{attribution.logit:.3f}{gap}({scale})", fontsize=9)
     axes.grid(True, axis="y", alpha=0.3)
     return _save(figure, path)
