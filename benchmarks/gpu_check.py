@@ -14,7 +14,7 @@ after it is reported as not run.
 
 Parts: environment (driver, nvcc, torch, device; builds the kernels), gpu_tests (``pytest -m gpu``
 with ANDREA_REQUIRE_GPU=1: a skip is a failure), sanitizer_memcheck / sanitizer_racecheck
-(``compute-sanitizer`` over LayerNorm forward/backward with rows >> grid at d = 768 and 8192,
+(``compute-sanitizer`` over LayerNorm and RMSNorm forward/backward with rows >> grid at d = 768 and 8192,
 strided SwiGLU, GELU and ReLU tails), kernels_bf16 / kernels_fp32 (``benchmarks/kernels.py``:
 bandwidth as a fraction of a measured copy), fit_cuda_vs_torch (200 steps of ANDREA-120M on a
 token file with each backend, loss curves compared), throughput_eager / throughput_compiled
@@ -177,7 +177,7 @@ def _gpu_parts(work: Path, py: str) -> list[Part]:
                   "--continue-on-collection-errors", f"--junitxml={work / 'gpu_tests.xml'}"], 90,
                  needs=("pytest", "andrea_lab_cuda"), env={"ANDREA_REQUIRE_GPU": "1"},
                  result_json=work / "gpu_tests.xml", read=read_junit, brief=brief_tests)
-    sanitizers = [Part(f"sanitizer_{tool}", f"compute-sanitizer --tool {tool}: LayerNorm rows >> grid, SwiGLU, GELU",
+    sanitizers = [Part(f"sanitizer_{tool}", f"compute-sanitizer --tool {tool}: LayerNorm, RMSNorm rows >> grid, SwiGLU, GELU",
                        [_sanitizer(), "--tool", tool, "--error-exitcode", str(SANITIZER_ERROR_EXIT), "--print-limit",
                         "50", py, str(WORKLOADS), "sanitize"], 45, needs=("andrea_lab_cuda",), tool=_sanitizer(),
                        read=read_sanitizer, brief=brief_sanitizer) for tool in ("memcheck", "racecheck")]

@@ -118,12 +118,15 @@ def sanitizer_cases() -> list[tuple]:
     cases = []
     for dtype in ("bfloat16", "float32"):
         for rows, cols in ((2048, 768), (64, 8192)):  # rows >> grid with SANITIZER_SMS SMs
-            cases += [("layer_norm", dtype, (rows, cols), "affine"), ("add_layer_norm", dtype, (rows, cols), "affine")]
+            cases += [("layer_norm", dtype, (rows, cols), "affine"), ("add_layer_norm", dtype, (rows, cols), "affine"),
+                      ("rms_norm", dtype, (rows, cols), "affine")]
         cases += [("swiglu", dtype, (33, 341), "chunked, scalar path"),
                   ("swiglu", dtype, (64, 2048), "chunked, vector path"),
                   ("gelu_tanh", dtype, (8 * 1000 + 5,), "tail"), ("gelu_tanh", dtype, (4097,), "misaligned"),
                   ("relu", dtype, (8 * 1000 + 5,), "tail")]
-    cases += [("layer_norm", "float32", (257, 769), "no affine, scalar path")]
+    cases += [("layer_norm", "float32", (257, 769), "no affine, scalar path"),
+              ("rms_norm", "float32", (257, 769), "no affine, scalar path"),
+              ("rms_norm", "bfloat16", (129, 1001), "affine, scalar path")]
     return cases
 
 
@@ -143,6 +146,8 @@ def _run_case(op: str, dtype, shape: tuple, variant: str) -> None:
         w, b = (leaf(cols), leaf(cols)) if variant == "affine" else (None, None)
         out = (custom_ops.layer_norm(x, w, b, 1e-5)[0] if op == "layer_norm"
                else custom_ops.add_layer_norm(x, leaf(*shape), w, b, 1e-5)[1])
+    elif op == "rms_norm":
+        out = custom_ops.rms_norm(leaf(*shape), leaf(shape[-1]) if variant.startswith("affine") else None, 1e-5)[0]
     elif op == "swiglu":
         gate, up = leaf(shape[0], 2 * shape[1]).chunk(2, -1)
         out = custom_ops.swiglu(gate, up)
@@ -172,10 +177,13 @@ def sanitize(dry_run: bool) -> int:
         _run_case(op, getattr(torch, dtype), shape, variant)
         torch.cuda.synchronize()
         grid = ""
-        if op.endswith("layer_norm"):  # the backward's blocks: each loops over rows / grid rows
-            floats = lib.layer_norm_bwd_workspace(shape[0], shape[1], _lib.DTYPE_CODES[getattr(torch, dtype)],
-                                                  SANITIZER_SMS)
-            grid = f", backward grid {floats // (2 * shape[1])} blocks for {shape[0]} rows"
+        if op.endswith("_norm"):  # the backward's blocks: each loops over rows / grid rows
+            code = _lib.DTYPE_CODES[getattr(torch, dtype)]
+            if op == "rms_norm":  # dw only: one partial row per block
+                blocks = lib.rms_norm_bwd_workspace(shape[0], shape[1], code, SANITIZER_SMS) // shape[1]
+            else:  # dw and db
+                blocks = lib.layer_norm_bwd_workspace(shape[0], shape[1], code, SANITIZER_SMS) // (2 * shape[1])
+            grid = f", backward grid {blocks} blocks for {shape[0]} rows"
         print(f"ran {op} {dtype} {shape} {variant}{grid}", flush=True)
     print(f"sanitizer workload: {len(cases)} cases ran")
     return 0

@@ -4,8 +4,9 @@ opening the HParams, Custom Scalars and Text dashboards, before any click.
     python scripts/tensorboard_screenshots.py --out shots            # a tiny sweep, then the screenshots
     python scripts/tensorboard_screenshots.py --out shots --logdir runs   # an existing log directory
 
-Without ``--logdir`` it trains the tiny sweep of tests/analysis/test_tensorboard_report.py (two variants x
-two learning rates, one seed, six steps; at LR 3 both diverge) on a few standard-library modules, runs
+Without ``--logdir`` it trains the tiny sweep that tests/analysis/test_tensorboard_report.py checks
+(andrea_lab/sweep/tiny_suite.py: two variants x two learning rates, one seed, six steps; at LR 3 both
+diverge) on a few standard-library modules, runs
 ``andrea compare`` on it, serves it with TensorBoard (in this process) and has Chromium
 (``apt-get install -y chromium``) take one PNG per dashboard into ``--out``. A minute or two on 2 cores.
 """
@@ -21,17 +22,9 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 #: The dashboards shot, as TensorBoard's URL fragments.
 PAGES = ("hparams", "custom_scalars", "text", "scalars")
-MICRO = {
-    "model.config.d_model": 32, "model.config.n_layer": 2, "model.config.n_head": 2,
-    "data.batch_size": 8, "data.max_val_batches": 2, "heldout.max_tokens": 2048,
-    "trainer.limit_val_batches": 2, "trainer.num_sanity_val_steps": 2, "trainer.max_steps": 6,
-    "trainer.val_check_interval": 3, "trainer.log_every_n_steps": 1, "model.warmup_steps": 2,
-}
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars")
 
@@ -39,26 +32,20 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 def tiny_sweep(root: Path) -> Path:
     """Train the tiny suite under ``root/runs`` (in this process) and compare it; returns ``root/runs``."""
     from andrea_lab.cli import main as andrea
-    from andrea_lab.sweep.plan import plan_sweep
-    from andrea_lab.sweep.suite import load_suite
+    from andrea_lab.sweep.tiny_suite import NAME, train_tiny_suite, write_tiny_suite
 
     corpus = root / "corpus"
     corpus.mkdir(parents=True)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for name in ("argparse.py", "textwrap.py", "string.py", "heapq.py", "bisect.py", "shlex.py"):
         shutil.copy(stdlib / name, corpus / name)
-    suite = root / "tiny.yaml"
-    suite.write_text(yaml.safe_dump({
-        "name": "tiny", "base": str(REPO / "experiments" / "cpu-base.yaml"),
-        "common": {**MICRO, "data.corpus": str(corpus)}, "lrs": [1.0e-3, 3.0], "seeds": [0],
-        "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
-                     {"name": "post-nowarmup", "overrides": {"model.config.norm_placement": "post",
-                                                              "model.warmup_steps": 0}}]}))
+    suite = write_tiny_suite(root / "tiny.yaml", REPO / "experiments" / "cpu-base.yaml", corpus)
     os.environ.setdefault("ANDREA_LAB_CACHE", str(root / "cache"))
-    for spec in plan_sweep(load_suite(suite), root / "runs"):
-        if andrea(list(spec.command[3:])) != 0:
-            raise SystemExit(f"the fit of {spec.label} failed")
-    if andrea(["compare", str(root / "runs" / "tiny")]) != 0:
+    try:
+        train_tiny_suite(suite, root / "runs")
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    if andrea(["compare", str(root / "runs" / NAME)]) != 0:
         raise SystemExit("andrea compare failed")
     return root / "runs"
 

@@ -16,6 +16,12 @@ then add up to the model's own logit for the token exactly (up to float rounding
 
 For a post-norm model the "delta" of a sublayer is the change of the stream it makes *including* the
 LayerNorm after the add (that is what the stream is), not the sublayer's output alone.
+
+**With ``final_logit_softcap``** the model outputs ``cap · tanh(z / cap)`` of the unembedding's logit
+``z``. The decomposition is linear only before the cap, so what is attributed is the **pre-cap logit**
+``z`` (exactly: the terms add up to it), and the capped logit and the probability the model actually
+outputs are reported next to it (:class:`Attribution`). The lens needs no such care: it decodes through
+:meth:`Andrea.readout`, cap included, so its probabilities are the model's own.
 """
 
 from __future__ import annotations
@@ -70,10 +76,12 @@ def decode(model: Andrea, stream: torch.Tensor) -> torch.Tensor:
 
 def final_norm_description(model: Andrea) -> str:
     """What the lens decodes through, in words (for the table, the JSON and the docs)."""
+    cap = model.config.final_logit_softcap
+    then = "" if cap is None else f", then the final soft cap {cap:g}·tanh(logit/{cap:g}) (final_logit_softcap)"
     if isinstance(model.final_norm, nn.Identity):
         return ("the tied unembedding alone (this placement has no final norm: the model decodes its last "
-                "stream the same way)")
-    return f"the final norm ({type(model.final_norm).__name__}) and the tied unembedding"
+                f"stream the same way){then}")
+    return f"the final norm ({type(model.final_norm).__name__}) and the tied unembedding{then}"
 
 
 # ------------------------------------------------------------------------------------------ the lens
@@ -153,19 +161,34 @@ def frozen_final_norm(norm: nn.Module, stream: torch.Tensor
 
 @dataclass
 class Attribution:
-    """Each term's push on one token's logit; the terms add up to ``logit``, the model's own."""
+    """Each term's push on one token's logit; the terms add up to ``logit``: the model's own logit, or with
+    a final soft cap the pre-cap logit (the cap is not linear). ``output_logit`` and ``output_prob`` are
+    what the model outputs for the token (capped when ``softcap`` is set)."""
 
     token_id: int
     logit: float
     scale: Optional[float]
     terms: list[tuple[str, float]] = field(default_factory=list)
+    softcap: Optional[float] = None
+    output_logit: float = 0.0
+    output_prob: float = 0.0
 
     @property
     def total(self) -> float:
         return sum(value for _, value in self.terms)
 
+    @property
+    def attributed(self) -> str:
+        """What the terms add up to, in words (the label of the text and the JSON)."""
+        if self.softcap is None:
+            return "the output logit"
+        return (f"the pre-cap logit z (final_logit_softcap {self.softcap:g}: the model outputs "
+                f"{self.softcap:g}·tanh(z/{self.softcap:g}); the decomposition is linear only before the cap)")
+
     def as_dict(self) -> dict:
-        return {"token_id": self.token_id, "logit": self.logit, "frozen_norm_scale": self.scale,
+        return {"token_id": self.token_id, "attributed": self.attributed, "logit": self.logit,
+                "frozen_norm_scale": self.scale, "softcap": self.softcap, "output_logit": self.output_logit,
+                "output_prob": self.output_prob,
                 "terms": [{"label": label, "contribution": value} for label, value in self.terms],
                 "sum": self.total}
 
@@ -173,14 +196,20 @@ class Attribution:
 @torch.no_grad()
 def attribute(model: Andrea, streams: Streams, position: int, token_id: int) -> Attribution:
     """Direct logit attribution of ``token_id``'s logit at ``position`` to the embedding, every sublayer's
-    delta and the final norm's bias (module docstring)."""
+    delta and the final norm's bias (module docstring); with a final soft cap, of the pre-cap logit."""
     states = streams.states[:, position]  # (S + 1, C)
     terms = torch.cat([states[:1], states[1:] - states[:-1]])  # embedding, then each sublayer's delta
     linear, offset, scale = frozen_final_norm(model.final_norm, states[-1])
     direction = model.lm_head.weight[token_id].float()
     values = linear(terms) @ direction
-    result = Attribution(token_id, float(streams.logits[position, token_id]), scale,
-                         list(zip(streams.labels, values.tolist())))
+    cap = model.config.final_logit_softcap
+    output = streams.logits[position]
+    # Without a cap the model's own logit; with one, the unembedding's output before the cap (Andrea.readout
+    # without its last step), the quantity the linear decomposition is of.
+    logit = output[token_id] if cap is None else model.lm_head(model.final_norm(states[-1]))[token_id]
+    result = Attribution(token_id, float(logit), scale, list(zip(streams.labels, values.tolist())), softcap=cap,
+                         output_logit=float(output[token_id]),
+                         output_prob=float(torch.softmax(output.float(), dim=-1)[token_id]))
     extra = float(offset @ direction)
     head_bias = getattr(model.lm_head, "bias", None)
     if head_bias is not None:
@@ -208,9 +237,15 @@ def format_lens(rows: Sequence[LensRow], decode_id: Callable[[int], str], next_t
 
 
 def format_attribution(attribution: Attribution) -> str:
-    """The attribution's terms, their sum and the model's own logit."""
+    """The attribution's terms, their sum and the logit they add up to; with a final soft cap that is the
+    pre-cap logit, followed by the capped logit the model outputs."""
     lines = [f"{'term':<16}  {'contribution':>12}", "-" * 30]
     lines += [f"{label:<16}  {value:>+12.4f}" for label, value in attribution.terms]
-    lines += ["-" * 30, f"{'sum':<16}  {attribution.total:>+12.4f}",
-              f"{'model logit':<16}  {attribution.logit:>+12.4f}"]
+    lines += ["-" * 30, f"{'sum':<16}  {attribution.total:>+12.4f}"]
+    if attribution.softcap is None:
+        return "\n".join([*lines, f"{'model logit':<16}  {attribution.logit:>+12.4f}"])
+    lines += [f"{'pre-cap logit':<16}  {attribution.logit:>+12.4f}",
+              f"{'capped (output)':<16}  {attribution.output_logit:>+12.4f}  "
+              f"= {attribution.softcap:g}·tanh(pre-cap/{attribution.softcap:g}), not a sum of the terms",
+              f"{'probability':<16}  {attribution.output_prob:>12.4f}  (the model's, through the cap)"]
     return "\n".join(lines)

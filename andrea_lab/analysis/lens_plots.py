@@ -76,9 +76,14 @@ def plot_attribution(attribution: Attribution, target: str, path: Union[str, Pat
     axes.bar(range(len(values)), values, color=["tab:blue" if v >= 0 else "tab:red" for v in values])
     axes.axhline(0.0, color="grey", linewidth=0.8)
     axes.set_xticks(range(len(labels)), labels, rotation=45 if len(labels) > 10 else 0, fontsize=8)
-    axes.set_ylabel(f"contribution to the logit of {target!r}")
+    which = "logit" if attribution.softcap is None else "pre-cap logit"
+    axes.set_ylabel(f"contribution to the {which} of {target!r}")
     scale = "no final norm" if attribution.scale is None else f"final-norm scale frozen at {attribution.scale:.3g}"
-    axes.set_title(title or f"direct logit attribution: sum {attribution.total:.3f} = logit {attribution.logit:.3f} "
-                            f"({scale})", fontsize=9)
+    gap = " "
+    if attribution.softcap is not None:  # on a line of their own: the title would not fit a small model's figure
+        gap, cap = "\n", attribution.softcap
+        scale += f"; the model outputs {cap:g}·tanh(pre-cap/{cap:g}) = {attribution.output_logit:.3f}"
+    axes.set_title(title or f"direct logit attribution: sum {attribution.total:.3f} = {which} "
+                            f"{attribution.logit:.3f}{gap}({scale})", fontsize=9)
     axes.grid(True, axis="y", alpha=0.3)
     return _save(figure, path)

@@ -2,7 +2,7 @@
 
 Every knob that can change a run's numbers is one hparam, named by the config key a user types
 (``model.warmup_steps``, ``model.config.norm_placement``, ``data.batch_size``, ``trainer.precision``),
-plus the sweep's ``suite`` and ``variant``, the global ``seed``, the plugins' distributions and the
+plus the sweep's ``suite``, ``scale`` and ``variant``, the global ``seed``, the plugins' distributions and the
 package versions. Numbers stay numbers, booleans booleans (so the dashboard offers a range filter and
 numeric sort, or checkboxes); ``None`` is written as the string ``"None"``, so that a knob set in some
 runs and unset in others still shows as differing.
@@ -32,7 +32,8 @@ from typing import Any, Mapping, Optional
 
 import lightning as L
 
-from andrea_lab.rundir import RunRecord
+from andrea_lab.files import read_json
+from andrea_lab.rundir import START_MARKER, RunRecord
 
 Scalar = bool | float | int | str
 #: The data module's arguments that cannot change a run's numbers (where and how fast data is read).
@@ -44,6 +45,8 @@ DATA_PROVENANCE_KEYS = ("corpus_sha256", "tokenizer_sha256", "python_version")
 SESSION_STATUS = {"finished": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE", "interrupted": "STATUS_UNKNOWN"}
 #: The run's identity and outcome; capitalised so that the dashboard lists (and ticks) them first.
 STATUS, SUITE, VARIANT = "Status", "Suite", "Variant"
+#: The run's point on a suite's scale axis (runs/<suite>/<scale>/<variant>/), "None" without one.
+SCALE = "Scale"
 #: The held-out evaluation's loss and standard error: sorted before every other metric tag.
 HELDOUT_LOSS, HELDOUT_LOSS_SE = "heldout/loss", "heldout/loss_se"
 
@@ -173,6 +176,7 @@ def log_run_hparams(trainer: L.Trainer, hparams: Mapping[str, Scalar], metrics: 
     (summary.json is the record)."""
     from lightning.fabric.loggers import TensorBoardLogger  # the base of Lightning's (and andrea's) TensorBoard loggers
 
+    hparams = {**hparams, SCALE: hparam_value(sweep_scale(trainer))}
     for logger in trainer.loggers:
         if isinstance(logger, TensorBoardLogger):
             logger.log_metrics(dict(metrics), step=step)
@@ -185,6 +189,16 @@ def log_run_hparams(trainer: L.Trainer, hparams: Mapping[str, Scalar], metrics: 
         else:
             continue
         logger.save()
+
+
+def sweep_scale(trainer: L.Trainer) -> Optional[str]:
+    """The scale ``andrea sweep`` started this run at: from the start marker in the run's directory, the record
+    ``andrea compare`` reads it from too (one source, so the dashboard and the report agree); None outside a
+    sweep or in a suite without a scale axis."""
+    from pathlib import Path
+
+    run_dir = getattr(trainer.logger, "log_dir", None) or trainer.default_root_dir
+    return (read_json(Path(run_dir) / START_MARKER) or {}).get("scale") if run_dir else None
 
 
 def _takes_metrics(logger: Any) -> bool:

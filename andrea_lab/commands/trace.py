@@ -10,6 +10,9 @@ For each sublayer (attention, MLP) of each block, prints
 * the direct logit attribution: each sublayer's delta projected onto the unembedding row of the predicted
   (or --target) token, through the final norm with its scale frozen at its value for the full stream (the
   standard linearisation); with the embedding and the norm's bias the terms add up to the model's logit.
+  With final_logit_softcap set they add up to the PRE-CAP logit z (the cap, cap*tanh(z/cap), is not
+  linear); the capped logit and the probability the model outputs are printed next to it, and the lens's
+  probabilities are taken through the cap, as the model's own head does.
 
 --plot draws the geometry, the logit-lens heatmap (every position x every sublayer: top-1 token and its
 probability) and the attribution bars; --json prints all of it.
@@ -101,6 +104,7 @@ def payload(found: dict[str, Any], model, decode, args: argparse.Namespace, plot
                        "grid": {**found["grid"].as_dict(),
                                 "input_tokens": [decode(i) for i in found["ids"]],
                                 "top_tokens": [[decode(i) for i in row] for row in found["grid"].top_ids]}},
+              "final_logit_softcap": config.final_logit_softcap,
               "attribution": {**attribution.as_dict(), "target": decode(attribution.token_id),
                               "linearisation": "final-norm scale frozen at its value for the full stream"}}
     if plots:
@@ -135,6 +139,7 @@ def report(found: dict[str, Any], model, decode) -> str:
     next_token = None if found["next_id"] is None else decode(found["next_id"])
     scale = ("no final norm" if attribution.scale is None else
              f"final-norm scale frozen at {attribution.scale:.4g}, its value for the full stream")
+    capped = "" if attribution.softcap is None else f", of {attribution.attributed}"
     return "\n".join([
         f"token {decode(trace.token_id)!r} (id {trace.token_id}) at position {trace.position} of {trace.length}; "
         f"{config.norm_placement} norm placement, {config.n_layer} blocks",
@@ -143,7 +148,7 @@ def report(found: dict[str, Any], model, decode) -> str:
         f"logit lens: the stream after each sublayer, decoded through {found['decoded_through']}"
         + ("" if next_token is not None else " (the traced token is the text's last: no actual next token)"),
         format_lens(found["lens"], decode, next_token), "",
-        f"direct logit attribution to {decode(attribution.token_id)!r} ({scale}):",
+        f"direct logit attribution to {decode(attribution.token_id)!r} ({scale}{capped}):",
         format_attribution(attribution)])
 
 

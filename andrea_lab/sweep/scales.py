@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from andrea_lab.sweep.suite_keys import SuiteError, check_name, check_overrides, unknown_key_message
+from andrea_lab.sweep.suite_keys import SuiteError, named_entry
 
 SCALE_KEYS = ("name", "description", "overrides")
 D_MODEL, N_HEAD = "model.config.d_model", "model.config.n_head"
@@ -53,23 +53,11 @@ class Scale:
         return f"{self.name} ({values})"
 
 
-def _scale(raw: Any, number: int, where: str, seen: set[str]) -> Scale:
-    label = f"{where}: scale {number}"
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{label} must be a mapping with keys {', '.join(SCALE_KEYS)}, got {raw!r}")
-    for key in raw:
-        if key not in SCALE_KEYS:
-            raise SuiteError(unknown_key_message(label, key, SCALE_KEYS))
-    if "name" not in raw:
-        raise SuiteError(f"{label} has no name")
-    name = check_name(raw["name"], f"{label}: name")
-    if name in seen:
-        raise SuiteError(f"{where}: duplicate scale name {name!r}")
-    seen.add(name)
-    overrides = check_overrides(raw.get("overrides"), f"{where}: scale {name!r} overrides")
+def _scale(raw: Any, number: int, where: str, seen: dict[str, int]) -> Scale:
+    name, overrides = named_entry(raw, number, "scale", SCALE_KEYS, where, seen)
     if not overrides:
         raise SuiteError(f"{where}: scale {name!r} has no overrides; give what makes it this scale, "
-                               f"e.g. {{{D_MODEL}: 128, {N_HEAD}: 4}}")
+                         f"e.g. {{{D_MODEL}: 128, {N_HEAD}: 4}}")
     _check_heads(name, overrides, where)
     return Scale(name, overrides, str(raw.get("description") or ""))
 
@@ -113,7 +101,7 @@ def parse_scales(raw: Any, where: str, common: Mapping[str, Any], variants: Iter
         raise SuiteError(f"{where}: scales must be a list of {{name: ..., overrides: {{...}}}}, got {raw!r}")
     if not raw:
         raise SuiteError(f"{where}: scales is empty; list at least one, or leave the key out")
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     scales = [_scale(item, number, where, seen) for number, item in enumerate(raw, start=1)]
     _check_same_keys(scales, where)
     check_disjoint(scales, common, list(variants), where)

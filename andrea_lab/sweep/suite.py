@@ -48,7 +48,7 @@ from andrea_lab.errors import UsageError
 from andrea_lab.safe_yaml import read_yaml
 from andrea_lab.sweep.scales import parse_scales
 from andrea_lab.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
-    RESERVED_KEYS, SuiteError, check_name, check_overrides, unknown_key_message)
+    RESERVED_KEYS, SuiteError, check_name, check_overrides, named_entry, unknown_key_message)
 from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources",
@@ -206,20 +206,7 @@ def _base_config(path: Path, base_value: Any) -> Path:
 
 def _variant(raw: Any, number: int, where: str, seen: dict[str, int]) -> Variant:
     """Variant ``number`` (from 1) of the list, checked against the names ``seen`` before it (then added)."""
-    label = f"{where}: variant {number}"
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{label} must be a mapping with keys {', '.join(VARIANT_KEYS)}, got {raw!r}")
-    for key in raw:
-        if key not in VARIANT_KEYS:
-            raise SuiteError(unknown_key_message(label, key, VARIANT_KEYS))
-    if "name" not in raw:
-        raise SuiteError(f"{label} has no name")
-    variant_name = check_name(raw["name"], f"{label}: name")
-    if variant_name in seen:
-        raise SuiteError(f"{where}: duplicate variant name {variant_name!r} "
-                         f"(variants {seen[variant_name]} and {number})")
-    seen[variant_name] = number
-    overrides = check_overrides(raw.get("overrides"), f"{where}: variant {variant_name!r} overrides")
+    variant_name, overrides = named_entry(raw, number, "variant", VARIANT_KEYS, where, seen)
     description = raw.get("description") or ""
     seed_offset = raw.get("seed_offset", 0)
     if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:

@@ -1,5 +1,5 @@
 """What a suite file's keys and names may be: dotted override keys (none of them owned by the sweep), names
-that become directory names, and the one error type. Kept apart from :mod:`andrea_lab.sweep.suite` so that
+that become directory names, the named entries (a variant, a scale) built of both, and the one error type. Kept apart from :mod:`andrea_lab.sweep.suite` so that
 the parts of a suite with their own module (the scale axis, :mod:`andrea_lab.sweep.scales`) check their keys
 with the same rules without importing the loader that imports them."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from andrea_lab.errors import UsageError
 
@@ -61,3 +61,24 @@ def check_name(value: Any, where: str) -> str:
         raise SuiteError(f"{where}: {value!r} may not contain '.interrupted-' or '.failed-' (reserved for "
                          "run directories moved aside)")
     return value
+
+
+def named_entry(raw: Any, number: int, kind: str, keys: Sequence[str], where: str,
+                seen: dict[str, int]) -> tuple[str, dict[str, Any]]:
+    """Entry ``number`` (from 1) of a list of named ``kind`` s (``variant``, ``scale``): a mapping with only
+    ``keys``, a ``name`` that is a valid directory name and not among the names ``seen`` before it (then
+    added, with its number), and ``overrides`` of dotted keys. Returns ``(name, overrides)``; the caller
+    checks the entry's own keys (a variant's seed_offset, a scale's non-empty overrides)."""
+    label = f"{where}: {kind} {number}"
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{label} must be a mapping with keys {', '.join(keys)}, got {raw!r}")
+    for key in raw:
+        if key not in keys:
+            raise SuiteError(unknown_key_message(label, key, keys))
+    if "name" not in raw:
+        raise SuiteError(f"{label} has no name")
+    name = check_name(raw["name"], f"{label}: name")
+    if name in seen:
+        raise SuiteError(f"{where}: duplicate {kind} name {name!r} ({kind}s {seen[name]} and {number})")
+    seen[name] = number
+    return name, check_overrides(raw.get("overrides"), f"{where}: {kind} {name!r} overrides")

@@ -156,3 +156,49 @@ def test_the_lens_decodes_through_the_final_soft_cap_as_the_model_does():
     streams = lens.capture_streams(model, IDS)
     assert torch.equal(lens.decode(model, streams.states[-1]), streams.logits)
     assert streams.logits.abs().max() < 0.2
+
+
+def test_with_a_final_soft_cap_the_attribution_is_of_the_pre_cap_logit_and_says_so():
+    """The terms add up to the pre-cap logit (the uncapped twin's logit), not to the capped one the model
+    outputs; the capped logit and the model's probability are reported beside it, and labelled."""
+    cap = 0.1
+    model = micro(final_logit_softcap=cap)
+    twin = micro()  # the same weights without the cap: its logits are the pre-cap ones
+    twin.load_state_dict(model.state_dict())
+    streams = lens.capture_streams(model, IDS)
+    raw = lens.capture_streams(twin, IDS).logits
+    for pos in (4, len(IDS) - 1):
+        token = int(raw[pos].abs().argmax())  # where the cap bites most: pre-cap and capped differ clearly
+        assert abs(float(raw[pos, token])) > 3 * cap
+        attribution = lens.attribute(model, streams, pos, token)
+        assert attribution.logit == pytest.approx(float(raw[pos, token]), abs=1e-5)
+        assert attribution.total == pytest.approx(attribution.logit, abs=1e-4)
+        assert attribution.output_logit == float(streams.logits[pos, token])
+        assert attribution.output_logit == pytest.approx(cap * np.tanh(attribution.logit / cap), abs=1e-6)
+        assert attribution.output_prob == pytest.approx(float(torch.softmax(streams.logits[pos], -1)[token]))
+        assert abs(attribution.total - attribution.output_logit) > cap  # the capped logit is not the sum
+        as_dict = attribution.as_dict()
+        assert as_dict["softcap"] == cap and as_dict["attributed"].startswith("the pre-cap logit")
+        text = lens.format_attribution(attribution)
+        assert "pre-cap logit" in text and "capped (output)" in text and "model logit" not in text
+    plain = lens.attribute(twin, lens.capture_streams(twin, IDS), 4, 7)
+    assert plain.softcap is None and plain.attributed == "the output logit" and plain.output_logit == plain.logit
+    assert "model logit" in lens.format_attribution(plain)
+
+
+def test_with_a_final_soft_cap_the_lens_ends_at_the_models_own_capped_probabilities():
+    cap = 0.1
+    model = micro(final_logit_softcap=cap)
+    twin = micro()
+    twin.load_state_dict(model.state_dict())
+    streams = lens.capture_streams(model, IDS)
+    rows = lens.lens_rows(model, streams, 4, IDS[5], k=3)
+    own = torch.softmax(streams.logits[4], -1)
+    uncapped = torch.softmax(lens.capture_streams(twin, IDS).logits[4], -1)
+    assert [i for i, _ in rows[-1].top] == own.topk(3).indices.tolist()
+    for token, p in rows[-1].top:
+        assert p == pytest.approx(float(own[token]), rel=1e-6)
+        assert abs(p - float(uncapped[token])) > 1e-3  # a lens decoded without the cap would differ
+    assert rows[-1].next_prob == pytest.approx(float(own[IDS[5]]), rel=1e-6)
+    assert "final soft cap 0.1" in lens.final_norm_description(model)
+    assert "soft cap" not in lens.final_norm_description(twin)

@@ -2,8 +2,9 @@
 dashboard holds every knob with its type and a right ``differs``, the session groups carry the results,
 the custom-scalars layout is there, and ``andrea compare``'s report is a run of its own (texts and images).
 
-The tiny sweep is the commands ``andrea sweep`` plans (two variants x two learning rates x one seed, six
-steps each), each run in this process through ``andrea fit``; at LR 3.0 both variants diverge."""
+The tiny sweep (andrea_lab/sweep/tiny_suite.py, which scripts/tensorboard_screenshots.py photographs) is the
+commands ``andrea sweep`` plans (two variants x two learning rates x one seed, six steps each), each run in
+this process through ``andrea fit``; at LR 3.0 both variants diverge."""
 
 from __future__ import annotations
 
@@ -15,44 +16,27 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from andrea_lab.analysis.runs_table import find_runs
 from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.cli import main as andrea
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.rundir import COMPARISON_RUN
-from andrea_lab.sweep.plan import plan_sweep
-from andrea_lab.sweep.suite import load_suite
+from andrea_lab.sweep.tiny_suite import train_tiny_suite, write_tiny_suite
 
 REPO = Path(__file__).resolve().parents[2]
 STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
-MICRO = {
-    "model.config.d_model": 32, "model.config.n_layer": 2, "model.config.n_head": 2,
-    "data.batch_size": 8, "data.max_val_batches": 2, "heldout.max_tokens": 2048,
-    "trainer.limit_val_batches": 2, "trainer.num_sanity_val_steps": 2, "trainer.max_steps": 6,
-    "trainer.val_check_interval": 3, "trainer.log_every_n_steps": 1, "model.warmup_steps": 2,
-    "stability.stuck_after": 2,  # one stuck-at-unigram window for both warmups (andrea_lab/sweep/suite.py)
-}
 
 
 @pytest.fixture(scope="module")
 def sweep_runs(tmp_path_factory, text_corpus) -> Path:
     """``runs/`` after the tiny sweep: runs/tiny/{pre,post-nowarmup}/lr{1e-3,3e0}-seed0."""
     root = tmp_path_factory.mktemp("tb-sweep")
-    suite = root / "tiny.yaml"
-    suite.write_text(yaml.safe_dump({
-        "name": "tiny", "base": str(REPO / "experiments" / "cpu-base.yaml"),
-        "common": {**MICRO, "data.corpus": str(text_corpus)}, "lrs": [1.0e-3, 3.0], "seeds": [0],
-        "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
-                     {"name": "post-nowarmup", "overrides": {"model.config.norm_placement": "post",
-                                                              "model.warmup_steps": 0}}]}))
+    suite = write_tiny_suite(root / "tiny.yaml", REPO / "experiments" / "cpu-base.yaml", text_corpus)
     seed = os.environ.get("PL_GLOBAL_SEED")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ANDREA_LAB_CACHE", str(root / "cache"))
-        for spec in plan_sweep(load_suite(suite), root / "runs"):
-            fit = spec.command.index("fit")
-            assert andrea(list(spec.command[fit:])) == 0, spec.label
+        train_tiny_suite(suite, root / "runs")
     if seed is None:  # the fits' seed_everything leaves the last seed in the environment
         os.environ.pop("PL_GLOBAL_SEED", None)
     return root / "runs"

@@ -65,10 +65,11 @@ def test_curves_that_agree_and_learn_pass_and_others_do_not():
 def test_sanitizer_cases_cover_what_the_issue_lists():
     cases = wl.sanitizer_cases()
     for dtype in ("bfloat16", "float32"):
-        for op in ("layer_norm", "add_layer_norm"):
+        for op in ("layer_norm", "add_layer_norm", "rms_norm"):
             widths = {shape[1] for o, d, shape, _ in cases if o == op and d == dtype}
             assert {768, 8192} <= widths
         assert any(o == "swiglu" and d == dtype and "scalar" in v for o, d, _, v in cases)
+        assert any(o == "rms_norm" and d == dtype and shape[1] % 8 for o, d, shape, _ in cases)  # odd width
         assert any(o == "gelu_tanh" and d == dtype and shape[0] % 8 for o, d, shape, _ in cases)  # a scalar tail
     assert wl.sanitize(dry_run=True) == 0
 

@@ -17,12 +17,10 @@ from andrea_lab.module import AndreaLM
 from andrea_testing import tiny_trainer
 
 
-@pytest.fixture(scope="module")
-def micro_checkpoint(tmp_path_factory, text_corpus):
+def fitted_checkpoint(root, text_corpus, **config):
     """A checkpoint written by a 3-step fit of the micro model (byte tokenizer, so it carries a tokenizer)."""
-    root = tmp_path_factory.mktemp("trace-ckpt")
     L.seed_everything(3, verbose=False)
-    module = AndreaLM(config=preset("andrea-micro", block_size=32), lr=3e-3, warmup_steps=1)
+    module = AndreaLM(config=preset("andrea-micro", block_size=32, **config), lr=3e-3, warmup_steps=1)
     data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
                             batch_size=4, cache_dir=str(root / "cache"))
     trainer = tiny_trainer(max_steps=3, limit_val_batches=0, num_sanity_val_steps=0)
@@ -30,6 +28,17 @@ def micro_checkpoint(tmp_path_factory, text_corpus):
     path = root / "micro.ckpt"
     trainer.save_checkpoint(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def micro_checkpoint(tmp_path_factory, text_corpus):
+    return fitted_checkpoint(tmp_path_factory.mktemp("trace-ckpt"), text_corpus)
+
+
+@pytest.fixture(scope="module")
+def capped_checkpoint(tmp_path_factory, text_corpus):
+    """The same fit with final_logit_softcap 0.1: small enough that the cap bites on the micro model's logits."""
+    return fitted_checkpoint(tmp_path_factory.mktemp("trace-capped"), text_corpus, final_logit_softcap=0.1)
 
 
 def test_json_has_one_row_per_sublayer_with_finite_numbers(micro_checkpoint, capsys, tmp_path):
@@ -101,3 +110,26 @@ def test_bad_inputs_are_one_line_and_exit_2(micro_checkpoint, capsys, argv, mess
     assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_with_a_final_soft_cap_trace_attributes_the_pre_cap_logit_and_reports_the_capped_output(
+        capped_checkpoint, capsys):
+    assert trace_command.main(["--ckpt", str(capped_checkpoint), "--text", "hello world", "--position", "4",
+                               "--json", "--top_k", "3"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["final_logit_softcap"] == 0.1
+    attribution = payload["attribution"]
+    assert attribution["softcap"] == 0.1 and attribution["attributed"].startswith("the pre-cap logit z")
+    assert attribution["sum"] == pytest.approx(attribution["logit"], abs=1e-4)  # linear before the cap
+    assert attribution["output_logit"] == pytest.approx(0.1 * math.tanh(attribution["logit"] / 0.1), abs=1e-6)
+    assert abs(attribution["output_logit"]) < 0.1 < abs(attribution["logit"])  # the cap bites here
+    # The lens's last row is the model's own (capped) output: its top-1 probability is trace's prediction's.
+    last = payload["lens"]["rows"][-1]
+    assert last["top"][0]["token"] == payload["next_token"]
+    assert last["top"][0]["prob"] == pytest.approx(payload["next_token_prob"], rel=1e-6)
+    assert attribution["output_prob"] == pytest.approx(payload["next_token_prob"], rel=1e-6)
+    assert "final soft cap 0.1" in payload["lens"]["decoded_through"]
+    assert trace_command.main(["--ckpt", str(capped_checkpoint), "--text", "hello world", "--position", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "of the pre-cap logit z (final_logit_softcap 0.1" in out
+    assert "pre-cap logit" in out and "capped (output)" in out and "model logit" not in out

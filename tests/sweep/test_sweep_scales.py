@@ -148,3 +148,21 @@ def test_the_sweep_records_each_runs_scale_in_its_marker(tmp_path):
     Runner(specs, jobs=1, out=io.StringIO(), poll_s=0.02).run()
     markers = [json.loads((spec.run_dir / START_MARKER).read_text()) for spec in specs]
     assert [(m["scale"], m["scale_index"], m["variant"]) for m in markers] == [("d64", 0, "qk"), ("d128", 1, "qk")]
+
+
+def test_a_variant_and_a_scale_are_checked_by_the_one_named_entry_helper():
+    """Both lists go through suite_keys.named_entry: the same rules and the same messages for either."""
+    from andrea_lab.sweep.suite_keys import SuiteError, named_entry
+
+    seen: dict[str, int] = {}
+    assert named_entry({"name": "a", "overrides": {"model.lr_x": 1}}, 1, "scale", ("name", "overrides"), "f",
+                       seen) == ("a", {"model.lr_x": 1})
+    assert seen == {"a": 1}
+    for raw, message in ((["a"], "f: scale 2 must be a mapping with keys name, overrides"),
+                         ({"nmae": "b"}, "f: scale 2: unknown key 'nmae' (did you mean 'name'?)"),
+                         ({"overrides": {}}, "f: scale 2 has no name"),
+                         ({"name": "a"}, "f: duplicate scale name 'a' (scales 1 and 2)"),
+                         ({"name": "b", "overrides": {"model.lr": 1}}, "f: scale 'b' overrides: 'model.lr' is set")):
+        with pytest.raises(SuiteError) as info:
+            named_entry(raw, 2, "scale", ("name", "overrides"), "f", dict(seen))
+        assert str(info.value).startswith(message)

@@ -33,14 +33,25 @@ def test_cuda_is_registered_in_the_kernel_backend_group():
     assert issubclass(CudaBackend, KernelBackend)
 
 
-def test_rms_norm_has_no_kernel_and_is_listed_as_the_eager_fallback():
-    from andrea_lab.contracts import eager_fallbacks
+def test_every_backend_op_has_a_kernel_so_the_listing_shows_no_eager_fallback(fresh_availability, monkeypatch):
+    from andrea_lab.commands.plugins import _notes
+    from andrea_lab.contracts import Availability, eager_fallbacks
 
-    assert eager_fallbacks(CudaBackend) == ["rms_norm"]
+    assert eager_fallbacks(CudaBackend) == []
+    monkeypatch.setattr(backend, "availability", lambda: Availability(True, "pretend"))
+    (info,) = [i for i in list_plugins("kernel_backend") if i.name == "cuda"]
+    assert info.eager_fallback == () and not info.unavailable
+    assert "RMSNorm" in info.description and "eager fallback" not in _notes(info)
+
+
+def test_the_listing_would_name_rms_norm_if_the_kernel_were_missing(monkeypatch):
+    """The guard above can fail: without its rms_norm override the backend is listed as falling back."""
+    from andrea_lab.commands.plugins import _notes
+
+    monkeypatch.setattr(CudaBackend, "rms_norm", KernelBackend.rms_norm)
     (info,) = [i for i in list_plugins("kernel_backend", availability=False) if i.name == "cuda"]
     assert info.eager_fallback == ("rms_norm",)
-    x, w = torch.randn(3, 16), torch.randn(16)
-    torch.testing.assert_close(CudaBackend().rms_norm(x, w, 1e-5), F.rms_norm(x, (16,), w, 1e-5))
+    assert "[no native rms_norm: eager fallback]" in _notes(info)
 
 
 def test_c_and_python_agree_on_dtype_codes_abi_and_limits():
@@ -50,8 +61,11 @@ def test_c_and_python_agree_on_dtype_codes_abi_and_limits():
     assert _lib.DTYPE_CODES == {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
     runtime = (build.SOURCES_DIR / "runtime.cu").read_text()
     assert f"#define ANDREA_CUDA_ABI_VERSION {_lib.ABI_VERSION}\n" in runtime
-    layer_norm = (build.SOURCES_DIR / "layer_norm.cu").read_text()
-    assert f"constexpr int64_t kMaxCols = {ops.MAX_LAYER_NORM_COLS};" in layer_norm
+    norm = (build.SOURCES_DIR / "norm.cuh").read_text()  # the one width limit of LayerNorm and RMSNorm
+    assert f"constexpr int64_t kMaxCols = {ops.MAX_LAYER_NORM_COLS};" in norm
+    assert ops.MAX_RMS_NORM_COLS == ops.MAX_LAYER_NORM_COLS
+    for launchers in ("layer_norm.cu", "rms_norm.cu"):
+        assert '#include "norm.cuh"' in (build.SOURCES_DIR / launchers).read_text()
 
 
 # -- availability --------------------------------------------------------------------------------------
@@ -119,7 +133,7 @@ def _pair(shape, dtype=torch.float32, seed=0):
     return a, b
 
 
-@pytest.mark.parametrize("op", ["gelu_tanh", "relu", "swiglu", "layer_norm", "add_layer_norm"])
+@pytest.mark.parametrize("op", ["gelu_tanh", "relu", "swiglu", "layer_norm", "add_layer_norm", "rms_norm"])
 def test_cpu_tensors_fall_back_to_the_eager_reference(op):
     cuda, ref = CudaBackend(), TorchBackend()
     x1, x2 = _pair((2, 5, 16))
@@ -132,6 +146,8 @@ def test_cpu_tensors_fall_back_to_the_eager_reference(op):
         out1, out2 = cuda.swiglu(*x1.chunk(2, -1)), ref.swiglu(*x2.chunk(2, -1))
     elif op == "layer_norm":
         out1, out2 = cuda.layer_norm(x1, w1, b1, 1e-5), ref.layer_norm(x2, w2, b2, 1e-5)
+    elif op == "rms_norm":
+        out1, out2 = cuda.rms_norm(x1, w1, 1e-5) + 0 * b1.sum(), ref.rms_norm(x2, w2, 1e-5) + 0 * b2.sum()
     else:
         out1 = torch.cat(cuda.add_layer_norm(x1, d1, w1, b1, 1e-5))
         out2 = torch.cat(ref.add_layer_norm(x2, d2, w2, b2, 1e-5))
@@ -283,6 +299,36 @@ class FakeLibrary:
             _mem(db, cols, d).copy_(dyv.sum(0))
         return 0
 
+    def rms_norm_bwd_workspace(self, rows, cols, dtype, sms):
+        return min(rows, sms) * cols
+
+    def rms_norm_fwd(self, x, w, y, rstd, rows, cols, eps, dtype, wdtype, stream):
+        self.calls.append(("rms_norm_fwd", rows, cols, w is not None, dtype))
+        assert wdtype == dtype
+        d = _DTYPES[dtype]
+        xv = _mem(x, rows * cols, d).view(rows, cols).float()
+        rs = torch.rsqrt(xv.square().mean(-1) + eps)
+        out = xv * rs[:, None] * (_mem(w, cols, d).float() if w is not None else 1.0)
+        _mem(y, rows * cols, d).copy_(out.view(-1))
+        _mem(rstd, rows, torch.float32).copy_(rs)
+        return 0
+
+    def rms_norm_bwd(self, dy, x, rstd, w, dx, dw, workspace, workspace_floats, rows, cols, dtype, wdtype, sms,
+                     stream):
+        self.calls.append(("rms_norm_bwd", rows, cols, w is not None, dw is not None, dtype))
+        assert wdtype == dtype
+        if dw is not None:
+            assert workspace is not None and workspace_floats >= self.rms_norm_bwd_workspace(rows, cols, dtype, sms)
+        d = _DTYPES[dtype]
+        xhat = _mem(x, rows * cols, d).view(rows, cols).float() * _mem(rstd, rows, torch.float32)[:, None]
+        dyv = _mem(dy, rows * cols, d).view(rows, cols).float()
+        g = dyv * (_mem(w, cols, d).float() if w is not None else 1.0)
+        out = _mem(rstd, rows, torch.float32)[:, None] * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+        _mem(dx, rows * cols, d).copy_(out.view(-1))
+        if dw is not None:
+            _mem(dw, cols, d).copy_((dyv * xhat).sum(0))
+        return 0
+
 
 @pytest.fixture
 def fake(monkeypatch):
@@ -324,6 +370,53 @@ def test_layer_norm_function_skips_parameter_grads_nobody_needs(fake):
     w, b = torch.randn(8), torch.randn(8)  # frozen
     custom_ops.layer_norm(x, w, b, 1e-5)[0].sum().backward()
     assert fake.calls[-1] == ("layer_norm_bwd", 5, 8, True, False, False, False, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_function_wiring(fake, dtype):
+    for affine in (True, False):
+        x1, x2 = _pair((3, 4, 24), dtype)
+        w1, w2 = _pair((24,), dtype, seed=1) if affine else (None, None)
+        y1 = custom_ops.rms_norm(x1, w1, 1e-5)[0]
+        y2 = F.rms_norm(x2, (24,), w2, 1e-5)
+        assert y1.shape == x1.shape and y1.dtype == dtype
+        torch.testing.assert_close(y1, y2, **TOL[dtype])
+        gy = torch.randn(y1.shape).to(dtype)
+        y1.backward(gy)
+        y2.backward(gy)
+        for a, b in zip(_grads(x1, w1), _grads(x2, w2)):
+            assert (a is None) == (b is None)
+            if a is not None:
+                torch.testing.assert_close(a, b, **TOL[dtype])
+    code = _lib.DTYPE_CODES[dtype]
+    assert fake.calls == [("rms_norm_fwd", 12, 24, True, code), ("rms_norm_bwd", 12, 24, True, True, code),
+                          ("rms_norm_fwd", 12, 24, False, code), ("rms_norm_bwd", 12, 24, False, False, code)]
+
+
+def test_rms_norm_function_skips_the_weight_grad_nobody_needs(fake):
+    x = torch.randn(5, 8, requires_grad=True)
+    custom_ops.rms_norm(x, torch.randn(8), 1e-5)[0].sum().backward()  # frozen weight
+    assert fake.calls[-1] == ("rms_norm_bwd", 5, 8, True, False, 0)
+
+
+def test_the_backend_sends_what_the_rms_kernel_cannot_take_to_eager(fake, monkeypatch):
+    """Widths above the kernel's limit, a weight of another dtype, and (under autocast) anything but fp32
+    never reach the launchers (here CPU tensors pose as CUDA ones, so the routing itself is checked)."""
+    monkeypatch.setattr(backend, "_cuda_floats", lambda *t: True)
+    cuda = CudaBackend()
+    wide = torch.randn(2, ops.MAX_RMS_NORM_COLS + 1)
+    torch.testing.assert_close(cuda.rms_norm(wide, None, 1e-5), F.rms_norm(wide, wide.shape[-1:], None, 1e-5))
+    x = torch.randn(3, 16)
+    cuda.rms_norm(x, torch.randn(16, dtype=torch.float64), 1e-5)
+    assert fake.calls == []
+    cuda.rms_norm(x, torch.randn(16), 1e-5)
+    assert fake.calls == [("rms_norm_fwd", 3, 16, True, 0)]
+    fake.calls.clear()
+    monkeypatch.setattr(backend, "_autocast_enabled", lambda: True)
+    cuda.rms_norm(x.bfloat16(), torch.randn(16).bfloat16(), 1e-5)
+    assert fake.calls == []
+    cuda.rms_norm(x, torch.randn(16), 1e-5)
+    assert fake.calls == [("rms_norm_fwd", 3, 16, True, 0)]
 
 
 @pytest.mark.parametrize("use", ["both", "sum", "normed"])
@@ -402,17 +495,18 @@ def test_a_compiled_graph_calls_the_launchers_not_a_traced_reference(fake):
     (here the emulation, since ``fake`` routes CPU tensors to them as CUDA tensors are), forward and
     backward, with no graph break (fullgraph)."""
     def f(x, w, h):
-        y = custom_ops.gelu_tanh(custom_ops.layer_norm(x, w, None, 1e-5)[0])
+        y = custom_ops.gelu_tanh(custom_ops.rms_norm(custom_ops.layer_norm(x, w, None, 1e-5)[0], w, 1e-5)[0])
         return y.sum() + custom_ops.swiglu(*h.chunk(2, -1)).sum()
 
     compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
     x, w, h = _pair((4, 8))[0], _pair((8,), seed=1)[0], _pair((4, 16), seed=2)[0]
     loss = compiled(x, w, h)
     loss.backward()
-    assert sorted(c[0] for c in fake.calls) == sorted(["layer_norm_fwd", "gelu_tanh_fwd", "swiglu_fwd",
-                                                       "swiglu_bwd", "gelu_tanh_bwd", "layer_norm_bwd"])
+    assert sorted(c[0] for c in fake.calls) == sorted(["layer_norm_fwd", "rms_norm_fwd", "gelu_tanh_fwd",
+                                                       "swiglu_fwd", "swiglu_bwd", "gelu_tanh_bwd", "rms_norm_bwd",
+                                                       "layer_norm_bwd"])
     xr, wr, hr = (t.detach().clone().requires_grad_() for t in (x, w, h))
-    ref = F.gelu(F.layer_norm(xr, (8,), wr, None, 1e-5), approximate="tanh").sum() + \
+    ref = F.gelu(F.rms_norm(F.layer_norm(xr, (8,), wr, None, 1e-5), (8,), wr, 1e-5), approximate="tanh").sum() + \
         (F.silu(hr[:, :8]) * hr[:, 8:]).sum()
     ref.backward()
     torch.testing.assert_close(loss, ref)

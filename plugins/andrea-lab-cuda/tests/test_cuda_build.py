@@ -55,7 +55,8 @@ def test_every_source_compiles_alone_for_sm80_and_sm90(built):
     assert not built.cached, "the first build in a fresh cache directory must compile"
     log = built.log_path.read_text()
     sources = build.source_files()
-    assert {p.name for p in sources} >= {"gelu.cu", "relu.cu", "swiglu.cu", "layer_norm.cu", "runtime.cu"}
+    assert {p.name for p in sources} >= {"gelu.cu", "relu.cu", "swiglu.cu", "layer_norm.cu", "rms_norm.cu",
+                                         "runtime.cu"}
     for src in sources:
         # One `nvcc -c` per file, for both architectures, and it succeeded.
         line = next(l for l in log.splitlines() if l.startswith("$ ") and " -c " in l and l.endswith(str(src)))
@@ -136,6 +137,16 @@ def test_launchers_reject_bad_arguments_before_touching_the_gpu(built):
     # backward: a dw/db request needs a large enough workspace
     need = lib.layer_norm_bwd_workspace(100, 64, 0, 4)
     assert lib.layer_norm_bwd(16, 32, 48, 64, 80, None, 96, 112, 128, 144, need - 1, 100, 64, 0, 0, 4, None) == invalid
+    # RMSNorm: the same width limit and dtype rule; a negative or NaN eps; rstd is needed for a backward
+    assert lib.rms_norm_fwd(16, None, 32, 48, 4, 8193, 1e-5, 0, 0, None) == invalid
+    assert lib.rms_norm_fwd(16, 80, 32, 48, 4, 64, 1e-5, 2, 0, None) == invalid
+    assert lib.rms_norm_fwd(16, None, 32, 48, 4, 64, -1.0, 0, 0, None) == invalid
+    assert lib.rms_norm_fwd(16, None, 32, 48, 4, 64, float("nan"), 0, 0, None) == invalid
+    assert lib.rms_norm_fwd(None, None, None, None, 0, 64, 1e-5, 0, 0, None) == 0
+    assert lib.rms_norm_fwd(None, None, 32, 48, 4, 64, 1e-5, 0, 0, None) == invalid
+    need = lib.rms_norm_bwd_workspace(100, 64, 0, 4)
+    assert lib.rms_norm_bwd(16, 32, 48, 64, 96, 112, 144, need - 1, 100, 64, 0, 0, 4, None) == invalid
+    assert lib.rms_norm_bwd(16, 32, None, 64, 96, None, None, 0, 100, 64, 0, 0, 4, None) == invalid  # no rstd
 
 
 @needs_nvcc
@@ -152,6 +163,19 @@ def test_layer_norm_workspace_size_is_pure_and_bounded(built):
     assert lib.layer_norm_bwd_workspace(10, 8193, 0, 132) == -1
     assert lib.layer_norm_bwd_workspace(10, 64, 5, 132) == -1
     assert lib.layer_norm_bwd_workspace(0, 64, 0, 132) == 0
+
+
+@needs_nvcc
+def test_rms_norm_workspace_is_one_partial_row_per_backward_block(built):
+    """RMSNorm reduces dw only: half of LayerNorm's dw + db workspace, over the same backward grid."""
+    lib = _lib.CudaLibrary(built.path)
+    for dtype in (0, 1, 2):
+        for rows, cols in ((3, 1), (300, 768), (1 << 20, 1000), (1 << 20, 8192)):
+            assert 2 * lib.rms_norm_bwd_workspace(rows, cols, dtype, 132) == lib.layer_norm_bwd_workspace(
+                rows, cols, dtype, 132)
+    assert lib.rms_norm_bwd_workspace(10, 8193, 0, 132) == -1
+    assert lib.rms_norm_bwd_workspace(10, 64, 3, 132) == -1
+    assert lib.rms_norm_bwd_workspace(0, 64, 0, 132) == 0
 
 
 @needs_nvcc

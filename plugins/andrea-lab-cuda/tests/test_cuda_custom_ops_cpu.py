@@ -45,6 +45,10 @@ def _cases(dtype):
         (custom_ops.add_layer_norm, (x, d, w, b, 1e-5)),
         (custom_ops.layer_norm_backward, (d.detach(), x.detach(), *stats, w.detach(), None, True, False)),
         (custom_ops.layer_norm_backward, (d.detach(), x.detach(), *stats, None, x.detach(), False, False)),
+        (custom_ops.rms_norm, (x, w, 1e-5)),
+        (custom_ops.rms_norm, (x, None, 1e-5)),
+        (custom_ops.rms_norm_backward, (d.detach(), x.detach(), stats[1], w.detach(), True)),
+        (custom_ops.rms_norm_backward, (d.detach(), x.detach(), stats[1], None, False)),
     ]
 
 
@@ -54,7 +58,8 @@ def test_every_operator_passes_opcheck(dtype):
     (what torch.compile does) against the real implementation: every operator in fp32, the ones whose
     outputs' dtypes differ from their inputs' (fp32 statistics) or that read strided views in bf16."""
     for op, args in _cases(dtype):
-        if dtype != torch.float32 and op not in (custom_ops.layer_norm, custom_ops.add_layer_norm, custom_ops.swiglu):
+        if dtype != torch.float32 and op not in (custom_ops.layer_norm, custom_ops.add_layer_norm, custom_ops.swiglu,
+                                                 custom_ops.rms_norm):
             continue
         result = torch.library.opcheck(op, args)
         assert set(result.values()) == {"SUCCESS"}, (op, result)
@@ -64,11 +69,13 @@ def test_the_operators_follow_the_eager_reference_and_its_gradients():
     x, w, b = _leaf(6, 32), _leaf(32, seed=1), _leaf(32, seed=2)
     h = _leaf(6, 64, seed=3)
     ours = (custom_ops.layer_norm(x, w, b, 1e-5)[0].sum() + custom_ops.gelu_tanh(x).sum()
+            + (custom_ops.rms_norm(x, w, 1e-5)[0] * b).sum()
             + custom_ops.swiglu(*h.chunk(2, -1)).sum() + custom_ops.relu(x).square().sum())
     grads = torch.autograd.grad(ours, (x, w, b, h))
     refs = [t.detach().clone().requires_grad_() for t in (x, w, b, h)]
     rx, rw, rb, rh = refs
     theirs = (F.layer_norm(rx, (32,), rw, rb, 1e-5).sum() + F.gelu(rx, approximate="tanh").sum()
+              + (F.rms_norm(rx, (32,), rw, 1e-5) * rb).sum()
               + (F.silu(rh[:, :32]) * rh[:, 32:]).sum() + F.relu(rx).square().sum())
     torch.testing.assert_close(ours, theirs)
     for got, want in zip(grads, torch.autograd.grad(theirs, refs)):

@@ -359,19 +359,20 @@ def test_layer_norm_backward_is_deterministic(cuda):
 
 def test_cuda_tensors_go_through_the_kernels(cuda, monkeypatch):
     calls = []
-    for name in ("gelu_tanh_forward", "relu_forward", "swiglu_forward", "layer_norm_forward",
-                 "gelu_tanh_backward", "relu_backward", "swiglu_backward", "layer_norm_backward"):
+    for name in ("gelu_tanh_forward", "relu_forward", "swiglu_forward", "layer_norm_forward", "rms_norm_forward",
+                 "gelu_tanh_backward", "relu_backward", "swiglu_backward", "layer_norm_backward", "rms_norm_backward"):
         original = getattr(ops, name)
         monkeypatch.setattr(ops, name, lambda *a, _n=name, _f=original, **k: calls.append(_n) or _f(*a, **k))
     x = randn(4, 256).requires_grad_()
     w = torch.ones(256, device="cuda", requires_grad=True)
     h = randn(4, 512).requires_grad_()
     loss = (cuda.gelu_tanh(x).sum() + cuda.relu(x).sum() + cuda.swiglu(*h.chunk(2, -1)).sum()
-            + cuda.layer_norm(x, w, None, 1e-5).square().sum() + cuda.add_layer_norm(x, x, w, None, 1e-5)[1].sum())
+            + cuda.layer_norm(x, w, None, 1e-5).square().sum() + cuda.add_layer_norm(x, x, w, None, 1e-5)[1].sum()
+            + cuda.rms_norm(x, w, 1e-5).square().sum())
     loss.backward()
     assert sorted(set(calls)) == sorted({"gelu_tanh_forward", "relu_forward", "swiglu_forward", "layer_norm_forward",
-                                         "gelu_tanh_backward", "relu_backward", "swiglu_backward",
-                                         "layer_norm_backward"})
+                                         "rms_norm_forward", "gelu_tanh_backward", "relu_backward", "swiglu_backward",
+                                         "layer_norm_backward", "rms_norm_backward"})
 
 
 def test_autocast_layer_norm_runs_in_fp32_like_pytorch(cuda):
@@ -383,10 +384,114 @@ def test_autocast_layer_norm_runs_in_fp32_like_pytorch(cuda):
     assert_near(ours, theirs, torch.float32, "layer_norm under autocast")
 
 
+# -- RMSNorm -------------------------------------------------------------------------------------------
+#: Odd widths (scalar path: cols not a multiple of the vector width) next to the model's.
+RMS_WIDTHS = [1, 7, 64, 127, 128, 333, 768, 1000, 4095, 8192]
+
+
+def rms_exact(x, w, dy=None, eps=1e-5) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{output: (exact float64 value, scale of its terms)} of RMSNorm of the rows of ``x`` (already
+    rounded inputs), and with ``dy`` of its backward (dx, dweight)."""
+    x64 = x.double()
+    w64 = w.double() if w is not None else torch.ones(x.shape[-1], dtype=torch.float64, device=x.device)
+    rstd = (x64.square().mean(-1, keepdim=True) + eps).rsqrt()
+    xhat = x64 * rstd
+    out = {"y": (xhat * w64, xhat.abs() * w64.abs())}
+    if dy is None:
+        return out
+    g = dy.double() * w64
+    gx = (g * xhat).mean(-1, keepdim=True)
+    out["dx"] = (rstd * (g - xhat * gx), rstd * (g.abs() + xhat.abs() * (g * xhat).abs().mean(-1, keepdim=True)))
+    out["dweight"] = ((dy.double() * xhat).sum(0), (dy.double().abs() * xhat.abs()).sum(0))
+    return out
+
+
+def rms_inputs(rows, cols, dtype, affine, seed=0):
+    x = randn(rows, cols, dtype=dtype, scale=3.0, shift=1.5, seed=seed)
+    w = randn(cols, dtype=dtype, scale=0.2, shift=1.0, seed=seed + 1) if affine else None
+    return x, w
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", RMS_WIDTHS)
+def test_rms_norm_forward(cuda, dtype, cols):
+    for rows, affine in ((37, True), (3, False)):
+        x, w = rms_inputs(rows, cols, dtype, affine, seed=cols)
+        exact, scale = rms_exact(x, w)["y"]
+        for variant, xin in (("aligned", x), ("misaligned", misaligned(x))):
+            y = cuda.rms_norm(xin, w, 1e-5)
+            assert y.dtype == dtype and y.shape == x.shape
+            assert_rounded_once(y, exact, scale, f"rms_norm forward {variant} {rows}x{cols} (weight {affine})")
+        # and against PyTorch's own (which rounds its fp32 result once too)
+        assert_near(cuda.rms_norm(x, w, 1e-5), F.rms_norm(x, (cols,), w, 1e-5), dtype, f"rms_norm vs F {cols}", k=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", RMS_WIDTHS)
+def test_rms_norm_backward_against_the_exact_gradients_and_autograd(cuda, dtype, cols):
+    for rows, affine in ((300, True), (5, False)):
+        x, w = rms_inputs(rows, cols, dtype, affine, seed=cols)
+        dy = randn(rows, cols, dtype=dtype, seed=cols + 7)
+        exact = rms_exact(x, w, dy)
+        got = grads_of(lambda x_, w_: cuda.rms_norm(x_, w_, 1e-5), [x, w], dy)
+        assert (got[1] is None) == (w is None)
+        check_layer_norm_grads(got, exact, ("dx", "dweight"), f"rms_norm {rows}x{cols} (weight {affine})")
+        ref = grads_of(lambda x_, w_: F.rms_norm(x_, (cols,), w_, 1e-5), [x, w], dy)
+        for name, a, b in zip(("dx", "dweight"), got, ref):
+            if b is not None:
+                assert_near(a, b, dtype, f"rms_norm {name} vs autograd of F.rms_norm, {rows}x{cols}", k=4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_dweight_over_many_row_groups_per_block(cuda, dtype):
+    rows, cols = 20_003, 768
+    assert backward_grid(rows, cols, dtype) * 8 < rows, "the test must give each block several row groups"
+    x, w = rms_inputs(rows, cols, dtype, True, seed=11)
+    dy = randn(rows, cols, dtype=dtype, seed=12)
+    got = grads_of(lambda x_, w_: cuda.rms_norm(x_, w_, 1e-5), [x, w], dy)
+    check_layer_norm_grads(got, rms_exact(x, w, dy), ("dx", "dweight"), f"rms_norm {rows}x{cols}")
+
+
+def test_rms_norm_backward_is_deterministic(cuda):
+    x, w = rms_inputs(4096, 768, torch.float32, True)
+    dy = randn(4096, 768, seed=9)
+    first = grads_of(lambda *t: cuda.rms_norm(*t, 1e-5), [x, w], dy)
+    for _ in range(3):
+        again = grads_of(lambda *t: cuda.rms_norm(*t, 1e-5), [x, w], dy)
+        assert all(torch.equal(a, g) for a, g in zip(first, again))
+
+
+@pytest.mark.parametrize("cols", [ops.MAX_RMS_NORM_COLS, ops.MAX_RMS_NORM_COLS + 1, 3 * ops.MAX_RMS_NORM_COLS])
+def test_rms_norm_above_the_kernel_limit_falls_back_to_eager(cuda, monkeypatch, cols):
+    calls = []
+    for name in ("rms_norm_forward", "rms_norm_backward"):
+        original = getattr(ops, name)
+        monkeypatch.setattr(ops, name, lambda *a, _n=name, _f=original: calls.append(_n) or _f(*a))
+    x, w = rms_inputs(4, cols, torch.float32, True, seed=3)
+    dy = randn(4, cols, seed=4)
+    got = grads_of(lambda *t: cuda.rms_norm(*t, 1e-5), [x, w], dy)
+    y = cuda.rms_norm(x, w, 1e-5)
+    assert calls == ([] if cols > ops.MAX_RMS_NORM_COLS else ["rms_norm_forward", "rms_norm_backward",
+                                                               "rms_norm_forward"])
+    exact = rms_exact(x, w, dy)
+    assert_rounded_once(y, *exact["y"], f"rms_norm forward at {cols}")
+    check_layer_norm_grads(got, exact, ("dx", "dweight"), f"rms_norm at {cols}")
+
+
+def test_autocast_rms_norm_follows_pytorchs_policy(cuda):
+    x, w = rms_inputs(16, 768, torch.float32, True)
+    for xin, win in ((x, w), (x.bfloat16(), w.bfloat16())):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            ours = cuda.rms_norm(xin, win, 1e-5)
+            theirs = TorchBackend().rms_norm(xin, win, 1e-5)
+        assert ours.dtype == theirs.dtype, (xin.dtype, win.dtype)
+        assert_near(ours, theirs, theirs.dtype, f"rms_norm under autocast ({xin.dtype}, {win.dtype})")
+
+
 # -- CUDA graphs, torch.compile ----------------------------------------------------------------------
 def block_like(cuda: CudaBackend, x, w, b):
-    """LayerNorm -> GELU -> SwiGLU -> fused add + LayerNorm: every kernel, forward and backward."""
-    h = cuda.gelu_tanh(cuda.layer_norm(x, w, b, 1e-5))
+    """LayerNorm -> RMSNorm -> GELU -> SwiGLU -> fused add + LayerNorm: every kernel, forward and backward."""
+    h = cuda.gelu_tanh(cuda.rms_norm(cuda.layer_norm(x, w, b, 1e-5), w, 1e-5))
     out = cuda.swiglu(*h.chunk(2, -1))
     return cuda.add_layer_norm(out, out, None, None, 1e-5)[1]
 
@@ -424,7 +529,7 @@ def test_torch_compile_keeps_the_kernels(cuda, monkeypatch):
     reference that the compiler would trace and fuse), forward and backward."""
     calls = []
     for name in ("gelu_tanh_forward", "gelu_tanh_backward", "swiglu_forward", "swiglu_backward",
-                 "layer_norm_forward", "layer_norm_backward"):
+                 "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward"):
         original = getattr(ops, name)
         monkeypatch.setattr(ops, name, lambda *a, _n=name, _f=original: calls.append(_n) or _f(*a))
     x, w, b = ln_inputs(64, 512, torch.bfloat16, "both")
@@ -433,7 +538,7 @@ def test_torch_compile_keeps_the_kernels(cuda, monkeypatch):
     out = compiled(x, w, b)
     (gx,) = torch.autograd.grad(out.float().sum(), (x,))
     assert {"gelu_tanh_forward", "gelu_tanh_backward", "swiglu_forward", "swiglu_backward", "layer_norm_forward",
-            "layer_norm_backward"} <= set(calls)
+            "layer_norm_backward", "rms_norm_forward", "rms_norm_backward"} <= set(calls)
     x_eager = x.detach().clone().requires_grad_()
     out_eager = block_like(cuda, x_eager, w, b)
     (gx_eager,) = torch.autograd.grad(out_eager.float().sum(), (x_eager,))
@@ -443,7 +548,7 @@ def test_torch_compile_keeps_the_kernels(cuda, monkeypatch):
 
 # -- training ------------------------------------------------------------------------------------------
 def train(kernel_backend: str, placement: str, activation: str, steps: int = 50, seed: int = 0,
-          precision: str = "fp32") -> list[float]:
+          precision: str = "fp32", norm: str = "layernorm") -> list[float]:
     """``steps`` plain AdamW steps of andrea-tiny on a learnable token pattern; the losses.
 
     ``precision``: "fp32"; "bf16" (weights and activations in bf16: every kernel runs in bf16, end to
@@ -452,8 +557,9 @@ def train(kernel_backend: str, placement: str, activation: str, steps: int = 50,
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     torch.manual_seed(seed)
+    extra = {"norm": norm, "qk_norm": True} if norm != "layernorm" else {}  # rmsnorm: every norm, QK too
     config = andrea_lab.preset("andrea-tiny", kernel_backend=kernel_backend, norm_placement=placement,
-                               activation=activation)
+                               activation=activation, **extra)
     model = andrea_lab.Andrea(config).to("cuda")  # built on the CPU, then moved: as Lightning does
     if precision == "bf16":
         model = model.to(torch.bfloat16)
@@ -488,10 +594,12 @@ def test_bf16_training_end_to_end_follows_the_torch_backend(cuda, placement, act
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("placement,activation", [("pre", "gelu"), ("post", "swiglu"), ("pre", "relu")])
-def test_fifty_training_steps_match_the_torch_backend(cuda, placement, activation):
-    ours = train("cuda", placement, activation)
-    reference = train("torch", placement, activation)
+@pytest.mark.parametrize("placement,activation,norm", [("pre", "gelu", "layernorm"), ("post", "swiglu", "layernorm"),
+                                                       ("pre", "relu", "layernorm"),
+                                                       ("post", "swiglu", "rmsnorm")])  # every norm RMS, QK too
+def test_fifty_training_steps_match_the_torch_backend(cuda, placement, activation, norm):
+    ours = train("cuda", placement, activation, norm=norm)
+    reference = train("torch", placement, activation, norm=norm)
     assert ours[-1] < ours[0] - 0.5, "the model must learn"
     worst = max(abs(a - b) for a, b in zip(ours, reference))
     assert worst <= TRAIN_LOSS_ATOL, f"losses differ by up to {worst:.3g} (allowed {TRAIN_LOSS_ATOL})"

@@ -17,7 +17,7 @@ import torch
 from andrea_lab_cuda import build
 
 #: Must equal ANDREA_CUDA_ABI_VERSION in csrc/runtime.cu.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 #: The dtype codes of csrc/common.cuh (enum DType).
 DTYPE_CODES: dict[torch.dtype, int] = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -55,6 +55,13 @@ SIGNATURES: dict[str, tuple[type, tuple[type, ...]]] = {
     # (dy, x, mean, rstd, w, dres, dx, dw, db, workspace, workspace_floats, rows, cols, dtype, wdtype,
     #  sm_count, stream)
     "andrea_layer_norm_bwd": (_I, (_P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _I, _I, _I, _P)),
+    # rms_norm.cu (the width limit is LayerNorm's: one kernel, norm.cuh)
+    # (x, w, y, rstd, rows, cols, eps, dtype, wdtype, stream)
+    "andrea_rms_norm_fwd": (_I, (_P, _P, _P, _P, _I64, _I64, _F, _I, _I, _P)),
+    # (rows, cols, dtype, sm_count)
+    "andrea_rms_norm_bwd_workspace": (_I64, (_I64, _I64, _I, _I)),
+    # (dy, x, rstd, w, dx, dw, workspace, workspace_floats, rows, cols, dtype, wdtype, sm_count, stream)
+    "andrea_rms_norm_bwd": (_I, (_P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _I, _I, _I, _P)),
 }
 
 

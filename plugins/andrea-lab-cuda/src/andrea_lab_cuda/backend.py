@@ -5,7 +5,7 @@ Registered in the entry-point group ``andrea_lab.kernel_backend`` under the name
 reference of :class:`andrea_lab.contracts.KernelBackend` (``super()``) for inputs the kernels do
 not take: CPU tensors (Lightning builds the model on the CPU before moving it to the GPU), dtypes
 other than fp32/fp16/bf16, empty tensors, mismatched shapes, devices or dtypes, and LayerNorm
-widths above :data:`andrea_lab_cuda.ops.MAX_LAYER_NORM_COLS`. The kernels are called through the
+widths above :data:`andrea_lab_cuda.ops.MAX_LAYER_NORM_COLS` (RMSNorm's limit too). The kernels are called through the
 operators of :mod:`andrea_lab_cuda.custom_ops`, so ``torch.compile`` keeps them in its graph (as
 opaque calls) instead of tracing the eager reference.
 """
@@ -103,13 +103,13 @@ def _autocast_enabled() -> bool:
 
 
 class CudaBackend(KernelBackend):
-    """Handwritten CUDA kernels: LayerNorm, fused residual add + LayerNorm, GELU (tanh), ReLU, SwiGLU.
+    """Handwritten CUDA kernels: LayerNorm, fused residual add + LayerNorm, RMSNorm, GELU (tanh), ReLU, SwiGLU.
 
-    RMSNorm has no kernel here: ``rms_norm`` is inherited, the eager reference (``F.rms_norm``), which
-    ``andrea plugins`` shows as this backend's eager fallback.
+    RMSNorm has no fused residual add: a post-norm placement with ``norm: rmsnorm`` adds, then calls
+    ``rms_norm`` (the :class:`~andrea_lab.contracts.Norm` default ``add_and_norm``).
     """
 
-    description = "handwritten CUDA kernels: LayerNorm, fused add+LayerNorm, GELU (tanh), ReLU, SwiGLU"
+    description = "handwritten CUDA kernels: LayerNorm, fused add+LayerNorm, RMSNorm, GELU (tanh), ReLU, SwiGLU"
 
     @classmethod
     def availability(cls) -> Availability:
@@ -146,6 +146,23 @@ class CudaBackend(KernelBackend):
             return super().add_layer_norm(x, delta, weight, bias, eps)
         summed, normed, _, _ = custom_ops.add_layer_norm(x, delta, _contig(weight), _contig(bias), float(eps))
         return summed, normed
+
+    # -- RMSNorm --------------------------------------------------------------------------------
+    @staticmethod
+    def _rms_norm_ok(x: torch.Tensor, weight: torch.Tensor | None, eps) -> bool:
+        if eps is None or x.dim() < 1 or not _cuda_floats(x) or x.shape[-1] > ops.MAX_RMS_NORM_COLS:
+            return False
+        if _autocast_enabled() and not (x.dtype == torch.float32 and (weight is None or weight.dtype == torch.float32)):
+            # Under autocast only fp32 input and weight: PyTorch's autocast policy for the norm is its own, so
+            # every other mix is left to it (eager F.rms_norm) rather than guessed.
+            return False
+        return weight is None or (weight.shape == x.shape[-1:] and weight.device == x.device
+                                  and weight.dtype == x.dtype)
+
+    def rms_norm(self, x, weight, eps):
+        if not self._rms_norm_ok(x, weight, eps):
+            return super().rms_norm(x, weight, eps)
+        return custom_ops.rms_norm(x, _contig(weight), float(eps))[0]
 
     # -- activations ----------------------------------------------------------------------------
     def gelu_tanh(self, x):

@@ -21,6 +21,8 @@ Operators (first derivatives only: their backward operators have no autograd for
 * ``add_layer_norm(x, delta, weight?, bias?, eps) -> (sum, y, mean, rstd)``
 * ``layer_norm_backward(dy, x, mean, rstd, weight?, dres?, need_dw, need_db) -> (dx, dw, db)``;
   ``dw``/``db`` are empty tensors when not asked for (an operator cannot return None).
+* ``rms_norm(x, weight?, eps) -> (y, rstd)``, ``rms_norm_backward(dy, x, rstd, weight?, need_dw) -> (dx, dw)``
+  (``dw`` empty when not asked for).
 """
 
 from __future__ import annotations
@@ -158,6 +160,41 @@ def _reference_layer_norm_backward(dy, x, mean, rstd, weight, dres):
     return dx.to(x.dtype), dw, dy.float().sum(0).to(x.dtype)
 
 
+# -- RMSNorm ------------------------------------------------------------------------------------------
+def _reference_rms_norm(x: Tensor, weight: Optional[Tensor], eps: float) -> tuple[Tensor, Tensor]:
+    """(y, rstd) of the rows of ``x`` in fp32, ``y`` rounded once to ``x``'s dtype."""
+    xf = x.float()
+    rstd = torch.rsqrt(xf.square().mean(-1) + eps)
+    y = xf * rstd[:, None]
+    if weight is not None:
+        y = y * weight.float()
+    return y.to(x.dtype), rstd
+
+
+@_op("rms_norm")
+def rms_norm(x: Tensor, weight: Optional[Tensor], eps: float) -> tuple[Tensor, Tensor]:
+    x2 = _rows(x)
+    if uses_kernels(x):
+        y, rstd = ops.rms_norm_forward(x2, weight, eps)
+    else:
+        y, rstd = _reference_rms_norm(x2, weight, eps)
+    return y.view(x.shape), rstd
+
+
+@_op("rms_norm_backward")
+def rms_norm_backward(dy: Tensor, x: Tensor, rstd: Tensor, weight: Optional[Tensor], need_dw: bool
+                      ) -> tuple[Tensor, Tensor]:
+    x2, dy2 = _rows(x), _rows(dy)
+    if uses_kernels(x):
+        dx, dw = ops.rms_norm_backward(dy2, x2, rstd, weight, x.dtype, need_dw)
+    else:
+        xhat = x2.float() * rstd[:, None]
+        g = dy2.float() * (weight.float() if weight is not None else 1.0)
+        dx = (rstd[:, None] * (g - xhat * (g * xhat).mean(-1, keepdim=True))).to(x.dtype)
+        dw = (dy2.float() * xhat).sum(0).to(x.dtype)
+    return dx.view(x.shape), dw if need_dw else x.new_empty(0)
+
+
 # -- fake implementations: what the compiler sees (every output is contiguous) ----------------------
 def _stats(x: Tensor) -> Tensor:
     return x.new_empty(x.numel() // x.shape[-1], dtype=torch.float32)
@@ -201,6 +238,16 @@ def _(dy, x, mean, rstd, weight, dres, need_dw, need_db):
     return x.new_empty(x.shape), x.new_empty(cols if need_dw else 0), x.new_empty(cols if need_db else 0)
 
 
+@rms_norm.register_fake
+def _(x, weight, eps):
+    return x.new_empty(x.shape), _stats(x)
+
+
+@rms_norm_backward.register_fake
+def _(dy, x, rstd, weight, need_dw):
+    return x.new_empty(x.shape), x.new_empty(x.shape[-1] if need_dw else 0)
+
+
 # -- autograd: each forward's derivative is its backward operator ------------------------------------
 def _save_input(ctx, inputs, output):
     ctx.save_for_backward(inputs[0])
@@ -225,6 +272,11 @@ def _save_add_layer_norm(ctx, inputs, output):
     ctx.set_materialize_grads(False)  # an unused output's gradient is None, not zeros: nothing to compute
     ctx.save_for_backward(output[0], weight, output[2], output[3])
     ctx.has_bias = bias is not None
+
+
+def _save_rms_norm(ctx, inputs, output):
+    x, weight, _ = inputs
+    ctx.save_for_backward(x, weight, output[1])
 
 
 def _gelu_grad(ctx, dy):
@@ -260,8 +312,16 @@ def _add_layer_norm_grad(ctx, dsum, dy, _dmean, _drstd):
     return dx, dx, dw if need_dw else None, db if need_db else None, None
 
 
+def _rms_norm_grad(ctx, dy, _drstd):
+    x, weight, rstd = ctx.saved_tensors
+    need_dw = weight is not None and ctx.needs_input_grad[1]
+    dx, dw = rms_norm_backward(dy, x, rstd, weight, need_dw)
+    return dx, dw if need_dw else None, None
+
+
 gelu_tanh.register_autograd(_gelu_grad, setup_context=_save_input)
 relu.register_autograd(_relu_grad, setup_context=_save_output)
 swiglu.register_autograd(_swiglu_grad, setup_context=_save_gate_up)
 layer_norm.register_autograd(_layer_norm_grad, setup_context=_save_layer_norm)
 add_layer_norm.register_autograd(_add_layer_norm_grad, setup_context=_save_add_layer_norm)
+rms_norm.register_autograd(_rms_norm_grad, setup_context=_save_rms_norm)

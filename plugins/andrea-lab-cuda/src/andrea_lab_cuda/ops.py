@@ -16,9 +16,10 @@ import torch
 from andrea_lab_cuda import _lib
 from andrea_lab_cuda._lib import DTYPE_CODES
 
-#: The largest normalised dimension the LayerNorm kernels take (csrc/layer_norm.cu: kMaxCols);
-#: the backend uses eager PyTorch above it.
+#: The largest normalised dimension the LayerNorm and RMSNorm kernels take (csrc/norm.cuh: kMaxCols,
+#: one kernel for both); the backend uses eager PyTorch above it.
 MAX_LAYER_NORM_COLS = 8192
+MAX_RMS_NORM_COLS = MAX_LAYER_NORM_COLS
 #: SwiGLU indexes rows with 32-bit arithmetic; bigger tensors go to eager PyTorch.
 MAX_SWIGLU_ELEMENTS = 2**32 - 1
 
@@ -210,3 +211,38 @@ def layer_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, mean: torch.Tensor,
     return dx, dw, db
 
 
+
+
+@_on_device
+def rms_norm_forward(x2: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """RMSNorm of the rows of contiguous ``x2`` (rows, cols): ``(y, rstd)``, rstd fp32, one per row."""
+    _contiguous("rms_norm forward", x2, weight)
+    rows, cols = x2.shape
+    y = _empty(x2)
+    rstd = torch.empty(rows, dtype=torch.float32, device=x2.device)
+    lib, _, stream = _launch_context(x2)
+    lib.check(lib.rms_norm_fwd(x2.data_ptr(), _ptr(weight), y.data_ptr(), rstd.data_ptr(), rows, cols, float(eps),
+                               DTYPE_CODES[x2.dtype], DTYPE_CODES[_weight_dtype(x2, weight, None)], stream),
+              "rms_norm forward")
+    return y, rstd
+
+
+@_on_device
+def rms_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor | None,
+                      wdtype: torch.dtype, need_dw: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(dx, dweight) for contiguous (rows, cols) ``dy2``/``x2``; dweight (in ``wdtype``) is reduced
+    deterministically, like LayerNorm's: no atomics."""
+    _contiguous("rms_norm backward", dy2, x2, rstd, weight)
+    rows, cols = x2.shape
+    dx = _empty(x2)
+    dw = torch.empty(cols, dtype=wdtype, device=x2.device) if need_dw else None
+    lib, sms, stream = _launch_context(x2)
+    code = DTYPE_CODES[x2.dtype]
+    workspace, floats = None, 0
+    if need_dw:
+        floats = int(lib.rms_norm_bwd_workspace(rows, cols, code, sms))
+        workspace = torch.empty(max(floats, 1), dtype=torch.float32, device=x2.device)
+    lib.check(lib.rms_norm_bwd(dy2.data_ptr(), x2.data_ptr(), rstd.data_ptr(), _ptr(weight), dx.data_ptr(), _ptr(dw),
+                               _ptr(workspace), floats, rows, cols, code, DTYPE_CODES[wdtype], sms, stream),
+              "rms_norm backward")
+    return dx, dw

@@ -4,7 +4,7 @@
 
 // Bumped whenever a launcher's signature changes; the Python wrapper refuses a library whose
 // version differs from the one it was written for (andrea_lab_cuda/_lib.py: ABI_VERSION).
-#define ANDREA_CUDA_ABI_VERSION 2
+#define ANDREA_CUDA_ABI_VERSION 3
 
 namespace andrea {
 namespace {
