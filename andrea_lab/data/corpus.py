@@ -97,11 +97,6 @@ class Corpus:
             return [path.name for path in paths]
         return [path.relative_to(self.root).as_posix() for path in paths]
 
-    def iter_documents(self) -> Iterator[str]:
-        """Yield each document's text, decoded as UTF-8, in corpus order."""
-        for path in self.files:
-            yield read_document(path)
-
     def iter_records(self) -> Iterator[records_lib.Record]:
         """Every document as a :class:`~andrea_lab.data.records.Record`, in corpus order, streamed;
         ``position`` counts input bytes across the whole corpus (its total is ``total_bytes()``)."""

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from andrea_lab.data import tokenizer as tokenizers_lib
-from andrea_lab.data.cache import TokenizedCorpus, cached_shards, load_or_build
+from andrea_lab.data.cache import TokenizedCorpus, load_or_build
 from andrea_lab.data.corpus import Corpus, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
@@ -132,7 +132,7 @@ class AndreaDataModule(L.LightningDataModule):
             return
         corpus = self._resolved_corpus()
         entry = None
-        if isinstance(corpus, Corpus):  # a small text corpus: its cache entry, a shard directory like any other
+        if isinstance(corpus, Corpus):  # text: its cache entry, a shard directory like any other
             entry = self._entry = self._entry or self._load_or_build(corpus)
         train, val, how = self._token_file_streams(self._token_corpus())
         summary = how if entry is None else _cache_summary(entry, len(train) + len(val))
@@ -283,11 +283,7 @@ class AndreaDataModule(L.LightningDataModule):
 
     def _resolved_corpus(self) -> ResolvedCorpus:
         if self._corpus is None:
-            corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
-            if isinstance(corpus, Corpus) and corpus.is_records:  # tokenized once, into cached shards
-                corpus = cached_shards(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction,
-                                       self.seed, self.cache_dir)
-            self._corpus = corpus
+            self._corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
         return self._corpus
 
     def _token_corpus(self) -> TokenCorpus:
@@ -300,7 +296,8 @@ class AndreaDataModule(L.LightningDataModule):
         return self._entry.tokens
 
     def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
-        return load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir)
+        return load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir,
+                             self.seed)
 
     def _set_tokenizer(self, tokenizer: Optional[Tokenizer]) -> None:
         self._tokenizer = tokenizer

@@ -50,15 +50,21 @@ class ShardWriter:
         """Whether record ``record`` still has tokens to write (it is not inside a finished shard)."""
         return record >= self.resume_record
 
-    def add(self, record: int, tokens: np.ndarray, bad_before: dict[str, int]) -> None:
+    @property
+    def has_tokens(self) -> bool:
+        """Whether the split has any tokens yet (written or waiting in the buffer)."""
+        return self.tokens_written + self._filled > 0
+
+    def add(self, record: int, tokens: np.ndarray, bad_before: dict[str, int], starts_document: bool = True) -> None:
         """Append one document's tokens (its end-of-text included), closing shards as they fill.
 
         ``bad_before`` counts the bad records before ``record``: a shard closed now records it, so a
-        resume that restarts here can carry the count on.
+        resume that restarts here can carry the count on. ``starts_document`` is false for the
+        validation tail of a document split by position, which the training side counts.
         """
         if record == self.resume_record and self.resume_carry:
             tokens = tokens[self.resume_carry:]  # its start is in the previous shard, which counted it
-        else:
+        elif starts_document:
             self._shard_documents += 1
         offset = 0
         while offset < len(tokens):

@@ -119,16 +119,21 @@ def test_an_existing_tokenizer_file_is_used_as_is(tmp_path: Path, parquet_writer
 
 def test_the_bpe_sample_is_seeded_uniform_and_independent_of_file_order(tmp_path: Path, small_texts,
                                                                         jsonl_writer) -> None:
-    from andrea_lab.data.tokenize_corpus import sample_documents
+    from andrea_lab.data.split import SplitRule, document_sides
+    from andrea_lab.data.tokenize_corpus import training_documents
+
+    def sample(corpus, seed: int) -> list[str]:
+        options = TokenizeOptions(tokenizer="bpe", sample_docs=8, seed=seed, val_fraction=0.2)
+        return training_documents(corpus, options, document_sides(SplitRule.BY_KEY, 0.2, []))
 
     jsonl_writer(tmp_path / "a.jsonl", small_texts[:20])
     jsonl_writer(tmp_path / "b.jsonl", small_texts[20:])
     corpus = resolve_corpus(str(tmp_path))
-    first = sample_documents(corpus, 8, seed=1, val_fraction=0.2)
+    first = sample(corpus, seed=1)
     corpus.record_files.reverse()  # the same documents read in another order
-    assert sample_documents(corpus, 8, seed=1, val_fraction=0.2) == first
+    assert sample(corpus, seed=1) == first
     assert len(first) == 8 and set(first) <= set(small_texts)
-    assert sample_documents(corpus, 8, seed=2, val_fraction=0.2) != first
+    assert sample(corpus, seed=2) != first
     val_keys = {f"{n}:{i}" for n, texts in (("a.jsonl", small_texts[:20]), ("b.jsonl", small_texts[20:]))
                 for i in range(len(texts)) if name_score(f"{n}:{i}") < 0.2}
     assert val_keys and not set(first) & {small_texts[int(k.split(":")[1]) + (20 if k[0] == "b" else 0)]
