@@ -39,7 +39,7 @@ from andrea_lab.data.corpus import Corpus, ResolvedCorpus
 from andrea_lab.data.parallel_encode import available_cores, encode_ordered
 from andrea_lab.data.records import PROBLEMS
 from andrea_lab.data.shard_check import check_manifest
-from andrea_lab.data.shard_writer import ShardWriter
+from andrea_lab.data.shard_writer import ShardWriter, resumed_writers
 from andrea_lab.data.shards import (
     MANIFEST_FILE,
     SHARD_FORMAT,
@@ -303,7 +303,7 @@ def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions)
         manifest["shards"].append(record)
         write_json_atomic(out / MANIFEST_FILE, manifest)
 
-    writers, bad = _resumed_writers(out, manifest, options.shard_size(corpus), on_shard)
+    writers, bad = resumed_writers(out, manifest["shards"], options.shard_size(corpus), on_shard)
     run = _Run(side, options, tokenizers_lib.eot_id(tokenizer), writers, bad)
     _encode_corpus(corpus, tokenizer, run, min(writer.resume_record for writer in writers.values()))
     for writer in run.writers.values():
@@ -330,26 +330,6 @@ def _text_source(corpus: ResolvedCorpus, options: TokenizeOptions) -> Corpus:
                             f"{corpus.description} is records: split them {SplitRule.BY_KEY.value!r}")
     check_shard_count(corpus, options.shard_size(corpus))
     return corpus
-
-
-def _resumed_writers(out: Path, manifest: dict[str, Any], shard_tokens: int,
-                     on_shard: Any) -> tuple[dict[str, ShardWriter], Counter]:
-    """Writers positioned after each split's finished shards; bad counts up to the earliest of them."""
-    writers, bad = {}, Counter()
-    earliest: Optional[dict[str, Any]] = None
-    for split in SPLITS:
-        writer = ShardWriter(out, split, shard_tokens, on_shard)
-        done = [shard for shard in manifest["shards"] if shard["split"] == split]
-        if done:
-            last = done[-1]
-            writer.next_index = last["index"] + 1
-            writer.resume_record, writer.resume_carry = last["end"]["record"], last["end"]["carry"]
-            writer.tokens_written = sum(shard["tokens"] for shard in done)
-        if earliest is None or writer.resume_record < earliest["record"]:
-            earliest = {"record": writer.resume_record, "bad": last["bad_records_before_end"] if done else {}}
-        writers[split] = writer
-    bad.update(earliest["bad"] if earliest else {})
-    return writers, bad
 
 
 def _jobs(corpus: Corpus, run: _Run, start: int) -> Iterator[tuple[Any, list[str]]]:
