@@ -109,9 +109,9 @@ def options_for(corpus: Corpus, tokenizer: Union[str, TokenizerSpec], vocab_size
                            workers=0, progress=False)
 
 
-def cache_key(corpus: Corpus, options: TokenizeOptions) -> str:
-    """The hex sha256 naming a cache entry: of the settings its manifest records."""
-    return sha256_text(json.dumps(settings_of(corpus, options), sort_keys=True))
+def cache_key(settings: dict[str, Any]) -> str:
+    """The hex sha256 naming a cache entry: of the settings its manifest records (settings_of)."""
+    return sha256_text(json.dumps(settings, sort_keys=True))
 
 
 def load_or_build(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], vocab_size: int, val_fraction: float,
@@ -119,7 +119,8 @@ def load_or_build(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], voc
     """Return the verified cache entry for these settings, building (or finishing) it if needed."""
     started = time.perf_counter()
     options = options_for(corpus, tokenizer_spec, vocab_size, val_fraction, seed)
-    key = cache_key(corpus, options)
+    settings = settings_of(corpus, options)  # once: the key, and the manifest the pipeline writes
+    key = cache_key(settings)
     directory = default_cache_root(cache_dir) / f"{ENTRY_PREFIX}{key[:16]}"
     with build_lock(directory):
         if directory.exists() and not _resumable(directory, key):
@@ -131,14 +132,14 @@ def load_or_build(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], voc
                               stacklevel=2)
                 _discard(directory)
         try:
-            tokenize_corpus(corpus, directory, options)
+            tokenize_corpus(corpus, directory, options, settings)
         except (CorpusError, TokenizeError) as problem:  # an unfinished entry that cannot be continued
             if not _resumable(directory, key):
                 raise
             warnings.warn(f"tokenized corpus cache {directory} cannot be finished ({problem}); rebuilding it",
                           stacklevel=2)
             _discard(directory)
-            tokenize_corpus(corpus, directory, options)
+            tokenize_corpus(corpus, directory, options, settings)
         tokens = verify_entry(directory, key)
     return TokenizedCorpus(tokens, hit=False, seconds=time.perf_counter() - started)
 
@@ -159,7 +160,7 @@ def _resumable(directory: Path, key: str) -> bool:
         return False
     settings = None if manifest is None else manifest.get("settings")
     return (manifest is not None and manifest.get("complete") is False and isinstance(settings, dict)
-            and sha256_text(json.dumps(settings, sort_keys=True)) == key)
+            and cache_key(settings) == key)
 
 
 def verify_entry(directory: Path, key: str) -> TokenCorpus:
@@ -171,7 +172,7 @@ def verify_entry(directory: Path, key: str) -> TokenCorpus:
         raise CacheCorruptError(str(problem)) from None
     manifest = tokens.manifest
     settings = None if manifest is None else manifest.get("settings")
-    if not isinstance(settings, dict) or sha256_text(json.dumps(settings, sort_keys=True)) != key:
+    if not isinstance(settings, dict) or cache_key(settings) != key:
         raise CacheCorruptError(f"{MANIFEST_FILE} is missing or belongs to another key")
     if not tokens.train or not tokens.val:
         raise CacheCorruptError(f"{MANIFEST_FILE} lists {len(tokens.train)} train and {len(tokens.val)} val shards")

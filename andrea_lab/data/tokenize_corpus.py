@@ -123,7 +123,9 @@ class TokenizeOptions:
     def __post_init__(self) -> None:
         try:
             object.__setattr__(self, "tokenizer", TokenizerSpec.of(self.tokenizer))
-        except TokenizerError as error:
+            object.__setattr__(self, "split", SplitRule(self.split))  # a rule's value names it too
+            object.__setattr__(self, "end_of_text", EndOfText(self.end_of_text))
+        except (TokenizerError, ValueError) as error:
             raise TokenizeError(str(error)) from None
 
     @classmethod
@@ -286,11 +288,13 @@ class _Run:
     records: int = 0
 
 
-def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions) -> TokenizeReport:
-    """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring."""
+def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions,
+                    settings: Optional[dict[str, Any]] = None) -> TokenizeReport:
+    """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring.
+    ``settings`` is ``settings_of(corpus, options)`` when the caller has it already (the cache's key)."""
     corpus = _text_source(corpus, options)
     started = time.perf_counter()
-    manifest = open_output(out, corpus, settings_of(corpus, options))
+    manifest = open_output(out, corpus, settings or settings_of(corpus, options))
     before = len(manifest["shards"])
     if manifest["complete"]:
         return TokenizeReport(out, manifest, before, 0, time.perf_counter() - started, {})

@@ -205,9 +205,9 @@ def test_an_entry_is_checked_and_built_under_its_lock(kind: str, generated_corpu
                                                       jsonl_writer, monkeypatch) -> None:
     held, real = [], cache.tokenize_corpus
 
-    def tokenize(corpus, out, options):
+    def tokenize(corpus, out, *rest):
         held.append(_held_elsewhere(out))
-        return real(corpus, out, options)
+        return real(corpus, out, *rest)
 
     monkeypatch.setattr(cache, "tokenize_corpus", tokenize)
     source = generated_corpus if kind == "text" else jsonl_writer(tmp_path / "c.jsonl", small_texts)

@@ -159,3 +159,41 @@ def test_a_corpus_that_is_already_tokens_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TokenizeError, match=r"already token ids \(token file .*t_train.bin\): train on it as it is \(--data.corpus .*t_train.bin\)"):
         tokenize_corpus(resolve_corpus(str(tmp_path / "t_train.bin")), tmp_path / "out", OPTIONS)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_directory_written_before_the_rules_were_settings_resumes_as_itself(tmp_path: Path, corpus_file,
+                                                                              monkeypatch) -> None:
+    """A manifest without ``split`` / ``end_of_text`` (andrea tokenize before they were settings) was made
+    by the records' rules: an interrupted run of it continues, it is not refused as 'other settings'."""
+    corpus = resolve_corpus(str(corpus_file))
+    reference = tokenize_corpus(corpus, tmp_path / "ref", OPTIONS).manifest
+    out, real_close, calls = tmp_path / "out", shard_writer.ShardWriter._close, []
+
+    def close_then_stop(self, *args):
+        calls.append(self.split)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real_close(self, *args)
+
+    monkeypatch.setattr(shard_writer.ShardWriter, "_close", close_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        tokenize_corpus(corpus, out, OPTIONS)
+    monkeypatch.setattr(shard_writer.ShardWriter, "_close", real_close)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for rule in ("split", "end_of_text"):
+        del manifest["settings"][rule]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = tokenize_corpus(corpus, out, OPTIONS)
+    assert report.shards_before == 1 and report.complete
+    assert [s["sha256"] for s in report.manifest["shards"]] == [s["sha256"] for s in reference["shards"]]
+
+
+def test_rules_that_cannot_work_are_one_error(tmp_path: Path, corpus_file) -> None:
+    corpus = resolve_corpus(str(corpus_file))
+    with pytest.raises(TokenizeError, match="'at least one on each side' decides over every document name"):
+        tokenize_corpus(corpus, tmp_path / "a", TokenizeOptions(**{**OPTIONS.__dict__, "split": "at least one on each side"}))
+    with pytest.raises(TokenizeError, match="'between documents' needs one shard per split"):
+        tokenize_corpus(corpus, tmp_path / "b", TokenizeOptions(**{**OPTIONS.__dict__, "end_of_text": "between documents"}))
+    with pytest.raises(TokenizeError, match="'sideways' is not a valid SplitRule"):
+        TokenizeOptions(split="sideways")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
