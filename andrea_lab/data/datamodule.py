@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, load_or_build
-from andrea_lab.data.corpus import Corpus, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
+from andrea_lab.data.corpus import CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
 from andrea_lab.data.split import split_point
@@ -122,20 +122,16 @@ class AndreaDataModule(L.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Build (or verify) the tokenized cache; Lightning runs this once per node."""
-        corpus = self._resolved_corpus()
-        if isinstance(corpus, Corpus):
-            self._entry = self._load_or_build(corpus)
+        self._entry = None
+        self._token_corpus()
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Memory-map the token streams and check they fit the model."""
         if self._train is not None:
             return
         corpus = self._resolved_corpus()
-        entry = None
-        if isinstance(corpus, Corpus):  # text: its cache entry, a shard directory like any other
-            entry = self._entry = self._entry or self._load_or_build(corpus)
         train, val, how = self._token_file_streams(self._token_corpus())
-        summary = how if entry is None else _cache_summary(entry, len(train) + len(val))
+        summary = how if self._entry is None else _cache_summary(self._entry, len(train) + len(val))
         _check_lengths(corpus, len(train), len(val), self.block_size)
         self._train, self._val = train, val
         rank_zero_info(
@@ -287,17 +283,15 @@ class AndreaDataModule(L.LightningDataModule):
         return self._corpus
 
     def _token_corpus(self) -> TokenCorpus:
-        """What the data module reads: the corpus itself when it is tokens, else its cache entry."""
+        """What the data module reads: the corpus itself when it is tokens, else its cache entry (text of
+        any kind goes through the one tokenize pipeline into it; built or verified on first use)."""
         corpus = self._resolved_corpus()
         if isinstance(corpus, TokenCorpus):
             return corpus
         if self._entry is None:
-            raise RuntimeError("the corpus is not tokenized yet: call prepare_data() first")
+            self._entry = load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction,
+                                        self.cache_dir, self.seed)
         return self._entry.tokens
-
-    def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
-        return load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir,
-                             self.seed)
 
     def _set_tokenizer(self, tokenizer: Optional[Tokenizer]) -> None:
         self._tokenizer = tokenizer
