@@ -339,8 +339,7 @@ def _large_corpus_fingerprint(corpus: Corpus) -> str:
         paths = sorted(corpus.datasets_dir.rglob("*"))
         named = [(path.relative_to(corpus.datasets_dir).as_posix(), path) for path in paths if path.is_file()]
     else:
-        named = [(path.name if corpus.root is None else path.relative_to(corpus.root).as_posix(), path)
-                 for path in corpus.record_files]
+        named = list(zip(corpus.relative_names(), corpus.record_files))
     for name, path in named:
         encoded = name.encode("utf-8")
         size = path.stat().st_size
