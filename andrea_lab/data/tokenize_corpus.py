@@ -243,9 +243,10 @@ def training_documents(corpus: Corpus, options: TokenizeOptions, side: Side) -> 
     return [text for _, _, text in sorted(heap, reverse=True)]
 
 
-def make_tokenizer(corpus: Corpus, options: TokenizeOptions, side: Side) -> Tokenizer:
-    """Train the BPE on the training documents (``training_documents``), or take the byte tokenizer or a
-    given ``tokenizer.json``."""
+def make_tokenizer(corpus: Corpus, options: TokenizeOptions, side: Optional[Side] = None) -> Tokenizer:
+    """Train the BPE on the training documents (``training_documents``; ``side`` is the split, made from
+    the options when not given), or take the byte tokenizer or a given ``tokenizer.json``."""
+    side = side or _sides(corpus, options)
 
     def documents() -> Iterable[str]:
         texts = training_documents(corpus, options, side)
@@ -299,8 +300,7 @@ def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions,
     if manifest["complete"]:
         return TokenizeReport(out, manifest, before, 0, time.perf_counter() - started, {})
     out.mkdir(parents=True, exist_ok=True)
-    names = corpus.relative_names() if options.split is SplitRule.EACH_SIDE else []
-    side = document_sides(options.split, options.val_fraction, names)
+    side = _sides(corpus, options)
     tokenizer = ready_tokenizer(out, corpus, options, manifest, side)
 
     def on_shard(record: dict[str, Any]) -> None:
@@ -313,13 +313,19 @@ def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions,
     for writer in run.writers.values():
         writer.finish(run.records, dict(run.bad))
     manifest.update(complete=True, totals=_totals(manifest, run))
-    if names:  # a split decided over the names: which documents are on each side
+    if options.split is SplitRule.EACH_SIDE:  # a split decided over the names: the documents on each side
+        names = corpus.relative_names()
         sides = [side(index, name) for index, name in enumerate(names)]
         manifest["train_documents"] = [name for name, where in zip(names, sides) if where != VAL]
         manifest["val_documents"] = [name for name, where in zip(names, sides) if where == VAL]
     write_json_atomic(out / MANIFEST_FILE, manifest)
     written = len(manifest["shards"]) - before
     return TokenizeReport(out, manifest, before, written, time.perf_counter() - started, run.examples)
+
+
+def _sides(corpus: Corpus, options: TokenizeOptions) -> Side:
+    names = corpus.relative_names() if options.split is SplitRule.EACH_SIDE else []
+    return document_sides(options.split, options.val_fraction, names)
 
 
 def _text_source(corpus: ResolvedCorpus, options: TokenizeOptions) -> Corpus:
