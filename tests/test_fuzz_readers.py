@@ -159,7 +159,8 @@ def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
     (rebuilt, with a warning, when the manifest does not vouch for the files), never an exception."""
     import warnings
 
-    from andrea_lab.data.cache import MANIFEST_FILE, load_or_build, verify_entry
+    from andrea_lab.data.cache import MANIFEST_FILE, cache_key, load_or_build, options_for, verify_entry
+    from andrea_lab.data.tokenize_corpus import settings_of
     from andrea_lab.data.corpus import resolve_corpus
 
     corpus_dir = tmp_path / "corpus"
@@ -169,7 +170,7 @@ def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
     corpus = resolve_corpus(str(corpus_dir))
     entry = load_or_build(corpus, "byte", 257, 0.3, str(tmp_path / "cache"))
     valid = (entry.directory / MANIFEST_FILE).read_bytes()
-    key = entry.manifest["key"]
+    key = cache_key(settings_of(corpus, options_for(corpus, "byte", 257, 0.3)))
 
     @FUZZ
     @given(st.one_of(st.binary(max_size=256), _mutations(valid), _YAML_VALUES.map(lambda v: repr(v).encode())))

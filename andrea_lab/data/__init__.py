@@ -1,15 +1,11 @@
 """Data for ANDREA: corpora, tokenizers, the tokenized cache, and the DataModule.
 
-The pipeline is corpus spec -> ``Corpus`` (corpus.py: a source of text) or
-``TokenCorpus`` (shards.py: token files already) -> tokenizer (the spec parsed
-once, tokenizer_spec.py; tokenizer.py) -> cached llm.c token files (cache.py,
-token_file.py) -> deterministic windows (windows.py) -> ``AndreaDataModule``
-(datamodule.py).
-
-At scale, ``andrea tokenize`` (tokenize_corpus.py) streams record files
-(records.py: JSONL, Parquet, ``datasets``) through worker processes
-(parallel_encode.py) into fixed-size llm.c shards (shard_writer.py) that the
-data module reads as one stream (shards.py, ``ConcatenatedTokens``).
+A corpus spec resolves (corpus.py) to a ``Corpus`` (a source of text: documents as one stream of
+records, records.py) or a ``TokenCorpus`` (shards.py: token files already). Every ``Corpus`` goes
+through the one tokenize pipeline (tokenize_corpus.py: the tokenizer spec parsed once,
+tokenizer_spec.py; encoding, parallel_encode.py; llm.c shards, shard_writer.py), into a directory
+``andrea tokenize`` names or into the cache (cache.py); the data module (datamodule.py) reads only
+token shards or an llm.c token file, as deterministic windows (windows.py, heldout.py).
 
 ``AndreaDataModule`` is imported lazily: it pulls in Lightning (seconds to
 import), which tools that only read token files or tokenizers do not need.

@@ -97,11 +97,6 @@ class Corpus:
             return [path.name for path in paths]
         return [path.relative_to(self.root).as_posix() for path in paths]
 
-    def iter_documents(self) -> Iterator[str]:
-        """Yield each document's text, decoded as UTF-8, in corpus order."""
-        for path in self.files:
-            yield read_document(path)
-
     def iter_records(self) -> Iterator[records_lib.Record]:
         """Every document as a :class:`~andrea_lab.data.records.Record`, in corpus order, streamed;
         ``position`` counts input bytes across the whole corpus (its total is ``total_bytes()``)."""
@@ -344,8 +339,7 @@ def _large_corpus_fingerprint(corpus: Corpus) -> str:
         paths = sorted(corpus.datasets_dir.rglob("*"))
         named = [(path.relative_to(corpus.datasets_dir).as_posix(), path) for path in paths if path.is_file()]
     else:
-        named = [(path.name if corpus.root is None else path.relative_to(corpus.root).as_posix(), path)
-                 for path in corpus.record_files]
+        named = list(zip(corpus.relative_names(), corpus.record_files))
     for name, path in named:
         encoded = name.encode("utf-8")
         size = path.stat().st_size

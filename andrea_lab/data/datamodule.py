@@ -21,8 +21,8 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from andrea_lab.data import tokenizer as tokenizers_lib
-from andrea_lab.data.cache import TokenizedCorpus, cached_shards, load_or_build
-from andrea_lab.data.corpus import Corpus, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
+from andrea_lab.data.cache import TokenizedCorpus, load_or_build
+from andrea_lab.data.corpus import CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
 from andrea_lab.data.split import split_point
@@ -122,20 +122,16 @@ class AndreaDataModule(L.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Build (or verify) the tokenized cache; Lightning runs this once per node."""
-        corpus = self._resolved_corpus()
-        if isinstance(corpus, Corpus):
-            self._entry = self._load_or_build(corpus)
+        self._entry = None
+        self._token_corpus()
 
     def setup(self, stage: Optional[str] = None) -> None:
         """Memory-map the token streams and check they fit the model."""
         if self._train is not None:
             return
         corpus = self._resolved_corpus()
-        entry = None
-        if isinstance(corpus, Corpus):  # a small text corpus: its cache entry, a shard directory like any other
-            entry = self._entry = self._entry or self._load_or_build(corpus)
         train, val, how = self._token_file_streams(self._token_corpus())
-        summary = how if entry is None else _cache_summary(entry, len(train) + len(val))
+        summary = how if self._entry is None else _cache_summary(self._entry, len(train) + len(val))
         _check_lengths(corpus, len(train), len(val), self.block_size)
         self._train, self._val = train, val
         rank_zero_info(
@@ -283,24 +279,19 @@ class AndreaDataModule(L.LightningDataModule):
 
     def _resolved_corpus(self) -> ResolvedCorpus:
         if self._corpus is None:
-            corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
-            if isinstance(corpus, Corpus) and corpus.is_records:  # tokenized once, into cached shards
-                corpus = cached_shards(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction,
-                                       self.seed, self.cache_dir)
-            self._corpus = corpus
+            self._corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
         return self._corpus
 
     def _token_corpus(self) -> TokenCorpus:
-        """What the data module reads: the corpus itself when it is tokens, else its cache entry."""
+        """What the data module reads: the corpus itself when it is tokens, else its cache entry (text of
+        any kind goes through the one tokenize pipeline into it; built or verified on first use)."""
         corpus = self._resolved_corpus()
         if isinstance(corpus, TokenCorpus):
             return corpus
         if self._entry is None:
-            raise RuntimeError("the corpus is not tokenized yet: call prepare_data() first")
+            self._entry = load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction,
+                                        self.cache_dir, self.seed)
         return self._entry.tokens
-
-    def _load_or_build(self, corpus: Corpus) -> TokenizedCorpus:
-        return load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir)
 
     def _set_tokenizer(self, tokenizer: Optional[Tokenizer]) -> None:
         self._tokenizer = tokenizer

@@ -46,7 +46,7 @@ class DataSettings:
         :class:`DataConfigError` naming the first value that cannot work."""
         check_numbers(**{name: arguments[name] for name in _NUMBERS})
         try:
-            spec = TokenizerSpec.parse(tokenizer)
+            spec = TokenizerSpec.of(tokenizer)
             spec.check_model_vocab(arguments["vocab_size"])
         except TokenizerError as error:
             raise DataConfigError(str(error)) from None

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from andrea_lab.data.errors import CorpusError
-from andrea_lab.data.token_file import HEADER_BYTES, read_token_file
+from andrea_lab.data.token_file import HEADER_BYTES, header_token_count
 
 #: What the manifest's entries must be (``andrea tokenize`` writes exactly these types).
 _SHARD_FIELDS = {"file": str, "split": str, "bytes": int, "sha256": str, "max_token_id": int}
@@ -76,21 +76,20 @@ def _entry_problem(shard: Any, splits: tuple[str, ...]) -> str:
 
 
 def scan_shard(path: Path) -> ShardFacts:
-    """sha256 and largest id of a token file, read once per process (the header is checked first)."""
+    """sha256 and largest id of a token file, read once per process, its header read once and checked
+    before anything else."""
     info = os.stat(path)
     key = (os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     if key not in _SCANNED:
-        count = len(read_token_file(path))  # a wrong header or size fails here, naming the file
         digest, highest = hashlib.sha256(), 0
         with open(path, "rb") as handle:
             header = handle.read(HEADER_BYTES)
+            remaining = 2 * header_token_count(header, info.st_size, path)  # a wrong header fails here, naming it
             digest.update(header)
-            remaining = count * 2
             while remaining > 0 and (chunk := handle.read(min(_CHUNK, remaining))):
                 digest.update(chunk)
                 remaining -= len(chunk)
                 highest = max(highest, int(np.frombuffer(chunk[:len(chunk) // 2 * 2], dtype="<u2").max()))
-            digest.update(handle.read())
         _SCANNED[key] = ShardFacts(digest.hexdigest(), highest)
     return _SCANNED[key]
 

@@ -13,13 +13,14 @@ again without tokenizing anything before that point, and drops the first C token
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from andrea_lab.data.shards import shard_entry, shard_name
+from andrea_lab.data.shards import SPLITS, shard_entry, shard_name
 from andrea_lab.data.token_file import token_file_header
 from andrea_lab.files import atomic_write
 
@@ -50,15 +51,21 @@ class ShardWriter:
         """Whether record ``record`` still has tokens to write (it is not inside a finished shard)."""
         return record >= self.resume_record
 
-    def add(self, record: int, tokens: np.ndarray, bad_before: dict[str, int]) -> None:
+    @property
+    def has_tokens(self) -> bool:
+        """Whether the split has any tokens yet (written or waiting in the buffer)."""
+        return self.tokens_written + self._filled > 0
+
+    def add(self, record: int, tokens: np.ndarray, bad_before: dict[str, int], starts_document: bool = True) -> None:
         """Append one document's tokens (its end-of-text included), closing shards as they fill.
 
         ``bad_before`` counts the bad records before ``record``: a shard closed now records it, so a
-        resume that restarts here can carry the count on.
+        resume that restarts here can carry the count on. ``starts_document`` is false for the
+        validation tail of a document split by position, which the training side counts.
         """
         if record == self.resume_record and self.resume_carry:
             tokens = tokens[self.resume_carry:]  # its start is in the previous shard, which counted it
-        else:
+        elif starts_document:
             self._shard_documents += 1
         offset = 0
         while offset < len(tokens):
@@ -95,3 +102,24 @@ class ShardWriter:
         self._shard_documents = 0
         self.resume_record, self.resume_carry = end
         self.on_shard(record)
+
+
+def resumed_writers(directory: Path, shards: list[dict[str, Any]], shard_tokens: int,
+                    on_shard: OnShard) -> tuple[dict[str, ShardWriter], Counter]:
+    """A writer per split positioned after its finished ``shards`` (the manifest's), and the bad-record
+    counts up to the earliest of them: where a resumed run continues."""
+    writers, bad = {}, Counter()
+    earliest: Optional[dict[str, Any]] = None
+    for split in SPLITS:
+        writer = ShardWriter(directory, split, shard_tokens, on_shard)
+        done = [shard for shard in shards if shard["split"] == split]
+        if done:
+            last = done[-1]
+            writer.next_index = last["index"] + 1
+            writer.resume_record, writer.resume_carry = last["end"]["record"], last["end"]["carry"]
+            writer.tokens_written = sum(shard["tokens"] for shard in done)
+        if earliest is None or writer.resume_record < earliest["record"]:
+            earliest = {"record": writer.resume_record, "bad": last["bad_records_before_end"] if done else {}}
+        writers[split] = writer
+    bad.update(earliest["bad"] if earliest else {})
+    return writers, bad

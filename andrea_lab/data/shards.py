@@ -29,7 +29,7 @@ from tokenizers import Tokenizer
 
 from andrea_lab.data.errors import CorpusError
 from andrea_lab.data.shard_check import check_manifest, scan_shard, shards_fingerprint, verify_shards
-from andrea_lab.data.token_file import HEADER_BYTES, is_token_file, read_token_file
+from andrea_lab.data.token_file import HEADER_BYTES, is_token_file
 from andrea_lab.data.tokenizer import eot_id
 from andrea_lab.files import HandedFileError, hash_named_file, load_json, sha256_text
 
@@ -159,7 +159,7 @@ def shard_dir_corpus(directory: Path) -> TokenCorpus:
 def shard_glob_corpus(files: list[Path], root: Path, spec: str) -> TokenCorpus:
     """``.bin`` shards named by a glob (or a directory without manifest): ``*train*`` and ``*val*``."""
     for path in files:
-        read_token_file(path)  # a wrong header fails here, naming the file
+        scan_shard(path)  # a wrong header fails here, naming the file; read once, kept for check_ids
     train = sorted(path for path in files if "train" in path.name)
     val = sorted(path for path in files if "val" in path.name and "train" not in path.name)
     if not train:
@@ -173,7 +173,7 @@ def shard_glob_corpus(files: list[Path], root: Path, spec: str) -> TokenCorpus:
 
 def token_file_corpus(path: Path) -> TokenCorpus:
     """One llm.c token file, its header checked now (with the file's name in any error)."""
-    read_token_file(path)
+    scan_shard(path)
     val_file = find_val_token_file(path)
     description = f"token file {path}" + (f" (validation: {val_file.name})" if val_file else "")
     return TokenCorpus(train=[path], val=[] if val_file is None else [val_file], description=description,
@@ -193,6 +193,6 @@ def find_val_token_file(train_file: Path) -> Optional[Path]:
     candidates = sorted(train_file.parent.glob(f"{glob.escape(prefix)}_val*.bin"))
     for candidate in candidates:
         if candidate != train_file and is_token_file(candidate):
-            read_token_file(candidate)
+            scan_shard(candidate)
             return candidate
     return None

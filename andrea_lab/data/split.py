@@ -9,17 +9,43 @@ corpus does not move any other file across the split.
 
 A corpus that is one stream (a single document or a token file) can only be
 split by position: its last ``val_fraction`` of tokens is validation.
+
+The tokenize pipeline takes one of two rules (:class:`SplitRule`): each record by its own hash
+(streaming, any size), or over all document names at once with at least one document on each side
+(a small text corpus, whose few documents the hash alone could all put on one side).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
-
-import numpy as np
+from enum import Enum
+from typing import Callable, Sequence
 
 # Bump when the split rule changes: it is part of the tokenized-cache key.
 SPLIT_VERSION = 1
+
+
+#: Where a document goes: ``both`` is one document split by position (train first, its end validation).
+TRAIN, VAL, BOTH = "train", "val", "both"
+
+
+class SplitRule(str, Enum):
+    """How the tokenize pipeline sends documents to train or validation (its value is in the manifest)."""
+
+    BY_KEY = "by key"                        # each record by name_score(key) < val_fraction
+    EACH_SIDE = "at least one on each side"  # split_documents over all names; one document by position
+
+
+def document_sides(rule: SplitRule, val_fraction: float, names: Sequence[str]) -> Callable[[int, str], str]:
+    """``side(index, key)``: TRAIN, VAL or BOTH for the record at ``index`` with ``key``. ``names`` (every
+    document's name, in corpus order) is read only by ``EACH_SIDE``, which decides over all of them."""
+    validate_val_fraction(val_fraction)
+    if rule is SplitRule.BY_KEY:
+        return lambda index, key: VAL if name_score(key) < val_fraction else TRAIN
+    if len(names) < 2:
+        return lambda index, key: BOTH
+    held_out = set(split_documents(names, val_fraction)[1])
+    return lambda index, key: VAL if index in held_out else TRAIN
 
 
 def validate_val_fraction(val_fraction: float) -> None:
@@ -59,9 +85,3 @@ def split_point(total_tokens: int, val_fraction: float) -> int:
     """Where validation starts when the last ``val_fraction`` of a stream is held out."""
     validate_val_fraction(val_fraction)
     return total_tokens - int(round(total_tokens * val_fraction))
-
-
-def split_tokens(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """Split one token stream: the last ``val_fraction`` is validation (views, no copy)."""
-    boundary = split_point(len(tokens), val_fraction)
-    return tokens[:boundary], tokens[boundary:]

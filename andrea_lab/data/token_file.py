@@ -41,12 +41,8 @@ class TokenFileError(UsageError):
 
 
 def write_token_file(path: PathLike, tokens: npt.ArrayLike) -> None:
-    """Write ``tokens`` to ``path`` in llm.c format, atomically.
-
-    The data goes to a temporary file in the same directory first and is then
-    moved over ``path`` with ``os.replace``, so a reader (or a crash) never
-    sees a half-written file.
-    """
+    """Write ``tokens`` to ``path`` in llm.c format, atomically (files.atomic_write: a reader, or a
+    crash, never sees a half-written file)."""
     path = Path(path)
     array = np.asarray(tokens)
     if array.ndim != 1:
@@ -114,12 +110,18 @@ def _checked_token_count(path: Path) -> int:
             raw = handle.read(HEADER_BYTES)
     except FileNotFoundError:
         raise TokenFileError(f"token file {path} does not exist") from None
+    return header_token_count(raw, actual_size, path)
+
+
+def header_token_count(raw: bytes, actual_size: int, path: PathLike) -> int:
+    """The token count of the header ``raw`` (the file's first bytes) of a ``actual_size``-byte file,
+    checked (magic, version, size); for readers that already hold the header (shard_check hashes it)."""
     if len(raw) < HEADER_BYTES:
         raise TokenFileError(
             f"{path} is {actual_size} bytes, shorter than the {HEADER_BYTES}-byte llm.c header, "
             "so it is not a token file"
         )
-    header = np.frombuffer(raw, dtype=_HEADER_DTYPE)
+    header = np.frombuffer(raw[:HEADER_BYTES], dtype=_HEADER_DTYPE)
     magic, version, count = int(header[0]), int(header[1]), int(header[2])
     if magic != MAGIC:
         raise TokenFileError(f"{path} has magic {magic}, expected {MAGIC}: it is not an llm.c token file")

@@ -1,16 +1,24 @@
-"""``andrea tokenize``'s engine: a corpus of any size into a resumable shard directory (shards.py).
+"""The one tokenize pipeline: every corpus that is text becomes token shards here (shards.py).
 
-1. **Settings and resume.** The output directory's manifest holds the settings that decide its
-   content (corpus fingerprint, tokenizer, vocabulary, sample, seed, split, shard size). A directory
-   with the same settings is resumed; one with other settings, or that is not ours, is refused:
-   nothing a user has is overwritten.
-2. **Tokenizer.** ``bpe`` learns a byte-level BPE on a seeded sample of ``sample_docs`` training
-   documents (bottom-k of a hash of seed and key: uniform, independent of file order, one streaming
-   pass holding only the sample); ``byte`` or a ``tokenizer.json`` (e.g. GPT-2's) is used as is.
-3. **Encoding.** Records stream from the corpus in order; each goes to train or val by a hash of its
-   key (split.py's rule, by document), bad records are counted by reason; batches are encoded by
-   worker processes (parallel_encode.py) and appended, in corpus order, to the split's shard writer
-   (shard_writer.py). The output is the same for any number of workers.
+``andrea tokenize`` runs it into a directory the user names; the data module runs it into its cache
+(cache.py) for a text file, a directory, a glob, ``stdlib`` or record files. One record stream in
+(``Corpus.iter_records``), one encoder (parallel_encode.py), one shard writer (shard_writer.py), one
+manifest out. Where corpora need different rules, the rule is a typed field of
+:class:`TokenizeOptions`, recorded in the manifest's settings, never a second code path:
+
+* ``split`` (:class:`~andrea_lab.data.split.SplitRule`): by a hash of each record's key, streaming
+  (records), or over all document names with at least one document on each side, one document by
+  position (small text corpora: the split those always had);
+* ``sample_docs``: the BPE learns on a seeded uniform sample of that many training documents
+  (bottom-k of a hash of seed and key, one streaming pass), or, with None, on every training
+  document in corpus order (small corpora: the seed then decides nothing and is not in the settings);
+* ``end_of_text`` (:class:`EndOfText`): ``<|endoftext|>`` after every document, or only between the
+  documents of a split (small corpora);
+* ``shard_tokens``: tokens per shard, or None for one shard per split (small corpora).
+
+The settings that decide the content (corpus fingerprint, tokenizer, these rules) are the output's
+manifest's; a directory with the same settings is resumed, one with others is refused. The output is
+the same for any number of workers.
 """
 
 from __future__ import annotations
@@ -19,8 +27,9 @@ import heapq
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -30,7 +39,7 @@ from andrea_lab.data.corpus import Corpus, ResolvedCorpus
 from andrea_lab.data.parallel_encode import available_cores, encode_ordered
 from andrea_lab.data.records import PROBLEMS
 from andrea_lab.data.shard_check import check_manifest
-from andrea_lab.data.shard_writer import ShardWriter
+from andrea_lab.data.shard_writer import ShardWriter, resumed_writers
 from andrea_lab.data.shards import (
     MANIFEST_FILE,
     SHARD_FORMAT,
@@ -40,7 +49,17 @@ from andrea_lab.data.shards import (
     read_manifest,
     tokenizer_entry,
 )
-from andrea_lab.data.split import SPLIT_VERSION, name_score, validate_val_fraction
+from andrea_lab.data.split import (
+    BOTH,
+    SPLIT_VERSION,
+    TRAIN,
+    VAL,
+    SplitRule,
+    document_sides,
+    name_score,
+    split_point,
+    validate_val_fraction,
+)
 from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.errors import UsageError
@@ -49,6 +68,8 @@ from andrea_lab.files import sha256_text, write_json_atomic
 _BATCH_CHARS = 1 << 20   # text per job: large enough to amortise the hand-off, small enough to keep in flight
 _BATCH_DOCS = 2048
 _EXAMPLES = 5             # bad-record keys kept for the report
+#: ``side(index, key)``: where a record goes (split.document_sides).
+Side = Callable[[int, str], str]
 
 
 #: The smallest ``--shard-tokens``: every shard is a file, and a manifest entry rewritten with each new shard.
@@ -76,24 +97,45 @@ class TokenizeError(UsageError):
     """The output directory or a setting cannot be used as asked."""
 
 
+class EndOfText(str, Enum):
+    """Where ``<|endoftext|>`` goes in a split's token stream (its value is in the manifest)."""
+
+    AFTER_EACH = "after each document"   # llm.c's shards: every document ends with it
+    BETWEEN = "between documents"        # small corpora's entries, as they always were: none after a split's last
+
+
 @dataclass(frozen=True)
 class TokenizeOptions:
-    """What ``andrea tokenize`` takes besides the corpus and the output directory.
-
-    ``tokenizer`` may be given as its spec string; it is held parsed (:class:`TokenizerSpec`).
-    """
+    """What the pipeline takes besides the corpus and the output directory (the module docstring says
+    what each rule means). ``tokenizer`` may be given as its spec string; it is held parsed."""
 
     tokenizer: Union[str, TokenizerSpec] = "bpe"
     vocab_size: int = 8449
-    sample_docs: int = 20_000
+    sample_docs: Optional[int] = 20_000
     seed: int = 1337
     val_fraction: float = 0.005
-    shard_tokens: int = 100_000_000
+    shard_tokens: Optional[int] = 100_000_000
     workers: int = field(default_factory=available_cores)
     progress: bool = True
+    split: SplitRule = SplitRule.BY_KEY
+    end_of_text: EndOfText = EndOfText.AFTER_EACH
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tokenizer", _parsed(self.tokenizer))
+        try:
+            object.__setattr__(self, "tokenizer", TokenizerSpec.of(self.tokenizer))
+            object.__setattr__(self, "split", SplitRule(self.split))  # a rule's value names it too
+            object.__setattr__(self, "end_of_text", EndOfText(self.end_of_text))
+        except (TokenizerError, ValueError) as error:
+            raise TokenizeError(str(error)) from None
+
+    @classmethod
+    def whole_documents(cls, tokenizer: TokenizerSpec, vocab_size: int, val_fraction: float) -> "TokenizeOptions":
+        """The rules of a small text corpus's cache entry (``stdlib``, files, a directory, a glob): the
+        split, BPE and ``<|endoftext|>`` placement those entries always had, so their batches stay as
+        they were; one shard per split; encoded in this process (no workers from a user's script)."""
+        return cls(tokenizer=tokenizer, vocab_size=vocab_size, sample_docs=None, val_fraction=val_fraction,
+                   shard_tokens=None, workers=0, progress=False, split=SplitRule.EACH_SIDE,
+                   end_of_text=EndOfText.BETWEEN)
 
     @property
     def spec(self) -> TokenizerSpec:
@@ -105,27 +147,27 @@ class TokenizeOptions:
         """Reject settings that cannot work, naming the value and what would."""
         try:
             validate_val_fraction(self.val_fraction)
-        except ValueError as error:
+            self.spec.check_shard_vocab(self.vocab_size)
+        except (ValueError, TokenizerError) as error:
             raise TokenizeError(str(error)) from None
-        if self.sample_docs < 1:
+        if self.sample_docs is not None and self.sample_docs < 1:
             raise TokenizeError(f"--sample-docs must be at least 1, got {self.sample_docs}")
-        if self.shard_tokens < MIN_SHARD_TOKENS:
+        if self.shard_tokens is not None and self.shard_tokens < MIN_SHARD_TOKENS:
             raise TokenizeError(f"--shard-tokens must be at least {MIN_SHARD_TOKENS:,} (each shard is a file and a "
                                 f"manifest entry; llm.c's are 100,000,000), got {self.shard_tokens}")
+        if self.end_of_text is EndOfText.BETWEEN and self.shard_tokens is not None:
+            raise TokenizeError(f"end_of_text {self.end_of_text.value!r} needs one shard per split (shard_tokens None)")
         if not 0 <= self.workers <= max_workers():
             raise TokenizeError(f"--workers must be 0 (encode in this process) or more, at most {max_workers()} "
                                 f"(twice the {available_cores()} cores this process may use), got {self.workers}")
-        try:
-            self.spec.check_shard_vocab(self.vocab_size)
-        except TokenizerError as error:
-            raise TokenizeError(str(error)) from None
 
-
-def _parsed(spec: Union[str, TokenizerSpec]) -> TokenizerSpec:
-    try:
-        return TokenizerSpec.of(spec)
-    except TokenizerError as error:
-        raise TokenizeError(str(error)) from None
+    def shard_size(self, corpus: Corpus) -> int:
+        """Tokens per shard; for one shard per split, more than the corpus can give (a byte-level token is
+        at least one byte of text, plus one ``<|endoftext|>`` per document). The buffer is allocated, not
+        touched, so only the tokens written take memory; a tokenizer that beats the bound adds a shard."""
+        if self.shard_tokens is not None:
+            return self.shard_tokens
+        return max(MIN_SHARD_TOKENS, corpus.total_bytes() + len(corpus.relative_names()) + 1)
 
 
 @dataclass
@@ -144,16 +186,22 @@ class TokenizeReport:
         return bool(self.manifest.get("complete"))
 
 
+#: The rules of every manifest written before they were settings: an old output directory resumes as itself.
+_EARLIER_RULES = {"split": SplitRule.BY_KEY.value, "end_of_text": EndOfText.AFTER_EACH.value}
+
+
 def settings_of(corpus: Corpus, options: TokenizeOptions) -> dict[str, Any]:
-    """Everything that decides the shards' content (the number of workers does not)."""
-    learned = options.spec.learned
+    """Everything that decides the shards' content (the number of workers does not): the manifest's
+    ``settings``, and what the cache key hashes (the one definition of both)."""
+    learned, sampled = options.spec.learned, options.sample_docs is not None
     return {
         "corpus_fingerprint": corpus.fingerprint(), "text_field": corpus.text_field,
         "tokenizer": options.spec.identity(),
         "vocab_size": options.vocab_size if learned else None,
-        "sample_docs": options.sample_docs if learned else None, "seed": options.seed,
+        "sample_docs": options.sample_docs if learned and sampled else None,
+        "seed": options.seed if sampled else None,
         "val_fraction": repr(float(options.val_fraction)), "shard_tokens": options.shard_tokens,
-        "split_version": SPLIT_VERSION,
+        "split_version": SPLIT_VERSION, "split": options.split.value, "end_of_text": options.end_of_text.value,
     }
 
 
@@ -165,9 +213,11 @@ def open_output(out: Path, corpus: Corpus, settings: dict[str, Any]) -> dict[str
             raise TokenizeError(f"--out {out} exists and is not an `andrea tokenize` output directory; "
                                 "choose a new or empty directory (nothing there is overwritten)")
         return {"format": SHARD_FORMAT, "version": SHARD_FORMAT_VERSION, "complete": False,
-                "corpus": corpus.description, "settings": settings, "tokenizer": None, "shards": []}
+                "corpus": corpus.description, "corpus_bytes": corpus.total_bytes(), "settings": settings,
+                "tokenizer": None, "shards": []}
     check_manifest(existing, out / MANIFEST_FILE, SPLITS)
-    differing = sorted(key for key in settings if existing.get("settings", {}).get(key) != settings[key])
+    recorded = {**_EARLIER_RULES, **existing.get("settings", {})}
+    differing = sorted(key for key in settings if recorded.get(key) != settings[key])
     if differing:
         raise TokenizeError(
             f"--out {out} holds shards made with other settings ({', '.join(differing)} differ); "
@@ -176,33 +226,39 @@ def open_output(out: Path, corpus: Corpus, settings: dict[str, Any]) -> dict[str
     return existing
 
 
-def sample_documents(corpus: Corpus, count: int, seed: int, val_fraction: float) -> list[str]:
-    """A seeded uniform sample of ``count`` training documents (bottom-k of a keyed hash), one pass."""
+def training_documents(corpus: Corpus, options: TokenizeOptions, side: Side) -> Iterable[str]:
+    """What a BPE learns on: every training document in corpus order (``sample_docs`` None), else a seeded
+    uniform sample of ``sample_docs`` of them (bottom-k of a keyed hash), one pass holding only the sample."""
+    training = ((record.key, record.text) for index, record in enumerate(corpus.iter_records())
+                if record.text is not None and side(index, record.key) != VAL)
+    if options.sample_docs is None:
+        return (text for _, text in training)
     heap: list[tuple[float, str, str]] = []  # (-score, key, text): the root is the largest score kept
-    for record in corpus.iter_records():
-        if record.text is None or name_score(record.key) < val_fraction:
-            continue
-        score = name_score(f"{seed}:{record.key}")
-        if len(heap) < count:
-            heapq.heappush(heap, (-score, record.key, record.text))
+    for key, text in training:
+        score = name_score(f"{options.seed}:{key}")
+        if len(heap) < options.sample_docs:
+            heapq.heappush(heap, (-score, key, text))
         elif score < -heap[0][0]:
-            heapq.heapreplace(heap, (-score, record.key, record.text))
+            heapq.heapreplace(heap, (-score, key, text))
     return [text for _, _, text in sorted(heap, reverse=True)]
 
 
-def make_tokenizer(corpus: Corpus, options: TokenizeOptions) -> Tokenizer:
-    """Train the BPE on the sample, or take the byte tokenizer or a given ``tokenizer.json``."""
+def make_tokenizer(corpus: Corpus, options: TokenizeOptions, side: Optional[Side] = None) -> Tokenizer:
+    """Train the BPE on the training documents (``training_documents``; ``side`` is the split, made from
+    the options when not given), or take the byte tokenizer or a given ``tokenizer.json``."""
+    side = side or _sides(corpus, options)
 
-    def sample() -> list[str]:
-        texts = sample_documents(corpus, options.sample_docs, options.seed, options.val_fraction)
-        if not texts:
+    def documents() -> Iterable[str]:
+        texts = training_documents(corpus, options, side)
+        if isinstance(texts, list) and not texts:
             raise TokenizeError(f"corpus {corpus.description} has no usable training document to learn a BPE from")
         return texts
 
-    return options.spec.build(sample, options.vocab_size)
+    return options.spec.build(documents, options.vocab_size)
 
 
-def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifest: dict[str, Any]) -> Tokenizer:
+def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifest: dict[str, Any],
+                    side: Side) -> Tokenizer:
     """The run's tokenizer: the one already in ``out`` when resuming (checked by hash), else a new one."""
     path = out / TOKENIZER_FILE
     recorded = manifest.get("tokenizer")
@@ -210,7 +266,7 @@ def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifes
         tokenizer = tokenizers_lib.load_tokenizer(path)
         if sha256_text(tokenizer.to_str()) == recorded["sha256"]:
             return tokenizer
-    tokenizer = make_tokenizer(corpus, options)
+    tokenizer = make_tokenizer(corpus, options, side)
     tokenizers_lib.save_tokenizer(tokenizer, path)
     manifest["tokenizer"] = tokenizer_entry(tokenizer)
     manifest["shards"] = []  # shards of another tokenizer (never expected) are not continued
@@ -220,8 +276,11 @@ def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifes
 
 @dataclass
 class _Run:
-    """The state of one encoding pass: writers, bad-record counts, progress figures."""
+    """The state of one encoding pass: the split rule, writers, bad-record counts, progress figures."""
 
+    side: Side
+    options: TokenizeOptions
+    eot: int
     writers: dict[str, ShardWriter]
     bad: Counter
     examples: dict[str, list[str]] = field(default_factory=dict)
@@ -230,59 +289,61 @@ class _Run:
     records: int = 0
 
 
-def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions) -> TokenizeReport:
-    """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring."""
-    if not isinstance(corpus, Corpus):
-        raise TokenizeError(f"the corpus is already token ids ({corpus.description}): train on it as it is "
-                            f"(--data.corpus {corpus.root if corpus.manifest else corpus.train[0]}); `andrea tokenize` "
-                            "takes text (stdlib, text files, JSONL/Parquet records, a datasets directory)")
-    options.check()
-    check_shard_count(corpus, options.shard_tokens)
+def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions,
+                    settings: Optional[dict[str, Any]] = None) -> TokenizeReport:
+    """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring.
+    ``settings`` is ``settings_of(corpus, options)`` when the caller has it already (the cache's key)."""
+    corpus = _text_source(corpus, options)
     started = time.perf_counter()
-    manifest = open_output(out, corpus, settings_of(corpus, options))
+    manifest = open_output(out, corpus, settings or settings_of(corpus, options))
     before = len(manifest["shards"])
     if manifest["complete"]:
         return TokenizeReport(out, manifest, before, 0, time.perf_counter() - started, {})
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = ready_tokenizer(out, corpus, options, manifest)
+    side = _sides(corpus, options)
+    tokenizer = ready_tokenizer(out, corpus, options, manifest, side)
 
     def on_shard(record: dict[str, Any]) -> None:
         manifest["shards"].append(record)
         write_json_atomic(out / MANIFEST_FILE, manifest)
 
-    run = _resumed_run(out, manifest, options.shard_tokens, on_shard)
-    start = min(writer.resume_record for writer in run.writers.values())
-    _encode_corpus(corpus, tokenizer, run, start, options)
+    writers, bad = resumed_writers(out, manifest["shards"], options.shard_size(corpus), on_shard)
+    run = _Run(side, options, tokenizers_lib.eot_id(tokenizer), writers, bad)
+    _encode_corpus(corpus, tokenizer, run, min(writer.resume_record for writer in writers.values()))
     for writer in run.writers.values():
         writer.finish(run.records, dict(run.bad))
-    manifest["complete"] = True
-    manifest["totals"] = _totals(manifest, run)
+    manifest.update(complete=True, totals=_totals(manifest, run))
+    if options.split is SplitRule.EACH_SIDE:  # a split decided over the names: the documents on each side
+        names = corpus.relative_names()
+        sides = [side(index, name) for index, name in enumerate(names)]
+        manifest["train_documents"] = [name for name, where in zip(names, sides) if where != VAL]
+        manifest["val_documents"] = [name for name, where in zip(names, sides) if where == VAL]
     write_json_atomic(out / MANIFEST_FILE, manifest)
     written = len(manifest["shards"]) - before
     return TokenizeReport(out, manifest, before, written, time.perf_counter() - started, run.examples)
 
 
-def _resumed_run(out: Path, manifest: dict[str, Any], shard_tokens: int, on_shard: Any) -> _Run:
-    """Writers positioned after each split's finished shards; bad counts up to the earliest of them."""
-    writers, bad = {}, Counter()
-    earliest: Optional[dict[str, Any]] = None
-    for split in SPLITS:
-        writer = ShardWriter(out, split, shard_tokens, on_shard)
-        done = [shard for shard in manifest["shards"] if shard["split"] == split]
-        if done:
-            last = done[-1]
-            writer.next_index = last["index"] + 1
-            writer.resume_record, writer.resume_carry = last["end"]["record"], last["end"]["carry"]
-            writer.tokens_written = sum(shard["tokens"] for shard in done)
-        if earliest is None or writer.resume_record < earliest["record"]:
-            earliest = {"record": writer.resume_record, "bad": last["bad_records_before_end"] if done else {}}
-        writers[split] = writer
-    bad.update(earliest["bad"] if earliest else {})
-    return _Run(writers, bad)
+def _sides(corpus: Corpus, options: TokenizeOptions) -> Side:
+    names = corpus.relative_names() if options.split is SplitRule.EACH_SIDE else []
+    return document_sides(options.split, options.val_fraction, names)
 
 
-def _jobs(corpus: Corpus, run: _Run, start: int, val_fraction: float) -> Iterator[tuple[Any, list[str]]]:
-    """Batches of ``(tag, texts)``; the tag lists every record in the batch (``index, split, problem``)
+def _text_source(corpus: ResolvedCorpus, options: TokenizeOptions) -> Corpus:
+    """The corpus as a text source the options can tokenize, or one error saying why not."""
+    if not isinstance(corpus, Corpus):
+        raise TokenizeError(f"the corpus is already token ids ({corpus.description}): train on it as it is "
+                            f"(--data.corpus {corpus.root if corpus.manifest else corpus.train[0]}); `andrea tokenize` "
+                            "takes text (stdlib, text files, JSONL/Parquet records, a datasets directory)")
+    options.check()
+    if options.split is SplitRule.EACH_SIDE and corpus.is_records:
+        raise TokenizeError(f"split {options.split.value!r} decides over every document name at once; "
+                            f"{corpus.description} is records: split them {SplitRule.BY_KEY.value!r}")
+    check_shard_count(corpus, options.shard_size(corpus))
+    return corpus
+
+
+def _jobs(corpus: Corpus, run: _Run, start: int) -> Iterator[tuple[Any, list[str]]]:
+    """Batches of ``(tag, texts)``; the tag lists every record in the batch (``index, side, problem``)
     and the input position reached, so results are applied in corpus order."""
     entries: list[tuple[int, Optional[str], Optional[str]]] = []
     texts: list[str] = []
@@ -295,10 +356,10 @@ def _jobs(corpus: Corpus, run: _Run, start: int, val_fraction: float) -> Iterato
             entries.append((index, None, record.problem or "empty"))
             _remember(run, record.problem or "empty", record.key)
         else:
-            split = "val" if name_score(record.key) < val_fraction else "train"
-            if not run.writers[split].wants(index):
+            side = run.side(index, record.key)
+            if not any(run.writers[split].wants(index) for split in _splits_of(side)):
                 continue
-            entries.append((index, split, None))
+            entries.append((index, side, None))
             texts.append(record.text)
             chars += len(record.text)
         if chars >= _BATCH_CHARS or len(entries) >= _BATCH_DOCS:
@@ -309,22 +370,26 @@ def _jobs(corpus: Corpus, run: _Run, start: int, val_fraction: float) -> Iterato
         yield (entries, corpus.total_bytes()), texts
 
 
+def _splits_of(side: str) -> tuple[str, ...]:
+    return SPLITS if side == BOTH else (side,)
+
+
 def _remember(run: _Run, problem: str, key: str) -> None:
     examples = run.examples.setdefault(problem, [])
     if len(examples) < _EXAMPLES:
         examples.append(key)
 
 
-def _encode_corpus(corpus: Corpus, tokenizer: Tokenizer, run: _Run, start: int, options: TokenizeOptions) -> None:
+def _encode_corpus(corpus: Corpus, tokenizer: Tokenizer, run: _Run, start: int) -> None:
     """Apply every encoded batch, in order, to the shard writers; the progress bar follows the input bytes."""
     from tqdm.auto import tqdm
 
     bar = tqdm(total=corpus.total_bytes(), unit="B", unit_scale=True, desc="tokenize",
-               disable=not options.progress, dynamic_ncols=True)
+               disable=not run.options.progress, dynamic_ncols=True)
     began = time.perf_counter()
     try:
-        jobs = _jobs(corpus, run, start, options.val_fraction)
-        for (entries, position), ids, lengths in encode_ordered(tokenizer, jobs, options.workers):
+        for (entries, position), ids, lengths in encode_ordered(tokenizer, _jobs(corpus, run, start),
+                                                                run.options.workers):
             _apply(run, entries, ids, lengths)
             bar.update(position - bar.n)
             rate = run.tokens / max(time.perf_counter() - began, 1e-9)
@@ -336,16 +401,35 @@ def _encode_corpus(corpus: Corpus, tokenizer: Tokenizer, run: _Run, start: int, 
 def _apply(run: _Run, entries: list, ids: np.ndarray, lengths: np.ndarray) -> None:
     ends = np.cumsum(lengths)
     text_number = 0
-    for index, split, problem in entries:
+    for index, side, problem in entries:
         if problem is not None:
             run.bad[problem] += 1
             continue
         end = int(ends[text_number])
-        tokens = ids[end - int(lengths[text_number]):end]
+        tokens = ids[end - int(lengths[text_number]):end]  # the document's ids, then <|endoftext|>
         text_number += 1
-        run.writers[split].add(index, tokens, run.bad)  # a closing shard snapshots it
+        _place(run, index, side, tokens)
         run.documents += 1
         run.tokens += len(tokens)
+
+
+def _place(run: _Run, index: int, side: str, tokens: np.ndarray) -> None:
+    """One document's tokens to its split's writer (a ``BOTH`` document: its head to train, the last
+    ``val_fraction`` of it to validation), ``<|endoftext|>`` where the options put it."""
+    between = run.options.end_of_text is EndOfText.BETWEEN
+    if between:
+        tokens = tokens[:-1]
+    parts = [(side, tokens)]
+    if side == BOTH:
+        boundary = split_point(len(tokens), run.options.val_fraction)
+        parts = [(TRAIN, tokens[:boundary]), (VAL, tokens[boundary:])]
+    for split, part in parts:
+        writer = run.writers[split]
+        if not writer.wants(index):
+            continue
+        if between and writer.has_tokens:  # one shard per split (check()): no resume starts mid-split
+            part = np.concatenate([np.array([run.eot], dtype=part.dtype), part])
+        writer.add(index, part, run.bad, starts_document=split == TRAIN or side != BOTH)  # a closing shard snapshots bad
 
 
 def _totals(manifest: dict[str, Any], run: _Run) -> dict[str, Any]:

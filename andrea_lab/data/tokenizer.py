@@ -23,7 +23,6 @@ import os
 from pathlib import Path
 from typing import Iterable, Union
 
-import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from andrea_lab.errors import UsageError
@@ -32,11 +31,6 @@ from andrea_lab.files import atomic_write
 END_OF_TEXT = "<|endoftext|>"
 BYTE_VOCAB_SIZE = 257
 UINT16_VOCAB_LIMIT = 65536  # llm.c token files store ids as uint16
-
-# Documents are encoded in batches of about this many characters: big enough
-# for encode_batch to use every core, small enough that the per-token
-# Encoding objects it builds stay a few hundred MB at most.
-_ENCODE_BATCH_CHARS = 4_000_000
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -138,42 +132,6 @@ def eot_id(tokenizer: Tokenizer) -> int:
     if token_id is None:
         raise TokenizerError(f"the tokenizer has no {END_OF_TEXT} token")
     return token_id
-
-
-def encode_documents(tokenizer: Tokenizer, documents: Iterable[str]) -> np.ndarray:
-    """Encode documents into one uint16 token stream, ``<|endoftext|>`` between them.
-
-    Documents are encoded with ``encode_batch_fast`` in batches, which runs
-    on all cores; the stream is returned as one array (2 bytes per token).
-    """
-    vocab_size = tokenizer.get_vocab_size()
-    if vocab_size > UINT16_VOCAB_LIMIT:
-        raise TokenizerError(
-            f"the tokenizer has {vocab_size} ids but llm.c token files store uint16, so at most {UINT16_VOCAB_LIMIT}"
-        )
-    separator = np.array([eot_id(tokenizer)], dtype=np.uint16)
-    pieces: list[np.ndarray] = []
-    batch: list[str] = []
-    batch_chars = 0
-
-    def flush() -> None:
-        for encoding in tokenizer.encode_batch_fast(batch, add_special_tokens=False):
-            if pieces:
-                pieces.append(separator)
-            pieces.append(np.asarray(encoding.ids, dtype=np.uint16))
-        batch.clear()
-
-    for document in documents:
-        batch.append(document)
-        batch_chars += len(document)
-        if batch_chars >= _ENCODE_BATCH_CHARS:
-            flush()
-            batch_chars = 0
-    if batch:
-        flush()
-    if not pieces:
-        return np.zeros(0, dtype=np.uint16)
-    return np.concatenate(pieces)
 
 
 def _empty_byte_level(model: models.Model) -> Tokenizer:

@@ -31,19 +31,17 @@ class TokenizerSpec:
     path: Optional[Path] = None
 
     @classmethod
-    def parse(cls, spec: object) -> "TokenizerSpec":
-        """The spec string as a value; a path must name an existing file (one line saying so if not)."""
+    def of(cls, spec: Union[str, "TokenizerSpec"]) -> "TokenizerSpec":
+        """The spec as a value (itself if it is one already); a path must name an existing file (one line
+        saying so if not)."""
+        if isinstance(spec, TokenizerSpec):
+            return spec
         if spec in (BPE, BYTE):
             return cls(str(spec))
         path = Path(spec).expanduser() if isinstance(spec, str) and spec.strip() else None
         if path is None or not path.is_file():
             raise TokenizerError(f"tokenizer {spec!r} is not 'bpe', 'byte', or an existing tokenizer.json file")
         return cls(FILE, path)
-
-    @classmethod
-    def of(cls, spec: Union[str, "TokenizerSpec"]) -> "TokenizerSpec":
-        """``spec`` itself if it is parsed already, else :meth:`parse` of it (for APIs that take either)."""
-        return spec if isinstance(spec, TokenizerSpec) else cls.parse(spec)
 
     @property
     def learned(self) -> bool:

@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from andrea_lab.data import cache
+from andrea_lab.data import cache, parallel_encode
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import default_cache_root, load_or_build
-from andrea_lab.data.corpus import resolve_corpus
+from andrea_lab.data.corpus import CorpusError, resolve_corpus
 from andrea_lab.data.shards import shard_dir_corpus
 from andrea_lab.data.token_file import read_token_file
-from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.files import sha256_file, sha256_text
 
 VOCAB = 300
@@ -50,7 +49,8 @@ def test_first_build_writes_a_complete_shard_directory(generated_corpus: Path, t
     manifest = json.loads((entry.directory / "manifest.json").read_text())
     assert manifest["format"] == "andrea-shards" and manifest["complete"] and manifest == entry.manifest
     assert manifest["tokenizer"]["vocab_size"] == VOCAB and manifest["tokenizer"]["eot_id"] == VOCAB - 1
-    assert manifest["totals"]["records"] == 12 and manifest["end_of_text"] == "between documents"
+    assert manifest["totals"]["records"] == 12 and manifest["settings"]["end_of_text"] == "between documents"
+    assert manifest["settings"]["split"] == "at least one on each side" and manifest["settings"]["seed"] is None
     train, val = read_token_file(entry.train_path), read_token_file(entry.val_path)
     assert manifest["totals"]["train_tokens"] == len(train) and manifest["totals"]["val_tokens"] == len(val)
     assert manifest["totals"]["train_documents"] + manifest["totals"]["val_documents"] == 12
@@ -64,20 +64,26 @@ def test_first_build_writes_a_complete_shard_directory(generated_corpus: Path, t
     assert shard_dir_corpus(entry.directory).train == [entry.train_path]
 
 
-def test_an_entry_of_the_earlier_layout_is_not_found_read_or_deleted(generated_corpus: Path, tmp_path: Path) -> None:
-    """The earlier cache named an entry by the first 16 hex digits of the key with ``format`` 1 and held
-    train.bin / val.bin: an entry there is left as it is and a new one is built beside it."""
+def _earlier_key(corpus, cache_format: int) -> str:
+    """The key the earlier cache (formats 1 and 2) gave these settings: its own dict, hashed."""
+    fields = {"format": cache_format, "corpus": corpus.fingerprint(), "tokenizer": "bpe", "vocab_size": VOCAB,
+              "val_fraction": repr(0.25), "split": 1}
+    return sha256_text(json.dumps(fields, sort_keys=True))
+
+
+def test_entries_of_earlier_layouts_are_not_found_read_or_deleted(generated_corpus: Path, tmp_path: Path) -> None:
+    """Format 1 named an entry ``<key[:16]>/`` with train.bin / val.bin; format 2 ``tokens-<key[:16]>/``
+    keyed by its own settings dict. Both are left as they are and a new entry is built beside them."""
     corpus = resolve_corpus(str(generated_corpus))
-    fields = cache.cache_settings(corpus.fingerprint(), TokenizerSpec.parse("bpe"), VOCAB, 0.25)
-    old_key = sha256_text(json.dumps({**fields, "format": 1}, sort_keys=True))
-    old = tmp_path / "cache" / old_key[:16]
-    old.mkdir(parents=True)
-    (old / "manifest.json").write_text(json.dumps({"key": old_key, "format": 1}))
-    (old / "train.bin").write_bytes(b"an earlier entry")
-    before = {path.name: path.read_bytes() for path in old.iterdir()}
+    olds = [tmp_path / "cache" / _earlier_key(corpus, 1)[:16], tmp_path / "cache" / f"tokens-{_earlier_key(corpus, 2)[:16]}"]
+    for old in olds:
+        old.mkdir(parents=True)
+        (old / "manifest.json").write_text(json.dumps({"key": "an earlier entry", "format": "andrea-shards"}))
+        (old / "train.bin").write_bytes(b"an earlier entry")
+    before = [{path.name: path.read_bytes() for path in old.iterdir()} for old in olds]
     entry = _build(generated_corpus, tmp_path / "cache")
-    assert not entry.hit and entry.directory != old
-    assert {path.name: path.read_bytes() for path in old.iterdir()} == before
+    assert not entry.hit and entry.directory not in olds
+    assert [{path.name: path.read_bytes() for path in old.iterdir()} for old in olds] == before
 
 
 def test_second_build_is_a_hit_without_training(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
@@ -123,14 +129,25 @@ def test_damaged_entry_warns_and_is_rebuilt(generated_corpus: Path, tmp_path: Pa
     assert _build(generated_corpus, tmp_path / "cache").hit
 
 
-def test_failed_build_leaves_nothing_behind(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+def test_an_interrupted_build_is_never_read_and_the_next_run_finishes_it(generated_corpus: Path, tmp_path: Path,
+                                                                        monkeypatch, recwarn) -> None:
+    clean = _build(generated_corpus, tmp_path / "clean")
+
     def crash(*args, **kwargs):
         raise RuntimeError("killed mid-build")
 
-    monkeypatch.setattr(tokenizers_lib, "encode_documents", crash)
-    with pytest.raises(RuntimeError, match="killed mid-build"):
-        _build(generated_corpus, tmp_path / "cache")
-    assert _entries(tmp_path / "cache") == []
+    with monkeypatch.context() as patch:
+        patch.setattr(parallel_encode, "encode_texts", crash)
+        with pytest.raises(RuntimeError, match="killed mid-build"):
+            _build(generated_corpus, tmp_path / "cache")
+    [unfinished] = [tmp_path / "cache" / name for name in _entries(tmp_path / "cache")]
+    assert json.loads((unfinished / "manifest.json").read_text())["complete"] is False
+    with pytest.raises(CorpusError, match="unfinished"):
+        shard_dir_corpus(unfinished)
+    finished = _build(generated_corpus, tmp_path / "cache")
+    assert not finished.hit and finished.directory == unfinished and not recwarn.list  # finished, not "damaged"
+    assert finished.train_path.read_bytes() == clean.train_path.read_bytes()
+    assert finished.val_path.read_bytes() == clean.val_path.read_bytes()
 
 
 def test_tokenizer_is_trained_on_training_documents_only(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
@@ -183,27 +200,17 @@ def _held_elsewhere(directory: Path) -> bool:
     return False
 
 
-def test_an_entry_is_checked_and_built_under_its_lock(generated_corpus: Path, tmp_path: Path, monkeypatch) -> None:
-    built, real = [], cache._build_entry
-
-    def build(corpus, tokenizer, vocab_size, val_fraction, key, directory):
-        built.append(_held_elsewhere(directory))
-        return real(corpus, tokenizer, vocab_size, val_fraction, key, directory)
-
-    monkeypatch.setattr(cache, "_build_entry", build)
-    entry = _build(generated_corpus, tmp_path / "cache")
-    assert built == [True] and not _held_elsewhere(entry.directory)  # held while building, released after
-    assert _build(generated_corpus, tmp_path / "cache").hit and built == [True]
-
-
-def test_cached_shards_are_written_under_their_lock(tmp_path: Path, small_texts, jsonl_writer, monkeypatch) -> None:
+@pytest.mark.parametrize("kind", ["text", "records"])
+def test_an_entry_is_checked_and_built_under_its_lock(kind: str, generated_corpus: Path, tmp_path: Path, small_texts,
+                                                      jsonl_writer, monkeypatch) -> None:
     held, real = [], cache.tokenize_corpus
 
-    def tokenize(corpus, out, options):
+    def tokenize(corpus, out, *rest):
         held.append(_held_elsewhere(out))
-        return real(corpus, out, options)
+        return real(corpus, out, *rest)
 
     monkeypatch.setattr(cache, "tokenize_corpus", tokenize)
-    corpus = resolve_corpus(str(jsonl_writer(tmp_path / "c.jsonl", small_texts)))
-    tokens = cache.cached_shards(corpus, TokenizerSpec.parse("byte"), 257, 0.2, 0, str(tmp_path / "cache"))
-    assert held == [True] and tokens.root.name.startswith("shards-") and not _held_elsewhere(tokens.root)
+    source = generated_corpus if kind == "text" else jsonl_writer(tmp_path / "c.jsonl", small_texts)
+    entry = _build(source, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257)
+    assert held == [True] and not _held_elsewhere(entry.directory)  # held while building, released after
+    assert _build(source, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257).hit and held == [True]

@@ -35,7 +35,7 @@ def test_single_text_file(tmp_path: Path) -> None:
     corpus = resolve_corpus(str(path))
     assert corpus.files == [path]
     assert corpus.relative_names() == ["a.txt"]
-    assert list(corpus.iter_documents()) == ["héllo\n"]
+    assert [record.text for record in corpus.iter_records()] == ["héllo\n"]
     assert isinstance(corpus, Corpus)
 
 
@@ -54,7 +54,7 @@ def test_directory_is_recursive_sorted_and_skips_hidden_and_binary(tmp_path: Pat
     assert corpus.relative_names() == ["b/a.py", "z.txt"]
     assert corpus.skipped_binary == 2
     assert corpus.skipped_empty == 1
-    assert list(corpus.iter_documents()) == ["a = 1\n", "z"]
+    assert [record.text for record in corpus.iter_records()] == ["a = 1\n", "z"]
     assert "2 binary skipped" in corpus.description
 
 

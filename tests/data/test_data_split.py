@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from andrea_lab.data.split import name_score, split_documents, split_point, split_tokens
+from andrea_lab.data.split import name_score, split_documents, split_point
 
 
 def test_split_is_stable_when_documents_are_added() -> None:
@@ -32,10 +31,8 @@ def test_scores_are_uniform_enough() -> None:
     assert 0.45 < sum(scores) / len(scores) < 0.55
 
 
-def test_token_split_takes_the_tail() -> None:
-    tokens = np.arange(100)
-    train, val = split_tokens(tokens, 0.2)
-    assert train.tolist() == list(range(80)) and val.tolist() == list(range(80, 100))
+def test_split_point_takes_the_tail() -> None:
+    assert split_point(100, 0.2) == 80
     assert split_point(10, 0.05) == 10  # rounds to no val tokens; callers check lengths
 
 

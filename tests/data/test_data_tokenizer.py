@@ -16,7 +16,6 @@ from andrea_lab.data.tokenizer import (
     TokenizerError,
     byte_symbols,
     byte_tokenizer,
-    encode_documents,
     eot_id,
     load_tokenizer,
     save_tokenizer,
@@ -139,25 +138,3 @@ def test_load_rejects_missing_and_eot_less_tokenizers(tmp_path: Path) -> None:
         load_tokenizer(garbage)
 
 
-def test_encode_documents_joins_with_eot(bpe: Tokenizer) -> None:
-    documents = ["first document", "", "second 🙂", f"has {END_OF_TEXT} inside"]
-    stream = encode_documents(bpe, documents)
-    assert stream.dtype == np.uint16
-    eot = eot_id(bpe)
-    assert int((stream == eot).sum()) == len(documents) - 1
-    pieces = np.split(stream, np.flatnonzero(stream == eot))
-    decoded = [bpe.decode([int(i) for i in piece if i != eot]) for piece in pieces]
-    assert decoded == documents
-
-
-def test_encode_documents_of_nothing_is_empty(bpe: Tokenizer) -> None:
-    assert encode_documents(bpe, []).shape == (0,)
-
-
-def test_encode_documents_refuses_vocab_beyond_uint16() -> None:
-    class Huge:
-        def get_vocab_size(self) -> int:
-            return 70_000
-
-    with pytest.raises(TokenizerError, match="70000 ids.*uint16"):
-        encode_documents(Huge(), ["x"])  # type: ignore[arg-type]

@@ -92,8 +92,9 @@ def test_a_malformed_manifest_is_one_error(copy, damage):
 
 def test_each_shard_is_read_once_per_process(copy, monkeypatch):
     reads: list[str] = []
-    real = shard_check.read_token_file
-    monkeypatch.setattr(shard_check, "read_token_file", lambda path: reads.append(Path(path).name) or real(path))
+    real = shard_check.header_token_count
+    monkeypatch.setattr(shard_check, "header_token_count",
+                        lambda raw, size, path: reads.append(Path(path).name) or real(raw, size, path))
     dm = _fit_data(copy)
     dm.provenance()
     _fit_data(copy).provenance()

@@ -119,16 +119,21 @@ def test_an_existing_tokenizer_file_is_used_as_is(tmp_path: Path, parquet_writer
 
 def test_the_bpe_sample_is_seeded_uniform_and_independent_of_file_order(tmp_path: Path, small_texts,
                                                                         jsonl_writer) -> None:
-    from andrea_lab.data.tokenize_corpus import sample_documents
+    from andrea_lab.data.split import SplitRule, document_sides
+    from andrea_lab.data.tokenize_corpus import training_documents
+
+    def sample(corpus, seed: int) -> list[str]:
+        options = TokenizeOptions(tokenizer="bpe", sample_docs=8, seed=seed, val_fraction=0.2)
+        return training_documents(corpus, options, document_sides(SplitRule.BY_KEY, 0.2, []))
 
     jsonl_writer(tmp_path / "a.jsonl", small_texts[:20])
     jsonl_writer(tmp_path / "b.jsonl", small_texts[20:])
     corpus = resolve_corpus(str(tmp_path))
-    first = sample_documents(corpus, 8, seed=1, val_fraction=0.2)
+    first = sample(corpus, seed=1)
     corpus.record_files.reverse()  # the same documents read in another order
-    assert sample_documents(corpus, 8, seed=1, val_fraction=0.2) == first
+    assert sample(corpus, seed=1) == first
     assert len(first) == 8 and set(first) <= set(small_texts)
-    assert sample_documents(corpus, 8, seed=2, val_fraction=0.2) != first
+    assert sample(corpus, seed=2) != first
     val_keys = {f"{n}:{i}" for n, texts in (("a.jsonl", small_texts[:20]), ("b.jsonl", small_texts[20:]))
                 for i in range(len(texts)) if name_score(f"{n}:{i}") < 0.2}
     assert val_keys and not set(first) & {small_texts[int(k.split(":")[1]) + (20 if k[0] == "b" else 0)]
@@ -154,3 +159,42 @@ def test_a_corpus_that_is_already_tokens_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TokenizeError, match=r"already token ids \(token file .*t_train.bin\): train on it as it is \(--data.corpus .*t_train.bin\)"):
         tokenize_corpus(resolve_corpus(str(tmp_path / "t_train.bin")), tmp_path / "out", OPTIONS)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_directory_written_before_the_rules_were_settings_resumes_as_itself(tmp_path: Path, corpus_file,
+                                                                              monkeypatch) -> None:
+    """A manifest without ``split`` / ``end_of_text`` (andrea tokenize before they were settings) was made
+    by the records' rules: an interrupted run of it continues, it is not refused as 'other settings'."""
+    corpus = resolve_corpus(str(corpus_file))
+    options = TokenizeOptions(**{**OPTIONS.__dict__, "tokenizer": "byte", "shard_tokens": 100_000})
+    reference = tokenize_corpus(corpus, tmp_path / "ref", options).manifest
+    out, real_close, calls = tmp_path / "out", shard_writer.ShardWriter._close, []
+
+    def close_then_stop(self, *args):
+        calls.append(self.split)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real_close(self, *args)
+
+    monkeypatch.setattr(shard_writer.ShardWriter, "_close", close_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        tokenize_corpus(corpus, out, options)
+    monkeypatch.setattr(shard_writer.ShardWriter, "_close", real_close)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for rule in ("split", "end_of_text"):
+        del manifest["settings"][rule]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = tokenize_corpus(corpus, out, options)
+    assert report.shards_before == 1 and report.complete
+    assert [s["sha256"] for s in report.manifest["shards"]] == [s["sha256"] for s in reference["shards"]]
+
+
+def test_rules_that_cannot_work_are_one_error(tmp_path: Path, corpus_file) -> None:
+    corpus = resolve_corpus(str(corpus_file))
+    with pytest.raises(TokenizeError, match="'at least one on each side' decides over every document name"):
+        tokenize_corpus(corpus, tmp_path / "a", TokenizeOptions(**{**OPTIONS.__dict__, "split": "at least one on each side"}))
+    with pytest.raises(TokenizeError, match="'between documents' needs one shard per split"):
+        tokenize_corpus(corpus, tmp_path / "b", TokenizeOptions(**{**OPTIONS.__dict__, "end_of_text": "between documents"}))
+    with pytest.raises(TokenizeError, match="'sideways' is not a valid SplitRule"):
+        TokenizeOptions(split="sideways")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
