@@ -216,12 +216,6 @@ def test_final_logit_softcap_squashes_the_logits_the_loss_sees():
     torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, 257), idx.reshape(-1)))
 
 
-def test_attention_logits_with_a_cap_are_the_capped_ones_the_softmax_gets():
-    """The tap's logits are cap·tanh(q·kᵀ/√hs / cap): softmax of them @ v is the capped attention's output."""
-    torch.manual_seed(0)
-    model = Andrea(tiny(attn_logit_softcap=0.3)).eval()
-    taps, mixed = {}, {}
-    attention = model.sublayers()[0].module
 # ------------------------------------------------------------ defaults: today's model, bit for bit
 
 def gpt2_keys(n_layer: int) -> set[str]:
