@@ -5,7 +5,8 @@ import torch
 
 from andrea_lab import preset
 from andrea_lab.config import ConfigError
-from andrea_lab.module import AndreaLM, warmup_cosine
+from andrea_lab.module import AndreaLM
+from andrea_lab.optim import warmup_cosine
 from andrea_testing import tiny_trainer
 
 

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
-from andrea_lab.module import fused_adamw
+from andrea_lab.optim import fused_adamw
 from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
 from andrea_testing import NaNAtStep, tiny_trainer
 
@@ -78,14 +78,14 @@ def test_skip_policy_counts_deferred_steps_and_finishes(tmp_path, text_corpus):
     module = NaNAtStep(bad_steps=(3, 6), on_nonfinite="skip", max_skipped_steps=2)
     with pytest.warns(RuntimeWarning, match=r"at step 3 .*update skipped \(1 of at most 2\)"):
         trainer = run(tmp_path, text_corpus, module, log_every=5)
-    assert trainer.global_step == 12 and module.skipped_steps == 2 and all_finite(module)
+    assert trainer.global_step == 12 and module.nonfinite.skipped_steps == 2 and all_finite(module)
 
 
 def test_a_skip_in_the_last_window_is_settled_at_the_end_of_training(tmp_path, text_corpus):
     module = NaNAtStep(bad_steps=(10,), on_nonfinite="skip")
     with pytest.warns(RuntimeWarning, match=r"at step 10 .*update skipped \(1 of"):
         trainer = run(tmp_path, text_corpus, module, max_steps=12, log_every=5)  # checks at 5, 10, then the end
-    assert module.skipped_steps == 1 and all_finite(module)
+    assert module.nonfinite.skipped_steps == 1 and all_finite(module)
     events = EventAccumulator(trainer.logger.log_dir)
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("train/skipped_steps")] == [(12, 1.0)]
@@ -110,7 +110,7 @@ def test_an_optimizer_without_the_flag_is_checked_every_step(tmp_path, text_corp
     skipping = UnfusedNaNAtStep(bad_steps=(3,), on_nonfinite="skip")
     with pytest.warns(RuntimeWarning, match="update skipped"):
         run(tmp_path / "skip", text_corpus, skipping, log_every=5)
-    assert skipping.skipped_steps == 1 and all_finite(skipping)
+    assert skipping.nonfinite.skipped_steps == 1 and all_finite(skipping)
 
 
 def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, text_corpus):
