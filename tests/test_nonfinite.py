@@ -123,3 +123,31 @@ def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, te
     assert steps["train/lr"] == steps["train/grad_norm"] == steps["train/tokens"] == steps["train/loss"], steps
     tokens = dict((e.step, e.value) for e in events.Scalars("train/tokens"))
     assert tokens[9] == 10 * 4 * 32
+
+
+def test_callbacks_find_the_guard_only_where_a_module_publishes_one():
+    from andrea_lab.config import preset
+    from andrea_lab.module import AndreaLM
+    from andrea_lab.nonfinite import NonFiniteGuard, guard_of
+
+    module = AndreaLM(config=preset("andrea-micro"), on_nonfinite="skip")
+    assert guard_of(module) is module.nonfinite and guard_of(module).skips
+    assert guard_of(torch.nn.Linear(2, 2)) is None
+    impostor = torch.nn.Linear(2, 2)
+    impostor.nonfinite = "skip"  # an attribute that happens to have the name is not a guard
+    assert guard_of(impostor) is None
+    assert not NonFiniteGuard("stop", 3).skips
+
+
+def test_the_guard_skips_up_to_its_limit_then_raises_naming_the_checkpoint():
+    from andrea_lab.nonfinite import NonFiniteGuard
+
+    guard = NonFiniteGuard("skip", 1)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    assert guard.observe(optimizer, 3, torch.tensor(NAN), torch.tensor(1.0))  # SGD: settle now
+    with pytest.warns(RuntimeWarning, match="at step 3 .*update skipped \\(1 of at most 1\\)"):
+        assert guard.settle("none") == 1
+    assert guard.settle("none") == 0
+    guard.observe(optimizer, 5, torch.tensor(1.0), torch.tensor(float("inf")))
+    with pytest.raises(DivergenceError, match="at step 5: .*max_skipped_steps=1.*kept: ckpt/last.ckpt"):
+        guard.settle("ckpt/last.ckpt")
