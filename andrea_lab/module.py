@@ -24,7 +24,7 @@ from andrea_lab.errors import UsageError
 from andrea_lab.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteGuard, global_grad_norm, takes_found_inf
-from andrea_lab.optim import adamw_with_schedule, tag_weight_decay
+from andrea_lab.optim import adamw_with_schedule, clip_fused, tag_weight_decay
 from andrea_lab.rng_state import capture_rng_states, restore_rng_states
 from andrea_lab.training_args import TrainingArgs
 from andrea_lab.z_loss import cross_entropy_and_z_loss
@@ -143,19 +143,11 @@ class AndreaLM(L.LightningModule):
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val=None,
                                     gradient_clip_algorithm=None) -> None:
-        """Clip with the fused AdamW under bf16-mixed, which Lightning's mixed-precision plugin refuses
-        although bf16 scales nothing: without a ``GradScaler`` the gradients are true gradients, so the clip
-        uses the norm :meth:`on_before_optimizer_step` measured (a non-finite one is the policy's to skip).
-        fp16 never gets here fused: :meth:`configure_optimizers` picks the unfused AdamW when it must clip."""
-        norm = self.nonfinite.last_grad_norm
-        if gradient_clip_val and takes_found_inf(optimizer) and self._grad_scaler() is None:
-            grads = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-            if gradient_clip_algorithm == "value":
-                torch.nn.utils.clip_grad_value_(grads, float(gradient_clip_val), foreach=True)
-            elif norm is not None:
-                torch.nn.utils.clip_grads_with_norm_(grads, float(gradient_clip_val), norm, foreach=True)
-            return
-        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        """Without a ``GradScaler``, a fused AdamW clips with the norm already measured (optim.clip_fused),
+        where Lightning's mixed-precision plugin would refuse it under bf16-mixed although bf16 scales nothing."""
+        if not (gradient_clip_val and takes_found_inf(optimizer) and self._grad_scaler() is None):
+            return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        clip_fused(optimizer, float(gradient_clip_val), gradient_clip_algorithm, self.nonfinite.last_grad_norm)
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if self.global_step % max(1, self.trainer.log_every_n_steps) == 0:

@@ -8,6 +8,7 @@ training loop uses exactly what ``andrea fit`` uses, without importing the Light
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 
@@ -59,3 +60,17 @@ def adamw_with_schedule(model: torch.nn.Module, lr: float, betas: tuple[float, f
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_cosine(step, warmup_steps, decay_steps, min_lr_ratio))
     return optimizer, scheduler
+
+
+def clip_fused(optimizer: torch.optim.Optimizer, clip_val: float, algorithm: Optional[str],
+               norm: Optional[torch.Tensor]) -> None:
+    """Clip the gradients of a fused AdamW that no ``GradScaler`` scales (they are true gradients), by
+    value, or by norm with ``norm``, the global norm already measured before clipping (no second pass over
+    the gradients). A non-finite norm is left to the non-finite policy, whose skip happens on the device;
+    no norm (a step without gradients) clips nothing. fp16 never gets here: with a scaler that must
+    unscale before the clip, AndreaLM picks the unfused AdamW and Lightning clips."""
+    grads = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    if algorithm == "value":
+        torch.nn.utils.clip_grad_value_(grads, clip_val, foreach=True)
+    elif norm is not None:
+        torch.nn.utils.clip_grads_with_norm_(grads, clip_val, norm, foreach=True)
