@@ -131,14 +131,15 @@ class AndreaCLI(LightningCLI):
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
 
     def instantiate_classes(self) -> None:
-        """LightningCLI's instantiation, except that a resumed fit (``--ckpt_path``) builds the module
-        without ``model.init_from``: its weights come from the checkpoint, so the file it started from is
-        not read again (it may be gone). The config that is saved keeps ``init_from`` as given."""
+        """LightningCLI's instantiation, except that with ``--ckpt_path`` (a resumed fit, or validate/test of
+        a checkpoint) the module is built without ``model.init_from``: the weights come from the checkpoint,
+        so the file the run started from is not read again (it may be gone). The config that is saved keeps
+        ``init_from`` as given, so a rerun of config.yaml still starts from it."""
         subcommand = self.config.get("subcommand")
         section = self.config[subcommand] if subcommand else self.config
         model = section.get("model")
         init_from = model.get("init_from") if hasattr(model, "get") else None
-        if subcommand != "fit" or not section.get("ckpt_path") or not init_from:
+        if not section.get("ckpt_path") or not init_from:
             super().instantiate_classes()
             return
         model["init_from"] = None
