@@ -67,12 +67,11 @@ class AndreaLM(L.LightningModule):
                  compile: bool = False, z_loss: float = 0.0, init_from: Optional[str] = None):
         super().__init__()
         self.config = config if isinstance(config, AndreaConfig) else AndreaConfig(**config)  # a stored dict
-        # save_hyperparameters() records the arguments' local values: the config as a plain dict (checkpoints
-        # load weights-only, hparams.yaml stays plain YAML), not init_from (a checkpoint of this run is
-        # complete without the file it started from, and loading it must not read that file again).
-        config, betas = asdict(self.config), tuple(betas)
-        self.save_hyperparameters(ignore=["init_from"])
-        self.args = TrainingArgs.from_hparams(self.hparams)
+        self.args = TrainingArgs.from_arguments(locals())  # every other argument but init_from, checked
+        # Saved as plain values (checkpoints load weights-only, hparams.yaml stays plain YAML), the same keys
+        # as ever; not init_from: a checkpoint of this run is complete without the file it started from.
+        # A dict, not the bare call, which under LightningCLI would save the CLI's dump of its arguments.
+        self.save_hyperparameters({"config": asdict(self.config), **asdict(self.args)})
         self.model = Andrea(self.config)
         tag_weight_decay(self.model)
         self._initial_weights = InitialWeights.load_into(self, init_from) if init_from else None
@@ -97,7 +96,7 @@ class AndreaLM(L.LightningModule):
 
     def configure_model(self) -> None:
         # nn.Module.compile compiles in place: parameter names, and so checkpoints, stay the same.
-        if self.hparams.compile and not getattr(self, "_compiled", False):
+        if self.args.compile and not getattr(self, "_compiled", False):
             self.model.compile()
             self._compiled = True
 

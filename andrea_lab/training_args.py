@@ -1,11 +1,11 @@
-"""AndreaLM's training arguments (optimizer, schedule, loss, non-finite policy) as one validated value.
+"""AndreaLM's training arguments (optimizer, schedule, loss, non-finite policy, compile) as one validated value.
 
 The arguments stay flat parameters of ``AndreaLM.__init__`` -- they are the ``model.lr``,
 ``model.warmup_steps``, ... keys of every experiment YAML, of the committed suites and of the
-hyperparameters stored in every checkpoint -- and ``save_hyperparameters()`` records them as given.
-This dataclass is what the module then works with: built from those hyperparameters by field name
-(:meth:`TrainingArgs.from_hparams`), so no list of names is kept by hand, and checked once, here, with
-one :class:`ConfigError` naming the first bad value and what is valid.
+hyperparameters stored in every checkpoint. This dataclass is what the module works with: built from
+the arguments by field name (:meth:`TrainingArgs.from_arguments`) and saved as ``save_hyperparameters``
+``({"config": ..., **asdict(args)})``, so no list of names is kept by hand; checked once, here, with one
+:class:`ConfigError` naming the first bad value and what is valid.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class TrainingArgs:
     eps: float
     on_nonfinite: Literal["stop", "skip"]
     max_skipped_steps: int
+    compile: bool
     z_loss: float
 
     def __post_init__(self) -> None:
@@ -53,12 +54,14 @@ class TrainingArgs:
              f"z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got {self.z_loss!r}"),
             (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.max_skipped_steps >= 0, f"max_skipped_steps must be >= 0, got {self.max_skipped_steps!r}"),
+            (isinstance(self.compile, bool), f"compile must be true or false, got {self.compile!r}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
 
     @classmethod
-    def from_hparams(cls, hparams: Mapping[str, Any]) -> "TrainingArgs":
-        """The fields' values out of a module's hyperparameters (which hold other keys too)."""
-        return cls(**{field.name: hparams[field.name] for field in fields(cls)})
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> "TrainingArgs":
+        """The fields' values out of a mapping that holds other keys too (``AndreaLM.__init__``'s
+        ``locals()``, a checkpoint's hyperparameters)."""
+        return cls(**{field.name: arguments[field.name] for field in fields(cls)})

@@ -78,8 +78,11 @@ def test_export_reads_it(tmp_path):
 
 def test_a_fit_resumes_it_with_ckpt_path(in_fixture_dir):
     assert main(["fit", *_fit_args(), "--trainer.max_steps", "6", "--ckpt_path", str(CKPT)]) == 0
-    last = next(in_fixture_dir.glob("runs/quickstart/version_*/checkpoints/last.ckpt"))
-    assert load_checkpoint(last)["global_step"] == 6
+    last = load_checkpoint(next(in_fixture_dir.glob("runs/quickstart/version_*/checkpoints/last.ckpt")))
+    assert last["global_step"] == 6
+    # Today's code writes the hyperparameters exactly as the old code did: same keys, order and types.
+    old = load_checkpoint(CKPT)["hyper_parameters"]
+    assert list(last["hyper_parameters"].items()) == list(old.items()) and isinstance(old["betas"], tuple)
 
 
 def test_a_fit_started_from_it_with_init_from_resumes_without_reading_init_from_again(in_fixture_dir):
