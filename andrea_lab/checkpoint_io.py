@@ -13,15 +13,24 @@ import json
 import os
 import pickle
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
-from andrea_lab.files import load_json, manifest_path, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
+from andrea_lab.files import load_json, manifest_path, publish, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
 from andrea_lab.plugins.registry import require_registered
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+#: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer (the data module's
+#: ``state_dict``, which Lightning stores under the class name; tests/test_checkpoint_io.py checks the
+#: names against andrea_lab/data/datamodule.py's).
+DATA_STATE_KEY = "AndreaDataModule"
+TOKENIZER_STATE_KEY = "tokenizer_json"
 
 
 #: Checkpoints this process has already verified, by what ``stat`` says of the file and of its manifest.
@@ -100,14 +109,34 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return checkpoint
 
 
+def stored_hyperparameters(checkpoint: Any) -> dict[str, Any]:
+    """The module's hyperparameters a checkpoint holds (``hyper_parameters``, a copy; empty if none),
+    without LightningCLI's ``_instantiator`` (not an argument): ``AndreaLM(**them)`` rebuilds the module."""
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hparams, dict):
+        return {}
+    return {key: value for key, value in hparams.items() if key != "_instantiator"}
+
+
 def stored_model_config(checkpoint: Any) -> Optional[dict[str, Any]]:
-    """The model config a checkpoint was trained with (``hyper_parameters.config``), or None.
+    """The model config a checkpoint was trained with (``hyper_parameters.config``), or None: the one
+    reader of it (resume, init_from, generate, trace, lens, export).
 
     Its plugin names are the file's choice, not the user's: :func:`load_checkpoint` lets them select
     installed entry points only (a name such as ``evilmod:Act`` would otherwise import ``evilmod``)."""
-    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    config = hparams.get("config") if isinstance(hparams, dict) else None
+    config = stored_hyperparameters(checkpoint).get("config")
     return config if isinstance(config, dict) else None
+
+
+def stored_tokenizer(checkpoint: Any) -> Optional["Tokenizer"]:
+    """The tokenizer an ``AndreaDataModule`` fit saved in the checkpoint, or None if it has none."""
+    state = checkpoint.get(DATA_STATE_KEY) if isinstance(checkpoint, dict) else None
+    text = state.get(TOKENIZER_STATE_KEY) if isinstance(state, dict) else None
+    if not isinstance(text, str):
+        return None
+    from andrea_lab.data.tokenizer import tokenizer_from_json  # not at import: andrea_lab.data is heavier
+
+    return tokenizer_from_json(text)
 
 
 #: Weight files an import reads: safetensors (no code at all), or a pickle through the weights-only loader.
@@ -163,8 +192,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             hint = f" (e.g. {last})" if last.is_file() else ""
             raise DiskFullError(f"{exc}; the run's earlier checkpoints are intact: resume from one with "
                                 f"--ckpt_path{hint}") from None
-        os.replace(tmp, target)
-        os.replace(tmp_manifest, manifest_path(target))
+        # Both files are complete on disk before either is renamed (files.publish), so only a crash between
+        # the two renames can pair a new checkpoint with the old manifest: its load then says "damaged".
+        try:
+            publish(tmp, target)
+        except BaseException:
+            tmp_manifest.unlink(missing_ok=True)
+            raise
+        publish(tmp_manifest, manifest_path(target))
 
     def load_checkpoint(self, path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None):
         """Resume, validate, test: always weights-only (:func:`load_checkpoint`), whatever is asked."""

@@ -18,7 +18,7 @@ from typing import Optional
 
 from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm, NormPlacement
 from andrea_lab.errors import UsageError
-from andrea_lab.plugins.registry import resolve
+from andrea_lab.plugins.registry import resolve, same_plugin
 
 #: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
 #: tensor cores and vector units. At ratio 4 (any d_model) and 8/3 with d_model a multiple of 24
@@ -136,25 +136,73 @@ class AndreaConfig:
                                   f"got {name!r}; `andrea plugins` lists the installed ones")
 
     def components(self) -> "Components":
-        """The plugin classes the names select (raises :class:`~andrea_lab.plugins.registry.PluginError`)."""
-        return Components(*(resolve(kind, getattr(self, kind)) for kind in PLUGIN_KINDS))
+        """The plugin classes the names select (raises :class:`~andrea_lab.plugins.registry.PluginError`).
+
+        Resolved once per set of names: the result is kept on the config (not a field, so never saved),
+        and what else needs a plugin class (:attr:`resolved_mlp_ratio`) takes it from there."""
+        names = tuple(getattr(self, kind) for kind in PLUGIN_KINDS)
+        kept = self.__dict__.get("_components")
+        if kept is None or kept[0] != names:
+            kept = (names, Components(*(resolve(kind, name) for kind, name in zip(PLUGIN_KINDS, names))))
+            self.__dict__["_components"] = kept
+        return kept[1]
 
     @property
     def head_size(self) -> int:
         return self.d_model // self.n_head
 
+    def mlp_ratio_for(self, activation: type[Activation]) -> float:
+        """``mlp_ratio``, or the activation's default when it is None (4, or 8/3 if gated)."""
+        return activation.default_mlp_ratio if self.mlp_ratio is None else self.mlp_ratio
+
+    def mlp_hidden_for(self, activation: type[Activation]) -> int:
+        """The MLP's hidden size with this activation: the one place the width is worked out."""
+        return mlp_hidden_size(self.d_model, self.mlp_ratio_for(activation))
+
     @property
     def resolved_mlp_ratio(self) -> float:
-        if self.mlp_ratio is not None:
-            return self.mlp_ratio
-        return self.components().activation.default_mlp_ratio
+        return self.mlp_ratio_for(self.components().activation)
 
     @property
     def mlp_hidden(self) -> int:
-        return mlp_hidden_size(self.d_model, self.resolved_mlp_ratio)
+        return self.mlp_hidden_for(self.components().activation)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def architecture_differences(self, saved: Optional[dict]) -> list[str]:
+        """``field: checkpoint X, config Y`` for each of :data:`ARCHITECTURE_FIELDS` where a stored config
+        (a checkpoint's) differs from this one; none when there is no stored config. A field the stored
+        config lacks is at its default: it was written before the field existed. A plugin counts as the
+        same when both names select the same entry point (``pre``, ``andrea-lab:pre``)."""
+        if not saved:
+            return []
+        current = asdict(self)
+        saved = {**asdict(AndreaConfig()), **saved}
+        return [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
+                for name in ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
+
+    def check_same_architecture(self, saved: Optional[dict]) -> None:
+        """Refuse a checkpoint of another architecture with the differing fields, not a shape traceback."""
+        differences = self.architecture_differences(saved)
+        if differences:
+            raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
+                              + "; ".join(differences) + "); use the run's own config.yaml with this "
+                              "checkpoint, or start a new fit without ckpt_path")
+
+
+#: Fields that decide the shapes and meaning of the weights; the others (kernel backend, dropout, ...)
+#: may change between a checkpoint and the run that resumes from it.
+ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
+                       "norm_placement", "activation", "bias", "norm", "qk_norm")
+
+
+def _same_field(name: str, saved, current) -> bool:
+    """Equal values; for a plugin, names that select the same entry point."""
+    if saved == current:
+        return True
+    return name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
+        name, saved, current)
 
 
 def _check_softcap(name: str, cap: Optional[float], example: float) -> None:

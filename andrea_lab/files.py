@@ -77,15 +77,22 @@ def write_temp(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Pa
     return Path(tmp)
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
-    """Call ``write(handle)`` on a temporary sibling of ``path``, fsync it, then ``os.replace`` it over
-    ``path``: a reader (or a crash, or a full disk) sees the old file or the new one, never half of one."""
-    tmp = write_temp(path, write)
+def publish(tmp: Path, path: str | os.PathLike) -> None:
+    """Rename a file :func:`write_temp` wrote over ``path`` (atomic on one filesystem); on failure the
+    temporary file is removed and ``path`` is as it was."""
     try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """Call ``write(handle)`` on a temporary sibling of ``path``, fsync it, then ``os.replace`` it over
+    ``path``: a reader (or a crash, or a full disk) sees the old file or the new one, never half of one.
+    (Two files that must change together, a checkpoint and its manifest: :func:`write_temp` both, then
+    :func:`publish` both, as ``checkpoint_io.AtomicCheckpointIO`` does.)"""
+    publish(write_temp(path, write), path)
 
 
 def write_json_atomic(path: str | os.PathLike, payload: dict[str, Any]) -> None:

@@ -9,14 +9,16 @@ another tokenizer's ids would be silently meaningless.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config
-from andrea_lab.data.datamodule import AndreaDataModule
+from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 from andrea_lab.errors import UsageError
+
+if TYPE_CHECKING:
+    from andrea_lab.module import AndreaLM
 
 
 class InitialWeights:
@@ -31,7 +33,31 @@ class InitialWeights:
                              f"written by `andrea fit` or `andrea import`")
         self.state_dict: dict[str, torch.Tensor] = state
         self.saved_config: Optional[dict[str, Any]] = stored_model_config(checkpoint)
-        self.tokenizer: Optional[Tokenizer] = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+        self.tokenizer: Optional[Tokenizer] = stored_tokenizer(checkpoint)
+
+    @classmethod
+    def load_into(cls, module: "AndreaLM", path: str) -> "InitialWeights":
+        """Load ``path``'s weights into ``module``, after checking its architecture is ``module.config``'s;
+        returns what :meth:`check_data` needs later (the weights themselves are dropped)."""
+        initial = cls(path)
+        differences = module.config.architecture_differences(initial.saved_config)
+        if differences:
+            raise initial.architecture_error(differences)
+        try:
+            module.load_state_dict(initial.state_dict)
+        except RuntimeError as exc:  # no saved config to compare (a foreign state dict): the shapes speak
+            raise initial.architecture_error([str(exc).splitlines()[-1].strip()]) from None
+        initial.state_dict = {}
+        return initial
+
+    def check_data(self, datamodule: Any) -> None:
+        """:meth:`check_tokenizer` against a data module's tokenizer, once it knows one (another data
+        module, or one that knows none yet, is not checked)."""
+        try:
+            tokenizer = datamodule.tokenizer
+        except (AttributeError, RuntimeError):
+            return
+        self.check_tokenizer(tokenizer, str(getattr(datamodule, "tokenizer_spec", "")))
 
     def architecture_error(self, differences: list[str]) -> UsageError:
         return UsageError(f"model.init_from {self.path} holds a model of another architecture than model.config ("

@@ -18,7 +18,7 @@ from andrea_lab import tags
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
 from andrea_lab.callbacks.checkpoint import AndreaModelCheckpoint
 from andrea_lab.callbacks.preemption import PreemptionCheckpoint
-from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
 from andrea_lab.module import AndreaLM
@@ -119,8 +119,7 @@ class AndreaCLI(LightningCLI):
         if not ckpt_path or not Path(ckpt_path).is_file():
             return  # a missing file is reported by the trainer, as in LightningCLI
         checkpoint = load_checkpoint(ckpt_path)
-        hparams = dict(checkpoint.get("hyper_parameters", {}))
-        hparams.pop("_instantiator", None)
+        hparams = stored_hyperparameters(checkpoint)
         if subcommand == "fit":
             section = self.config[subcommand]
             check_resume(ckpt_path, checkpoint, section.get("model"), section.get("data"))
@@ -130,6 +129,24 @@ class AndreaCLI(LightningCLI):
         if "_class_path" in hparams:
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def instantiate_classes(self) -> None:
+        """LightningCLI's instantiation, except that with ``--ckpt_path`` (a resumed fit, or validate/test of
+        a checkpoint) the module is built without ``model.init_from``: the weights come from the checkpoint,
+        so the file the run started from is not read again (it may be gone). The config that is saved keeps
+        ``init_from`` as given, so a rerun of config.yaml still starts from it."""
+        subcommand = self.config.get("subcommand")
+        section = self.config[subcommand] if subcommand else self.config
+        model = section.get("model")
+        init_from = model.get("init_from") if hasattr(model, "get") else None
+        if not section.get("ckpt_path") or not init_from:
+            super().instantiate_classes()
+            return
+        model["init_from"] = None
+        try:
+            super().instantiate_classes()
+        finally:
+            model["init_from"] = init_from
 
     def before_fit(self) -> None:
         """Claim the run directory before the first file is written (andrea_lab.run_claim): never an

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab.config import AndreaConfig, Components, ConfigError, mlp_hidden_size
+from andrea_lab.config import AndreaConfig, Components, ConfigError
 from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
 from andrea_lab.errors import AndreaError
 from andrea_lab.plugins.guard import culprit, failure, raised_by, shape_text
@@ -123,8 +123,7 @@ class MLP(nn.Module):
 
     def __init__(self, config: AndreaConfig, activation_cls: type[Activation], backend: KernelBackend):
         super().__init__()
-        ratio = activation_cls.default_mlp_ratio if config.mlp_ratio is None else config.mlp_ratio
-        self.hidden = mlp_hidden_size(config.d_model, ratio)
+        self.hidden = config.mlp_hidden_for(activation_cls)
         self.fc = nn.Linear(config.d_model, self.hidden * (2 if activation_cls.gated else 1), bias=config.bias)
         with raised_by("activation", config.activation, "its constructor"):
             self.activation = activation_cls(backend)

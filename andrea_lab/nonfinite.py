@@ -12,14 +12,25 @@ checkpoint is saved, so a checkpoint never holds a run that should already have 
 
 An optimizer that cannot take the flag gets the per-step host check instead, so that the bad update
 can still be dropped before it is applied.
+
+:class:`NonFiniteGuard` is the one owner of all this for a LightningModule: the policy (``stop`` or
+``skip``), the device-side tally, the count of skipped steps and the step's gradient norm. A module
+publishes it as its ``nonfinite`` attribute, and callbacks (the stability monitor) read it through
+:func:`guard_of`, never by probing the module for attributes.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Any, Iterable, Literal, Optional
 
 import torch
+
+from andrea_lab.errors import DivergenceError
+
+#: The attribute a LightningModule publishes its :class:`NonFiniteGuard` as (AndreaLM does).
+GUARD_ATTRIBUTE = "nonfinite"
 
 
 def global_grad_norm(parameters: Iterable[torch.nn.Parameter]) -> Optional[torch.Tensor]:
@@ -80,3 +91,63 @@ class NonFiniteTally:
         step, loss, grad_norm = self._first.tolist()
         self._count = self._first = None
         return NonFiniteSteps(count, int(step), loss, grad_norm)
+
+
+class NonFiniteGuard:
+    """A module's non-finite policy and tally: what to do with a step whose loss or gradient norm is
+    NaN/inf (``stop``: raise :class:`DivergenceError`; ``skip``: drop its update, at most
+    ``max_skipped_steps`` times in one run), and what happened so far.
+
+    Read by callbacks: :attr:`last_grad_norm` (this optimizer step's global gradient norm before
+    clipping, a device tensor, None on a micro-batch that does not step), :attr:`skips` and
+    :attr:`skipped_steps`."""
+
+    def __init__(self, policy: Literal["stop", "skip"], max_skipped_steps: int) -> None:
+        self.policy = policy
+        self.max_skipped_steps = max_skipped_steps
+        self.skipped_steps = 0
+        self.last_grad_norm: Optional[torch.Tensor] = None
+        self._tally = NonFiniteTally()
+
+    @property
+    def skips(self) -> bool:
+        """Whether a non-finite step is dropped and the run goes on (not a divergence until it gives up)."""
+        return self.policy == "skip"
+
+    def observe(self, optimizer: torch.optim.Optimizer, step: int, loss: torch.Tensor, norm: torch.Tensor) -> bool:
+        """Record this step without a host sync where the optimizer can skip itself on the device
+        (``found_inf``); returns True when the host must :meth:`settle` now (any other optimizer, and
+        this step is non-finite), while its update can still be dropped."""
+        bad = ~(torch.isfinite(norm) & torch.isfinite(loss))
+        self._tally.record(bad, step, loss, norm)
+        if takes_found_inf(optimizer):
+            optimizer.found_inf = bad.float()
+            return False
+        return bool(bad)
+
+    def settle(self, last_checkpoint: str) -> int:
+        """Read the tally (one host sync) and apply the policy: the number of steps skipped now (0 if
+        none were non-finite), or :class:`DivergenceError` naming the first bad step and ``last_checkpoint``."""
+        found = self._tally.collect()
+        if found is None:
+            return 0
+        where = (f"step {found.first_step}" if found.count == 1
+                 else f"{found.count} steps from step {found.first_step}")
+        first = f"loss {found.loss}, gradient norm {found.grad_norm}"
+        if self.skips and self.skipped_steps + found.count <= self.max_skipped_steps:
+            self.skipped_steps += found.count
+            warnings.warn(f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
+                          f"({self.skipped_steps} of at most {self.max_skipped_steps})", RuntimeWarning)
+            return found.count
+        reason = (f"more than max_skipped_steps={self.max_skipped_steps} non-finite steps" if self.skips
+                  else "on_nonfinite=stop")
+        raise DivergenceError(f"training diverged at step {found.first_step}: {first} ({reason}). Non-finite "
+                              f"updates are never applied; the last good checkpoint is kept: {last_checkpoint}. "
+                              f"Try a lower model.lr, more model.warmup_steps, or trainer.gradient_clip_val.")
+
+
+def guard_of(module: Any) -> Optional[NonFiniteGuard]:
+    """The :class:`NonFiniteGuard` a LightningModule publishes (:data:`GUARD_ATTRIBUTE`), or None: a
+    module without one measures nothing the callbacks could reuse."""
+    guard = getattr(module, GUARD_ATTRIBUTE, None)
+    return guard if isinstance(guard, NonFiniteGuard) else None

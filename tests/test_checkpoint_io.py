@@ -74,3 +74,48 @@ def test_a_checkpoint_is_hashed_once_per_process_until_it_changes(tmp_path, monk
     with pytest.raises(UsageError, match="damaged: its sha256 differs"):
         checkpoint_io.verify_checkpoint(path)
     assert len(hashed) == 2
+
+
+def test_a_failed_rename_of_the_checkpoint_leaves_the_previous_pair_and_no_temporary_file(tmp_path, monkeypatch):
+    io = AtomicCheckpointIO()
+    target = tmp_path / "last.ckpt"
+    io.save_checkpoint({"global_step": 10}, target)
+
+    def replace_fails(*args):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "replace", replace_fails)  # files.publish, the one rename, fails
+    with pytest.raises(OSError, match="cross-device"):
+        io.save_checkpoint({"global_step": 20}, target)
+    monkeypatch.undo()
+    assert load_checkpoint(target)["global_step"] == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "last.ckpt.sha256.json"]
+
+
+def test_the_stored_config_hyperparameters_and_tokenizer_have_one_reader_each():
+    from andrea_lab.data.tokenizer import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    checkpoint = {"hyper_parameters": {"config": {"d_model": 16}, "lr": 1e-3, "_instantiator": "x"},
+                  checkpoint_io.DATA_STATE_KEY: {checkpoint_io.TOKENIZER_STATE_KEY: tokenizer.to_str()}}
+    assert checkpoint_io.stored_hyperparameters(checkpoint) == {"config": {"d_model": 16}, "lr": 1e-3}
+    assert checkpoint_io.stored_model_config(checkpoint) == {"d_model": 16}
+    assert checkpoint_io.stored_tokenizer(checkpoint).to_str() == tokenizer.to_str()
+    for odd in ({}, {"hyper_parameters": []}, {"hyper_parameters": {"config": "x"}}, [], None):
+        assert checkpoint_io.stored_model_config(odd) is None and checkpoint_io.stored_tokenizer(odd) is None
+
+
+def test_the_tokenizer_is_read_where_the_data_module_saves_it():
+    from andrea_lab.data import datamodule
+
+    assert (checkpoint_io.DATA_STATE_KEY, checkpoint_io.TOKENIZER_STATE_KEY) == (
+        datamodule.CHECKPOINT_KEY, datamodule.STATE_TOKENIZER_KEY)
+
+
+def test_no_reader_of_a_checkpoint_indexes_hyper_parameters_by_hand():
+    from pathlib import Path
+
+    package = Path(checkpoint_io.__file__).parent
+    readers = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
+               if '["hyper_parameters"]' in p.read_text(encoding="utf-8")]
+    assert readers == []

@@ -111,3 +111,28 @@ def test_an_attention_cap_refuses_attention_dropout():
     with pytest.raises(ConfigError, match="attn_logit_softcap 50.0 with dropout 0.1: .* set dropout 0"):
         AndreaConfig(attn_logit_softcap=50.0, dropout=0.1)
     assert AndreaConfig(final_logit_softcap=30.0, dropout=0.1).final_logit_softcap == 30.0
+
+
+def test_the_plugins_are_resolved_once_for_the_model_and_the_mlp_width(monkeypatch):
+    from andrea_lab import config as config_module
+    from andrea_lab.model import Andrea
+
+    calls = []
+    real = config_module.resolve
+    monkeypatch.setattr(config_module, "resolve", lambda kind, name: calls.append(kind) or real(kind, name))
+    c = preset("andrea-micro", activation="swiglu")
+    model = Andrea(c)
+    assert c.resolved_mlp_ratio == pytest.approx(8 / 3) and c.mlp_hidden == model.blocks[0].inner[1].hidden
+    assert sorted(calls) == sorted(set(calls)) and len(calls) == 4  # one resolution per plugin kind
+    c.activation = "andrea-lab:gelu"  # other names: resolved again, for them
+    assert c.resolved_mlp_ratio == 4 and len(calls) == 8
+
+
+def test_the_architecture_diff_names_each_field_and_accepts_the_same_plugin_spelled_otherwise():
+    c = preset("andrea-micro")
+    assert c.architecture_differences(None) == []
+    assert c.architecture_differences({**c.to_dict(), "norm_placement": "pre", "dropout": 0.5}) == []
+    assert c.architecture_differences({"d_model": 32, "vocab_size": 257, "block_size": 64, "n_layer": 2,
+                                       "n_head": 2}) == ["d_model: checkpoint 32, config 64"]
+    with pytest.raises(ConfigError, match=r"different architecture than model.config \(qk_norm: checkpoint True"):
+        c.check_same_architecture({**c.to_dict(), "qk_norm": True})

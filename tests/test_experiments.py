@@ -13,7 +13,8 @@ import torch
 
 from andrea_lab.cli import main as cli_main
 from andrea_lab.config import preset
-from andrea_lab.module import AndreaLM, adamw_with_schedule
+from andrea_lab.module import AndreaLM
+from andrea_lab.optim import adamw_with_schedule
 from andrea_lab.nonfinite import global_grad_norm
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.suite import load_suite
@@ -91,8 +92,8 @@ def test_clipping_with_the_fused_adamw_and_no_scaler_clips_to_the_norm():
     x = torch.randint(0, 257, (2, 16))
     _, loss = module.model(x, x)
     (loss * 1000).backward()
-    module.last_grad_norm = global_grad_norm(module.parameters())
-    assert module.last_grad_norm > 1.0
+    module.nonfinite.last_grad_norm = global_grad_norm(module.parameters())
+    assert module.nonfinite.last_grad_norm > 1.0
     module._grad_scaler = lambda: None  # bf16-mixed / fp32: no GradScaler
     module.configure_gradient_clipping(optimizer, 1.0, "norm")
     assert float(global_grad_norm(module.parameters())) == pytest.approx(1.0, rel=1e-4)

@@ -69,3 +69,12 @@ def test_data_with_another_tokenizer_is_refused_and_the_same_vocabulary_accepted
     with pytest.raises(UsageError, match=r"trained with another tokenizer than the data's \(data.tokenizer 'bpe'\): "
                                          r"\d+ of its 257 tokens have other ids"):
         initial.check_tokenizer(train_bpe_tokenizer(documents, vocab_size=300), "bpe")
+
+
+def test_reading_init_from_does_not_import_the_data_module():
+    import subprocess
+    import sys
+
+    code = "import sys, andrea_lab.initial_weights; print('andrea_lab.data.datamodule' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"

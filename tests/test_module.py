@@ -5,21 +5,8 @@ import torch
 
 from andrea_lab import preset
 from andrea_lab.config import ConfigError
-from andrea_lab.module import AndreaLM, warmup_cosine
+from andrea_lab.module import AndreaLM
 from andrea_testing import tiny_trainer
-
-
-def test_warmup_then_cosine():
-    assert warmup_cosine(0, 10, 110, 0.1) == pytest.approx(0.1)
-    assert warmup_cosine(9, 10, 110, 0.1) == pytest.approx(1.0)
-    assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.1 + 0.9 * 0.5)
-    assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
-    assert warmup_cosine(500, 10, 110, 0.1) == pytest.approx(0.1)
-
-
-def test_zero_warmup_starts_at_the_peak():
-    assert warmup_cosine(0, 0, 100, 0.0) == pytest.approx(1.0)
-    assert warmup_cosine(50, 0, 100, 0.0) == pytest.approx(0.5)
 
 
 def test_weight_decay_only_on_matrices():

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
-from andrea_lab.module import fused_adamw
+from andrea_lab.optim import fused_adamw
 from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
 from andrea_testing import NaNAtStep, tiny_trainer
 
@@ -78,14 +78,14 @@ def test_skip_policy_counts_deferred_steps_and_finishes(tmp_path, text_corpus):
     module = NaNAtStep(bad_steps=(3, 6), on_nonfinite="skip", max_skipped_steps=2)
     with pytest.warns(RuntimeWarning, match=r"at step 3 .*update skipped \(1 of at most 2\)"):
         trainer = run(tmp_path, text_corpus, module, log_every=5)
-    assert trainer.global_step == 12 and module.skipped_steps == 2 and all_finite(module)
+    assert trainer.global_step == 12 and module.nonfinite.skipped_steps == 2 and all_finite(module)
 
 
 def test_a_skip_in_the_last_window_is_settled_at_the_end_of_training(tmp_path, text_corpus):
     module = NaNAtStep(bad_steps=(10,), on_nonfinite="skip")
     with pytest.warns(RuntimeWarning, match=r"at step 10 .*update skipped \(1 of"):
         trainer = run(tmp_path, text_corpus, module, max_steps=12, log_every=5)  # checks at 5, 10, then the end
-    assert module.skipped_steps == 1 and all_finite(module)
+    assert module.nonfinite.skipped_steps == 1 and all_finite(module)
     events = EventAccumulator(trainer.logger.log_dir)
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("train/skipped_steps")] == [(12, 1.0)]
@@ -110,7 +110,7 @@ def test_an_optimizer_without_the_flag_is_checked_every_step(tmp_path, text_corp
     skipping = UnfusedNaNAtStep(bad_steps=(3,), on_nonfinite="skip")
     with pytest.warns(RuntimeWarning, match="update skipped"):
         run(tmp_path / "skip", text_corpus, skipping, log_every=5)
-    assert skipping.skipped_steps == 1 and all_finite(skipping)
+    assert skipping.nonfinite.skipped_steps == 1 and all_finite(skipping)
 
 
 def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, text_corpus):
@@ -123,3 +123,31 @@ def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, te
     assert steps["train/lr"] == steps["train/grad_norm"] == steps["train/tokens"] == steps["train/loss"], steps
     tokens = dict((e.step, e.value) for e in events.Scalars("train/tokens"))
     assert tokens[9] == 10 * 4 * 32
+
+
+def test_callbacks_find_the_guard_only_where_a_module_publishes_one():
+    from andrea_lab.config import preset
+    from andrea_lab.module import AndreaLM
+    from andrea_lab.nonfinite import NonFiniteGuard, guard_of
+
+    module = AndreaLM(config=preset("andrea-micro"), on_nonfinite="skip")
+    assert guard_of(module) is module.nonfinite and guard_of(module).skips
+    assert guard_of(torch.nn.Linear(2, 2)) is None
+    impostor = torch.nn.Linear(2, 2)
+    impostor.nonfinite = "skip"  # an attribute that happens to have the name is not a guard
+    assert guard_of(impostor) is None
+    assert not NonFiniteGuard("stop", 3).skips
+
+
+def test_the_guard_skips_up_to_its_limit_then_raises_naming_the_checkpoint():
+    from andrea_lab.nonfinite import NonFiniteGuard
+
+    guard = NonFiniteGuard("skip", 1)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    assert guard.observe(optimizer, 3, torch.tensor(NAN), torch.tensor(1.0))  # SGD: settle now
+    with pytest.warns(RuntimeWarning, match="at step 3 .*update skipped \\(1 of at most 1\\)"):
+        assert guard.settle("none") == 1
+    assert guard.settle("none") == 0
+    guard.observe(optimizer, 5, torch.tensor(1.0), torch.tensor(float("inf")))
+    with pytest.raises(DivergenceError, match="at step 5: .*max_skipped_steps=1.*kept: ckpt/last.ckpt"):
+        guard.settle("ckpt/last.ckpt")

@@ -22,51 +22,23 @@ import math
 import statistics
 import time
 import warnings
-import re
 from typing import Any, Optional
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
 from andrea_lab import tags
 from andrea_lab import probe
-from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector, unigram_entropy
+from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector
+from andrea_lab.callbacks.stability_layout import CUSTOM_SCALARS_LAYOUT
+from andrea_lab.callbacks.unigram import measure_unigram_loss
 from andrea_lab.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
-from andrea_lab.nonfinite import global_grad_norm
+from andrea_lab.nonfinite import global_grad_norm, guard_of
 
-#: TensorBoard custom-scalars layout: one chart per group of per-layer curves (tags are regexes), so every
-#: block of every selected run lands in the same chart. The probe's charts come from its metrics.
-_STEP_CHARTS = [
-    ("stability: loss and events", "loss (train, val, EMA)", (tags.TRAIN_LOSS, tags.VAL_LOSS, tags.LOSS_EMA)),
-    ("stability: loss and events", "spikes (cumulative)", (tags.SPIKES,)),
-    ("stability: loss and events", "global gradient norm before clipping", (tags.TRAIN_GRAD_NORM,)),
-    ("stability: loss and events", "learning rate", (tags.TRAIN_LR,)),
-]
-
-
-#: The 0/1 flags, each a margin chart from the flag to :data:`tags.FLAG_SCALE` (the axis stays [0, 1]).
-_FLAG_CHARTS = [("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
-                ("stability: loss and events", "diverged (0/1)", tags.DIVERGED)]
-
-
-def custom_scalars_layout() -> dict[str, dict[str, list]]:
-    """``{section: {chart: ["Multiline", [tag regex, ...]] or ["Margin", [value, lower, upper]]}}`` for
-    ``SummaryWriter.add_custom_scalars``."""
-    entries = [(section, title, f"^{re.escape(tag)}$") for section, title, names in _STEP_CHARTS for tag in names]
-    layout: dict[str, dict[str, list]] = {}
-    for section, title, regex in entries + probe.layout_entries():
-        layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
-    for section, title, tag in _FLAG_CHARTS:
-        layout.setdefault(section, {})[title] = ["Margin", [tag, tag, tags.FLAG_SCALE]]
-    return layout
-
-
-CUSTOM_SCALARS_LAYOUT = custom_scalars_layout()
 
 
 def _inputs_of(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -75,32 +47,6 @@ def _inputs_of(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     if isinstance(batch, dict):
         return batch["input_ids"] if "input_ids" in batch else batch["x"], batch.get("targets", batch.get("y"))
     return batch, None
-
-
-def sample_unigram_loss(tokens: Any, vocab_size: int, max_tokens: int = 1_000_000, chunks: int = 16) -> float:
-    """Unigram entropy (nats) of a token stream, from ``chunks`` evenly spaced contiguous slices holding
-    at most ``max_tokens`` tokens in all. ``tokens`` supports ``len`` and contiguous slicing (a numpy
-    array, a memmap, :class:`andrea_lab.data.token_file.MappedTokens`)."""
-    total = len(tokens)
-    if total == 0:
-        raise ValueError("no tokens to estimate the unigram loss from")
-    if total <= max_tokens:
-        parts = [np.asarray(tokens[0:total])]
-    else:
-        size = max(1, max_tokens // chunks)
-        starts = np.linspace(0, total - size, chunks).astype(np.int64)
-        parts = [np.asarray(tokens[int(s):int(s) + size]) for s in starts]
-    counts = np.bincount(np.concatenate(parts).astype(np.int64), minlength=vocab_size)
-    return unigram_entropy(counts.tolist())
-
-
-def _train_token_stream(datamodule: Any) -> Any:
-    """The training token stream of a data module, if it exposes one (``AndreaDataModule.train_token_stream``)."""
-    try:
-        stream = getattr(datamodule, "train_token_stream", None)
-    except RuntimeError:  # not set up yet
-        return None
-    return stream if stream is not None and hasattr(stream, "__len__") else None
 
 
 class StabilityMonitor(L.Callback):
@@ -239,11 +185,13 @@ class StabilityMonitor(L.Callback):
         self._reset()
         self._loaded_state = loaded
         self.divergence_detector.stuck_after = self._stuck_after(pl_module)
-        # AndreaLM(on_nonfinite="skip") drops a non-finite step and goes on: that is counted, not a
-        # divergence, unless the module gives up (its DivergenceError, seen in on_exception).
-        self._skip_nonfinite = (getattr(pl_module, "hparams", {}) or {}).get("on_nonfinite") == "skip"
+        # A module whose non-finite guard skips (AndreaLM(on_nonfinite="skip")) drops a non-finite step and
+        # goes on: that is counted, not a divergence, unless the module gives up (its DivergenceError,
+        # seen in on_exception).
+        guard = guard_of(pl_module)
+        self._skip_nonfinite = guard is not None and guard.skips
         if self.unigram_loss is None:
-            self.unigram_loss = self._measure_unigram_loss(trainer, pl_module)
+            self.unigram_loss = measure_unigram_loss(trainer, _andrea_of(pl_module), self.unigram_sample_tokens)
         self.divergence_detector.unigram_loss = self.unigram_loss
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -278,8 +226,8 @@ class StabilityMonitor(L.Callback):
             self._batch_loss = loss.detach().float() * trainer.accumulate_grad_batches
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
-        if not self.enabled or hasattr(pl_module, "last_grad_norm"):
-            return  # AndreaLM computes this norm in its own hook (run after this one): read it at batch end
+        if not self.enabled or guard_of(pl_module) is not None:
+            return  # the module's guard gets this norm in the module's hook (run after this one): read at batch end
         # Called after backward and before gradient clipping: the raw global norm, kept on the device.
         norm = global_grad_norm(pl_module.parameters())
         if norm is not None:
@@ -289,8 +237,9 @@ class StabilityMonitor(L.Callback):
                            batch_idx: int) -> None:
         if not self.enabled:
             return
-        if hasattr(pl_module, "last_grad_norm"):
-            self._batch_grad_norm = pl_module.last_grad_norm
+        guard = guard_of(pl_module)
+        if guard is not None:
+            self._batch_grad_norm = guard.last_grad_norm
         self._push_batch()
         if self._snapshot is not None and trainer.global_step > self._snapshot[0]:
             self._log_update_ratios(trainer, pl_module)
@@ -431,20 +380,6 @@ class StabilityMonitor(L.Callback):
             return int(hparams.get("warmup_steps") or 0)
         except (TypeError, ValueError):
             return 0
-
-    def _measure_unigram_loss(self, trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[float]:
-        model = _andrea_of(pl_module)
-        vocab_size = None if model is None else model.config.vocab_size
-        stream = _train_token_stream(trainer.datamodule) if trainer.datamodule is not None else None
-        if stream is not None and vocab_size:
-            try:
-                return sample_unigram_loss(stream, vocab_size, self.unigram_sample_tokens)
-            except Exception as exc:
-                warnings.warn(f"StabilityMonitor: could not measure the unigram loss from the training tokens "
-                              f"({type(exc).__name__}: {exc}); using ln(vocab_size)")
-        if vocab_size:
-            return math.log(vocab_size)
-        return None
 
     def _write_layout(self, trainer: L.Trainer) -> None:
         for logger in trainer.loggers:

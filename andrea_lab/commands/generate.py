@@ -9,15 +9,13 @@ from __future__ import annotations
 import argparse
 import torch
 
-from andrea_lab.checkpoint_io import load_checkpoint
+from andrea_lab.checkpoint_io import load_checkpoint, stored_tokenizer
 from andrea_lab.commands.arguments import checked_device
 from andrea_lab.errors import UsageError
 
 
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):
-    from andrea_lab.data import AndreaDataModule
-
-    tokenizer = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+    tokenizer = stored_tokenizer(checkpoint)
     if tokenizer is None:
         raise UsageError(f"{path} carries no tokenizer (it was trained on a token file without a "
                          f"tokenizer.json, or not by an AndreaDataModule fit); nothing to decode with")
@@ -52,9 +50,7 @@ def main(argv: list[str]) -> int:
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
-    module = AndreaLM(**checkpoint["hyper_parameters"])
-    module.load_state_dict(checkpoint["state_dict"])
-    model = module.model.to(args.device).eval()
+    model = AndreaLM.from_checkpoint(checkpoint, args.ckpt).model.to(args.device).eval()
 
     eot = (checkpoint.get("AndreaDataModule") or {}).get("eot_id", tokenizer.get_vocab_size() - 1)
     ids = tokenizer.encode(args.prompt).ids if args.prompt else [eot]

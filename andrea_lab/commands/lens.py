@@ -60,21 +60,21 @@ def run_settings(run_dir: Optional[Path]) -> dict[str, Any]:
 
 def datamodule_for(checkpoint: dict, settings: dict, path: str):
     """The data module the checkpoint was trained with, set up (its held-out split memory-mapped)."""
+    from andrea_lab.checkpoint_io import stored_model_config, stored_tokenizer
     from andrea_lab.data import AndreaDataModule
 
     hparams = checkpoint.get("datamodule_hyper_parameters") or settings.get("data")
-    if not hparams:
-        raise UsageError(f"{path} records no data module settings (it was not written by andrea fit with an "
-                         f"AndreaDataModule), so there is no held-out split to score")
-    config = checkpoint["hyper_parameters"]["config"]
-    sizes = {key: config[key] if isinstance(config, dict) else getattr(config, key)
-             for key in ("block_size", "vocab_size")}
+    config = stored_model_config(checkpoint)
+    if not hparams or config is None:
+        raise UsageError(f"{path} records no data module settings or no model config (it was not written by "
+                         f"andrea fit with an AndreaDataModule), so there is no held-out split to score")
+    sizes = {key: config[key] for key in ("block_size", "vocab_size")}
     # the model's sizes where config.yaml leaves them linked; never Lightning's own ``_instantiator``
     hparams = {**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}}
     data = AndreaDataModule(**hparams)
     data.prepare_data()
     data.setup("validate")
-    saved = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+    saved = stored_tokenizer(checkpoint)
     if saved is not None and data.tokenizer is not None and saved.to_str() != data.tokenizer.to_str():
         raise UsageError(f"the held-out data of {path} ({hparams.get('corpus')!r}) is tokenized differently from "
                          f"the checkpoint's tokenizer; its windows would not be the text the model was scored on")
@@ -114,9 +114,7 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], 
     settings = run_settings(run_dir)
     heldout = settings.get("heldout") or {}
     data = datamodule_for(checkpoint, settings, args.ckpt)
-    module = AndreaLM(**checkpoint["hyper_parameters"])
-    module.load_state_dict(checkpoint["state_dict"])
-    model = module.model.to(torch.device(args.device))
+    model = AndreaLM.from_checkpoint(checkpoint, args.ckpt).model.to(torch.device(args.device))
     max_tokens = args.max_tokens or heldout.get("max_tokens") or DEFAULT_MAX_TOKENS
     seed = heldout.get("seed", 0) if args.seed is None else args.seed
     dataset = data.heldout_dataset(int(max_tokens), int(seed))

@@ -69,9 +69,7 @@ def _load(args: argparse.Namespace):
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
-    module = AndreaLM(**checkpoint["hyper_parameters"])
-    module.load_state_dict(checkpoint["state_dict"])
-    return module.model.to(torch.device(args.device)), tokenizer
+    return AndreaLM.from_checkpoint(checkpoint, args.ckpt).model.to(torch.device(args.device)), tokenizer
 
 
 def analyse(model, tokenizer, args: argparse.Namespace) -> dict[str, Any]:

@@ -17,9 +17,8 @@ from typing import Any, Optional
 
 from tokenizers import Tokenizer
 
-from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config
+from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 from andrea_lab.config import AndreaConfig
-from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.data.tokenizer import eot_id, load_tokenizer
 from andrea_lab.errors import UsageError
 from andrea_lab.interop import model_card, require_transformers
@@ -47,7 +46,7 @@ def check_new_directory(out: Path) -> None:
 
 def _tokenizer(checkpoint: dict[str, Any], ckpt: Path, given: Optional[Path], config: AndreaConfig) -> Tokenizer:
     """The run's tokenizer (or the one given), which must fit the model's vocabulary."""
-    tokenizer = load_tokenizer(given) if given is not None else AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+    tokenizer = load_tokenizer(given) if given is not None else stored_tokenizer(checkpoint)
     if tokenizer is None:
         raise UsageError(f"{ckpt} carries no tokenizer (its fit read a token file without one); pass the "
                          f"tokenizer.json that made the token file: --tokenizer PATH")

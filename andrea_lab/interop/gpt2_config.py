@@ -91,7 +91,7 @@ def check_exportable(config: AndreaConfig) -> None:
 def gpt2_config_kwargs(config: AndreaConfig, eot_id: Optional[int]) -> dict[str, Any]:
     """GPT2Config arguments for an exportable ``config``; bos/eos are the tokenizer's ``<|endoftext|>``."""
     check_exportable(config)
-    hidden = mlp_hidden_size(config.d_model, config.resolved_mlp_ratio)
+    hidden = config.mlp_hidden
     return dict(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
         n_layer=config.n_layer, n_head=config.n_head, n_inner=None if hidden == 4 * config.d_model else hidden,

@@ -14,7 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from andrea_lab import probe
 from andrea_lab import tags as andrea_tags
 from andrea_lab.callbacks import RunSummary, StabilityMonitor
-from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT, measure_probe, sample_unigram_loss
+from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT, measure_probe
+from andrea_lab.callbacks.unigram import sample_unigram_loss
 from andrea_lab.config import preset
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea, AttentionLogits
