@@ -14,7 +14,7 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.analysis import compare, outputs, report
+from andrea_lab.analysis import compare, outputs, report, scales, scales_report
 from andrea_lab.analysis.runs_table import find_runs, load_run, load_runs, read_runs_csv
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
@@ -176,17 +176,19 @@ def test_generated_blocks_replace_only_their_own_text():
 
 
 def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs():
-    """Every generated block of docs/results.md (claims, A/A calibration), regenerated from
-    docs/results/<suite>/runs.csv and the suite file, byte for byte: no number in them is typed by hand. And
-    every committed suite table has its blocks there, so none is left stale or missing."""
+    """Every generated block of docs/results.md (claims, by scale where a suite has a scale axis; A/A
+    calibration), regenerated from docs/results/<suite>/runs.csv and the suite file, byte for byte: no number
+    in them is typed by hand. And every committed suite table has its blocks there, so none is left stale or
+    missing."""
     text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     blocks = report.generated_blocks(text)
     assert blocks, "docs/results.md has generated blocks"
     expected = {}
     for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
         suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
-        for what, content in report.doc_blocks(read_runs_csv(runs_csv), suite.claims,
-                                               suite.identical_variants()).items():
+        runs = read_runs_csv(runs_csv)
+        blocks_of = scales_report.doc_blocks_by_scale if scales.has_scales(runs) else report.doc_blocks
+        for what, content in blocks_of(runs, suite.claims, suite.identical_variants()).items():
             expected[(runs_csv.parent.name, what)] = content
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
