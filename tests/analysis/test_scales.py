@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from andrea_lab.analysis import compare, plots_scales, report, scales
+from andrea_lab.analysis import compare, plots_scales, report, scales, scales_report
 from andrea_lab.analysis.runs_table import (ATTN_ENTROPY_TAG, ATTN_LOGIT_MAX_TAG, RUN_COLUMNS, load_run, load_runs,
                                             read_runs_csv, write_runs_csv)
 from andrea_lab.commands.compare import main as compare_main
@@ -182,7 +182,13 @@ def test_the_per_lr_table_gains_the_attention_columns_only_when_runs_have_them(s
     assert compare.per_lr_columns(without) == compare.PER_LR_COLUMNS
 
 
-@pytest.mark.parametrize("suite", sorted(p.name for p in (REPO / "docs" / "results").iterdir() if p.is_dir()))
+def _committed_suites(scaled: bool) -> list[str]:
+    """The suites with a committed table in docs/results/, with (``scaled``) or without a scale axis."""
+    return sorted(p.name for p in (REPO / "docs" / "results").iterdir()
+                  if p.is_dir() and bool(load_suite(REPO / "experiments" / "suites" / f"{p.name}.yaml").scales) is scaled)
+
+
+@pytest.mark.parametrize("suite", _committed_suites(scaled=False))
 def test_the_committed_reports_of_suites_without_scales_regenerate_unchanged(suite, tmp_path):
     """From the committed runs.csv: the same runs.csv bytes, and the claims and per-LR sections exactly as in the
     committed comparison.md (no scale axis, no attention values: nothing of this module may show)."""
@@ -195,6 +201,24 @@ def test_the_committed_reports_of_suites_without_scales_regenerate_unchanged(sui
     sections = dict(report.suite_sections(suite, plan["variants"], runs, plan["claims"], [], plan["loss_column"]))
     markdown = (committed / "comparison.md").read_text(encoding="utf-8")
     assert sections["per_lr"] in markdown and sections.get("claims", "") in markdown
+
+
+@pytest.mark.parametrize("suite", _committed_suites(scaled=True))
+def test_the_committed_reports_of_scaled_suites_regenerate_unchanged(suite):
+    """A committed scaled suite (docs/results/<suite>/): from its runs.csv alone, the claims-at-each-scale table
+    of its trend report and each scale's per-LR and claims sections, exactly as committed."""
+    committed = REPO / "docs" / "results" / suite
+    runs = read_runs_csv(committed / "runs.csv")
+    definition = load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml")
+    plan = scales.plan_scaled_suite(runs, definition.reference, definition.claims)
+    trend = dict(scales_report.scaled_sections(suite, plan))
+    assert trend["claims"] in (committed / "comparison.md").read_text(encoding="utf-8")
+    assert set(plan["scales"]) == {s.name for s in definition.scales}
+    for scale, scale_plan in plan["scales"].items():
+        sections = dict(report.suite_sections(suite, scale_plan["variants"], scale_plan["runs"],
+                                              scale_plan["claims"], [], scale_plan["loss_column"]))
+        markdown = (committed / scale / "comparison.md").read_text(encoding="utf-8")
+        assert sections["per_lr"] in markdown and sections.get("claims", "") in markdown, scale
 
 
 def test_the_legend_explains_the_attention_columns_only_when_shown(scaled_runs):
