@@ -31,6 +31,23 @@ def _stream(out: Path, split: str) -> np.ndarray:
     return np.concatenate([np.asarray(read_token_file(out / s["file"])) for s in shards])
 
 
+def interrupt_after_closes(monkeypatch, closes: int, corpus, out, options) -> None:
+    """Tokenize into ``out`` and stop it (KeyboardInterrupt, as Ctrl-C would) when the ``closes``-th shard is
+    about to be closed: the shards closed before it are complete, the rest are not."""
+    real_close, calls = shard_writer.ShardWriter._close, []
+
+    def close_then_stop(self, *args):
+        calls.append(self.split)
+        if len(calls) == closes:
+            raise KeyboardInterrupt
+        real_close(self, *args)
+
+    monkeypatch.setattr(shard_writer.ShardWriter, "_close", close_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        tokenize_corpus(corpus, out, options)
+    monkeypatch.setattr(shard_writer.ShardWriter, "_close", real_close)
+
+
 def test_shards_hold_every_document_once_with_eot_after_each(tmp_path: Path, corpus_file, small_texts) -> None:
     out = tmp_path / "out"
     report = tokenize_corpus(resolve_corpus(str(corpus_file)), out, OPTIONS)
@@ -69,18 +86,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_shards(tmp_path: Pa
     corpus = resolve_corpus(str(corpus_file))
     reference = tokenize_corpus(corpus, tmp_path / "ref", OPTIONS).manifest
     out = tmp_path / "out"
-    real_close, calls = shard_writer.ShardWriter._close, []
-
-    def close_then_stop(self, *args):
-        calls.append(self.split)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        real_close(self, *args)
-
-    monkeypatch.setattr(shard_writer.ShardWriter, "_close", close_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        tokenize_corpus(corpus, out, OPTIONS)
-    monkeypatch.setattr(shard_writer.ShardWriter, "_close", real_close)
+    interrupt_after_closes(monkeypatch, 4, corpus, out, OPTIONS)
     partial = json.loads((out / "manifest.json").read_text())
     assert not partial["complete"] and len(partial["shards"]) == 3
     kept = {s["file"]: (out / s["file"]).stat().st_mtime_ns for s in partial["shards"]}
@@ -168,18 +174,8 @@ def test_a_directory_written_before_the_rules_were_settings_resumes_as_itself(tm
     corpus = resolve_corpus(str(corpus_file))
     options = TokenizeOptions(**{**OPTIONS.__dict__, "tokenizer": "byte", "shard_tokens": 100_000})
     reference = tokenize_corpus(corpus, tmp_path / "ref", options).manifest
-    out, real_close, calls = tmp_path / "out", shard_writer.ShardWriter._close, []
-
-    def close_then_stop(self, *args):
-        calls.append(self.split)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        real_close(self, *args)
-
-    monkeypatch.setattr(shard_writer.ShardWriter, "_close", close_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        tokenize_corpus(corpus, out, options)
-    monkeypatch.setattr(shard_writer.ShardWriter, "_close", real_close)
+    out = tmp_path / "out"
+    interrupt_after_closes(monkeypatch, 2, corpus, out, options)
     manifest = json.loads((out / "manifest.json").read_text())
     for rule in ("split", "end_of_text"):
         del manifest["settings"][rule]
