@@ -25,3 +25,10 @@ def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None
                         else report.plan_suite(suite_runs, reference, claims, aa_pair))
     return {suite: (scales_report.write_scaled_suite if "scales" in plan else report.write_suite)(
         suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
+
+
+def doc_blocks(runs: pd.DataFrame, claims: Sequence[Any] = (),
+               aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:
+    """The generated blocks of a suite's runs for a Markdown file (``andrea compare --doc``): by scale for a suite
+    with a scale axis (:func:`scales_report.doc_blocks_by_scale`), else :func:`report.doc_blocks`."""
+    return (scales_report.doc_blocks_by_scale if scales.has_scales(runs) else report.doc_blocks)(runs, claims, aa_pair)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from andrea_lab.analysis import compare, outputs, report, scales, scales_report
+from andrea_lab.analysis import compare, outputs, report, scales_report
 from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
@@ -128,8 +128,7 @@ def main(argv: list[str]) -> int:
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
         suite_name = next(iter(written))
-        blocks = (scales_report.doc_blocks_by_scale if scales.has_scales(runs) else report.doc_blocks)(
-            runs, claims, aa_pair)
+        blocks = outputs.doc_blocks(runs, claims, aa_pair)
         write_doc_blocks(Path(args.doc), suite_name, blocks)
         print(f"updated the {suite_name} {' and '.join(blocks) or 'no'} block(s) in {args.doc}")
     return 0

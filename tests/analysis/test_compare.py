@@ -14,7 +14,7 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.analysis import compare, outputs, report, scales, scales_report
+from andrea_lab.analysis import compare, outputs, report
 from andrea_lab.analysis.runs_table import find_runs, load_run, load_runs, read_runs_csv
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
@@ -186,9 +186,8 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
     expected = {}
     for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
         suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
-        runs = read_runs_csv(runs_csv)
-        blocks_of = scales_report.doc_blocks_by_scale if scales.has_scales(runs) else report.doc_blocks
-        for what, content in blocks_of(runs, suite.claims, suite.identical_variants()).items():
+        for what, content in outputs.doc_blocks(read_runs_csv(runs_csv), suite.claims,
+                                                suite.identical_variants()).items():
             expected[(runs_csv.parent.name, what)] = content
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
