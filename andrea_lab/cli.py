@@ -15,7 +15,7 @@ import re
 import sys
 
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
-from andrea_lab.quiet import quiet_third_party
+from andrea_lab.commands.quiet import quiet_third_party
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
@@ -66,7 +66,7 @@ def check_config_files(argv: list[str]) -> None:
 
 def check_checkpoint_path(argv: list[str]) -> None:
     """A missing or damaged ``--ckpt_path`` is named before LightningCLI tries to unpickle it."""
-    from andrea_lab.checkpoint_io import verify_checkpoint
+    from andrea_lab.runs.checkpoint_io import verify_checkpoint
 
     for i, arg in enumerate(argv):
         path = argv[i + 1] if arg == "--ckpt_path" and i + 1 < len(argv) else (
@@ -78,8 +78,8 @@ def check_checkpoint_path(argv: list[str]) -> None:
 def expand_resume(argv: list[str]) -> list[str]:
     """``fit --resume RUN_DIR [overrides]`` -> ``fit --config RUN_DIR/config.yaml --ckpt_path CKPT`` with the
     logger pointed at RUN_DIR itself: the run continues in its own directory from its newest checkpoint
-    (``preempted.ckpt`` or ``last.ckpt``, :func:`andrea_lab.rundir.resume_checkpoint`)."""
-    from andrea_lab.rundir import resume_checkpoint
+    (``preempted.ckpt`` or ``last.ckpt``, :func:`andrea_lab.runs.directory.resume_checkpoint`)."""
+    from andrea_lab.runs.directory import resume_checkpoint
 
     if "--resume" not in argv and not any(arg.startswith("--resume=") for arg in argv):
         return argv
@@ -105,7 +105,7 @@ def expand_resume(argv: list[str]) -> list[str]:
 
 
 def run_lightning(argv: list[str]) -> int:
-    from andrea_lab.lightning_cli import AndreaCLI
+    from andrea_lab.commands.lightning_cli import AndreaCLI
 
     argv = expand_resume(argv)
     check_config_files(argv)

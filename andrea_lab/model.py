@@ -33,7 +33,7 @@ from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend
 from andrea_lab.errors import AndreaError
 from andrea_lab.plugins.guard import culprit, failure, raised_by, shape_text
 from andrea_lab.plugins.registry import BackendUnavailableError, PluginRuntimeError, check_availability, describe_selection
-from andrea_lab.softcap import softcap, softcapped_attention
+from andrea_lab.stability.softcap import softcap, softcapped_attention
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class CausalSelfAttention(nn.Module):
     With ``qk_norm`` the queries and keys are normalised per head, over the head size, by the norm plugin
     (one norm for q and one for k, shared by the heads) before the dot product: the logits are then
     bounded by the norms' gains, not by the growth of the q and k projections. With a soft cap of the logits
-    (``attn_logit_softcap``) the attention goes through flex_attention, which can apply it (andrea_lab/softcap.py).
+    (``attn_logit_softcap``) the attention goes through flex_attention, which can apply it (andrea_lab/stability/softcap.py).
     """
 
     def __init__(self, config: AndreaConfig, norm: NormFactory):

@@ -2,9 +2,9 @@
 
 Its ``__init__`` signature is the ``model:`` section of an experiment YAML: LightningCLI turns the
 typed parameters (and the nested :class:`AndreaConfig`) into config keys and ``--help``. What it
-delegates: the optimizer and schedule (:mod:`andrea_lab.optim`), the training arguments' checks
-(:mod:`andrea_lab.training_args`), the non-finite policy (:mod:`andrea_lab.nonfinite`), the RNG states
-of a checkpoint (:mod:`andrea_lab.rng_state`) and ``init_from`` (:mod:`andrea_lab.initial_weights`).
+delegates: the optimizer and schedule (:mod:`andrea_lab.training.optim`), the training arguments' checks
+(:mod:`andrea_lab.training.args`), the non-finite policy (:mod:`andrea_lab.training.nonfinite`), the RNG states
+of a checkpoint (:mod:`andrea_lab.training.rng_state`) and ``init_from`` (:mod:`andrea_lab.training.initial_weights`).
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
-from andrea_lab import tags
-from andrea_lab.checkpoint_io import stored_hyperparameters, stored_model_config
+from andrea_lab.runs import tags
+from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_config
 from andrea_lab.config import AndreaConfig
 from andrea_lab.errors import UsageError
-from andrea_lab.initial_weights import InitialWeights
+from andrea_lab.training.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
-from andrea_lab.nonfinite import NonFiniteGuard, global_grad_norm, takes_found_inf
-from andrea_lab.optim import adamw_with_schedule, clip_fused, tag_weight_decay
-from andrea_lab.rng_state import capture_rng_states, restore_rng_states
-from andrea_lab.training_args import TrainingArgs
-from andrea_lab.z_loss import cross_entropy_and_z_loss
+from andrea_lab.training.nonfinite import NonFiniteGuard, global_grad_norm, takes_found_inf
+from andrea_lab.training.optim import adamw_with_schedule, clip_fused, tag_weight_decay
+from andrea_lab.training.rng_state import capture_rng_states, restore_rng_states
+from andrea_lab.training.args import TrainingArgs
+from andrea_lab.stability.z_loss import cross_entropy_and_z_loss
 
 
 class AndreaLM(L.LightningModule):
@@ -45,7 +45,7 @@ class AndreaLM(L.LightningModule):
         on_nonfinite: What to do when the loss or gradient norm is NaN/inf: ``stop`` (raise
             DivergenceError; the last good checkpoint is kept) or ``skip`` (drop that step's update).
             Such an update is never applied; the host checks every ``trainer.log_every_n_steps``
-            steps and before each checkpoint (no per-step sync, see ``andrea_lab/nonfinite.py``), so
+            steps and before each checkpoint (no per-step sync, see ``andrea_lab/training/nonfinite.py``), so
             ``stop`` ends the run up to that many steps after the first non-finite step.
         max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
         compile: Compile the model with ``torch.compile`` (in place, so checkpoint keys do not change).
@@ -106,7 +106,7 @@ class AndreaLM(L.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         self.nonfinite.last_grad_norm = None
-        if self.args.z_loss:  # the cross-entropy and the z-loss from one logsumexp (andrea_lab/z_loss.py)
+        if self.args.z_loss:  # the cross-entropy and the z-loss from one logsumexp (andrea_lab/stability/z_loss.py)
             logits, _ = self.model(x)
             loss, penalty = cross_entropy_and_z_loss(logits, y, self.args.z_loss)
             objective = loss + penalty

@@ -14,8 +14,8 @@ import torch
 from andrea_lab.cli import main as cli_main
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
-from andrea_lab.optim import adamw_with_schedule
-from andrea_lab.nonfinite import global_grad_norm
+from andrea_lab.training.optim import adamw_with_schedule
+from andrea_lab.training.nonfinite import global_grad_norm
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.suite import load_suite
 

@@ -22,11 +22,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from andrea_lab.checkpoint_io import load_checkpoint, load_weights
+from andrea_lab.runs.checkpoint_io import load_checkpoint, load_weights
 from andrea_lab.data.token_file import read_token_file, write_token_file
 from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer
 from andrea_lab.errors import AndreaError
-from andrea_lab.rundir import HeldOut, RunRecord, read_record, write_record
+from andrea_lab.runs.directory import HeldOut, RunRecord, read_record, write_record
 from andrea_lab.sweep.suite import load_suite
 
 MAX_EXAMPLES = 300
@@ -226,7 +226,7 @@ def test_hostile_yaml_is_refused_by_every_yaml_reader(name, tmp_path):
     from jsonargparse import get_loader
 
     from andrea_lab.cli import check_config_files
-    from andrea_lab.lightning_cli import install_bounded_yaml
+    from andrea_lab.commands.lightning_cli import install_bounded_yaml
 
     (tmp_path / "base.yaml").write_text("model: {}\n")
     target = tmp_path / "hostile.yaml"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.checkpoint_io import load_checkpoint, stored_hyperparameters, stored_model_config
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters, stored_model_config
 from andrea_lab.cli import main
 from andrea_lab.module import AndreaLM
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.checkpoint_io import UnsafeCheckpointError, load_checkpoint
+from andrea_lab.runs.checkpoint_io import UnsafeCheckpointError, load_checkpoint
 from andrea_lab.cli import LIGHTNING_COMMANDS, OWN_COMMANDS
 from andrea_lab.cli import main as cli_main
 from andrea_testing import MICRO_OVERRIDES
@@ -101,7 +101,7 @@ def test_every_command_refuses_the_payload_with_one_line(command, payload_checkp
 def test_weights_import_from_safetensors_and_weights_only_pickles(tmp_path, payload_checkpoint):
     from safetensors.torch import save_file
 
-    from andrea_lab.checkpoint_io import load_weights
+    from andrea_lab.runs.checkpoint_io import load_weights
     from andrea_lab.errors import UsageError
 
     weights = {"wte.weight": torch.randn(4, 3), "ln_f.bias": torch.zeros(3)}

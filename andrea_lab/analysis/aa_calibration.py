@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.analysis import stats
-from andrea_lab.rundir import format_lr
+from andrea_lab.runs.directory import format_lr
 
 METHODS = ("cross_fitted", "in_sample", "same_lr")
 METHOD_LABELS = {

@@ -33,7 +33,7 @@ import pandas as pd
 from andrea_lab.analysis import selection, stats
 from andrea_lab.analysis.divergence import paired_divergences
 from andrea_lab.analysis.multiplicity import holm
-from andrea_lab.rundir import format_lr
+from andrea_lab.runs.directory import format_lr
 
 CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity")
 CLAIM_OPTIONS = ("text", "lr", "exploratory")

@@ -24,7 +24,7 @@ from andrea_lab.analysis import claims as claims_module
 from andrea_lab.analysis import stats
 from andrea_lab.analysis.attention_columns import attention_columns
 from andrea_lab.analysis.divergence import describe_rate
-from andrea_lab.rundir import format_lr
+from andrea_lab.runs.directory import format_lr
 
 HELDOUT = "heldout_loss"
 IN_TRAINING = "final_val_loss"

@@ -23,7 +23,7 @@ from andrea_lab.analysis.lens import EMBED, decode
 from andrea_lab.data.heldout import HeldOutDataset, clustered_mean
 from andrea_lab.files import read_json
 from andrea_lab.model import SUBLAYER_KINDS, Andrea
-from andrea_lab.rundir import finite_or_none
+from andrea_lab.runs.directory import finite_or_none
 
 #: The sibling of ``summary.json`` that holds the per-block held-out loss.
 LENS_FILE = "lens.json"

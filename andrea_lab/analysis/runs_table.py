@@ -1,6 +1,6 @@
 """Reading runs for a comparison: every run directory under a root becomes one row of a DataFrame.
 
-The numbers come from the run's record (``summary.json``, :class:`andrea_lab.rundir.RunRecord`) and
+The numbers come from the run's record (``summary.json``, :class:`andrea_lab.runs.directory.RunRecord`) and
 nothing else: divergence, spikes and gradient norms were decided once, during the fit, by the
 StabilityMonitor, and a comparison never re-decides them from curves. A run without a record (killed
 before its end, or trained with the summary disabled) is listed with its state and left out of the
@@ -20,12 +20,13 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
-from andrea_lab import probe, tags
+from andrea_lab.stability import probe
+from andrea_lab.runs import tags
 from andrea_lab.analysis.lens_loss import lens_columns
 from andrea_lab.analysis.config_variants import (natural_key, declared_variant, name_adhoc_variants, run_config,
                                                  supersede_repeats)
 from andrea_lab.files import read_json
-from andrea_lab.rundir import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
+from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
                                parse_run_version, read_record)
 
 VAL_TAG = tags.VAL_LOSS

@@ -23,7 +23,7 @@ from andrea_lab.analysis import compare, report, stats
 from andrea_lab.analysis.claims import parse_claims
 from andrea_lab.analysis.compare import Column
 from andrea_lab.analysis.runs_table import SCALE, SCALE_INDEX
-from andrea_lab.rundir import format_lr
+from andrea_lab.runs.directory import format_lr
 
 NOT_JUDGED = "n/a"
 

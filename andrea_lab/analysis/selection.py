@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Mapping
 
 from andrea_lab.analysis.stats import difference_at, held_out_best_lrs, values_at  # noqa: F401 (the cross-fit, in stats)
-from andrea_lab.rundir import format_lr
+from andrea_lab.runs.directory import format_lr
 
 
 def fixed_lrs(lr: float, seeds) -> dict[int, float]:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from andrea_lab.rundir import DONE_STATES, NONFINITE, format_lr
+from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr
 
 CONFIDENCE = 0.95
 VERDICTS = ("better", "worse", "not detected")

@@ -1,6 +1,6 @@
 """``andrea compare``'s report as a TensorBoard run of its own, so the verdicts sit beside the curves.
 
-The run is ``<suite directory>/_comparison`` (:data:`andrea_lab.rundir.COMPARISON_RUN`): each section of
+The run is ``<suite directory>/_comparison`` (:data:`andrea_lab.runs.directory.COMPARISON_RUN`): each section of
 the report (variants, claims, per learning rate, at initialisation, notes, legend) is a Markdown text
 (TensorBoard's Text dashboard renders the tables), each plot an image (the Images dashboard). It holds no
 hparams session, so the HParams dashboard does not count it as a run, and ``andrea compare`` skips it.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from andrea_lab.errors import UsageError
-from andrea_lab.rundir import COMPARISON_RUN
+from andrea_lab.runs.directory import COMPARISON_RUN
 
 EVENT_PREFIX = "events.out.tfevents."
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from andrea_lab.rundir import FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM  # the kinds are the record's
+from andrea_lab.runs.directory import FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM  # the kinds are the record's
 
 
 def _finite(value: float) -> bool:

@@ -33,7 +33,7 @@ from typing import Any, Mapping, Optional
 import lightning as L
 
 from andrea_lab.files import read_json
-from andrea_lab.rundir import START_MARKER, RunRecord
+from andrea_lab.runs.directory import START_MARKER, RunRecord
 
 Scalar = bool | float | int | str
 #: The data module's arguments that cannot change a run's numbers (where and how fast data is read).

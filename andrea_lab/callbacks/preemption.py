@@ -36,7 +36,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.errors import UsageError
-from andrea_lab.rundir import PREEMPTED_CHECKPOINT
+from andrea_lab.runs.directory import PREEMPTED_CHECKPOINT
 
 #: The checkpoint's file name (without ``.ckpt``) in the run's checkpoint directory.
 PREEMPTED_NAME = Path(PREEMPTED_CHECKPOINT).stem

@@ -11,7 +11,7 @@ Two kinds of measurement, both logged under ``stability/`` (full list and defini
   validation batch): gradient norm per block and for the embeddings, update-to-weight ratio per block,
   residual-stream RMS after each block, each sublayer's change of the stream relative to the stream,
   the largest attention logit and the attention entropy per block, the output logits' max and log Z, and the fraction of dead MLP
-  units (each one function in :mod:`andrea_lab.probe`). The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
+  units (each one function in :mod:`andrea_lab.stability.probe`). The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
   ``torch.autograd.grad`` (never ``.backward()``), so parameters' ``.grad``, the RNG streams and the
   training mode are exactly as they were: a run with the monitor trains identically to one without.
 """
@@ -29,15 +29,15 @@ import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
-from andrea_lab import tags
-from andrea_lab import probe
+from andrea_lab.runs import tags
+from andrea_lab.stability import probe
 from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector
 from andrea_lab.callbacks.stability_layout import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.callbacks.unigram import measure_unigram_loss
-from andrea_lab.probe import PREFIX, measure_probe, param_groups
+from andrea_lab.stability.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
-from andrea_lab.nonfinite import global_grad_norm, guard_of
+from andrea_lab.training.nonfinite import global_grad_norm, guard_of
 
 
 

@@ -2,7 +2,7 @@
 the same figures in TensorBoard's HParams dashboard (andrea_lab.callbacks.hparams), and a few printed
 lines saying where the run is and what to do next.
 
-The file's schema is :class:`andrea_lab.rundir.RunRecord` (every reader uses the same class). It is
+The file's schema is :class:`andrea_lab.runs.directory.RunRecord` (every reader uses the same class). It is
 written atomically, also when the fit ends with an exception or Ctrl-C (status ``interrupted``, unless
 a divergence was already found). Divergence, spikes, gradient norms and the unigram loss come from the
 :class:`StabilityMonitor` of the same trainer (null/0 without one); the held-out loss and its standard
@@ -23,15 +23,15 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from andrea_lab import tags
+from andrea_lab.runs import tags
 from andrea_lab.callbacks.events import DivergenceDetector
 from andrea_lab.callbacks.hparams import (data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs,
                                          trial_name)
 from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.plugins.contracts import PLUGIN_KINDS
-from andrea_lab.probe import attention_extremes
-from andrea_lab.rundir import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.stability.probe import attention_extremes
+from andrea_lab.runs.directory import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -286,7 +286,7 @@ def _max_after_warmup(monitor: Optional[StabilityMonitor], warmup_steps: Any) ->
 
 
 def _last_probe(monitor: Optional[StabilityMonitor]) -> dict[str, Any]:
-    """The last probe's step and attention extremes (:func:`andrea_lab.probe.attention_extremes`); {} if none ran."""
+    """The last probe's step and attention extremes (:func:`andrea_lab.stability.probe.attention_extremes`); {} if none ran."""
     if monitor is None or not monitor.last_probe:
         return {}
     return {"step": monitor.last_probe_step, **attention_extremes(monitor.last_probe)}

@@ -60,7 +60,7 @@ def run_settings(run_dir: Optional[Path]) -> dict[str, Any]:
 
 def datamodule_for(checkpoint: dict, settings: dict, path: str):
     """The data module the checkpoint was trained with, set up (its held-out split memory-mapped)."""
-    from andrea_lab.checkpoint_io import stored_model_config, stored_tokenizer
+    from andrea_lab.runs.checkpoint_io import stored_model_config, stored_tokenizer
     from andrea_lab.data import AndreaDataModule
 
     hparams = checkpoint.get("datamodule_hyper_parameters") or settings.get("data")
@@ -102,7 +102,7 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], 
     """Score the checkpoint; returns the record, the run directory (or None) and the layers."""
     from andrea_lab.analysis.lens import final_norm_description
     from andrea_lab.analysis.lens_loss import heldout_lens, lens_record
-    from andrea_lab.checkpoint_io import load_checkpoint
+    from andrea_lab.runs.checkpoint_io import load_checkpoint
     from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
     from andrea_lab.module import AndreaLM
 

@@ -21,7 +21,7 @@ from typing import Optional
 
 import yaml
 
-from andrea_lab.rundir import preempted_checkpoint, run_state, settings_difference
+from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
 from andrea_lab.files import check_output_dir
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
@@ -141,7 +141,7 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
     """The exit status when the sweep must not touch what is there (or the plan was printed), else None: a
     run directory holding a link (the sweep writes its markers and sweep.log before the fit claims it), or
     runs made with other settings than these (neither counted done nor overwritten)."""
-    from andrea_lab.run_claim import RunDirectoryError, refuse_links
+    from andrea_lab.runs.claim import RunDirectoryError, refuse_links
 
     try:
         for spec in specs:

@@ -63,7 +63,7 @@ def target_id(tokenizer: Any, target: str) -> int:
 
 
 def _load(args: argparse.Namespace):
-    from andrea_lab.checkpoint_io import load_checkpoint
+    from andrea_lab.runs.checkpoint_io import load_checkpoint
     from andrea_lab.commands.generate import tokenizer_from_checkpoint
     from andrea_lab.module import AndreaLM
 

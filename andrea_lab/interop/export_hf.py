@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from tokenizers import Tokenizer
 
-from andrea_lab.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 from andrea_lab.config import AndreaConfig
 from andrea_lab.data.tokenizer import eot_id, load_tokenizer
 from andrea_lab.errors import UsageError

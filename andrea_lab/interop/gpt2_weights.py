@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from andrea_lab.checkpoint_io import load_weights
+from andrea_lab.runs.checkpoint_io import load_weights
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import load_json
 from andrea_lab.interop.gpt2_config import NotImportableError

@@ -4,7 +4,7 @@ The result is shaped like a checkpoint ``andrea fit`` writes (``state_dict``, ``
 with the model config, the data module's tokenizer), written atomically with its sha256 manifest, so
 ``andrea generate``, ``validate`` and ``trace`` read it as they read any checkpoint, and a new fit
 starts from it with ``--model.init_from``. The tokenizer also goes beside it as a tokenizer.json, the
-file ``data.tokenizer`` takes. Weights are read only through :func:`andrea_lab.checkpoint_io.load_weights`.
+file ``data.tokenizer`` takes. Weights are read only through :func:`andrea_lab.runs.checkpoint_io.load_weights`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.checkpoint_io import AtomicCheckpointIO
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.config import AndreaConfig
 from andrea_lab.data.datamodule import CHECKPOINT_KEY, data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer

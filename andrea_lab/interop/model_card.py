@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from andrea_lab.config import AndreaConfig
 from andrea_lab.data.datamodule import saved_data_state
-from andrea_lab.rundir import read_record
+from andrea_lab.runs.directory import read_record
 
 #: The run summary callback's state in a checkpoint (``RunSummary.state_dict``, keyed by its class name).
 SUMMARY_STATE_KEY = "RunSummary"

@@ -2,13 +2,13 @@
 
 * :mod:`andrea_lab.sweep.suite` — the suite file and its validation;
 * :mod:`andrea_lab.sweep.plan` — the combinations, their directories and commands (the run states
-  and markers are :mod:`andrea_lab.rundir`'s);
+  and markers are :mod:`andrea_lab.runs.directory`'s);
 * :mod:`andrea_lab.sweep.preflight` — parse every variant's command before anything runs;
 * :mod:`andrea_lab.sweep.runner` — the runs, markers, progress and the final report, through an executor
   (:mod:`andrea_lab.sweep.executors`; the default forks fits from :mod:`andrea_lab.sweep.warm_worker`).
 """
 
-from andrea_lab.rundir import run_state
+from andrea_lab.runs.directory import run_state
 from andrea_lab.sweep.plan import RunSpec, plan_sweep
 from andrea_lab.sweep.suite import Suite, SuiteError, Variant, format_lr, load_suite
 

@@ -1,7 +1,7 @@
 """Executors: how the sweep runner starts one planned run, asks whether it ended, and stops it.
 
 The runner (:mod:`andrea_lab.sweep.runner`) owns everything a sweep means: the plan, the resume rule
-(:func:`andrea_lab.rundir.run_state`), moving unfinished runs aside, resuming preempted ones, the done
+(:func:`andrea_lab.runs.directory.run_state`), moving unfinished runs aside, resuming preempted ones, the done
 and failed markers, the report. An executor only runs a command with its output in the run's
 ``sweep.log``, and writes the start marker at the moment the run really starts (on a cluster that is
 when the scheduler gives it a worker, not when it is queued). Three executors of the same plan:
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, Optional, Protocol, Sequence
 
 from andrea_lab.files import write_json_atomic
-from andrea_lab.rundir import LOG_FILE, START_MARKER
+from andrea_lab.runs.directory import LOG_FILE, START_MARKER
 
 
 def now() -> str:

@@ -7,7 +7,7 @@ suite is planned; that is what makes a sweep resumable. A suite with a scale axi
 ``<runs-dir>/<suite>/<scale>/<variant>/lr<lr>-seed<seed>/``. Order: seeds outermost, then scales, then
 learning rates, then variants, so that an interrupted sweep already holds complete single-seed comparisons.
 
-Whether a planned run is new, done, failed or interrupted is :func:`andrea_lab.rundir.run_state`,
+Whether a planned run is new, done, failed or interrupted is :func:`andrea_lab.runs.directory.run_state`,
 the one resume rule every executor follows.
 """
 

@@ -36,7 +36,7 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
     """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
     data.text_field)``) if it is valid, else (the error message, None)."""
     from andrea_lab.config import AndreaConfig, ConfigError
-    from andrea_lab.lightning_cli import AndreaCLI
+    from andrea_lab.commands.lightning_cli import AndreaCLI
     from andrea_lab.plugins.registry import PluginError
 
     class ParseOnly(AndreaCLI):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from andrea_lab.errors import UsageError
-from andrea_lab.rundir import LOG_FILE, START_MARKER
+from andrea_lab.runs.directory import LOG_FILE, START_MARKER
 from andrea_lab.sweep.executors import Ended, write_start_marker
 
 INSTALL_HINT = "pip install -e '.[ray]'"

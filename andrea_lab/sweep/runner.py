@@ -30,7 +30,7 @@ from typing import IO, Any, Optional, Sequence
 
 from andrea_lab.errors import PreemptedError
 from andrea_lab.files import write_json_atomic
-from andrea_lab.rundir import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, move_aside,
+from andrea_lab.runs.directory import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, move_aside,
                                preempted_checkpoint, read_record, run_state)
 from andrea_lab.sweep.executors import Ended, Executor, LocalExecutor, now
 from andrea_lab.sweep.plan import RunSpec

@@ -49,7 +49,7 @@ from andrea_lab.safe_yaml import read_yaml
 from andrea_lab.sweep.scales import parse_scales
 from andrea_lab.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
     RESERVED_KEYS, SuiteError, check_name, check_overrides, named_entry, unknown_key_message)
-from andrea_lab.rundir import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
+from andrea_lab.runs.directory import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
 
 SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources",
               "scales")

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from andrea_lab.rundir import LOG_FILE
+from andrea_lab.runs.directory import LOG_FILE
 from andrea_lab.sweep.executors import Ended, LocalExecutor, write_start_marker
 from andrea_lab.sweep.warm_worker import WARM_MODULES
 

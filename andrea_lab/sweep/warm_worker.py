@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 from andrea_lab.sweep.ray_executor import _die_with_parent
 
 #: Imported before any fork: what every ``andrea fit`` needs (torch, Lightning, andrea_lab's CLI).
-WARM_MODULES = ("andrea_lab.cli", "andrea_lab.lightning_cli")
+WARM_MODULES = ("andrea_lab.cli", "andrea_lab.commands.lightning_cli")
 
 
 def warm_up(corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MODULES) -> dict[str, Any]:

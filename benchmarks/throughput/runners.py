@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_lab.config import AndreaConfig
-from andrea_lab.nonfinite import NonFiniteTally, global_grad_norm
+from andrea_lab.training.nonfinite import NonFiniteTally, global_grad_norm
 
 from .clock import StepClock, bare_batches, make_datamodule
 from .machine import PeakMemory, _sync
@@ -163,7 +163,7 @@ def _trainer(variant: Ablation, settings: BenchSettings, device: torch.device, w
 
         logger = AndreaTensorBoardLogger(save_dir=str(workdir / "runs"), name="throughput", default_hp_metric=False)
     callbacks: list[Any] = [step_ends]
-    if variant.cli_callbacks:  # the callbacks andrea fit adds by default (andrea_lab/lightning_cli.py)
+    if variant.cli_callbacks:  # the callbacks andrea fit adds by default (andrea_lab/commands/lightning_cli.py)
         from andrea_lab.callbacks import RunSummary, StabilityMonitor
 
         callbacks = [StabilityMonitor(), RunSummary(), step_ends]

@@ -146,7 +146,7 @@ def andrea_lm(config: AndreaConfig, settings: BenchSettings, variant: Ablation =
 
 def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps: int, fused: bool = True):
     """What ``AndreaLM.configure_optimizers`` builds, for any model (the library's ``adamw_with_schedule``)."""
-    from andrea_lab.optim import adamw_with_schedule
+    from andrea_lab.training.optim import adamw_with_schedule
 
     hp = ADAMW_HPARAMS
     return adamw_with_schedule(model, hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"], hp["warmup_steps"],

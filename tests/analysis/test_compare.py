@@ -17,7 +17,7 @@ from torch.utils.tensorboard import SummaryWriter
 from andrea_lab.analysis import compare, outputs, report
 from andrea_lab.analysis.runs_table import find_runs, load_run, load_runs, read_runs_csv
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
+from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
 from andrea_lab.sweep.suite import load_suite, run_version
 
 REPO = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
 def test_every_probe_metric_reaches_the_runs_frame_and_a_column_is_one_line(tmp_path):
     """Step-0 values of any probe metric become ``init/<name>/<key>`` columns; showing one in the
     initialisation table is one Column over the variant's init profile."""
-    from andrea_lab import probe
+    from andrea_lab.stability import probe
 
     run_dir = write_run(tmp_path / "runs", "a", 1e-3, 0, 2.0, layers={"block_00": 0.2})
     writer = SummaryWriter(str(run_dir))

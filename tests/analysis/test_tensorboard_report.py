@@ -21,7 +21,7 @@ from andrea_lab.analysis.runs_table import find_runs
 from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.cli import main as andrea
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.rundir import COMPARISON_RUN
+from andrea_lab.runs.directory import COMPARISON_RUN
 from andrea_lab.sweep.tiny_suite import train_tiny_suite, write_tiny_suite
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata
 
 from andrea_lab.callbacks.hparams import (flatten, hparam_value, run_hparams, run_metrics, session_summaries,
                                          trial_name)
-from andrea_lab.rundir import HeldOut, RunRecord
+from andrea_lab.runs.directory import HeldOut, RunRecord
 
 
 def record(**changes) -> RunRecord:

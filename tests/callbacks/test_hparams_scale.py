@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.plugins.hparams import metadata
 
 from andrea_lab.callbacks.hparams import SCALE, log_run_hparams
-from andrea_lab.rundir import START_MARKER
+from andrea_lab.runs.directory import START_MARKER
 
 
 def logged_hparams(save_dir, marker):

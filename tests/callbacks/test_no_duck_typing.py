@@ -1,5 +1,5 @@
 """Callbacks talk to the LightningModule through what it documents (``nonfinite.guard_of``: its
-:class:`~andrea_lab.nonfinite.NonFiniteGuard`), never by probing it with ``hasattr``: two parties that
+:class:`~andrea_lab.training.nonfinite.NonFiniteGuard`), never by probing it with ``hasattr``: two parties that
 coordinate by whether an attribute happens to exist break silently when one of them renames it."""
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from andrea_lab import probe
-from andrea_lab import tags as andrea_tags
+from andrea_lab.stability import probe
+from andrea_lab.runs import tags as andrea_tags
 from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT, measure_probe
 from andrea_lab.callbacks.unigram import sample_unigram_loss
@@ -256,7 +256,7 @@ def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_cor
     regexes = [r for category in CUSTOM_SCALARS_LAYOUT.values() for _, (_, rs) in category.items() for r in rs]
     for tag in stability_tags:
         assert any(re.search(r, tag) for r in regexes), f"{tag} is on no chart"
-    # Every tag logged is one of the definitions (andrea_lab/tags.py, the probe's metrics); Lightning adds epoch.
+    # Every tag logged is one of the definitions (andrea_lab/runs/tags.py, the probe's metrics); Lightning adds epoch.
     defined = {*andrea_tags.ALL, probe.PROBE_SECONDS, "epoch"}
     assert [t for t in tags["scalars"] if t not in defined and not any(m.owns(t) for m in probe.METRICS.values())] == []
     # AdamW's first step moves every weight by lr·sign(g) (plus a tiny decay): ‖ΔW‖/‖W‖ ≈ lr·sqrt(n)/‖W‖.

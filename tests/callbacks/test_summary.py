@@ -22,7 +22,7 @@ from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
 from andrea_lab.callbacks.summary import plugin_provenance
-from andrea_lab.rundir import RunRecord
+from andrea_lab.runs.directory import RunRecord
 from andrea_testing import MICRO_OVERRIDES
 from stability_helpers import fit
 

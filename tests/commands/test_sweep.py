@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from andrea_lab.rundir import DONE_MARKER, START_MARKER
+from andrea_lab.runs.directory import DONE_MARKER, START_MARKER
 
 REPO = Path(__file__).resolve().parents[2]
 ANDREA = [sys.executable, "-m", "andrea_lab.cli"]
@@ -144,7 +144,7 @@ def test_preflight_names_the_variant_and_the_bad_override(tmp_path, text_corpus,
 
 def test_runs_made_with_other_settings_are_neither_done_nor_overwritten(tmp_path, text_corpus, capsys):
     from andrea_lab.cli import main as cli_main
-    from andrea_lab.rundir import START_MARKER, RunRecord, write_record
+    from andrea_lab.runs.directory import START_MARKER, RunRecord, write_record
     from andrea_lab.sweep.plan import plan_sweep
     from andrea_lab.sweep.suite import load_suite
 

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import GPT2Config
 
-from andrea_lab.checkpoint_io import AtomicCheckpointIO
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.config import preset
 from andrea_lab.errors import UsageError
 from andrea_lab.interop import require_transformers

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from andrea_lab.checkpoint_io import load_checkpoint, manifest_path
+from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import UsageError
 from andrea_lab.interop.gpt2_config import NotImportableError

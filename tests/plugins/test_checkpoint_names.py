@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from andrea_lab.checkpoint_io import AtomicCheckpointIO, load_checkpoint, stored_model_config
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, stored_model_config
 from andrea_lab.config import AndreaConfig, preset
 from andrea_lab.model import Andrea
 from andrea_lab.module import AndreaLM

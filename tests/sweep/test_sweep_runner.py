@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.rundir import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
+from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
 from andrea_lab.sweep.executors import LocalExecutor
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.rundir import START_MARKER
+from andrea_lab.runs.directory import START_MARKER
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.runner import Runner
 from andrea_lab.sweep.suite import SuiteError, load_suite

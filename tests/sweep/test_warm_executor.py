@@ -17,7 +17,7 @@ import yaml
 from andrea_lab.analysis.runs_table import read_scalars
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.data import corpus as corpus_lib
-from andrea_lab.rundir import LOG_FILE, START_MARKER, read_record
+from andrea_lab.runs.directory import LOG_FILE, START_MARKER, read_record
 from andrea_lab.sweep.executors import LocalExecutor
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.preflight import preflight

@@ -138,7 +138,7 @@ def test_fit_with_a_bare_clashing_name_is_one_message(tmp_path):
 def test_importing_andrea_lab_loads_no_plugin():
     # AndreaLM's signature default (an AndreaConfig) is built at import time: it must not select plugins.
     code = textwrap.dedent("""
-        import andrea_lab.lightning_cli, andrea_lab.module
+        import andrea_lab.commands.lightning_cli, andrea_lab.module
         from andrea_lab.plugins.registry import resolve
         print(resolve.cache_info().misses)
     """)

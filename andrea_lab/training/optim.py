@@ -30,7 +30,7 @@ def fused_adamw(param_groups: list[dict], fused: bool = True, **hparams) -> torc
 
     Fused is one kernel per step instead of several per parameter group (GPU) and no slower on the
     CPU (docs/performance.md); it also takes the device-side skip flag ``found_inf`` that keeps the
-    non-finite check free of host syncs (andrea_lab/nonfinite.py)."""
+    non-finite check free of host syncs (andrea_lab/training/nonfinite.py)."""
     if not fused:
         return torch.optim.AdamW(param_groups, **hparams)
     try:

@@ -3,7 +3,7 @@
 Dropout masks and any sampling depend on the RNGs: a resumed run continues exactly as an uninterrupted
 one would only if torch's, CUDA's, numpy's and Python's generators continue where they were. numpy's
 state is stored with its key array as a tensor, so that the checkpoint loads with ``weights_only=True``
-(andrea_lab/checkpoint_io.py).
+(andrea_lab/runs/checkpoint_io.py).
 """
 
 from __future__ import annotations

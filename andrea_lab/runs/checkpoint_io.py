@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 #: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer (the data module's
-#: ``state_dict``, which Lightning stores under the class name; tests/test_checkpoint_io.py checks the
+#: ``state_dict``, which Lightning stores under the class name; tests/runs/test_checkpoint_io.py checks the
 #: names against andrea_lab/data/datamodule.py's).
 DATA_STATE_KEY = "AndreaDataModule"
 TOKENIZER_STATE_KEY = "tokenizer_json"

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.checkpoint_io import AtomicCheckpointIO, UnsafeCheckpointError
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, UnsafeCheckpointError
 from andrea_lab.config import preset
 from andrea_lab.data import byte_tokenizer, train_bpe_tokenizer
 from andrea_lab.errors import UsageError
-from andrea_lab.initial_weights import InitialWeights
+from andrea_lab.training.initial_weights import InitialWeights
 from andrea_lab.module import AndreaLM
 
 
@@ -75,6 +75,6 @@ def test_reading_init_from_does_not_import_the_data_module():
     import subprocess
     import sys
 
-    code = "import sys, andrea_lab.initial_weights; print('andrea_lab.data.datamodule' in sys.modules)"
+    code = "import sys, andrea_lab.training.initial_weights; print('andrea_lab.data.datamodule' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import torch
 
-from andrea_lab.rng_state import capture_rng_states, restore_rng_states
+from andrea_lab.training.rng_state import capture_rng_states, restore_rng_states
 
 
 def test_torch_numpy_and_python_continue_where_they_were_after_a_weights_only_round_trip(tmp_path):

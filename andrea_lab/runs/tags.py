@@ -2,7 +2,7 @@
 per-step detectors log, and what the run record, the checkpoint monitor and ``andrea compare`` read.
 
 The stability *probe*'s tags are defined with their metric functions in
-:mod:`andrea_lab.probe` (``METRICS``). tests/test_tags.py checks that no other module spells
+:mod:`andrea_lab.stability.probe` (``METRICS``). tests/runs/test_tags.py checks that no other module spells
 any of these strings.
 """
 
@@ -29,6 +29,6 @@ DIVERGED = "stability/diverged"
 #: that is 1 at a single step would be drawn off the chart).
 FLAG_SCALE = "stability/flag_scale"
 
-#: Every tag above (tests/test_tags.py).
+#: Every tag above (tests/runs/test_tags.py).
 ALL = (TRAIN_LOSS, TRAIN_LR, TRAIN_TOKENS, TRAIN_GRAD_NORM, TRAIN_SKIPPED_STEPS, TRAIN_Z_LOSS, *STAGE_LOSS.values(),
        *STAGE_PERPLEXITY.values(), LOSS_EMA, SPIKES, NONFINITE, DIVERGED, FLAG_SCALE)

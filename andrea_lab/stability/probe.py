@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
-from andrea_lab import tags, z_loss
+from andrea_lab.runs import tags
+from andrea_lab.stability import z_loss
 from andrea_lab.model import SUBLAYER_KINDS, Andrea, AttentionLogits, Sublayer
 
 PREFIX = "stability"

@@ -1,5 +1,5 @@
-"""Each TensorBoard tag is spelled in one place in the package: andrea_lab/tags.py for the fit's scalars,
-the metric's decorator in andrea_lab/probe.py for the stability probe's. A second spelling (a reader's
+"""Each TensorBoard tag is spelled in one place in the package: andrea_lab/runs/tags.py for the fit's scalars,
+the metric's decorator in andrea_lab/stability/probe.py for the stability probe's. A second spelling (a reader's
 regex, a prefix list, a chart) would drift from the first; everything else imports the one definition."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import andrea_lab
-from andrea_lab import probe, tags
+from andrea_lab.stability import probe
+from andrea_lab.runs import tags
 
 PACKAGE = Path(andrea_lab.__file__).parent
 
@@ -50,18 +51,18 @@ LITERALS = string_literals()
 
 @pytest.mark.parametrize("tag", tags.ALL)
 def test_a_fit_tag_is_spelled_once_in_tags_py(tag):
-    assert spellings(tag, LITERALS) == [f"andrea_lab/tags.py:{_line_of(tag)}"]
+    assert spellings(tag, LITERALS) == [f"andrea_lab/runs/tags.py:{_line_of(tag)}"]
 
 
 def _line_of(tag: str) -> int:
-    return next(line for file, line, text in LITERALS if file == "andrea_lab/tags.py" and text == tag)
+    return next(line for file, line, text in LITERALS if file == "andrea_lab/runs/tags.py" and text == tag)
 
 
 @pytest.mark.parametrize("metric", list(probe.METRICS.values()), ids=lambda m: m.tag)
 def test_a_probe_tag_is_spelled_once_by_its_metric(metric):
     assert spellings(metric.tag, LITERALS) == [], "the probe's tags are composed from PREFIX and the name"
     named = [f"{file}:{line}" for file, line, text in LITERALS if text == metric.name]
-    assert len(named) == 1 and named[0].startswith("andrea_lab/probe.py"), named
+    assert len(named) == 1 and named[0].startswith("andrea_lab/stability/probe.py"), named
     assert metric.compute.__name__ == metric.name, "the function is named after its tag"
 
 

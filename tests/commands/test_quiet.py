@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 
-from andrea_lab.quiet import RANK_ZERO_LOGGERS, quiet_third_party
+from andrea_lab.commands.quiet import RANK_ZERO_LOGGERS, quiet_third_party
 
 
 def test_the_leafspec_deprecation_is_filtered_and_other_warnings_are_not():

@@ -7,7 +7,7 @@ import pytest
 from andrea_lab import preset
 from andrea_lab.config import ConfigError
 from andrea_lab.module import AndreaLM
-from andrea_lab.training_args import TrainingArgs
+from andrea_lab.training.args import TrainingArgs
 
 #: The module's arguments that are not training arguments.
 NOT_TRAINING = {"self", "config", "init_from"}

@@ -10,8 +10,8 @@ import os
 import pytest
 import torch
 
-from andrea_lab import checkpoint_io
-from andrea_lab.checkpoint_io import AtomicCheckpointIO, load_checkpoint, manifest_path
+from andrea_lab.runs import checkpoint_io
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, manifest_path
 from andrea_lab.errors import DiskFullError, UsageError
 
 

@@ -1,4 +1,4 @@
-"""andrea_lab.rundir: the one summary.json schema, read back exactly, older files included."""
+"""andrea_lab.runs.directory: the one summary.json schema, read back exactly, older files included."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from andrea_lab.rundir import SCHEMA_VERSION, SUMMARY_FILE, HeldOut, RunRecord, read_record, run_state, write_record
+from andrea_lab.runs.directory import SCHEMA_VERSION, SUMMARY_FILE, HeldOut, RunRecord, read_record, run_state, write_record
 
 
 def test_a_record_reads_back_equal(tmp_path):
@@ -38,7 +38,7 @@ def test_a_damaged_or_foreign_file_is_no_record(tmp_path):
 
 
 def test_a_writer_cannot_record_a_status_or_kind_outside_the_schema(tmp_path):
-    from andrea_lab.rundir import DIVERGENCE_KINDS, STATUSES, RunRecord, write_record
+    from andrea_lab.runs.directory import DIVERGENCE_KINDS, STATUSES, RunRecord, write_record
 
     for status in STATUSES:
         write_record(tmp_path, RunRecord(status=status))

@@ -1,4 +1,4 @@
-"""andrea_lab/z_loss.py and AndreaLM's use of it: the optimised loss is CE + z_loss·mean(log² Z), the logged
+"""andrea_lab/stability/z_loss.py and AndreaLM's use of it: the optimised loss is CE + z_loss·mean(log² Z), the logged
 ``train/loss`` stays the cross-entropy, ``train/z_loss`` is the added term."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from andrea_lab import tags
+from andrea_lab.runs import tags
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
-from andrea_lab.z_loss import cross_entropy_and_z_loss, log_z
+from andrea_lab.stability.z_loss import cross_entropy_and_z_loss, log_z
 from andrea_testing import tiny_trainer
 
 

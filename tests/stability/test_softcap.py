@@ -1,4 +1,4 @@
-"""andrea_lab/softcap.py: the capped attention of both paths against an explicit float64 reference, and the cap."""
+"""andrea_lab/stability/softcap.py: the capped attention of both paths against an explicit float64 reference, and the cap."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from andrea_lab.softcap import (explicit_softcapped_attention, flex_softcapped_attention, softcap,
+from andrea_lab.stability.softcap import (explicit_softcapped_attention, flex_softcapped_attention, softcap,
                                 softcapped_attention)
 
 

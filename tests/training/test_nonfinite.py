@@ -11,8 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
-from andrea_lab.optim import fused_adamw
-from andrea_lab.nonfinite import NonFiniteTally, takes_found_inf
+from andrea_lab.training.optim import fused_adamw
+from andrea_lab.training.nonfinite import NonFiniteTally, takes_found_inf
 from andrea_testing import NaNAtStep, tiny_trainer
 
 NAN = float("nan")
@@ -128,7 +128,7 @@ def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, te
 def test_callbacks_find_the_guard_only_where_a_module_publishes_one():
     from andrea_lab.config import preset
     from andrea_lab.module import AndreaLM
-    from andrea_lab.nonfinite import NonFiniteGuard, guard_of
+    from andrea_lab.training.nonfinite import NonFiniteGuard, guard_of
 
     module = AndreaLM(config=preset("andrea-micro"), on_nonfinite="skip")
     assert guard_of(module) is module.nonfinite and guard_of(module).skips
@@ -140,7 +140,7 @@ def test_callbacks_find_the_guard_only_where_a_module_publishes_one():
 
 
 def test_the_guard_skips_up_to_its_limit_then_raises_naming_the_checkpoint():
-    from andrea_lab.nonfinite import NonFiniteGuard
+    from andrea_lab.training.nonfinite import NonFiniteGuard
 
     guard = NonFiniteGuard("skip", 1)
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)

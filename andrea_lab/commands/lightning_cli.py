@@ -14,16 +14,16 @@ from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from andrea_lab import tags
+from andrea_lab.runs import tags
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
 from andrea_lab.callbacks.checkpoint import AndreaModelCheckpoint
 from andrea_lab.callbacks.preemption import PreemptionCheckpoint
-from andrea_lab.checkpoint_io import load_checkpoint, stored_hyperparameters
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
 from andrea_lab.module import AndreaLM
-from andrea_lab.resume_rules import MAY_CHANGE, check_resume
-from andrea_lab.run_claim import claim_run_directory
+from andrea_lab.runs.resume_rules import MAY_CHANGE, check_resume
+from andrea_lab.runs.claim import claim_run_directory
 
 DEFAULT_LOGGER = {
     "class_path": "andrea_lab.loggers.AndreaTensorBoardLogger",
@@ -84,8 +84,8 @@ class AndreaCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", {
             "logger": DEFAULT_LOGGER,
             "log_every_n_steps": 10,
-            # Atomic, verified checkpoints (andrea_lab.checkpoint_io).
-            "plugins": [{"class_path": "andrea_lab.checkpoint_io.AtomicCheckpointIO"}],
+            # Atomic, verified checkpoints (andrea_lab.runs.checkpoint_io).
+            "plugins": [{"class_path": "andrea_lab.runs.checkpoint_io.AtomicCheckpointIO"}],
             # The data module splits batches across ranks itself, so that a DDP run sees the same
             # samples as a single process with the same global batch (andrea_lab.data.windows).
             "use_distributed_sampler": False,
@@ -149,7 +149,7 @@ class AndreaCLI(LightningCLI):
             model["init_from"] = init_from
 
     def before_fit(self) -> None:
-        """Claim the run directory before the first file is written (andrea_lab.run_claim): never an
+        """Claim the run directory before the first file is written (andrea_lab.runs.claim): never an
         existing run unless this fit resumes it, never through a symbolic link, one fit at a time."""
         if self.trainer.logger is None or not self.trainer.is_global_zero:
             return

@@ -1,4 +1,4 @@
-"""The optimizer and schedule (andrea_lab/optim.py), usable without the LightningModule."""
+"""The optimizer and schedule (andrea_lab/training/optim.py), usable without the LightningModule."""
 
 import sys
 import subprocess
@@ -6,7 +6,7 @@ import subprocess
 import pytest
 import torch
 
-from andrea_lab.optim import adamw_with_schedule, tag_weight_decay, warmup_cosine
+from andrea_lab.training.optim import adamw_with_schedule, tag_weight_decay, warmup_cosine
 
 
 def test_warmup_then_cosine():
@@ -34,6 +34,6 @@ def test_any_model_gets_decay_on_its_matrices_and_the_per_step_schedule():
 
 
 def test_the_optimizer_module_imports_without_lightning():
-    code = "import sys, andrea_lab.optim; print('lightning' in sys.modules)"
+    code = "import sys, andrea_lab.training.optim; print('lightning' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
