@@ -31,7 +31,8 @@ from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.stability.probe import attention_extremes
-from andrea_lab.runs.directory import NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.runs.directory import (NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none,
+                                       package_versions, write_record)
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:

@@ -15,7 +15,8 @@ from andrea_lab.analysis import compare, plots_scales, report, scales, scales_re
 from andrea_lab.analysis.runs_table import (ATTN_ENTROPY_TAG, ATTN_LOGIT_MAX_TAG, RUN_COLUMNS, load_run, load_runs,
                                             read_runs_csv, write_runs_csv)
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.runs.directory import DONE_MARKER, START_MARKER, SUMMARY_FILE, HeldOut, RunRecord, run_version, write_record
+from andrea_lab.runs.directory import (DONE_MARKER, START_MARKER, SUMMARY_FILE, HeldOut, RunRecord, run_version,
+                                       write_record)
 from andrea_lab.sweep.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[2]

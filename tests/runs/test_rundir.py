@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from andrea_lab.runs.directory import SCHEMA_VERSION, SUMMARY_FILE, HeldOut, RunRecord, read_record, run_state, write_record
+from andrea_lab.runs.directory import (SCHEMA_VERSION, SUMMARY_FILE, HeldOut, RunRecord, read_record, run_state,
+                                       write_record)
 
 
 def test_a_record_reads_back_equal(tmp_path):

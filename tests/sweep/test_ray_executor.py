@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from andrea_lab.errors import UsageError
-from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, PREEMPTED_CHECKPOINT, START_MARKER, read_record, run_state
+from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, PREEMPTED_CHECKPOINT, START_MARKER, read_record,
+                                       run_state)
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.runner import Runner, report
 from andrea_lab.sweep.suite import load_suite

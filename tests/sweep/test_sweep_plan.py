@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, move_aside, run_state
+from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, move_aside,
+                                       run_state)
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.suite import SuiteError, load_suite
 
