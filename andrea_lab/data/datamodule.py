@@ -31,10 +31,8 @@ from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
 from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 from andrea_lab.files import sha256_text
+from andrea_lab.runs.checkpoint_io import DATA_STATE_KEY, TOKENIZER_STATE_KEY
 
-STATE_TOKENIZER_KEY = "tokenizer_json"
-#: Where Lightning keeps this data module's state_dict in a checkpoint: under its class name.
-CHECKPOINT_KEY = "AndreaDataModule"
 Tokens = Union[MappedTokens, ConcatenatedTokens]
 
 
@@ -213,7 +211,7 @@ class AndreaDataModule(L.LightningDataModule):
         If data is already loaded with a different tokenizer, the data's is
         kept (the ids in the batches come from it) and a warning is raised.
         """
-        text = state_dict.get(STATE_TOKENIZER_KEY)
+        text = state_dict.get(TOKENIZER_STATE_KEY)
         if text is None:
             return
         restored = tokenizers_lib.tokenizer_from_json(text)
@@ -229,7 +227,7 @@ class AndreaDataModule(L.LightningDataModule):
     @staticmethod
     def tokenizer_from_checkpoint(checkpoint: dict[str, Any]) -> Optional[Tokenizer]:
         """The tokenizer saved in a Lightning checkpoint dict, or None if it has none."""
-        text = saved_data_state(checkpoint).get(STATE_TOKENIZER_KEY)
+        text = saved_data_state(checkpoint).get(TOKENIZER_STATE_KEY)
         return None if text is None else tokenizers_lib.tokenizer_from_json(text)
 
     # ------------------------------------------------------------ properties
@@ -379,9 +377,9 @@ def _stream(paths: list[Path]) -> Tokens:
 
 def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[int],
                           corpus: Optional[str]) -> dict[str, Any]:
-    """The data module's part of a checkpoint (:data:`CHECKPOINT_KEY`); ``andrea import`` writes the same."""
+    """The data module's part of a checkpoint (:data:`DATA_STATE_KEY`); ``andrea import`` writes the same."""
     return {
-        STATE_TOKENIZER_KEY: None if tokenizer is None else tokenizer.to_str(),
+        TOKENIZER_STATE_KEY: None if tokenizer is None else tokenizer.to_str(),
         "eot_id": None if tokenizer is None else tokenizers_lib.eot_id(tokenizer),
         "vocab_size": vocab_size,
         "corpus": corpus,
@@ -390,4 +388,4 @@ def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[i
 
 def saved_data_state(checkpoint: dict[str, Any]) -> dict[str, Any]:
     """The data module's state saved in a checkpoint dict (empty when it has none)."""
-    return checkpoint.get(CHECKPOINT_KEY) or {}
+    return checkpoint.get(DATA_STATE_KEY) or {}

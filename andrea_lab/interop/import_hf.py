@@ -16,9 +16,9 @@ from typing import Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
+from andrea_lab.runs.checkpoint_io import DATA_STATE_KEY, AtomicCheckpointIO
 from andrea_lab.config import AndreaConfig
-from andrea_lab.data.datamodule import CHECKPOINT_KEY, data_checkpoint_state
+from andrea_lab.data.datamodule import data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import load_json
@@ -85,7 +85,7 @@ def _checkpoint(module: Any, tokenizer: Optional[Tokenizer], directory: Path, de
     return {
         "state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams), "epoch": 0, "global_step": 0,
         "pytorch-lightning_version": lightning.__version__,
-        CHECKPOINT_KEY: data_checkpoint_state(tokenizer, module.config.vocab_size, corpus=None),
+        DATA_STATE_KEY: data_checkpoint_state(tokenizer, module.config.vocab_size, corpus=None),
         "andrea_import": {"from_hf": str(directory), "tokenizer": described},
     }
 

@@ -26,9 +26,9 @@ from andrea_lab.plugins.registry import require_registered
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-#: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer (the data module's
-#: ``state_dict``, which Lightning stores under the class name; tests/runs/test_checkpoint_io.py checks the
-#: names against andrea_lab/data/datamodule.py's).
+#: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer: the data module's
+#: ``state_dict``, which Lightning stores under the class name. Spelled once, here: the data module writes
+#: these keys, ``andrea import`` writes them for an imported model, and :func:`stored_tokenizer` reads them.
 DATA_STATE_KEY = "AndreaDataModule"
 TOKENIZER_STATE_KEY = "tokenizer_json"
 

@@ -106,16 +106,21 @@ def test_the_stored_config_hyperparameters_and_tokenizer_have_one_reader_each():
 
 
 def test_the_tokenizer_is_read_where_the_data_module_saves_it():
-    from andrea_lab.data import datamodule
+    """What Lightning stores for the data module (its state_dict under its class name) is what the one
+    reader finds: the key is the class name, and the state holds the tokenizer under the reader's key."""
+    from andrea_lab.data import AndreaDataModule
+    from andrea_lab.data.datamodule import data_checkpoint_state
+    from andrea_lab.data.tokenizer import byte_tokenizer
 
-    assert (checkpoint_io.DATA_STATE_KEY, checkpoint_io.TOKENIZER_STATE_KEY) == (
-        datamodule.CHECKPOINT_KEY, datamodule.STATE_TOKENIZER_KEY)
+    tokenizer = byte_tokenizer()
+    checkpoint = {type(AndreaDataModule()).__name__: data_checkpoint_state(tokenizer, 257, corpus=None)}
+    assert checkpoint_io.stored_tokenizer(checkpoint).to_str() == tokenizer.to_str()
 
 
 def test_no_reader_of_a_checkpoint_indexes_hyper_parameters_by_hand():
     from pathlib import Path
 
-    package = Path(checkpoint_io.__file__).parent
+    package = Path(checkpoint_io.__file__).parents[1]  # andrea_lab/, not runs/
     readers = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
                if '["hyper_parameters"]' in p.read_text(encoding="utf-8")]
     assert readers == []
