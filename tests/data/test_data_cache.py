@@ -214,3 +214,33 @@ def test_an_entry_is_checked_and_built_under_its_lock(kind: str, generated_corpu
     entry = _build(source, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257)
     assert held == [True] and not _held_elsewhere(entry.directory)  # held while building, released after
     assert _build(source, tmp_path / "cache", tokenizer_spec="byte", vocab_size=257).hit and held == [True]
+
+
+def test_a_tokenizer_that_makes_more_tokens_than_bytes_spills_into_a_second_shard(tmp_path: Path) -> None:
+    """One shard per split is sized by the corpus's bytes (a byte-level token is at least one byte); a
+    tokenizer.json that expands its text (here a normaliser writing each ``a`` four times) beats that
+    bound. Nothing may be lost or reordered: the split spills into more shards, read back in order."""
+    from tokenizers import normalizers
+
+    expanding = tokenizers_lib.byte_tokenizer()
+    expanding.normalizer = normalizers.Replace("a", "aaaa")
+    tokenizer_file = tmp_path / "expanding.json"
+    expanding.save(str(tokenizer_file))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    documents = [("a" * 300) + f"\n{index}\n" for index in range(8)]
+    for index, text in enumerate(documents):
+        (corpus / f"doc_{index}.txt").write_text(text, encoding="utf-8")
+
+    entry = _build(corpus, tmp_path / "cache", tokenizer_spec=str(tokenizer_file), vocab_size=257)
+    shards = shard_dir_corpus(entry.directory)
+    assert len(shards.train) > 1, "the corpus's byte count should not have held these tokens"
+    train = np.concatenate([np.asarray(read_token_file(path)) for path in shards.train])
+    names = entry.manifest["train_documents"]
+    eot = tokenizers_lib.eot_id(expanding)
+    expected: list[int] = []
+    for position, name in enumerate(names):
+        expected += ([eot] if position else []) + expanding.encode((corpus / name).read_text(encoding="utf-8")).ids
+    assert train.tolist() == expected and entry.manifest["totals"]["train_tokens"] == len(expected)
+    bound = sum(len(text.encode()) for text in documents) + len(documents) + 1  # tokenize_corpus's shard size
+    assert len(expected) > bound, "the train split alone should beat the one-shard bound"
