@@ -29,7 +29,7 @@ from andrea_lab.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
 from andrea_lab.optim import adamw_with_schedule, clip_fused, tag_weight_decay
 from andrea_lab.rng_state import capture_rng_states, restore_rng_states
 from andrea_lab.training_args import TrainingArgs
-from andrea_lab.z_loss import cross_entropy_and_z_loss
+from andrea_lab.z_loss import training_objective
 
 
 class AndreaLM(L.LightningModule):
@@ -107,19 +107,13 @@ class AndreaLM(L.LightningModule):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
-        if self.args.z_loss:  # the cross-entropy and the z-loss from one logsumexp (andrea_lab/z_loss.py)
-            logits, _ = self.model(x)
-            loss, penalty = cross_entropy_and_z_loss(logits, y, self.args.z_loss)
-            objective = loss + penalty
-        else:
-            _, loss = self.model(x, y)
-            objective = loss
+        objective, loss, penalty = training_objective(self.model, x, y, self.args.z_loss)  # penalty: the z-loss
         self.log(tags.TRAIN_LOSS, loss, prog_bar=True)  # the cross-entropy, with or without the z-loss
         self.nonfinite.last_loss = objective.detach()  # checked with the gradient norm before the step
         if logger_writes_now(self.trainer):
             self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])
             self.log(tags.TRAIN_TOKENS, float((self.global_step + 1) * x.numel() * self.trainer.world_size))
-            if self.args.z_loss:
+            if penalty is not None:
                 self.log(tags.TRAIN_Z_LOSS, penalty)
         return objective
 
@@ -132,12 +126,9 @@ class AndreaLM(L.LightningModule):
                                     gradient_clip_algorithm=None) -> None:
         """Without a ``GradScaler``, a fused AdamW clips with the norm already measured (optim.clip_fused),
         where Lightning's mixed-precision plugin would refuse it under bf16-mixed although bf16 scales nothing."""
-        if not (gradient_clip_val and takes_found_inf(optimizer) and self._grad_scaler() is None):
+        if not (gradient_clip_val and takes_found_inf(optimizer) and grad_scaler(self.trainer) is None):
             return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
         clip_fused(optimizer, float(gradient_clip_val), gradient_clip_algorithm, self.nonfinite.last_grad_norm)
-
-    def _grad_scaler(self):
-        return grad_scaler(self.trainer)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng_states"] = capture_rng_states()  # a resumed run continues as an uninterrupted one
@@ -176,7 +167,7 @@ class AndreaLM(L.LightningModule):
         args = self.args
         decay_steps = args.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
         # fp16 with clipping: the scaler must unscale before the clip, which a fused AdamW does not allow.
-        clips_under_scaler = (self._trainer is not None and self._grad_scaler() is not None
+        clips_under_scaler = (self._trainer is not None and grad_scaler(self.trainer) is not None
                               and bool(self.trainer.gradient_clip_val))
         optimizer, scheduler = adamw_with_schedule(self.model, args.lr, args.betas, args.eps, args.weight_decay,
                                                    args.warmup_steps, decay_steps, args.min_lr_ratio,
