@@ -7,6 +7,7 @@ import math
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from andrea_lab.data import AndreaDataModule
@@ -151,3 +152,35 @@ def test_the_guard_skips_up_to_its_limit_then_raises_naming_the_checkpoint():
     guard.observe(optimizer, 5, torch.tensor(1.0), torch.tensor(float("inf")))
     with pytest.raises(DivergenceError, match="at step 5: .*max_skipped_steps=1.*kept: ckpt/last.ckpt"):
         guard.settle("ckpt/last.ckpt")
+
+
+def fit_with_checkpoints(tmp_path, corpus, module, weights_only, max_steps=12):
+    """A fit that saves a checkpoint every 5 steps while the tally is read only at the end (log every 50
+    steps): whatever is settled before step 10 is settled by the checkpoint itself."""
+    L.seed_everything(0, verbose=False)
+    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4,
+                            max_val_batches=1)
+    checkpoints = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1,
+                                  save_weights_only=weights_only)
+    trainer = tiny_trainer(tmp_path, max_steps=max_steps, log_every_n_steps=50, limit_val_batches=0,
+                           num_sanity_val_steps=0, enable_checkpointing=True, callbacks=[checkpoints])
+    trainer.fit(module, datamodule=data)
+    return list((tmp_path / "ckpt").glob("*.ckpt"))
+
+
+@pytest.mark.parametrize("weights_only", [False, True], ids=["full", "weights-only"])
+def test_stop_raises_before_the_checkpoint_of_a_diverged_run_is_written(tmp_path, text_corpus, weights_only):
+    # Lightning skips callbacks' on_save_checkpoint for a weights-only checkpoint: the module's hook settles.
+    with pytest.raises(DivergenceError, match=r"at step 3: .*last good checkpoint is kept: none written yet"):
+        fit_with_checkpoints(tmp_path, text_corpus, NaNAtStep(bad_steps=(3,)), weights_only)
+    assert list((tmp_path / "ckpt").glob("*.ckpt")) == [], "a checkpoint of the diverged run was written"
+
+
+@pytest.mark.parametrize("weights_only", [False, True], ids=["full", "weights-only"])
+def test_a_checkpoint_counts_the_steps_skipped_before_it(tmp_path, text_corpus, weights_only):
+    module = NaNAtStep(bad_steps=(3,), on_nonfinite="skip")
+    with pytest.warns(RuntimeWarning, match="at step 3 .*update skipped"):
+        paths = fit_with_checkpoints(tmp_path, text_corpus, module, weights_only)
+    saved = [torch.load(path, weights_only=False) for path in paths]
+    assert sorted((c["global_step"], c["skipped_steps"]) for c in saved) == [(5, 1), (10, 1)]
+    assert all("rng_states" in c for c in saved) and module.nonfinite.skipped_steps == 1
