@@ -184,3 +184,22 @@ def test_a_checkpoint_counts_the_steps_skipped_before_it(tmp_path, text_corpus, 
     saved = [torch.load(path, weights_only=False) for path in paths]
     assert sorted((c["global_step"], c["skipped_steps"]) for c in saved) == [(5, 1), (10, 1)]
     assert all("rng_states" in c for c in saved) and module.nonfinite.skipped_steps == 1
+
+
+@pytest.mark.parametrize("clip", [None, 1.0], ids=["fused", "clipped-unfused"])
+def test_under_a_grad_scaler_an_overflowing_step_is_the_scalers_not_a_divergence(tmp_path, text_corpus, clip):
+    # fp16 on the CPU, as on CUDA: the GradScaler skips the step and lowers its scale; "stop" must not raise.
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    L.seed_everything(0, verbose=False)
+    module = NaNAtStep(bad_steps=(3,))
+    data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
+                            batch_size=4, max_val_batches=1)
+    trainer = tiny_trainer(tmp_path, max_steps=6, log_every_n_steps=2, limit_val_batches=0, num_sanity_val_steps=0,
+                           gradient_clip_val=clip,
+                           plugins=[MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))])
+    trainer.fit(module, datamodule=data)
+    assert trainer.global_step == 6 and module.nonfinite.skipped_steps == 0 and all_finite(module)
+    assert trainer.precision_plugin.scaler.get_scale() < 65536.0, "the scaler saw the overflow"
+    # With clipping the scaler must unscale first, which a fused AdamW does not allow: the foreach one.
+    assert bool(trainer.optimizers[0].defaults.get("fused")) == (clip is None)
