@@ -23,8 +23,8 @@ from andrea_lab.checkpoint_io import stored_hyperparameters, stored_model_config
 from andrea_lab.config import AndreaConfig
 from andrea_lab.errors import UsageError
 from andrea_lab.initial_weights import InitialWeights
-from andrea_lab.model import Andrea
 from andrea_lab.log_cadence import logger_writes_now
+from andrea_lab.model import Andrea
 from andrea_lab.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
 from andrea_lab.optim import adamw_with_schedule, clip_fused, tag_weight_decay
 from andrea_lab.rng_state import capture_rng_states, restore_rng_states

@@ -24,7 +24,10 @@ Hook order, which the stability monitor relies on: Lightning calls the callbacks
 module's own, and a module's callbacks after the trainer's (``ModelCheckpoint`` last of all). So in each
 optimizer step the monitor's ``on_before_optimizer_step`` runs before this guard's (it leaves the norm to
 the guard), and its ``on_train_batch_end`` reads :attr:`NonFiniteGuard.last_grad_norm` after the guard
-set it and before the guard settles the tally, as when these hooks were AndreaLM's own.
+set it and before the guard settles the tally, as when these hooks were AndreaLM's own. One thing moved:
+the guard's ``on_train_batch_end`` and ``on_train_end`` now settle before ``ModelCheckpoint``'s (the
+module's hooks ran after it); a checkpoint saved there settles again first, so what is raised or
+counted, and which checkpoints exist, is the same.
 """
 
 from __future__ import annotations
