@@ -2,32 +2,34 @@
 
 Its ``__init__`` signature is the ``model:`` section of an experiment YAML: LightningCLI turns the
 typed parameters (and the nested :class:`AndreaConfig`) into config keys and ``--help``. What it
-delegates: the optimizer and schedule (:mod:`andrea_lab.training.optim`), the training arguments' checks
-(:mod:`andrea_lab.training.args`), the non-finite policy (:mod:`andrea_lab.training.nonfinite`), the RNG states
-of a checkpoint (:mod:`andrea_lab.training.rng_state`) and ``init_from`` (:mod:`andrea_lab.training.initial_weights`).
+delegates, to :mod:`andrea_lab.training`: the optimizer and schedule (``optim``), the training arguments'
+checks (``args``), the non-finite policy with the gradient norm (``nonfinite``: a callback the module brings
+along, so any Trainer gets it), the RNG states of a checkpoint (``rng_state``) and ``init_from``
+(``initial_weights``); and the z-loss's objective to :mod:`andrea_lab.stability.z_loss`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional, Sequence
 
 import lightning as L
 import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
-from andrea_lab.runs import tags
-from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_config
 from andrea_lab.config import AndreaConfig
 from andrea_lab.errors import UsageError
-from andrea_lab.training.initial_weights import InitialWeights
 from andrea_lab.model import Andrea
-from andrea_lab.training.nonfinite import NonFiniteGuard, global_grad_norm, takes_found_inf
+from andrea_lab.runs import tags
+from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_config
+from andrea_lab.stability.z_loss import training_objective
+from andrea_lab.training.args import TrainingArgs
+from andrea_lab.training.initial_weights import InitialWeights
+from andrea_lab.training.log_cadence import logger_writes_now
+from andrea_lab.training.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
 from andrea_lab.training.optim import adamw_with_schedule, clip_fused, tag_weight_decay
 from andrea_lab.training.rng_state import capture_rng_states, restore_rng_states
-from andrea_lab.training.args import TrainingArgs
-from andrea_lab.stability.z_loss import cross_entropy_and_z_loss
 
 
 class AndreaLM(L.LightningModule):
@@ -76,9 +78,9 @@ class AndreaLM(L.LightningModule):
         tag_weight_decay(self.model)
         self._initial_weights = InitialWeights.load_into(self, init_from) if init_from else None
         self.val_loss, self.val_perplexity = MeanMetric(), Perplexity()
-        #: The one owner of the non-finite policy and tally; the stability monitor reads it (nonfinite.guard_of).
+        #: The one owner of the non-finite policy and tally, and this module's callback (configure_callbacks);
+        #: the stability monitor reads it (nonfinite.guard_of).
         self.nonfinite = NonFiniteGuard(self.args.on_nonfinite, self.args.max_skipped_steps)
-        self._last_train_loss: torch.Tensor | None = None
 
     @classmethod
     def from_checkpoint(cls, checkpoint: dict[str, Any], path: str) -> "AndreaLM":
@@ -105,82 +107,40 @@ class AndreaLM(L.LightningModule):
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
-        self.nonfinite.last_grad_norm = None
-        if self.args.z_loss:  # the cross-entropy and the z-loss from one logsumexp (andrea_lab/stability/z_loss.py)
-            logits, _ = self.model(x)
-            loss, penalty = cross_entropy_and_z_loss(logits, y, self.args.z_loss)
-            objective = loss + penalty
-        else:
-            _, loss = self.model(x, y)
-            objective = loss
+        objective, loss, penalty = training_objective(self.model, x, y, self.args.z_loss)  # penalty: the z-loss
         self.log(tags.TRAIN_LOSS, loss, prog_bar=True)  # the cross-entropy, with or without the z-loss
-        self._last_train_loss = objective.detach()
-        if self._logger_writes_now():
+        self.nonfinite.last_loss = objective.detach()  # checked with the gradient norm before the step
+        if logger_writes_now(self.trainer):
             self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])
             self.log(tags.TRAIN_TOKENS, float((self.global_step + 1) * x.numel() * self.trainer.world_size))
-            if self.args.z_loss:
+            if penalty is not None:
                 self.log(tags.TRAIN_Z_LOSS, penalty)
         return objective
 
-    def _logger_writes_now(self) -> bool:
-        """Whether the logger keeps this step's values: each ``self.log`` costs host time (~0.9 ms on 2
-        CPU cores, docs/performance.md), so the scalars other than the loss are logged only when kept."""
-        return (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        norm = global_grad_norm(self.parameters())  # after backward, before clipping: the raw norm
-        if norm is None:
-            return
-        self.nonfinite.last_grad_norm = norm.detach()
-        if self._logger_writes_now():
-            self.log(tags.TRAIN_GRAD_NORM, norm)
-        if self._grad_scaler() is not None:
-            return  # fp16: GradScaler skips overflowing steps itself; they are routine, not divergence
-        loss = self._last_train_loss if self._last_train_loss is not None else norm
-        if self.nonfinite.observe(optimizer, self.global_step, loss, norm):
-            self._settle_nonfinite(optimizer)  # an optimizer without found_inf: drop the update now
+    def configure_callbacks(self) -> Sequence[L.Callback]:
+        """The non-finite guard, for every Trainer this module is fitted with: Lightning adds it after the
+        trainer's own callbacks (ModelCheckpoint last), in place of any other of its type."""
+        return [self.nonfinite]
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val=None,
                                     gradient_clip_algorithm=None) -> None:
         """Without a ``GradScaler``, a fused AdamW clips with the norm already measured (optim.clip_fused),
         where Lightning's mixed-precision plugin would refuse it under bf16-mixed although bf16 scales nothing."""
-        if not (gradient_clip_val and takes_found_inf(optimizer) and self._grad_scaler() is None):
+        if not (gradient_clip_val and takes_found_inf(optimizer) and grad_scaler(self.trainer) is None):
             return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
         clip_fused(optimizer, float(gradient_clip_val), gradient_clip_algorithm, self.nonfinite.last_grad_norm)
 
-    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        if self.global_step % max(1, self.trainer.log_every_n_steps) == 0:
-            self._settle_nonfinite()
-
-    def on_train_end(self) -> None:
-        self._settle_nonfinite()
-
-    def _grad_scaler(self):
-        return getattr(self.trainer.precision_plugin, "scaler", None)
-
-    def _settle_nonfinite(self, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
-        """Apply ``on_nonfinite`` to the steps found non-finite since the last read (NonFiniteGuard.settle);
-        without the fused skip, ``optimizer``'s pending update is dropped by clearing its gradients."""
-        checkpoint = getattr(self.trainer.checkpoint_callback, "last_model_path", "") or "none written yet"
-        if not self.nonfinite.settle(checkpoint):
-            return
-        if optimizer is not None:
-            optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
-        if self.logger is not None:  # directly: Lightning refuses self.log in on_train_end and checkpoint hooks
-            self.logger.log_metrics({tags.TRAIN_SKIPPED_STEPS: float(self.nonfinite.skipped_steps)},
-                                    step=self.global_step)
-
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self._trainer is not None:  # "stop" must raise before a checkpoint of a diverged run is written
-            self._settle_nonfinite()
         checkpoint["rng_states"] = capture_rng_states()  # a resumed run continues as an uninterrupted one
-        checkpoint["skipped_steps"] = self.nonfinite.skipped_steps
+        # The guard's part here, not in its own callback hook, which a weights-only checkpoint skips: it
+        # settles first, so "stop" raises before a checkpoint of a diverged run is written.
+        self.nonfinite.save_into(checkpoint, self._trainer)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.config.check_same_architecture(stored_model_config(checkpoint))
         if checkpoint.get("rng_states"):
             restore_rng_states(checkpoint["rng_states"])
-        self.nonfinite.skipped_steps = checkpoint.get("skipped_steps", 0)
+        self.nonfinite.load_from(checkpoint)
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "val")
@@ -207,7 +167,7 @@ class AndreaLM(L.LightningModule):
         args = self.args
         decay_steps = args.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
         # fp16 with clipping: the scaler must unscale before the clip, which a fused AdamW does not allow.
-        clips_under_scaler = (self._trainer is not None and self._grad_scaler() is not None
+        clips_under_scaler = (self._trainer is not None and grad_scaler(self.trainer) is not None
                               and bool(self.trainer.gradient_clip_val))
         optimizer, scheduler = adamw_with_schedule(self.model, args.lr, args.betas, args.eps, args.weight_decay,
                                                    args.warmup_steps, decay_steps, args.min_lr_ratio,

@@ -18,6 +18,7 @@ from andrea_lab.training.optim import adamw_with_schedule
 from andrea_lab.training.nonfinite import global_grad_norm
 from andrea_lab.sweep.plan import plan_sweep
 from andrea_lab.sweep.suite import load_suite
+from andrea_testing import tiny_trainer
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 FLAGSHIP = EXPERIMENTS / "andrea-120m.yaml"
@@ -94,7 +95,7 @@ def test_clipping_with_the_fused_adamw_and_no_scaler_clips_to_the_norm():
     (loss * 1000).backward()
     module.nonfinite.last_grad_norm = global_grad_norm(module.parameters())
     assert module.nonfinite.last_grad_norm > 1.0
-    module._grad_scaler = lambda: None  # bf16-mixed / fp32: no GradScaler
+    module.trainer = tiny_trainer(precision="bf16-mixed")  # bf16-mixed: no GradScaler
     module.configure_gradient_clipping(optimizer, 1.0, "norm")
     assert float(global_grad_norm(module.parameters())) == pytest.approx(1.0, rel=1e-4)
 

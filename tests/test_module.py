@@ -1,11 +1,15 @@
 import math
 
+import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
 
 from andrea_lab import preset
 from andrea_lab.config import ConfigError
 from andrea_lab.module import AndreaLM
+from andrea_lab.training.nonfinite import NonFiniteGuard
 from andrea_testing import tiny_trainer
 
 
@@ -108,3 +112,31 @@ def test_compile_keeps_checkpoint_keys_and_results():
     assert list(compiled.state_dict()) == list(plain.state_dict())
     idx = torch.randint(0, 257, (2, 16))
     torch.testing.assert_close(compiled(idx)[0], plain(idx)[0], rtol=1e-4, atol=1e-4)
+
+
+class CountingCallback(L.Callback):
+    """A user's callback: counts the optimizer steps it saw."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.steps += 1
+
+
+def test_a_bare_trainer_gets_the_modules_guard_once_after_the_users_callbacks(tmp_path):
+    module = AndreaLM(config=preset("andrea-micro", block_size=16), warmup_steps=0)
+    data = torch.randint(0, 257, (4, 17))
+    loader = DataLoader(TensorDataset(data[:, :-1], data[:, 1:]), batch_size=2)
+    mine = CountingCallback()
+    trainer = tiny_trainer(max_steps=2, limit_val_batches=0, callbacks=[mine], enable_checkpointing=True,
+                           default_root_dir=str(tmp_path))
+    trainer.fit(module, loader)
+    trainer.validate(module, loader)  # every run attaches the module's callbacks again: still one guard
+    guards = [c for c in trainer.callbacks if isinstance(c, NonFiniteGuard)]
+    assert len(guards) == 1 and guards[0] is module.nonfinite
+    assert mine in trainer.callbacks and mine.steps == 2, "the user's callbacks are kept"
+    order = trainer.callbacks
+    assert order.index(mine) < order.index(module.nonfinite) < order.index(trainer.checkpoint_callback)
+    assert isinstance(order[-1], ModelCheckpoint), "ModelCheckpoint stays last"
+    assert module.nonfinite.last_grad_norm is not None, "the guard's hooks ran: it measured the step's norm"

@@ -227,7 +227,9 @@ class StabilityMonitor(L.Callback):
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
         if not self.enabled or guard_of(pl_module) is not None:
-            return  # the module's guard gets this norm in the module's hook (run after this one): read at batch end
+            # The module's guard (a callback of the module, so called after this trainer callback) measures
+            # this norm in its own on_before_optimizer_step: read from it at batch end.
+            return
         # Called after backward and before gradient clipping: the raw global norm, kept on the device.
         norm = global_grad_norm(pl_module.parameters())
         if norm is not None:

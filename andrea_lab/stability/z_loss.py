@@ -10,6 +10,8 @@ is a large share of a step, and a second one would double it (docs/performance.m
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 
@@ -25,3 +27,19 @@ def cross_entropy_and_z_loss(logits: torch.Tensor, targets: torch.Tensor, coeffi
     lse = log_z(logits)  # (B, T)
     target_logits = logits.float().gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
     return (lse - target_logits).mean(), coefficient * lse.pow(2).mean()
+
+
+def training_objective(model: torch.nn.Module, x: torch.Tensor, targets: torch.Tensor, coefficient: float
+                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """What AndreaLM optimises on a batch, as (objective, cross-entropy, z-loss term or None).
+
+    Without a z-loss (``coefficient`` 0) the objective is the model's own cross-entropy, from its fused
+    loss path; with one, the model returns only the logits and both terms come from one logsumexp
+    (:func:`cross_entropy_and_z_loss`), the objective being their sum. ``model`` is an Andrea
+    (``model(x, targets) -> (logits, loss)``)."""
+    if not coefficient:
+        _, loss = model(x, targets)
+        return loss, loss, None
+    logits, _ = model(x)
+    loss, penalty = cross_entropy_and_z_loss(logits, targets, coefficient)
+    return loss + penalty, loss, penalty

@@ -14,9 +14,20 @@ An optimizer that cannot take the flag gets the per-step host check instead, so 
 can still be dropped before it is applied.
 
 :class:`NonFiniteGuard` is the one owner of all this for a LightningModule: the policy (``stop`` or
-``skip``), the device-side tally, the count of skipped steps and the step's gradient norm. A module
-publishes it as its ``nonfinite`` attribute, and callbacks (the stability monitor) read it through
-:func:`guard_of`, never by probing the module for attributes.
+``skip``), the device-side tally, the count of skipped steps and the step's gradient norm. It is a
+Lightning callback that the module brings along itself (``configure_callbacks``), so that a Trainer
+built anywhere (the CLI, a test, a notebook) gets it; the module also publishes it as its ``nonfinite``
+attribute, and other callbacks (the stability monitor) read it through :func:`guard_of`, never by
+probing the module for attributes.
+
+Hook order, which the stability monitor relies on: Lightning calls the callbacks' hook before the
+module's own, and a module's callbacks after the trainer's (``ModelCheckpoint`` last of all). So in each
+optimizer step the monitor's ``on_before_optimizer_step`` runs before this guard's (it leaves the norm to
+the guard), and its ``on_train_batch_end`` reads :attr:`NonFiniteGuard.last_grad_norm` after the guard
+set it and before the guard settles the tally, as when these hooks were AndreaLM's own. One thing moved:
+the guard's ``on_train_batch_end`` and ``on_train_end`` now settle before ``ModelCheckpoint``'s (the
+module's hooks ran after it); a checkpoint saved there settles again first, so what is raised or
+counted, and which checkpoints exist, is the same.
 """
 
 from __future__ import annotations
@@ -25,12 +36,18 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Optional
 
+import lightning as L
 import torch
 
+from andrea_lab.runs import tags
 from andrea_lab.errors import DivergenceError
+from andrea_lab.training.log_cadence import logger_writes_now
 
-#: The attribute a LightningModule publishes its :class:`NonFiniteGuard` as (AndreaLM does).
+#: The attribute a LightningModule publishes its :class:`NonFiniteGuard` as (AndreaLM does); the module
+#: also returns the guard from ``configure_callbacks``, which is what makes its hooks run.
 GUARD_ATTRIBUTE = "nonfinite"
+#: The checkpoint's top-level key for :attr:`NonFiniteGuard.skipped_steps` (the format of every andrea checkpoint).
+SKIPPED_STEPS_KEY = "skipped_steps"
 
 
 def global_grad_norm(parameters: Iterable[torch.nn.Parameter]) -> Optional[torch.Tensor]:
@@ -47,6 +64,11 @@ def takes_found_inf(optimizer: torch.optim.Optimizer) -> bool:
     torch marks such optimizers (the fused Adam family) with ``_step_supports_amp_scaling``; the
     others raise if the attribute is set, so it must not be handed to them."""
     return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
+
+
+def grad_scaler(trainer: L.Trainer) -> Optional[torch.amp.GradScaler]:
+    """The ``GradScaler`` of the trainer's precision (fp16 only; bf16-mixed and fp32 have none)."""
+    return getattr(trainer.precision_plugin, "scaler", None)
 
 
 @dataclass(frozen=True)
@@ -93,10 +115,17 @@ class NonFiniteTally:
         return NonFiniteSteps(count, int(step), loss, grad_norm)
 
 
-class NonFiniteGuard:
+class NonFiniteGuard(L.Callback):
     """A module's non-finite policy and tally: what to do with a step whose loss or gradient norm is
     NaN/inf (``stop``: raise :class:`DivergenceError`; ``skip``: drop its update, at most
     ``max_skipped_steps`` times in one run), and what happened so far.
+
+    As a callback of its module it measures each optimizer step's gradient norm (``train/grad_norm``),
+    hands the step to the policy (:meth:`observe`) and reads the tally every ``log_every_n_steps`` steps
+    and at the end of training (:meth:`settle`). The module's ``training_step`` sets :attr:`last_loss`,
+    and its checkpoint hooks call :meth:`save_into` and :meth:`load_from` (not this callback's own
+    checkpoint hooks: Lightning skips those for a weights-only checkpoint, and ``load_from_checkpoint``
+    calls only the module's).
 
     Read by callbacks: :attr:`last_grad_norm` (this optimizer step's global gradient norm before
     clipping, a device tensor, None on a micro-batch that does not step), :attr:`skips` and
@@ -107,6 +136,8 @@ class NonFiniteGuard:
         self.max_skipped_steps = max_skipped_steps
         self.skipped_steps = 0
         self.last_grad_norm: Optional[torch.Tensor] = None
+        #: The loss the module optimises in this step (detached), checked with the gradient norm.
+        self.last_loss: Optional[torch.Tensor] = None
         self._tally = NonFiniteTally()
 
     @property
@@ -144,6 +175,59 @@ class NonFiniteGuard:
         raise DivergenceError(f"training diverged at step {found.first_step}: {first} ({reason}). Non-finite "
                               f"updates are never applied; the last good checkpoint is kept: {last_checkpoint}. "
                               f"Try a lower model.lr, more model.warmup_steps, or trainer.gradient_clip_val.")
+
+    # ------------------------------------------------------------ the callback's hooks
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        self.last_grad_norm = None  # set again only if this batch ends in an optimizer step
+
+    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                                 optimizer: torch.optim.Optimizer) -> None:
+        norm = global_grad_norm(pl_module.parameters())  # after backward, before clipping: the raw norm
+        if norm is None:
+            return
+        self.last_grad_norm = norm.detach()
+        if logger_writes_now(trainer):
+            pl_module.log(tags.TRAIN_GRAD_NORM, norm)
+        if grad_scaler(trainer) is not None:
+            return  # fp16: GradScaler skips overflowing steps itself; they are routine, not divergence
+        loss = self.last_loss if self.last_loss is not None else norm
+        if self.observe(optimizer, trainer.global_step, loss, norm):
+            self._settle(trainer, optimizer)  # an optimizer without found_inf: drop the update now
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if trainer.global_step % max(1, trainer.log_every_n_steps) == 0:
+            self._settle(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._settle(trainer)
+
+    def _settle(self, trainer: L.Trainer, optimizer: Optional[torch.optim.Optimizer] = None) -> None:
+        """:meth:`settle` naming the trainer's last checkpoint; without the fused skip, ``optimizer``'s
+        pending update is dropped by clearing its gradients."""
+        checkpoint = getattr(trainer.checkpoint_callback, "last_model_path", "") or "none written yet"
+        if not self.settle(checkpoint):
+            return
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
+        if trainer.logger is not None:  # directly: Lightning refuses self.log in on_train_end and checkpoint hooks
+            trainer.logger.log_metrics({tags.TRAIN_SKIPPED_STEPS: float(self.skipped_steps)},
+                                       step=trainer.global_step)
+
+    # ------------------------------------------------------------ the checkpoint
+
+    def save_into(self, checkpoint: dict, trainer: Optional[L.Trainer]) -> None:
+        """Settle first (with a trainer): ``stop`` must raise before a checkpoint of a diverged run is
+        written, and the count saved must include the steps skipped since the last read."""
+        if trainer is not None:
+            self._settle(trainer)
+        checkpoint[SKIPPED_STEPS_KEY] = self.skipped_steps
+
+    def load_from(self, checkpoint: dict) -> None:
+        """The skipped count of a resumed run (0 from a checkpoint older than the count)."""
+        self.skipped_steps = checkpoint.get(SKIPPED_STEPS_KEY, 0)
 
 
 def guard_of(module: Any) -> Optional[NonFiniteGuard]:

@@ -108,9 +108,9 @@ def run_bare(variant: str, settings: BenchSettings, config: AndreaConfig, device
 
 
 def time_nonfinite_check(model: torch.nn.Module, loss: torch.Tensor, device: torch.device, reps: int = 7) -> float:
-    """Milliseconds of what ``AndreaLM.on_before_optimizer_step`` computes each step (the global grad
-    norm, the non-finite flag and its device-side tally; no host sync), timed alone on the last step's
-    gradients and waited for; the median."""
+    """Milliseconds of what AndreaLM's non-finite guard computes each step (its ``on_before_optimizer_step``:
+    the global grad norm, the non-finite flag and its device-side tally; no host sync), timed alone on the
+    last step's gradients and waited for; the median."""
     if global_grad_norm(model.parameters()) is None:
         return math.nan
     times, tally = [], NonFiniteTally()
@@ -196,7 +196,7 @@ def run_lightning(variant: str, settings: BenchSettings, config: AndreaConfig, d
         _trainer(row, settings, device, workdir, step_ends, profiler).fit(lm, datamodule=datamodule)
         peak = None if passengers else memory.peak_bytes()
     steps, waits, cpu = clock.timed(settings.warmup)
-    loss = lm._last_train_loss
+    loss = lm.nonfinite.last_loss
     return RunResult(steps, waits, cpu, {}, peak, memory.kind, list(os.getloadavg()),
                      float(loss) if loss is not None else math.nan)
 

@@ -323,3 +323,16 @@ def test_disabled_monitor_does_nothing(tmp_path, text_corpus):
 def test_bad_settings_fail_at_construction(kwargs):
     with pytest.raises(ValueError):
         StabilityMonitor(**kwargs)
+
+
+def test_the_monitor_takes_each_optimizer_steps_norm_from_the_modules_guard(tmp_path, text_corpus):
+    """AndreaLM's guard is a callback of the module, so Lightning runs it after this trainer callback: it
+    measures the norm in on_before_optimizer_step, the monitor reads it at batch end, once per optimizer
+    step and never on a micro-batch that does not step (the guard clears it at each batch's start)."""
+    monitor = StabilityMonitor(interval=0, flush_every=3, unigram_loss=5.0)
+    trainer = fit(tmp_path, text_corpus, [monitor], max_steps=4, accumulate_grad_batches=2)
+    events = EventAccumulator(trainer.logger.log_dir)
+    events.Reload()
+    logged = [e.value for e in events.Scalars(andrea_tags.TRAIN_GRAD_NORM)]
+    assert len(logged) == 4 and all(math.isfinite(g) and g > 0 for g in logged)
+    assert monitor.grad_norms == pytest.approx(logged, rel=1e-6)

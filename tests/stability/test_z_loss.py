@@ -59,3 +59,19 @@ def test_the_module_optimises_cross_entropy_plus_z_loss_and_logs_both_apart():
         assert penalty > 1.0  # log Z ≈ ln 257 at init: the term is far from negligible at 0.5
         assert optimised == pytest.approx(ce + penalty, rel=1e-5)
         assert logged_loss == pytest.approx(ce, rel=1e-5) and logged_z == pytest.approx(penalty, rel=1e-5)
+
+
+def test_training_objective_is_the_models_own_loss_without_a_z_loss_and_the_sum_with_one():
+    from andrea_lab.model import Andrea
+    from andrea_lab.stability.z_loss import training_objective
+
+    torch.manual_seed(0)
+    model = Andrea(preset("andrea-micro", block_size=16))
+    x, y = torch.randint(0, 257, (2, 16)), torch.randint(0, 257, (2, 16))
+    objective, loss, penalty = training_objective(model, x, y, 0.0)
+    assert penalty is None and objective is loss, "no z-loss: the model's fused cross-entropy, untouched"
+    assert torch.equal(loss, model(x, y)[1])
+    objective, loss, penalty = training_objective(model, x, y, 0.5)
+    ce, expected_penalty = cross_entropy_and_z_loss(model(x)[0], y, 0.5)
+    assert torch.equal(loss, ce) and torch.equal(penalty, expected_penalty)
+    assert torch.equal(objective, ce + expected_penalty)

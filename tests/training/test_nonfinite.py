@@ -7,6 +7,7 @@ import math
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from andrea_lab.data import AndreaDataModule
@@ -151,3 +152,54 @@ def test_the_guard_skips_up_to_its_limit_then_raises_naming_the_checkpoint():
     guard.observe(optimizer, 5, torch.tensor(1.0), torch.tensor(float("inf")))
     with pytest.raises(DivergenceError, match="at step 5: .*max_skipped_steps=1.*kept: ckpt/last.ckpt"):
         guard.settle("ckpt/last.ckpt")
+
+
+def fit_with_checkpoints(tmp_path, corpus, module, weights_only, max_steps=12):
+    """A fit that saves a checkpoint every 5 steps while the tally is read only at the end (log every 50
+    steps): whatever is settled before step 10 is settled by the checkpoint itself."""
+    L.seed_everything(0, verbose=False)
+    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4,
+                            max_val_batches=1)
+    checkpoints = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1,
+                                  save_weights_only=weights_only)
+    trainer = tiny_trainer(tmp_path, max_steps=max_steps, log_every_n_steps=50, limit_val_batches=0,
+                           num_sanity_val_steps=0, enable_checkpointing=True, callbacks=[checkpoints])
+    trainer.fit(module, datamodule=data)
+    return list((tmp_path / "ckpt").glob("*.ckpt"))
+
+
+@pytest.mark.parametrize("weights_only", [False, True], ids=["full", "weights-only"])
+def test_stop_raises_before_the_checkpoint_of_a_diverged_run_is_written(tmp_path, text_corpus, weights_only):
+    # Lightning skips callbacks' on_save_checkpoint for a weights-only checkpoint: the module's hook settles.
+    with pytest.raises(DivergenceError, match=r"at step 3: .*last good checkpoint is kept: none written yet"):
+        fit_with_checkpoints(tmp_path, text_corpus, NaNAtStep(bad_steps=(3,)), weights_only)
+    assert list((tmp_path / "ckpt").glob("*.ckpt")) == [], "a checkpoint of the diverged run was written"
+
+
+@pytest.mark.parametrize("weights_only", [False, True], ids=["full", "weights-only"])
+def test_a_checkpoint_counts_the_steps_skipped_before_it(tmp_path, text_corpus, weights_only):
+    module = NaNAtStep(bad_steps=(3,), on_nonfinite="skip")
+    with pytest.warns(RuntimeWarning, match="at step 3 .*update skipped"):
+        paths = fit_with_checkpoints(tmp_path, text_corpus, module, weights_only)
+    saved = [torch.load(path, weights_only=False) for path in paths]
+    assert sorted((c["global_step"], c["skipped_steps"]) for c in saved) == [(5, 1), (10, 1)]
+    assert all("rng_states" in c for c in saved) and module.nonfinite.skipped_steps == 1
+
+
+@pytest.mark.parametrize("clip", [None, 1.0], ids=["fused", "clipped-unfused"])
+def test_under_a_grad_scaler_an_overflowing_step_is_the_scalers_not_a_divergence(tmp_path, text_corpus, clip):
+    # fp16 on the CPU, as on CUDA: the GradScaler skips the step and lowers its scale; "stop" must not raise.
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    L.seed_everything(0, verbose=False)
+    module = NaNAtStep(bad_steps=(3,))
+    data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
+                            batch_size=4, max_val_batches=1)
+    trainer = tiny_trainer(tmp_path, max_steps=6, log_every_n_steps=2, limit_val_batches=0, num_sanity_val_steps=0,
+                           gradient_clip_val=clip,
+                           plugins=[MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))])
+    trainer.fit(module, datamodule=data)
+    assert trainer.global_step == 6 and module.nonfinite.skipped_steps == 0 and all_finite(module)
+    assert trainer.precision_plugin.scaler.get_scale() < 65536.0, "the scaler saw the overflow"
+    # With clipping the scaler must unscale first, which a fused AdamW does not allow: the foreach one.
+    assert bool(trainer.optimizers[0].defaults.get("fused")) == (clip is None)
