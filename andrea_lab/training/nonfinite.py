@@ -71,6 +71,20 @@ def grad_scaler(trainer: L.Trainer) -> Optional[torch.amp.GradScaler]:
     return getattr(trainer.precision_plugin, "scaler", None)
 
 
+def unscaled_grad_norm(norm: torch.Tensor, optimizer: torch.optim.Optimizer, trainer: L.Trainer) -> torch.Tensor:
+    """The gradient norm without the fp16 loss scale, as it is logged and read by the stability monitor.
+
+    Under a ``GradScaler`` Lightning unscales the gradients before ``on_before_optimizer_step``, except for an
+    optimizer that unscales them in its own ``step()`` (the fused AdamW, :func:`takes_found_inf`): there the
+    gradients still carry the scale (65536 at first), and so would their norm. The scale is read as the
+    scaler's device tensor (``GradScaler.get_scale()`` would make the host wait for the device every step)."""
+    scaler = grad_scaler(trainer)
+    if scaler is None or not takes_found_inf(optimizer):
+        return norm
+    scale = scaler._get_scale_async()  # None until the first scaled backward: nothing to undo then
+    return norm if scale is None else norm / scale.to(norm.dtype)
+
+
 @dataclass(frozen=True)
 class NonFiniteSteps:
     """What the host learns when it reads the tally: how many steps were non-finite since the last
@@ -187,6 +201,7 @@ class NonFiniteGuard(L.Callback):
         norm = global_grad_norm(pl_module.parameters())  # after backward, before clipping: the raw norm
         if norm is None:
             return
+        norm = unscaled_grad_norm(norm, optimizer, trainer)
         self.last_grad_norm = norm.detach()
         if logger_writes_now(trainer):
             pl_module.log(tags.TRAIN_GRAD_NORM, norm)

@@ -203,3 +203,32 @@ def test_under_a_grad_scaler_an_overflowing_step_is_the_scalers_not_a_divergence
     assert trainer.precision_plugin.scaler.get_scale() < 65536.0, "the scaler saw the overflow"
     # With clipping the scaler must unscale first, which a fused AdamW does not allow: the foreach one.
     assert bool(trainer.optimizers[0].defaults.get("fused")) == (clip is None)
+
+
+def first_logged_grad_norms(tmp_path, corpus, precision_plugins):
+    """The gradient norms the guard measured in the first two optimizer steps of a micro fit."""
+    seen = []
+
+    class Record(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            seen.append(float(pl_module.nonfinite.last_grad_norm))
+
+    L.seed_everything(0, verbose=False)
+    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4,
+                            max_val_batches=1)
+    trainer = tiny_trainer(tmp_path, max_steps=2, log_every_n_steps=1, limit_val_batches=0, num_sanity_val_steps=0,
+                           callbacks=[Record()], plugins=precision_plugins)
+    trainer.fit(NaNAtStep(bad_steps=()), datamodule=data)
+    return seen
+
+
+def test_under_a_grad_scaler_the_fused_adamws_gradient_norm_is_logged_unscaled(tmp_path, text_corpus):
+    # The fused AdamW unscales inside its step, after the guard has measured: the guard divides the scale out.
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    fp32 = first_logged_grad_norms(tmp_path / "fp32", text_corpus, [])
+    fp16 = first_logged_grad_norms(tmp_path / "fp16", text_corpus,
+                                   [MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))])
+    assert len(fp32) == len(fp16) == 2
+    # The same init and batch in fp16 autocast: the same norm up to fp16 rounding (the bug was a factor 65536).
+    assert fp16[0] == pytest.approx(fp32[0], rel=0.05), (fp16, fp32)
