@@ -142,12 +142,18 @@ def run_metrics(record: RunRecord) -> dict[str, float]:
 
 
 def trial_name(log_dir: Any, suite: Optional[str]) -> str:
-    """What the dashboard calls a run: ``suite/variant/lr2e-3-seed1`` in a sweep, else ``experiment/version_N``
-    (the last components of its directory, as ``tensorboard --logdir runs`` names it)."""
+    """What the dashboard calls a run: ``suite/variant/lr2e-3-seed1`` in a sweep (``suite/scale/variant/...``
+    in a suite with a scale axis), else ``experiment/version_N``: its directory from the suite's (or the
+    experiment's) folder on, as ``tensorboard --logdir runs`` names it."""
     from pathlib import Path
 
     parts = Path(str(log_dir)).parts
-    return "/".join(parts[-3:] if suite else parts[-2:])
+    if not suite:
+        return "/".join(parts[-2:])
+    # The suite's folder is the last component named so with a variant and a run below it (a variant may
+    # share the suite's name; a scale adds one level between them).
+    starts = [index for index, part in enumerate(parts[:-2]) if part == suite]
+    return "/".join(parts[starts[-1]:] if starts else parts[-3:])
 
 
 def session_summaries(hparams: Mapping[str, Scalar], status: str, trial: Optional[str] = None) -> list:

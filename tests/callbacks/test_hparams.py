@@ -107,3 +107,5 @@ def test_session_summaries_read_back_through_tensorboards_parser():
 def test_trial_names_say_which_run_it_is():
     assert trial_name("runs/np/post/lr2e-3-seed1", suite="np") == "np/post/lr2e-3-seed1"
     assert trial_name("/abs/runs/quickstart/version_3", suite=None) == "quickstart/version_3"
+    assert trial_name("runs/depth/d128/pre/lr1e-3-seed0", suite="depth") == "depth/d128/pre/lr1e-3-seed0"
+    assert trial_name("runs/np/np/lr1e-3-seed0", suite="np") == "np/np/lr1e-3-seed0", "a variant named as its suite"
