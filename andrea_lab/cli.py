@@ -14,8 +14,8 @@ import os
 import re
 import sys
 
-from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
 from andrea_lab.commands.quiet import quiet_third_party
+from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {

@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab.config import AndreaConfig, Components, ConfigError
-from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
 from andrea_lab.errors import AndreaError
+from andrea_lab.plugins.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
 from andrea_lab.plugins.guard import culprit, failure, raised_by, shape_text
 from andrea_lab.plugins.registry import (BackendUnavailableError, PluginRuntimeError, check_availability,
                                          describe_selection)

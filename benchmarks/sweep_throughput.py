@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, benchmarks/ is not a package on the path
     sys.path.insert(0, str(REPO))
 
-from andrea_lab.runs import tags  # noqa: E402
 from andrea_lab.analysis.runs_table import read_scalars  # noqa: E402
 from andrea_lab.commands.sweep import parse_sets  # noqa: E402
+from andrea_lab.runs import tags  # noqa: E402
 from andrea_lab.runs.directory import read_record  # noqa: E402
 from andrea_lab.sweep.executors import LocalExecutor  # noqa: E402
 from andrea_lab.sweep.plan import plan_sweep  # noqa: E402

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from andrea_lab import preset
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.cli import main
 from andrea_lab.data import byte_tokenizer, write_token_file
 from andrea_lab.module import AndreaLM
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_testing import MICRO_OVERRIDES
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")

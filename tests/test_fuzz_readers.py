@@ -22,10 +22,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint, load_weights
 from andrea_lab.data.token_file import read_token_file, write_token_file
 from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer
 from andrea_lab.errors import AndreaError
+from andrea_lab.runs.checkpoint_io import load_checkpoint, load_weights
 from andrea_lab.runs.directory import HeldOut, RunRecord, read_record, write_record
 from andrea_lab.sweep.suite import load_suite
 

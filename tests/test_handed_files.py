@@ -12,9 +12,9 @@ import torch
 from filelock import FileLock
 
 from andrea_lab.callbacks.checkpoint import AndreaModelCheckpoint
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.cli import main as cli_main
 from andrea_lab.plugins.registry import PluginError, UnregisteredPluginError, resolve
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_testing import MICRO_OVERRIDES
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters, stored_model_config
 from andrea_lab.cli import main
 from andrea_lab.module import AndreaLM
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters, stored_model_config
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "old_checkpoint"
 CKPT = FIXTURE / "andrea-lm-2026-12-02.ckpt"

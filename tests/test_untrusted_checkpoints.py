@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.runs.checkpoint_io import UnsafeCheckpointError, load_checkpoint
 from andrea_lab.cli import LIGHTNING_COMMANDS, OWN_COMMANDS
 from andrea_lab.cli import main as cli_main
+from andrea_lab.runs.checkpoint_io import UnsafeCheckpointError, load_checkpoint
 from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[1]

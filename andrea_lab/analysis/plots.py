@@ -23,9 +23,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from andrea_lab.stability import probe  # noqa: E402
 from andrea_lab.analysis.runs_table import init_column  # noqa: E402
 from andrea_lab.runs.directory import format_lr  # noqa: E402
+from andrea_lab.stability import probe  # noqa: E402
 
 _BLOCK_RE = re.compile(f"^{re.escape(init_column(probe.grad_norm))}/" + r"block_(\d+)$")
 _SUBLAYER_RE = re.compile(f"^{re.escape(init_column(probe.delta_ratio))}/" + r"block_(\d+)_(attn|mlp)$")

@@ -14,16 +14,16 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.stability import probe
 from andrea_lab.analysis import aa_calibration, compare
 from andrea_lab.analysis.claims import parse_claims
 from andrea_lab.analysis.compare import Column
-from andrea_lab.analysis.divergence import stuck_window_note
 from andrea_lab.analysis.config_variants import SUPERSEDED
+from andrea_lab.analysis.divergence import stuck_window_note
 from andrea_lab.analysis.runs_table import INIT, write_runs_csv
 from andrea_lab.analysis.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
 from andrea_lab.errors import UsageError
 from andrea_lab.runs.directory import format_lr
+from andrea_lab.stability import probe
 
 
 def markdown_table(columns: Sequence[Column], frame: pd.DataFrame) -> str:

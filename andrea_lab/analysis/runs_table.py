@@ -20,14 +20,14 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
-from andrea_lab.stability import probe
-from andrea_lab.runs import tags
-from andrea_lab.analysis.lens_loss import lens_columns
 from andrea_lab.analysis.config_variants import (natural_key, declared_variant, name_adhoc_variants, run_config,
                                                  supersede_repeats)
+from andrea_lab.analysis.lens_loss import lens_columns
 from andrea_lab.files import read_json
+from andrea_lab.runs import tags
 from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
                                parse_run_version, read_record)
+from andrea_lab.stability import probe
 
 VAL_TAG = tags.VAL_LOSS
 TRAIN_TAG = tags.TRAIN_LOSS

@@ -29,14 +29,14 @@ import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
-from andrea_lab.runs import tags
-from andrea_lab.stability import probe
 from andrea_lab.callbacks.events import Divergence, DivergenceDetector, SpikeDetector
 from andrea_lab.callbacks.stability_layout import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.callbacks.unigram import measure_unigram_loss
-from andrea_lab.stability.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea
+from andrea_lab.runs import tags
+from andrea_lab.stability import probe
+from andrea_lab.stability.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.training.nonfinite import global_grad_norm, guard_of
 
 

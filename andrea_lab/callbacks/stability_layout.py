@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from andrea_lab.stability import probe
 from andrea_lab.runs import tags
+from andrea_lab.stability import probe
 
 #: TensorBoard custom-scalars layout: one chart per group of per-layer curves (tags are regexes), so every
 #: block of every selected run lands in the same chart. The probe's charts come from its metrics.

@@ -23,16 +23,16 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from andrea_lab.runs import tags
 from andrea_lab.callbacks.events import DivergenceDetector
+from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.hparams import (data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs,
                                          trial_name)
-from andrea_lab.callbacks.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.callbacks.stability import StabilityMonitor
 from andrea_lab.plugins.contracts import PLUGIN_KINDS
-from andrea_lab.stability.probe import attention_extremes
+from andrea_lab.runs import tags
 from andrea_lab.runs.directory import (NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none,
                                        package_versions, write_record)
+from andrea_lab.stability.probe import attention_extremes
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:

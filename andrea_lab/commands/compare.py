@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from andrea_lab.analysis import compare, outputs, report, scales_report
-from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
+from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
 from andrea_lab.runs.directory import START_MARKER
 from andrea_lab.sweep.suite import Suite, SuiteError, load_suite

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import torch
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_tokenizer
 from andrea_lab.commands.arguments import checked_device
 from andrea_lab.errors import UsageError
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_tokenizer
 
 
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):

@@ -14,16 +14,16 @@ from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from andrea_lab.runs import tags
 from andrea_lab.callbacks import HeldOutEvaluation, RunSummary, StabilityMonitor
 from andrea_lab.callbacks.checkpoint import AndreaModelCheckpoint
 from andrea_lab.callbacks.preemption import PreemptionCheckpoint
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
 from andrea_lab.module import AndreaLM
-from andrea_lab.runs.resume_rules import MAY_CHANGE, check_resume
+from andrea_lab.runs import tags
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.runs.claim import claim_run_directory
+from andrea_lab.runs.resume_rules import MAY_CHANGE, check_resume
 
 DEFAULT_LOGGER = {
     "class_path": "andrea_lab.loggers.AndreaTensorBoardLogger",

@@ -21,8 +21,8 @@ from typing import Optional
 
 import yaml
 
-from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
 from andrea_lab.files import check_output_dir
+from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
 from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
                                     parse_cli_list)

@@ -25,8 +25,8 @@ from andrea_lab.data.cache import TokenizedCorpus, load_or_build
 from andrea_lab.data.corpus import CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
-from andrea_lab.data.split import split_point
 from andrea_lab.data.shard_check import check_ids
+from andrea_lab.data.split import split_point
 from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
 from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler

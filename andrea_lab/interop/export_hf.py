@@ -17,7 +17,6 @@ from typing import Any, Optional
 
 from tokenizers import Tokenizer
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 from andrea_lab.config import AndreaConfig
 from andrea_lab.data.tokenizer import eot_id, load_tokenizer
 from andrea_lab.errors import UsageError
@@ -25,6 +24,7 @@ from andrea_lab.interop import model_card, require_transformers
 from andrea_lab.interop.gpt2_config import check_exportable, gpt2_config_kwargs
 from andrea_lab.interop.gpt2_weights import TIED_HF, to_hf
 from andrea_lab.interop.hf_tokenizer import save_fast_tokenizer
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 
 
 @dataclass(frozen=True)

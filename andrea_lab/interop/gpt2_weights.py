@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from andrea_lab.runs.checkpoint_io import load_weights
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import load_json
 from andrea_lab.interop.gpt2_config import NotImportableError
+from andrea_lab.runs.checkpoint_io import load_weights
 
 #: (ANDREA name inside a block, GPT-2 name inside ``h.<i>``, transposed?)
 BLOCK_NAMES = (

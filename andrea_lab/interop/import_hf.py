@@ -16,7 +16,6 @@ from typing import Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.runs.checkpoint_io import DATA_STATE_KEY, AtomicCheckpointIO
 from andrea_lab.config import AndreaConfig
 from andrea_lab.data.datamodule import data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
@@ -26,6 +25,7 @@ from andrea_lab.interop import require_transformers
 from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights
 from andrea_lab.interop.hf_tokenizer import read_tokenizer
+from andrea_lab.runs.checkpoint_io import DATA_STATE_KEY, AtomicCheckpointIO
 
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.errors import UsageError
+from andrea_lab.plugins.contracts import PLUGIN_KINDS
 
 #: ``section.field`` names a resumed fit may set to another value (speed, not results).
 MAY_CHANGE = frozenset({"model.compile", "model.config.kernel_backend", "data.num_workers", "data.cache_dir"})

@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
+from andrea_lab.model import SUBLAYER_KINDS, Andrea, AttentionLogits, Sublayer
 from andrea_lab.runs import tags
 from andrea_lab.stability import z_loss
-from andrea_lab.model import SUBLAYER_KINDS, Andrea, AttentionLogits, Sublayer
 
 PREFIX = "stability"
 _LOGIT_BUDGET = 1 << 26  # attention scores materialised at once by the probe (float32: 256 MiB)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 from andrea_lab.errors import UsageError
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 
 if TYPE_CHECKING:
     from andrea_lab.module import AndreaLM

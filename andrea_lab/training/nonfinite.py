@@ -39,8 +39,8 @@ from typing import Any, Iterable, Literal, Optional
 import lightning as L
 import torch
 
-from andrea_lab.runs import tags
 from andrea_lab.errors import DivergenceError
+from andrea_lab.runs import tags
 from andrea_lab.training.log_cadence import logger_writes_now
 
 #: The attribute a LightningModule publishes its :class:`NonFiniteGuard` as (AndreaLM does); the module

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint
 from andrea_lab.errors import PreemptedError
+from andrea_lab.runs.checkpoint_io import load_checkpoint
 from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,14 +11,14 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from andrea_lab.stability import probe
-from andrea_lab.runs import tags as andrea_tags
 from andrea_lab.callbacks import RunSummary, StabilityMonitor
 from andrea_lab.callbacks.stability import CUSTOM_SCALARS_LAYOUT, measure_probe
 from andrea_lab.callbacks.unigram import sample_unigram_loss
 from andrea_lab.config import preset
 from andrea_lab.errors import DivergenceError
 from andrea_lab.model import Andrea, AttentionLogits
+from andrea_lab.runs import tags as andrea_tags
+from andrea_lab.stability import probe
 from andrea_testing import NaNAtStep
 from stability_helpers import GlobalRNGValLoader, LossRecorder, fit, micro_module
 

@@ -19,9 +19,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from andrea_lab.callbacks import RunSummary, StabilityMonitor
+from andrea_lab.callbacks.summary import plugin_provenance
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
-from andrea_lab.callbacks.summary import plugin_provenance
 from andrea_lab.runs.directory import RunRecord
 from andrea_testing import MICRO_OVERRIDES
 from stability_helpers import fit

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint
 from andrea_lab.cli import main
+from andrea_lab.runs.checkpoint_io import load_checkpoint
 from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[2]

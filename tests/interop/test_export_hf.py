@@ -10,7 +10,6 @@ import torch
 from safetensors.torch import load_file
 from transformers import GPT2Config
 
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.config import preset
 from andrea_lab.errors import UsageError
 from andrea_lab.interop import require_transformers
@@ -18,6 +17,7 @@ from andrea_lab.interop.export_hf import export_checkpoint
 from andrea_lab.interop.gpt2_config import NotExportableError
 from andrea_lab.interop.import_hf import import_directory
 from andrea_lab.module import AndreaLM
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 
 
 def test_gpt2_to_andrea_to_gpt2_gives_back_the_same_tensors_and_config(gpt2_dir, tmp_path):

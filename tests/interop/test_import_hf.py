@@ -6,12 +6,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import UsageError
 from andrea_lab.interop.gpt2_config import NotImportableError
 from andrea_lab.interop.import_hf import import_directory
 from andrea_lab.module import AndreaLM
+from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path
 
 
 def andrea_model(path):

@@ -13,12 +13,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, stored_model_config
 from andrea_lab.config import AndreaConfig, preset
 from andrea_lab.model import Andrea
 from andrea_lab.module import AndreaLM
 from andrea_lab.plugins.contracts import PLUGIN_KINDS
 from andrea_lab.plugins.registry import resolve, selected_entry_point
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, stored_model_config
 
 DATA = Path(__file__).parent / "data"
 PRE_MOVE = DATA / "pre_move.ckpt"

@@ -10,9 +10,9 @@ import os
 import pytest
 import torch
 
+from andrea_lab.errors import DiskFullError, UsageError
 from andrea_lab.runs import checkpoint_io
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, manifest_path
-from andrea_lab.errors import DiskFullError, UsageError
 
 
 def test_a_full_disk_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import andrea_lab
-from andrea_lab.stability import probe
 from andrea_lab.runs import tags
+from andrea_lab.stability import probe
 
 PACKAGE = Path(andrea_lab.__file__).parent
 

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from andrea_lab.runs import tags
 from andrea_lab.config import preset
 from andrea_lab.module import AndreaLM
+from andrea_lab.runs import tags
 from andrea_lab.stability.z_loss import cross_entropy_and_z_loss, log_z
 from andrea_testing import tiny_trainer
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, UnsafeCheckpointError
 from andrea_lab.config import preset
 from andrea_lab.data import byte_tokenizer, train_bpe_tokenizer
 from andrea_lab.errors import UsageError
-from andrea_lab.training.initial_weights import InitialWeights
 from andrea_lab.module import AndreaLM
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, UnsafeCheckpointError
+from andrea_lab.training.initial_weights import InitialWeights
 
 
 def saved(path: Path, module: AndreaLM, tokenizer_json=None) -> Path:

@@ -12,8 +12,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
-from andrea_lab.training.optim import fused_adamw
 from andrea_lab.training.nonfinite import NonFiniteTally, takes_found_inf
+from andrea_lab.training.optim import fused_adamw
 from andrea_testing import NaNAtStep, tiny_trainer
 
 NAN = float("nan")

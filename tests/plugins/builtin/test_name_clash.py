@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from andrea_lab import Andrea, preset
+from andrea_lab.cli import main as andrea
 from andrea_lab.plugins.builtin.activations import GELU
 from andrea_lab.plugins.builtin.placements import PreNorm
-from andrea_lab.cli import main as andrea
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("isolated_plugins", "shadowing_distribution")
