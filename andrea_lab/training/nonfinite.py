@@ -41,7 +41,7 @@ import torch
 
 from andrea_lab.errors import DivergenceError
 from andrea_lab.runs import tags
-from andrea_lab.training.log_cadence import logger_writes_now
+from andrea_lab.training.log_cadence import is_logged_step, logger_writes_now
 
 #: The attribute a LightningModule publishes its :class:`NonFiniteGuard` as (AndreaLM does); the module
 #: also returns the guard from ``configure_callbacks``, which is what makes its hooks run.
@@ -213,7 +213,7 @@ class NonFiniteGuard(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if trainer.global_step % max(1, trainer.log_every_n_steps) == 0:
+        if is_logged_step(trainer.global_step, trainer):  # the step just taken
             self._settle(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
