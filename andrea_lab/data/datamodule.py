@@ -31,7 +31,7 @@ from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
 from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 from andrea_lab.files import sha256_text
-from andrea_lab.runs.checkpoint_io import DATA_STATE_KEY, TOKENIZER_STATE_KEY
+from andrea_lab.runs.checkpoint_io import TOKENIZER_STATE_KEY
 
 Tokens = Union[MappedTokens, ConcatenatedTokens]
 
@@ -224,12 +224,6 @@ class AndreaDataModule(L.LightningDataModule):
             return
         self._set_tokenizer(restored)
 
-    @staticmethod
-    def tokenizer_from_checkpoint(checkpoint: dict[str, Any]) -> Optional[Tokenizer]:
-        """The tokenizer saved in a Lightning checkpoint dict, or None if it has none."""
-        text = saved_data_state(checkpoint).get(TOKENIZER_STATE_KEY)
-        return None if text is None else tokenizers_lib.tokenizer_from_json(text)
-
     # ------------------------------------------------------------ properties
 
     @property
@@ -377,15 +371,11 @@ def _stream(paths: list[Path]) -> Tokens:
 
 def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[int],
                           corpus: Optional[str]) -> dict[str, Any]:
-    """The data module's part of a checkpoint (:data:`DATA_STATE_KEY`); ``andrea import`` writes the same."""
+    """The data module's part of a checkpoint (under ``checkpoint_io.DATA_STATE_KEY``, read back by
+    ``checkpoint_io.stored_data_state``); ``andrea import`` writes the same."""
     return {
         TOKENIZER_STATE_KEY: None if tokenizer is None else tokenizer.to_str(),
         "eot_id": None if tokenizer is None else tokenizers_lib.eot_id(tokenizer),
         "vocab_size": vocab_size,
         "corpus": corpus,
     }
-
-
-def saved_data_state(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """The data module's state saved in a checkpoint dict (empty when it has none)."""
-    return checkpoint.get(DATA_STATE_KEY) or {}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from andrea_lab.config import AndreaConfig
-from andrea_lab.data.datamodule import saved_data_state
+from andrea_lab.runs.checkpoint_io import stored_data_state
 from andrea_lab.runs.directory import read_record
 
 #: The run summary callback's state in a checkpoint (``RunSummary.state_dict``, keyed by its class name).
@@ -27,7 +27,7 @@ def card_facts(checkpoint: dict[str, Any], ckpt_path: Path) -> dict[str, Any]:
                              "val_loss": None, "val_step": None, "heldout_loss": None, "corpus": None}
     if history:
         facts["val_step"], facts["val_loss"] = int(history[-1][0]), float(history[-1][1])
-    facts["corpus"] = saved_data_state(checkpoint).get("corpus")
+    facts["corpus"] = stored_data_state(checkpoint).get("corpus")
     record = read_record(ckpt_path.resolve().parent.parent)  # runs/<name>/version_N/checkpoints/x.ckpt
     if record is not None and record.steps == step and record.heldout is not None:
         facts["heldout_loss"] = record.heldout.loss

@@ -128,10 +128,16 @@ def stored_model_config(checkpoint: Any) -> Optional[dict[str, Any]]:
     return config if isinstance(config, dict) else None
 
 
+def stored_data_state(checkpoint: Any) -> dict[str, Any]:
+    """The state an ``AndreaDataModule`` fit (or ``andrea import``) saved in the checkpoint: its tokenizer,
+    end-of-text id, vocabulary size and corpus; empty when it has none."""
+    state = checkpoint.get(DATA_STATE_KEY) if isinstance(checkpoint, dict) else None
+    return state if isinstance(state, dict) else {}
+
+
 def stored_tokenizer(checkpoint: Any) -> Optional["Tokenizer"]:
     """The tokenizer an ``AndreaDataModule`` fit saved in the checkpoint, or None if it has none."""
-    state = checkpoint.get(DATA_STATE_KEY) if isinstance(checkpoint, dict) else None
-    text = state.get(TOKENIZER_STATE_KEY) if isinstance(state, dict) else None
+    text = stored_data_state(checkpoint).get(TOKENIZER_STATE_KEY)
     if not isinstance(text, str):
         return None
     from andrea_lab.data.tokenizer import tokenizer_from_json  # not at import: andrea_lab.data is heavier

@@ -14,6 +14,7 @@ from torch.nn import functional as F
 
 from andrea_lab.data import AndreaDataModule, CorpusError, DataConfigError, write_token_file
 from andrea_lab.data.tokenizer import END_OF_TEXT, byte_tokenizer, save_tokenizer
+from andrea_lab.runs.checkpoint_io import stored_tokenizer
 
 VOCAB, BLOCK, BATCH = 300, 32, 4
 
@@ -180,9 +181,9 @@ def test_state_dict_carries_the_tokenizer(dm: AndreaDataModule, corpus_dir: Path
     fresh.load_state_dict(state)
     assert fresh.tokenizer.to_str() == dm.tokenizer.to_str()
     assert fresh.tokenizer.encode(END_OF_TEXT).ids != [VOCAB - 1]  # runtime settings restored too
-    restored = AndreaDataModule.tokenizer_from_checkpoint({"AndreaDataModule": state})
+    restored = stored_tokenizer({"AndreaDataModule": state})
     assert restored.decode(restored.encode("über 東京").ids) == "über 東京"
-    assert AndreaDataModule.tokenizer_from_checkpoint({}) is None
+    assert stored_tokenizer({}) is None
 
     with pytest.warns(UserWarning, match="tokenizer differs"):
         dm.load_state_dict({"tokenizer_json": byte_tokenizer().to_str()})

@@ -6,12 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import UsageError
 from andrea_lab.interop.gpt2_config import NotImportableError
 from andrea_lab.interop.import_hf import import_directory
 from andrea_lab.module import AndreaLM
-from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path
+from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path, stored_tokenizer
 
 
 def andrea_model(path):
@@ -31,7 +30,7 @@ def test_import_gives_a_checkpoint_with_the_same_logits_and_the_tokenizer(gpt2_d
     ids = torch.randint(0, 257, (3, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert (model(ids)[0] - reference(ids).logits).abs().max() <= 1e-5
-    tokenizer = AndreaDataModule.tokenizer_from_checkpoint(checkpoint)
+    tokenizer = stored_tokenizer(checkpoint)
     assert tokenizer.encode("héllo").ids == list("héllo".encode())
     assert checkpoint["AndreaDataModule"]["eot_id"] == 256 and result.tokenizer_file == tmp_path / "gpt2.tokenizer.json"
     assert result.tokenizer_file.is_file() and checkpoint["global_step"] == 0

@@ -101,8 +101,10 @@ def test_the_stored_config_hyperparameters_and_tokenizer_have_one_reader_each():
     assert checkpoint_io.stored_hyperparameters(checkpoint) == {"config": {"d_model": 16}, "lr": 1e-3}
     assert checkpoint_io.stored_model_config(checkpoint) == {"d_model": 16}
     assert checkpoint_io.stored_tokenizer(checkpoint).to_str() == tokenizer.to_str()
+    assert checkpoint_io.stored_data_state(checkpoint) == checkpoint[checkpoint_io.DATA_STATE_KEY]
     for odd in ({}, {"hyper_parameters": []}, {"hyper_parameters": {"config": "x"}}, [], None):
         assert checkpoint_io.stored_model_config(odd) is None and checkpoint_io.stored_tokenizer(odd) is None
+        assert checkpoint_io.stored_data_state(odd) == {}
 
 
 def test_the_tokenizer_is_read_where_the_data_module_saves_it():
