@@ -26,7 +26,7 @@ OWN_COMMANDS = {
     "compare": "compare finished runs: tables, CSV/Markdown and plots",
     "trace": "follow one token through every block of a checkpoint: geometry, logit lens, attribution",
     "lens": "the logit lens's held-out loss after every block of a checkpoint",
-    "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.testing)",
+    "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.plugin.testing)",
     "tokenize": "tokenize a corpus (JSONL, Parquet, datasets...) into llm.c shards, in parallel, resumable",
     "export": "a checkpoint as a Hugging Face transformers directory (--to hf)",
     "import": "a Hugging Face GPT-2 directory as a checkpoint (--from-hf)",
@@ -105,7 +105,7 @@ def expand_resume(argv: list[str]) -> list[str]:
 
 
 def run_lightning(argv: list[str]) -> int:
-    from andrea_lab.commands.lightning_cli import AndreaCLI
+    from andrea_lab.fit.cli import AndreaCLI
 
     argv = expand_resume(argv)
     check_config_files(argv)

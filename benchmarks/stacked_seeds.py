@@ -21,8 +21,8 @@ from typing import Optional, Sequence
 import torch
 from torch.func import functional_call, grad_and_value, stack_module_state, vmap
 
-from andrea_lab.config import AndreaConfig
-from andrea_lab.model import Andrea
+from andrea_lab.model.config import AndreaConfig
+from andrea_lab.model.transformer import Andrea
 
 
 def build(k: int, batch: int, seed: int = 0):

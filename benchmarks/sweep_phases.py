@@ -17,7 +17,7 @@ from typing import Any
 
 import lightning as L
 
-from andrea_lab.callbacks import HeldOutEvaluation
+from andrea_lab.fit import HeldOutEvaluation
 
 PHASES_FILE = "phases.json"
 

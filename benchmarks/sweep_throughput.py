@@ -2,7 +2,7 @@
 
 ``python benchmarks/sweep_throughput.py`` plans a small slice of a real suite (default: two variants x
 two learning rates x one seed of experiments/suites/norm_placement.yaml, i.e. cpu-base fits) and runs it
-twice through :class:`andrea_lab.sweep.runner.Runner`, alternating which path goes first each round:
+twice through :class:`andrea_lab.experiments.sweep.runner.Runner`, alternating which path goes first each round:
 
 * **today**: ``--launcher local`` (a fresh Python per fit) with the in-training validation and sanity
   check of cpu-base.yaml before issue 29 (16 batches each);
@@ -38,16 +38,16 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, benchmarks/ is not a package on the path
     sys.path.insert(0, str(REPO))
 
-from andrea_lab.analysis.runs_table import read_scalars  # noqa: E402
+from andrea_lab.experiments.compare.runs_table import read_scalars  # noqa: E402
 from andrea_lab.commands.sweep import parse_sets  # noqa: E402
 from andrea_lab.runs import tags  # noqa: E402
 from andrea_lab.runs.directory import read_record  # noqa: E402
-from andrea_lab.sweep.executors import LocalExecutor  # noqa: E402
-from andrea_lab.sweep.plan import plan_sweep  # noqa: E402
-from andrea_lab.sweep.preflight import preflight  # noqa: E402
-from andrea_lab.sweep.runner import Runner  # noqa: E402
-from andrea_lab.sweep.suite import load_suite, parse_cli_list  # noqa: E402
-from andrea_lab.sweep.warm_executor import WarmExecutor  # noqa: E402
+from andrea_lab.experiments.sweep.executors import LocalExecutor  # noqa: E402
+from andrea_lab.experiments.sweep.plan import plan_sweep  # noqa: E402
+from andrea_lab.experiments.sweep.preflight import preflight  # noqa: E402
+from andrea_lab.experiments.sweep.runner import Runner  # noqa: E402
+from andrea_lab.experiments.sweep.suite import load_suite, parse_cli_list  # noqa: E402
+from andrea_lab.experiments.sweep.warm_executor import WarmExecutor  # noqa: E402
 from benchmarks.sweep_phases import PHASES_FILE  # noqa: E402
 
 TIMER = "benchmarks.sweep_phases.PhaseTimer"

@@ -3,7 +3,7 @@
     python scripts/best_lr_calibration.py                 # the table docs/experiments.md quotes
     python scripts/best_lr_calibration.py --repetitions 500 --seeds 5
 
-The resampled A/A of ``andrea compare`` (andrea_lab/analysis/aa_calibration.py) measures this on real runs,
+The resampled A/A of ``andrea compare`` (andrea_lab/experiments/compare/aa_calibration.py) measures this on real runs,
 but one A/A suite is one realisation, and its splits share runs. Here every repetition draws fresh runs:
 both variants have the same true loss-vs-LR curve, each run adds a per-seed offset shared by all LRs
 (init and data order) and independent noise per (seed, LR). The methods are the ones the comparison
@@ -18,7 +18,7 @@ import argparse
 
 import numpy as np
 
-from andrea_lab.analysis.aa_calibration import _held_out_picks, _rejects
+from andrea_lab.experiments.compare.aa_calibration import _held_out_picks, _rejects
 
 #: True loss above the optimum per LR step of a 6-point grid (the offsets only matter relative to the noise).
 CURVES = {

@@ -32,7 +32,7 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 def tiny_sweep(root: Path) -> Path:
     """Train the tiny suite under ``root/runs`` (in this process) and compare it; returns ``root/runs``."""
     from andrea_lab.cli import main as andrea
-    from andrea_lab.sweep.tiny_suite import NAME, train_tiny_suite, write_tiny_suite
+    from andrea_lab.experiments.sweep.tiny_suite import NAME, train_tiny_suite, write_tiny_suite
 
     corpus = root / "corpus"
     corpus.mkdir(parents=True)

@@ -8,8 +8,8 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from andrea_lab.config import preset
-from andrea_lab.module import AndreaLM
+from andrea_lab.model.config import preset
+from andrea_lab.fit.module import AndreaLM
 
 #: Overrides that turn experiments/quickstart.yaml into a seconds-long CPU run on a small corpus.
 MICRO_OVERRIDES = [

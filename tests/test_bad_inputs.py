@@ -18,7 +18,7 @@ import torch
 from andrea_lab import preset
 from andrea_lab.cli import main
 from andrea_lab.data import byte_tokenizer, write_token_file
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_testing import MICRO_OVERRIDES
 

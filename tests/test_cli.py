@@ -12,7 +12,7 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,7 +122,7 @@ def test_a_lightning_error_after_the_trainer_is_built_keeps_its_traceback(tmp_pa
     from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     from andrea_lab.cli import main
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     def broken(self):
         raise MisconfigurationException("an internal bug")

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from andrea_lab.cli import main as cli_main
-from andrea_lab.config import preset
-from andrea_lab.module import AndreaLM
-from andrea_lab.sweep.plan import plan_sweep
-from andrea_lab.sweep.suite import load_suite
-from andrea_lab.training.nonfinite import global_grad_norm
-from andrea_lab.training.optim import adamw_with_schedule
+from andrea_lab.model.config import preset
+from andrea_lab.fit.module import AndreaLM
+from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.suite import load_suite
+from andrea_lab.fit.nonfinite import global_grad_norm
+from andrea_lab.fit.optim import adamw_with_schedule
 from andrea_testing import tiny_trainer
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"

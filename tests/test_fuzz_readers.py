@@ -27,7 +27,7 @@ from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer
 from andrea_lab.errors import AndreaError
 from andrea_lab.runs.checkpoint_io import load_checkpoint, load_weights
 from andrea_lab.runs.directory import HeldOut, RunRecord, read_record, write_record
-from andrea_lab.sweep.suite import load_suite
+from andrea_lab.experiments.sweep.suite import load_suite
 
 MAX_EXAMPLES = 300
 #: Fewer for shard manifests: each case resolves (and verifies) a shard directory.
@@ -137,7 +137,7 @@ def test_suites_with_wrongly_typed_keys_give_a_clear_error(tmp_path):
     """Valid YAML, wrong shapes: every suite key with random values (lists, mappings, nulls, NaN)."""
     import yaml
 
-    from andrea_lab.sweep.suite import SUITE_KEYS
+    from andrea_lab.experiments.sweep.suite import SUITE_KEYS
 
     (tmp_path / "base.yaml").write_text("model: {}\n")
     target = tmp_path / "x.yaml"
@@ -226,7 +226,7 @@ def test_hostile_yaml_is_refused_by_every_yaml_reader(name, tmp_path):
     from jsonargparse import get_loader
 
     from andrea_lab.cli import check_config_files
-    from andrea_lab.commands.lightning_cli import install_bounded_yaml
+    from andrea_lab.fit.cli import install_bounded_yaml
 
     (tmp_path / "base.yaml").write_text("model: {}\n")
     target = tmp_path / "hostile.yaml"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.analysis import report
+from andrea_lab.experiments.compare import report
 from andrea_lab.cli import environment_error, main
 from andrea_lab.commands.compare import write_doc_block
 from andrea_lab.errors import DiskFullError, UsageError
@@ -67,7 +67,7 @@ def test_import_checks_the_weights_against_config_json_before_allocating_the_mod
     pytest.importorskip("transformers")
     from safetensors.torch import save_file
 
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text(json.dumps(
@@ -79,7 +79,7 @@ def test_import_checks_the_weights_against_config_json_before_allocating_the_mod
         built.append(torch.empty(0).device.type)  # "meta" inside `with torch.device("meta")`
         return AndreaLM(*args, **kwargs)
 
-    monkeypatch.setattr("andrea_lab.module.AndreaLM", recording)
+    monkeypatch.setattr("andrea_lab.fit.module.AndreaLM", recording)
     assert main(["import", "--from-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "x.ckpt")]) == 2
     assert built == ["meta"]
 

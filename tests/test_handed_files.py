@@ -11,9 +11,9 @@ import pytest
 import torch
 from filelock import FileLock
 
-from andrea_lab.callbacks.checkpoint import AndreaModelCheckpoint
+from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.cli import main as cli_main
-from andrea_lab.plugins.registry import PluginError, UnregisteredPluginError, resolve
+from andrea_lab.model.registry import PluginError, UnregisteredPluginError, resolve
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_testing import MICRO_OVERRIDES
 

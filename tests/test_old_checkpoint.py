@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from andrea_lab.cli import main
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters, stored_model_config
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "old_checkpoint"

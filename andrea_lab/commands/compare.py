@@ -20,12 +20,12 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from andrea_lab.analysis import compare, outputs, report, scales_report
-from andrea_lab.analysis.runs_table import load_runs, read_runs_csv
-from andrea_lab.analysis.tensorboard_report import comparison_run_dir, write_comparison_run
+from andrea_lab.experiments.compare import compare, outputs, report, scales_report
+from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
+from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
 from andrea_lab.runs.directory import START_MARKER
-from andrea_lab.sweep.suite import Suite, SuiteError, load_suite
+from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
 
 EXIT_USAGE = 2
 #: Bytes a ``--doc`` Markdown file may have (docs/results.md is a few tens of KB).
@@ -48,7 +48,7 @@ def recorded_suite(runs) -> Optional[Path]:
 
 
 def write_tensorboard_run(suite_runs, result: dict, root: Path) -> Path:
-    """The suite's report as the TensorBoard run beside its runs (andrea_lab.analysis.tensorboard_report)."""
+    """The suite's report as the TensorBoard run beside its runs (andrea_lab.experiments.compare.tensorboard_report)."""
     images = {kind: path for kind, path in result["files"].items() if Path(path).suffix == ".png"}
     directory = comparison_run_dir(suite_runs["path"].dropna(), root)
     return write_comparison_run(directory, result["sections"], images)

@@ -86,7 +86,7 @@ def write_tensorboard(run_dir: Path, table: str, png: Path, step: int) -> None:
     which replaces an earlier one (the run's training events are never touched)."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from andrea_lab.analysis.tensorboard_report import EVENT_PREFIX, _rgb
+    from andrea_lab.experiments.compare.tensorboard_report import EVENT_PREFIX, _rgb
 
     for old in run_dir.glob(f"{EVENT_PREFIX}*{EVENT_SUFFIX}"):
         old.unlink()
@@ -100,11 +100,11 @@ def write_tensorboard(run_dir: Path, table: str, png: Path, step: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], Any]:
     """Score the checkpoint; returns the record, the run directory (or None) and the layers."""
-    from andrea_lab.analysis.lens import final_norm_description
-    from andrea_lab.analysis.lens_loss import heldout_lens, lens_record
+    from andrea_lab.inside.lens import final_norm_description
+    from andrea_lab.inside.lens_loss import heldout_lens, lens_record
     from andrea_lab.runs.checkpoint_io import load_checkpoint
     from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     for name in ("max_tokens", "batch_size"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -126,7 +126,7 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], 
 
 
 def main(argv: list[str]) -> int:
-    from andrea_lab.analysis.lens_loss import LENS_FILE, TOLERANCE, format_layers, plot_layers
+    from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, plot_layers
     from andrea_lab.files import write_json_atomic
 
     args = _parser().parse_args(argv)

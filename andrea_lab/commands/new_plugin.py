@@ -1,7 +1,7 @@
 """`andrea new-plugin KIND NAME`: write a ready plugin package to start from.
 
 The package has a pyproject with a build system, the entry point and a compatible andrea-lab range;
-a working class (a placeholder behaviour to replace); tests that use andrea_lab.testing; a README.
+a working class (a placeholder behaviour to replace); tests that use andrea_lab.plugin.testing; a README.
 It installs and passes its tests as written:
 
     andrea new-plugin activation squared_tanh
@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 from andrea_lab import __version__
-from andrea_lab.plugins.contracts import CONTRACT_VERSION, PLUGIN_KINDS
+from andrea_lab.model.contracts import CONTRACT_VERSION, PLUGIN_KINDS
 from andrea_lab.errors import UsageError
 from andrea_lab.files import check_output_dir
 
@@ -32,7 +32,7 @@ CLASSES = {
 
         import torch
 
-        from andrea_lab.contracts import Activation
+        from andrea_lab.model.contracts import Activation
 
 
         class {cls}(Activation):
@@ -62,7 +62,7 @@ CLASSES = {
         import torch
         from torch import nn
 
-        from andrea_lab.contracts import KernelBackend, NormFactory, NormPlacement
+        from andrea_lab.model.contracts import KernelBackend, NormFactory, NormPlacement
 
 
         class {cls}(NormPlacement):
@@ -92,7 +92,7 @@ CLASSES = {
 
         import torch
 
-        from andrea_lab.contracts import Availability, KernelBackend
+        from andrea_lab.model.contracts import Availability, KernelBackend
 
 
         class {cls}(KernelBackend):
@@ -124,7 +124,7 @@ CLASSES = {
         import torch
         from torch import nn
 
-        from andrea_lab.contracts import KernelBackend, Norm
+        from andrea_lab.model.contracts import KernelBackend, Norm
 
 
         class {cls}(Norm):
@@ -153,8 +153,8 @@ TESTS = {
     "activation": '''
         import torch
 
-        from andrea_lab.contracts import KernelBackend
-        from andrea_lab.testing import check_activation
+        from andrea_lab.model.contracts import KernelBackend
+        from andrea_lab.plugin.testing import check_activation
         from {package}.{module} import {cls}
 
 
@@ -177,7 +177,7 @@ TESTS = {
         import torch
         from torch import nn
 
-        from andrea_lab.testing import check_placement
+        from andrea_lab.plugin.testing import check_placement
         from {package}.{module} import {cls}
 
 
@@ -193,7 +193,7 @@ TESTS = {
     "kernel_backend": '''
         import pytest
 
-        from andrea_lab.testing import check_backend
+        from andrea_lab.plugin.testing import check_backend
         from {package}.{module} import {cls}
 
 
@@ -211,7 +211,7 @@ TESTS = {
     "norm": '''
         import torch
 
-        from andrea_lab.testing import check_norm
+        from andrea_lab.plugin.testing import check_norm
         from {package}.{module} import {cls}
 
 
@@ -233,7 +233,7 @@ README = '''
 
     ```bash
     pip install -e '.[test]'
-    pytest                                  # the tests use andrea_lab.testing (installed with andrea-lab)
+    pytest                                  # the tests use andrea_lab.plugin.testing (installed with andrea-lab)
     andrea plugins --check {name}           # the same checks, from the command line
     andrea fit --config experiments/quickstart.yaml --model.config.{kind} {dist}:{name}
     ```

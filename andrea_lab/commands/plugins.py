@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
-from andrea_lab.plugins.contracts import CONTRACT_VERSION
-from andrea_lab.plugins.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, group_name, list_plugins,
+from andrea_lab.model.contracts import CONTRACT_VERSION
+from andrea_lab.model.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, group_name, list_plugins,
                                  strict_mode, suggest)
 
 if TYPE_CHECKING:
-    from andrea_lab.plugins.check import Verdict
+    from andrea_lab.model.plugin_check import Verdict
 
 
 def _clashes(infos: list[PluginInfo]) -> dict[tuple[str, str], list[PluginInfo]]:
@@ -123,7 +123,7 @@ def format_verdict(verdict: Verdict) -> str:
 
 
 def run_checks(infos: list[PluginInfo], names: list[str]) -> int:
-    from andrea_lab.plugins.check import check_plugin
+    from andrea_lab.model.plugin_check import check_plugin
 
     verdicts = [check_plugin(info) for info in (select(infos, names) if names else infos)]
     for verdict in verdicts:

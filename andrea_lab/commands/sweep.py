@@ -23,8 +23,8 @@ import yaml
 
 from andrea_lab.files import check_output_dir
 from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
-from andrea_lab.sweep.plan import plan_sweep, suite_runs_dir
-from andrea_lab.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
+from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
+from andrea_lab.experiments.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
                                     parse_cli_list)
 
 EXIT_FAILED_RUNS = 1
@@ -85,14 +85,14 @@ def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd, cor
     """The executor ``--launcher`` names, with the per-run resources of the command line, else the suite;
     ``corpora`` (from the preflight) are resolved once by each warm worker."""
     if args.launcher == "warm":
-        from andrea_lab.sweep.warm_executor import WarmExecutor
+        from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
 
         return WarmExecutor(jobs, gpus, lock_fd=lock_fd, corpora=corpora)
     if args.launcher == "local":
-        from andrea_lab.sweep.executors import LocalExecutor
+        from andrea_lab.experiments.sweep.executors import LocalExecutor
 
         return LocalExecutor(jobs, gpus, lock_fd=lock_fd)
-    from andrea_lab.sweep.ray_executor import RayExecutor
+    from andrea_lab.experiments.sweep.ray_executor import RayExecutor
 
     cpus = args.cpus_per_run if args.cpus_per_run is not None else suite.resources.get("cpus", 1.0)
     gpus_per_run = args.gpus_per_run if args.gpus_per_run is not None else suite.resources.get("gpus", 0.0)
@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
 
     corpora: list = []
     if not args.no_check:
-        from andrea_lab.sweep.preflight import preflight
+        from andrea_lab.experiments.sweep.preflight import preflight
 
         print("checking every variant's command line ...", flush=True)
         problems, corpora = preflight(specs)
@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
     if refusal is not None:
         return refusal
 
-    from andrea_lab.sweep.runner import Runner, SweepLock, SweepLockedError, report
+    from andrea_lab.experiments.sweep.runner import Runner, SweepLock, SweepLockedError, report
 
     try:
         with SweepLock(directory) as lock:

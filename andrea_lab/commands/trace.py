@@ -65,7 +65,7 @@ def target_id(tokenizer: Any, target: str) -> int:
 def _load(args: argparse.Namespace):
     from andrea_lab.runs.checkpoint_io import load_checkpoint
     from andrea_lab.commands.generate import tokenizer_from_checkpoint
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
@@ -74,8 +74,8 @@ def _load(args: argparse.Namespace):
 
 def analyse(model, tokenizer, args: argparse.Namespace) -> dict[str, Any]:
     """Geometry, lens and attribution of the traced token (the objects; :func:`payload` makes JSON of them)."""
-    from andrea_lab.analysis import lens
-    from andrea_lab.analysis.trace import trace_token
+    from andrea_lab.inside import lens
+    from andrea_lab.inside.trace import trace_token
 
     if args.top_k < 1:
         raise UsageError(f"--top_k must be a positive number of tokens, got {args.top_k}")
@@ -112,8 +112,8 @@ def payload(found: dict[str, Any], model, decode, args: argparse.Namespace, plot
 
 def draw(found: dict[str, Any], model, decode, path: str) -> list[str]:
     """The three figures of --plot; returns their paths."""
-    from andrea_lab.analysis.lens_plots import plot_attribution, plot_lens_grid
-    from andrea_lab.analysis.trace import plot_trace
+    from andrea_lab.inside.lens_plots import plot_attribution, plot_lens_grid
+    from andrea_lab.inside.trace import plot_trace
 
     trace, config = found["trace"], model.config
     base = Path(path)
@@ -130,8 +130,8 @@ def draw(found: dict[str, Any], model, decode, path: str) -> list[str]:
 
 
 def report(found: dict[str, Any], model, decode) -> str:
-    from andrea_lab.analysis.lens import format_attribution, format_lens
-    from andrea_lab.analysis.trace import format_table
+    from andrea_lab.inside.lens import format_attribution, format_lens
+    from andrea_lab.inside.trace import format_table
 
     trace, attribution, config = found["trace"], found["attribution"], model.config
     next_token = None if found["next_id"] is None else decode(found["next_id"])

@@ -151,7 +151,7 @@ def remember_resolved_corpora() -> None:
     """From now on this process resolves (and fingerprints) each corpus spec once.
 
     For a process whose corpora do not change while it lives: a sweep's warm worker
-    (:mod:`andrea_lab.sweep.warm_worker`) resolves the suite's corpus before it forks its fits, which
+    (:mod:`andrea_lab.experiments.sweep.warm_worker`) resolves the suite's corpus before it forks its fits, which
     then skip walking and hashing it again (about 1.7 s per fit for ``stdlib`` on 2 cores).
     """
     global _REMEMBERED

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from tokenizers import Tokenizer
 
-from andrea_lab.config import AndreaConfig
+from andrea_lab.model.config import AndreaConfig
 from andrea_lab.data.tokenizer import eot_id, load_tokenizer
 from andrea_lab.errors import UsageError
 from andrea_lab.interop import model_card, require_transformers

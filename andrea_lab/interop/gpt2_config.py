@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from andrea_lab.plugins.builtin.activations import GELU, ReLU
-from andrea_lab.plugins.builtin.norms import LayerNorm
-from andrea_lab.plugins.builtin.placements import PreNorm
-from andrea_lab.config import AndreaConfig, ConfigError, mlp_hidden_size
+from andrea_lab.model.builtin.activations import GELU, ReLU
+from andrea_lab.model.builtin.norms import LayerNorm
+from andrea_lab.model.builtin.placements import PreNorm
+from andrea_lab.model.config import AndreaConfig, ConfigError, mlp_hidden_size
 from andrea_lab.errors import UsageError
-from andrea_lab.plugins.registry import PluginError, resolve
+from andrea_lab.model.registry import PluginError, resolve
 
 #: ANDREA's activation classes and the GPT2Config ``activation_function`` that computes the same.
 #: ``gelu_new`` is GPT-2's own name for the tanh GELU, which every GPT-2 consumer knows.

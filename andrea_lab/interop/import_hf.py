@@ -16,7 +16,7 @@ from typing import Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.config import AndreaConfig
+from andrea_lab.model.config import AndreaConfig
 from andrea_lab.data.datamodule import data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
@@ -92,7 +92,7 @@ def _checkpoint(module: Any, tokenizer: Optional[Tokenizer], directory: Path, de
 
 def import_directory(directory: Path, out: Path, tokenizer_source: Optional[Path] = None) -> Imported:
     """Write ``out`` (and its tokenizer.json beside it) from the GPT-2 in ``directory``."""
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     require_transformers()
     if not directory.is_dir():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from andrea_lab.config import AndreaConfig
+from andrea_lab.model.config import AndreaConfig
 from andrea_lab.runs.checkpoint_io import stored_data_state
 from andrea_lab.runs.directory import read_record
 

@@ -21,7 +21,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
 from andrea_lab.files import load_json, manifest_path, publish, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
-from andrea_lab.plugins.registry import require_registered
+from andrea_lab.model.registry import require_registered
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

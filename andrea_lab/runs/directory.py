@@ -5,14 +5,14 @@ A run directory (``runs/<experiment>/<version>/``, or ``<runs-dir>/<suite>/<vari
 under ``andrea sweep``) holds, besides Lightning's own files:
 
 ``summary.json``       the :class:`RunRecord` of the fit, written by
-                       :class:`andrea_lab.callbacks.RunSummary` at the end of every fit (atomically,
+                       :class:`andrea_lab.fit.RunSummary` at the end of every fit (atomically,
                        also after Ctrl-C or a crash: status ``interrupted``);
 ``validate.json``      the held-out record an ``andrea validate`` of a checkpoint writes;
 ``sweep-run.json``     what the sweep started here and how (before the fit starts);
 ``sweep-done.json``    the fit exited 0 (or diverged): the sweep skips this run next time;
 ``sweep-failed.json``  the fit exited non-zero: the next sweep moves the directory aside and reruns it;
 ``sweep.log``          the fit's stdout and stderr;
-``checkpoints/preempted.ckpt``  written by a fit stopped by SIGTERM/SIGUSR1 (andrea_lab.callbacks.preemption):
+``checkpoints/preempted.ckpt``  written by a fit stopped by SIGTERM/SIGUSR1 (andrea_lab.fit.preemption):
                        ``andrea fit --resume`` and the next sweep continue from it.
 
 Beside the runs, ``_comparison/`` (in a suite's directory) is ``andrea compare``'s report as a TensorBoard

@@ -2,7 +2,7 @@
 per-step detectors log, and what the run record, the checkpoint monitor and ``andrea compare`` read.
 
 The stability *probe*'s tags are defined with their metric functions in
-:mod:`andrea_lab.stability.probe` (``METRICS``). tests/runs/test_tags.py checks that no other module spells
+:mod:`andrea_lab.fit.stability.probe` (``METRICS``). tests/runs/test_tags.py checks that no other module spells
 any of these strings.
 """
 

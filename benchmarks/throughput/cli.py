@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_lab.config import PRESETS, AndreaConfig, preset
+from andrea_lab.model.config import PRESETS, AndreaConfig, preset
 
 from . import __doc__ as PACKAGE_DOC
 from .clock import write_synthetic_tokens
@@ -277,8 +277,8 @@ def _import_everything() -> None:
     """Import what the variants import lazily, so no variant's memory or time pays for first imports."""
     import lightning.pytorch  # noqa: F401
     import andrea_lab.data  # noqa: F401
-    import andrea_lab.loggers  # noqa: F401
-    import andrea_lab.module  # noqa: F401
+    import andrea_lab.fit.loggers  # noqa: F401
+    import andrea_lab.fit.module  # noqa: F401
 
     for name in ("tensorboardX", "torch.utils.tensorboard", "transformers.models.gpt2.modeling_gpt2"):
         with contextlib.suppress(ImportError):

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from andrea_lab.config import AndreaConfig
+from andrea_lab.model.config import AndreaConfig
 
 from .settings import BenchSettings
 

@@ -1,12 +1,12 @@
 """FLOPs per token (PaLM's convention, see the package docstring), with N read off the model's parameter
-breakdown (:func:`andrea_lab.analysis.params.parameter_breakdown`), never re-derived by formula."""
+breakdown (:func:`andrea_lab.inside.params.parameter_breakdown`), never re-derived by formula."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from andrea_lab.analysis.params import parameter_breakdown
-from andrea_lab.config import AndreaConfig
+from andrea_lab.inside.params import parameter_breakdown
+from andrea_lab.model.config import AndreaConfig
 
 
 def parameter_counts(config: AndreaConfig) -> dict[str, int]:

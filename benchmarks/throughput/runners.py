@@ -15,8 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from andrea_lab.config import AndreaConfig
-from andrea_lab.training.nonfinite import NonFiniteTally, global_grad_norm
+from andrea_lab.model.config import AndreaConfig
+from andrea_lab.fit.nonfinite import NonFiniteTally, global_grad_norm
 
 from .clock import StepClock, bare_batches, make_datamodule
 from .machine import PeakMemory, _sync
@@ -159,12 +159,12 @@ def _trainer(variant: Ablation, settings: BenchSettings, device: torch.device, w
 
     logger: Any = False
     if settings.logger == "tensorboard" and variant.logger:
-        from andrea_lab.loggers import AndreaTensorBoardLogger
+        from andrea_lab.fit.loggers import AndreaTensorBoardLogger
 
         logger = AndreaTensorBoardLogger(save_dir=str(workdir / "runs"), name="throughput", default_hp_metric=False)
     callbacks: list[Any] = [step_ends]
-    if variant.cli_callbacks:  # the callbacks andrea fit adds by default (andrea_lab/commands/lightning_cli.py)
-        from andrea_lab.callbacks import RunSummary, StabilityMonitor
+    if variant.cli_callbacks:  # the callbacks andrea fit adds by default (andrea_lab/fit/cli.py)
+        from andrea_lab.fit import RunSummary, StabilityMonitor
 
         callbacks = [StabilityMonitor(), RunSummary(), step_ends]
     return L.Trainer(

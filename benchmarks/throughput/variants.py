@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from andrea_lab.config import AndreaConfig
+from andrea_lab.model.config import AndreaConfig
 
 from .settings import ADAMW_HPARAMS, BenchSettings
 
@@ -70,8 +70,8 @@ class Ablation:
 
     def unavailable(self, config: AndreaConfig) -> Optional[str]:
         """Why this row cannot run with this andrea-lab (an option it sets is not one here), else None."""
-        from andrea_lab.module import AndreaLM
-        from andrea_lab.plugins.registry import PluginError
+        from andrea_lab.fit.module import AndreaLM
+        from andrea_lab.model.registry import PluginError
 
         fields = {f.name for f in dataclasses.fields(AndreaConfig)}
         unknown = [f"model.config.{k}" for k, _ in self.model_config if k not in fields]
@@ -135,7 +135,7 @@ ABLATIONS: dict[str, Ablation] = {name: row for name, row in VARIANTS.items() if
 
 def andrea_lm(config: AndreaConfig, settings: BenchSettings, variant: Ablation = VARIANTS["lightning"]):
     """AndreaLM with the benchmark's hyperparameters (or the variant's subclass of it)."""
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     cls = variant.module(AndreaLM)
     if not variant.fused:
@@ -146,7 +146,7 @@ def andrea_lm(config: AndreaConfig, settings: BenchSettings, variant: Ablation =
 
 def adamw_like_andrea(model: torch.nn.Module, device: torch.device, decay_steps: int, fused: bool = True):
     """What ``AndreaLM.configure_optimizers`` builds, for any model (the library's ``adamw_with_schedule``)."""
-    from andrea_lab.training.optim import adamw_with_schedule
+    from andrea_lab.fit.optim import adamw_with_schedule
 
     hp = ADAMW_HPARAMS
     return adamw_with_schedule(model, hp["lr"], hp["betas"], hp["eps"], hp["weight_decay"], hp["warmup_steps"],
@@ -164,9 +164,9 @@ def hf_twin_problem(config: AndreaConfig) -> Optional[str]:
     """Why HF GPT-2 cannot have this config's architecture (None when it can): GPT-2 is pre-norm, with
     the tanh GELU (ungated) and biases. The one check (c)'s model and its skip reason use. Compares the
     resolved plugin classes: a preset names them qualified (``andrea-lab:pre``)."""
-    from andrea_lab.plugins.builtin.activations import GELU
-    from andrea_lab.plugins.builtin.placements import PreNorm
-    from andrea_lab.plugins.registry import resolve
+    from andrea_lab.model.builtin.activations import GELU
+    from andrea_lab.model.builtin.placements import PreNorm
+    from andrea_lab.model.registry import resolve
 
     if (resolve("norm_placement", config.norm_placement) is not PreNorm
             or resolve("activation", config.activation) is not GELU or not config.bias):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.config import preset
-from andrea_lab.model import Andrea
+from andrea_lab.model.config import preset
+from andrea_lab.model.transformer import Andrea
 from benchmarks.throughput import flops, variants
 from benchmarks.throughput.settings import ADAMW_HPARAMS
 from benchmarks.throughput.variants import ABLATIONS, BASE, VARIANTS
@@ -64,7 +64,7 @@ def test_parameter_counts_match_the_model(changes):
 
 def test_bare_loop_optimizer_is_andrea_lms():
     """(c) gets its AdamW from adamw_like_andrea; it must be what AndreaLM.configure_optimizers builds."""
-    from andrea_lab.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM
 
     config = preset("andrea-micro")
     lm = AndreaLM(config=config, decay_steps=10, **ADAMW_HPARAMS)

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 
 from andrea_lab.cli import main
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import load_checkpoint
 
 PROMPT = "the quick"

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from andrea_lab.analysis.lens_loss import BLOCKS_TO_FINAL, LENS_FILE
-from andrea_lab.analysis.runs_table import load_run
+from andrea_lab.inside.lens_loss import BLOCKS_TO_FINAL, LENS_FILE
+from andrea_lab.experiments.compare.runs_table import load_run
 from andrea_lab.cli import main
 from andrea_lab.commands.lens import TAG
 

@@ -1,5 +1,5 @@
 """`andrea new-plugin KIND NAME`: the package it writes installs, passes its own tests (written with
-andrea_lab.plugins.testing) and `andrea plugins --check`, for every kind."""
+andrea_lab.plugin.testing) and `andrea plugins --check`, for every kind."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from andrea_lab.commands import plugins
 from andrea_lab.commands.new_plugin import compatible_range, main
 from andrea_lab.errors import UsageError
-from andrea_lab.plugins.testing import forget_modules
+from andrea_lab.plugin.testing import forget_modules
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.usefixtures("isolated_plugins")
@@ -42,7 +42,7 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     monkeypatch.syspath_prepend(str(site))
-    from andrea_lab.plugins import registry
+    from andrea_lab.model import registry
     registry.clear_cache()
     try:
         tests = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-c", str(root / "pyproject.toml"),

@@ -6,7 +6,7 @@ from importlib import metadata
 import pytest
 
 from andrea_lab.commands.plugins import main
-from andrea_lab.plugins.registry import STRICT_ENV_VAR
+from andrea_lab.model.registry import STRICT_ENV_VAR
 
 GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend", "andrea_lab.norm"]
 
@@ -28,7 +28,7 @@ def broken(make_distribution):
 @pytest.fixture
 def clash(make_distribution):
     for dist in ("andrea-lab-alpha", "andrea-lab-beta"):
-        make_distribution(dist, entry_points={"norm_placement": {"pre": "andrea_lab.plugins.builtin.placements:PreNorm"}})
+        make_distribution(dist, entry_points={"norm_placement": {"pre": "andrea_lab.model.builtin.placements:PreNorm"}})
 
 
 def run(capsys, *argv):
@@ -45,7 +45,7 @@ def test_lists_every_group_with_distribution_version_object_and_description(caps
     assert positions == sorted(positions)
     version = metadata.version("andrea-lab")
     gelu = next(line for line in out.splitlines() if line.split()[:1] == ["gelu"])
-    assert f"andrea-lab {version}" in gelu and "andrea_lab.plugins.builtin.activations:GELU" in gelu
+    assert f"andrea-lab {version}" in gelu and "andrea_lab.model.builtin.activations:GELU" in gelu
     assert "GELU, tanh approximation" in gelu
     for name in ("pre", "post", "peri", "reordered", "deepnorm", "relu", "swiglu", "torch", "layernorm", "rmsnorm"):
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
@@ -61,14 +61,14 @@ def test_json(capsys):
     (torch_backend,) = [p for p in data["groups"]["andrea_lab.kernel_backend"] if p["name"] == "torch"]
     assert torch_backend == {"name": "torch", "qualified_name": "andrea-lab:torch", "distribution": "andrea-lab",
                              "version": metadata.version("andrea-lab"),
-                             "target": "andrea_lab.plugins.builtin.backends:TorchBackend",
+                             "target": "andrea_lab.model.builtin.backends:TorchBackend",
                              "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
                              "unavailable": None, "eager_fallback": []}
 
 
 def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_distribution):
     make_distribution("andrea-lab-fpga", files={"fpga.py": (
-        "from andrea_lab.plugins.contracts import Availability, KernelBackend\n"
+        "from andrea_lab.model.contracts import Availability, KernelBackend\n"
         "class Fpga(KernelBackend):\n"
         "    description = 'kernels on an FPGA'\n"
         "    @classmethod\n"
@@ -87,7 +87,7 @@ def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_d
 def test_a_backend_is_listed_with_the_ops_it_leaves_to_the_eager_reference(capsys, make_distribution):
     make_distribution("andrea-lab-relu", files={"fastrelu.py": (
         "import torch\n"
-        "from andrea_lab.plugins.contracts import KernelBackend\n"
+        "from andrea_lab.model.contracts import KernelBackend\n"
         "class FastReLU(KernelBackend):\n"
         "    description = 'a faster relu'\n"
         "    def relu(self, x):\n"
@@ -169,8 +169,8 @@ def test_help_and_bad_arguments(capsys):
 CHECKED = '''
 import torch
 from torch import nn
-from andrea_lab.plugins.builtin.placements import PreNorm
-from andrea_lab.plugins.contracts import Activation, Availability, KernelBackend, LayerNorm, NormPlacement
+from andrea_lab.model.builtin.placements import PreNorm
+from andrea_lab.model.contracts import Activation, Availability, KernelBackend, LayerNorm, NormPlacement
 
 class Softsign(Activation):
     """x / (1 + |x|)."""
@@ -269,7 +269,7 @@ def test_check_without_names_checks_every_plugin_and_fails_the_broken(capsys, br
 
 
 def test_check_of_an_unknown_name_suggests_one(capsys):
-    from andrea_lab.plugins.registry import PluginError
+    from andrea_lab.model.registry import PluginError
 
     with pytest.raises(PluginError, match="no installed plugin is named 'swigllu'; did you mean 'swiglu'"):
         main(["--check", "swigllu"])

@@ -2,7 +2,7 @@
 
 from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
-from andrea_lab.commands.lightning_cli import _plain_progress_bar
+from andrea_lab.fit.cli import _plain_progress_bar
 
 
 def test_the_default_bar_is_tqdm_even_with_rich_installed():

@@ -145,8 +145,8 @@ def test_preflight_names_the_variant_and_the_bad_override(tmp_path, text_corpus,
 def test_runs_made_with_other_settings_are_neither_done_nor_overwritten(tmp_path, text_corpus, capsys):
     from andrea_lab.cli import main as cli_main
     from andrea_lab.runs.directory import START_MARKER, RunRecord, write_record
-    from andrea_lab.sweep.plan import plan_sweep
-    from andrea_lab.sweep.suite import load_suite
+    from andrea_lab.experiments.sweep.plan import plan_sweep
+    from andrea_lab.experiments.sweep.suite import load_suite
 
     suite_file = write_suite(tmp_path, text_corpus)
     runs = tmp_path / "runs"
@@ -166,8 +166,8 @@ def test_runs_made_with_other_settings_are_neither_done_nor_overwritten(tmp_path
 
 def test_a_run_directory_with_a_link_is_refused_before_the_sweep_writes_there(tmp_path, text_corpus, capsys):
     from andrea_lab.cli import main as cli_main
-    from andrea_lab.sweep.plan import plan_sweep
-    from andrea_lab.sweep.suite import load_suite
+    from andrea_lab.experiments.sweep.plan import plan_sweep
+    from andrea_lab.experiments.sweep.suite import load_suite
 
     suite_file = write_suite(tmp_path, text_corpus)
     run_dir = plan_sweep(load_suite(suite_file), tmp_path / "runs")[0].run_dir

@@ -11,9 +11,9 @@ import lightning as L
 import pytest
 
 from andrea_lab.commands import trace as trace_command
-from andrea_lab.config import preset
+from andrea_lab.model.config import preset
 from andrea_lab.data import AndreaDataModule
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_testing import tiny_trainer
 
 

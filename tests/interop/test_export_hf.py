@@ -10,13 +10,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import GPT2Config
 
-from andrea_lab.config import preset
+from andrea_lab.model.config import preset
 from andrea_lab.errors import UsageError
 from andrea_lab.interop import require_transformers
 from andrea_lab.interop.export_hf import export_checkpoint
 from andrea_lab.interop.gpt2_config import NotExportableError
 from andrea_lab.interop.import_hf import import_directory
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 
 

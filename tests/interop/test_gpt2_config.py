@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from transformers import GPT2Config
 from transformers.activations import ACT2FN
 
-from andrea_lab.config import preset
+from andrea_lab.model.config import preset
 from andrea_lab.interop.gpt2_config import (IMPORTED_ACTIVATIONS, NotExportableError, NotImportableError,
                                             andrea_config_from_gpt2, gpt2_config_kwargs, unexportable_fields)
 

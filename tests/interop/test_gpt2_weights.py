@@ -8,11 +8,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from andrea_lab.config import preset
+from andrea_lab.model.config import preset
 from andrea_lab.errors import MissingFileError
 from andrea_lab.interop.gpt2_config import NotImportableError
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights, to_hf
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 
 from gpt2_testing import TINY_GPT2, random_gpt2
 

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 from andrea_lab.errors import UsageError
 from andrea_lab.interop.gpt2_config import NotImportableError
 from andrea_lab.interop.import_hf import import_directory
-from andrea_lab.module import AndreaLM
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path, stored_tokenizer
 
 

@@ -1,5 +1,5 @@
 """Each TensorBoard tag is spelled in one place in the package: andrea_lab/runs/tags.py for the fit's scalars,
-the metric's decorator in andrea_lab/stability/probe.py for the stability probe's. A second spelling (a reader's
+the metric's decorator in andrea_lab/fit/stability/probe.py for the stability probe's. A second spelling (a reader's
 regex, a prefix list, a chart) would drift from the first; everything else imports the one definition."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 import andrea_lab
 from andrea_lab.runs import tags
-from andrea_lab.stability import probe
+from andrea_lab.fit.stability import probe
 
 PACKAGE = Path(andrea_lab.__file__).parent
 
@@ -62,7 +62,7 @@ def _line_of(tag: str) -> int:
 def test_a_probe_tag_is_spelled_once_by_its_metric(metric):
     assert spellings(metric.tag, LITERALS) == [], "the probe's tags are composed from PREFIX and the name"
     named = [f"{file}:{line}" for file, line, text in LITERALS if text == metric.name]
-    assert len(named) == 1 and named[0].startswith("andrea_lab/stability/probe.py"), named
+    assert len(named) == 1 and named[0].startswith("andrea_lab/fit/stability/probe.py"), named
     assert metric.compute.__name__ == metric.name, "the function is named after its tag"
 
 

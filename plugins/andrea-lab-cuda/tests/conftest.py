@@ -1,6 +1,6 @@
 """Shared fixtures of the andrea-lab-cuda tests.
 
-Markers: ``gpu`` tests need a CUDA device. andrea-lab's pytest plugin (``andrea_lab.testing``,
+Markers: ``gpu`` tests need a CUDA device. andrea-lab's pytest plugin (``andrea_lab.plugin.testing``,
 installed with andrea-lab) skips them without one, and with ``ANDREA_REQUIRE_GPU=1`` turns every
 such skip into a failure: the one switch for strict GPU runs. The markers are also registered in
 this package's pyproject.toml; registering them here as well keeps ``--strict-markers`` happy when

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 import andrea_lab
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.contracts import KernelBackend
-from andrea_lab.registry import list_plugins, resolve
+from andrea_lab.model.builtin.backends import TorchBackend
+from andrea_lab.model.contracts import KernelBackend
+from andrea_lab.model.registry import list_plugins, resolve
 from andrea_lab_cuda import CudaBackend, _lib, backend, build, custom_ops, ops
 
 no_gpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour on a machine without a GPU")
@@ -35,7 +35,7 @@ def test_cuda_is_registered_in_the_kernel_backend_group():
 
 def test_every_backend_op_has_a_kernel_so_the_listing_shows_no_eager_fallback(fresh_availability, monkeypatch):
     from andrea_lab.commands.plugins import _notes
-    from andrea_lab.contracts import Availability, eager_fallbacks
+    from andrea_lab.model.contracts import Availability, eager_fallbacks
 
     assert eager_fallbacks(CudaBackend) == []
     monkeypatch.setattr(backend, "availability", lambda: Availability(True, "pretend"))
@@ -162,7 +162,7 @@ def test_cpu_tensors_fall_back_to_the_eager_reference(op):
 
 def test_a_cuda_model_builds_on_the_cpu_and_matches_the_torch_backend_there(fresh_availability, monkeypatch):
     """Lightning builds the model on the CPU, then moves it: construction must not need a GPU."""
-    from andrea_lab.contracts import Availability
+    from andrea_lab.model.contracts import Availability
 
     monkeypatch.setattr(backend, "availability", lambda: Availability(True, "pretend"))
     losses = {}

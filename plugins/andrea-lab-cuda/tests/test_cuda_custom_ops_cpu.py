@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import andrea_lab
-from andrea_lab.contracts import Availability
+from andrea_lab.model.contracts import Availability
 from andrea_lab_cuda import backend, custom_ops
 
 HERE = Path(__file__).resolve().parent

@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 
 import andrea_lab
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.testing.pytest_plugin import REQUIRE_GPU_ENV_VAR, require_gpu
+from andrea_lab.model.builtin.backends import TorchBackend
+from andrea_lab.plugin.pytest_plugin import REQUIRE_GPU_ENV_VAR, require_gpu
 from andrea_lab_cuda import CudaBackend, _lib, build, ops
 
 pytestmark = pytest.mark.gpu

@@ -2,9 +2,9 @@
 
 import torch
 
-from andrea_lab.contracts import KernelBackend
-from andrea_lab.registry import list_plugins, resolve
-from andrea_lab.testing import check_activation
+from andrea_lab.model.contracts import KernelBackend
+from andrea_lab.model.registry import list_plugins, resolve
+from andrea_lab.plugin.testing import check_activation
 from andrea_lab_example.activations import SquaredReLU
 
 
@@ -31,7 +31,7 @@ def test_matches_reference_values_and_gradient():
 
 
 def test_relu_is_computed_by_the_backend(recording_backend):
-    # recording_backend: a fixture of andrea_lab.testing's pytest plugin (installed with andrea-lab).
+    # recording_backend: a fixture of andrea_lab.plugin.testing's pytest plugin (installed with andrea-lab).
     SquaredReLU(recording_backend)(torch.randn(2, 3, 8))
     assert recording_backend.calls == ["relu"]
 

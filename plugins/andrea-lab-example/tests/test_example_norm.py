@@ -4,9 +4,9 @@ import torch
 from torch import nn
 
 from andrea_lab import Andrea, preset
-from andrea_lab.builtin.backends import TorchBackend
-from andrea_lab.registry import resolve
-from andrea_lab.testing import check_norm
+from andrea_lab.model.builtin.backends import TorchBackend
+from andrea_lab.model.registry import resolve
+from andrea_lab.plugin.testing import check_norm
 from andrea_lab_example.norms import DynamicTanh
 
 

@@ -6,10 +6,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab import Andrea, preset
-from andrea_lab.config import ConfigError
-from andrea_lab.contracts import KernelBackend, LayerNorm
-from andrea_lab.registry import resolve
-from andrea_lab.testing import check_placement
+from andrea_lab.model.config import ConfigError
+from andrea_lab.model.contracts import KernelBackend, LayerNorm
+from andrea_lab.model.registry import resolve
+from andrea_lab.plugin.testing import check_placement
 from andrea_lab_example.placements import SandwichNorm
 
 

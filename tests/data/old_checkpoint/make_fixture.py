@@ -1,5 +1,5 @@
 """Write ``andrea-lm-2026-12-02.ckpt``: a checkpoint exactly as `andrea fit` wrote one on 2026-12-02, before
-AndreaLM's training arguments became a dataclass (andrea_lab/training/args.py), kept so that every later
+AndreaLM's training arguments became a dataclass (andrea_lab/fit/args.py), kept so that every later
 change of the module is tested against a file its users already have (tests/test_old_checkpoint.py).
 
 Made with andrea-lab at commit f345e43 (run from the repository root, with that commit checked out):

@@ -5,7 +5,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from andrea_lab.contracts import KernelBackend, LayerNorm, NormPlacement
+from andrea_lab.model.contracts import KernelBackend, LayerNorm, NormPlacement
 
 
 class SandwichNorm(NormPlacement):
@@ -15,7 +15,7 @@ class SandwichNorm(NormPlacement):
     final LayerNorm (``final_norm = True``); the second norm bounds what each sublayer adds to the
     stream, which is what keeps large or low-precision runs from blowing up.
 
-    Both norms are :class:`andrea_lab.contracts.LayerNorm`, so the selected kernel backend
+    Both norms are :class:`andrea_lab.model.contracts.LayerNorm`, so the selected kernel backend
     computes them (and they are plain ``nn.LayerNorm`` parameters in checkpoints).
 
     How it differs from andrea-lab's built-in ``peri``: with LayerNorm it computes the same function
@@ -24,7 +24,7 @@ class SandwichNorm(NormPlacement):
     takes no ``norm=`` factory and builds LayerNorms itself, so it is always LayerNorm, and andrea-lab
     refuses it with any other ``model.config.norm``. It is kept so, as the example of a placement that
     predates the norm kind and still loads; a new placement accepts ``norm`` and builds its norms with
-    ``self.make_norm(d_model)`` (see ``andrea_lab.plugins.builtin.placements.PeriNorm``), and select ``peri`` for
+    ``self.make_norm(d_model)`` (see ``andrea_lab.model.builtin.placements.PeriNorm``), and select ``peri`` for
     this wiring with RMSNorm or a third-party norm.
     """
 

@@ -1,1 +1,0 @@
-"""Reading models and runs: parameter breakdowns, run comparison."""

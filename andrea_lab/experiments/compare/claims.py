@@ -1,0 +1,269 @@
+"""Claims from suite files: hypotheses judged on a suite's runs, as one Holm-adjusted family.
+
+A claim is ``{<kind>: [A, B]}`` with optional ``text:``, ``lr:`` and ``exploratory:`` (docs/experiments.md):
+
+- ``lower_loss``: A's capped loss (a diverged run counts as its loss at init) is lower than B's;
+- ``lower_loss_trained``: the same over the seeds where *both* runs trained (neither diverged): how good a
+  variant is when it trains, apart from how often it gets stuck;
+- ``fewer_divergences``: A diverges in fewer runs than B (exact McNemar on paired runs);
+- ``lower_sensitivity``: A's LR sensitivity is lower than B's.
+
+Where a loss is judged: without ``lr:``, each seed at the LRs chosen on the *other* seeds
+(:mod:`andrea_lab.experiments.compare.selection`); the in-sample choice is kept as a labelled secondary column. With
+``lr: 2.0e-3`` both variants at that LR, fixed in advance (no selection); ``lr: {A: 4.0e-3, B: 1.0e-3}``
+each at its own; ``lr: [2.0e-3, 4.0e-3]`` makes one claim per LR (each its own member of the family).
+``fewer_divergences`` with ``lr:`` pairs the runs at those LRs by seed instead of the whole grid by
+(lr, seed); ``lower_sensitivity`` is a property of the whole grid and takes no ``lr:``.
+
+Every claim has a p-value (paired t for losses and sensitivities, the same t as the interval; exact
+McNemar for divergences). The claims of a suite not marked ``exploratory: true`` are one family, Holm-
+adjusted (:mod:`andrea_lab.experiments.compare.multiplicity`); the verdict uses the adjusted p, an exploratory
+claim's its raw p. **reproduced** / **contradicted**: p < 0.05 with the estimate on the claimed / the
+other side; else **not detected**, which is not "no difference".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import pandas as pd
+
+from andrea_lab.experiments.compare import selection, stats
+from andrea_lab.experiments.compare.divergence import paired_divergences
+from andrea_lab.experiments.compare.multiplicity import holm
+from andrea_lab.runs.directory import format_lr
+
+CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity")
+CLAIM_OPTIONS = ("text", "lr", "exploratory")
+CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
+ALPHA = 1 - stats.CONFIDENCE
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``a`` has lower loss / fewer divergences / lower LR sensitivity than ``b``; ``lrs`` = (A's LR, B's LR)
+    fixed in advance, None = chosen on the other seeds."""
+
+    kind: str
+    a: str
+    b: str
+    text: str = ""
+    lrs: Optional[tuple[float, float]] = None
+    exploratory: bool = False
+
+    @property
+    def label(self) -> str:
+        where = ""
+        if self.lrs is not None:
+            lr_a, lr_b = self.lrs
+            where = (f" @ {format_lr(lr_a)}" if lr_a == lr_b
+                     else f" @ {self.a} {format_lr(lr_a)}, {self.b} {format_lr(lr_b)}")
+        return f"{self.kind}: {self.a} vs {self.b}{where}" + (" (exploratory)" if self.exploratory else "")
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """A claim judged: its outcome, the evidence in words, raw p, Holm p (None: exploratory), the in-sample
+    best-LR figure (secondary; empty where nothing is selected) and its p (= ``p`` where nothing is)."""
+
+    claim: Claim
+    outcome: str
+    evidence: str
+    p: float = math.nan
+    p_adjusted: Optional[float] = None
+    in_sample: str = ""
+    p_in_sample: float = math.nan
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+def _bad(item: Any, why: str) -> ValueError:
+    return ValueError(f"bad claim {item!r}: {why}; expected one of {', '.join(CLAIM_KINDS)} with two variant "
+                      f"names, e.g. {{lower_loss: [A, B]}}, and optional {', '.join(CLAIM_OPTIONS)}")
+
+
+def _lr(value: Any, item: Any) -> float:
+    try:
+        lr = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        lr = math.nan
+    if not (math.isfinite(lr) and lr > 0):
+        raise _bad(item, f"lr {value!r} is not a learning rate > 0")
+    return lr
+
+
+def _lr_pairs(value: Any, a: str, b: str, item: Any) -> list[Optional[tuple[float, float]]]:
+    """``lr:`` as (A's, B's) pairs: a number, ``{A: lr, B: lr}``, or a list of either (one claim each)."""
+    if value is None:
+        return [None]
+    if isinstance(value, list):
+        if not value:
+            raise _bad(item, "lr is an empty list")
+        return [pair for entry in value for pair in _lr_pairs(entry, a, b, item)]
+    if isinstance(value, Mapping):
+        if set(value) != {a, b}:
+            raise _bad(item, f"lr as a mapping names exactly the claim's two variants ({a}, {b})")
+        return [(_lr(value[a], item), _lr(value[b], item))]
+    lr = _lr(value, item)
+    return [(lr, lr)]
+
+
+def parse_claims(raw: list) -> list[Claim]:
+    """Claims from YAML, an ``lr:`` list expanded into one claim per LR."""
+    if not isinstance(raw, list):
+        raise ValueError(f"claims must be a list, got {type(raw).__name__}")
+    claims = []
+    for item in raw:
+        kinds = [key for key in item if key not in CLAIM_OPTIONS] if isinstance(item, Mapping) else []
+        pair = item.get(kinds[0]) if len(kinds) == 1 else None
+        if (len(kinds) != 1 or kinds[0] not in CLAIM_KINDS or not isinstance(pair, (list, tuple))
+                or len(pair) != 2 or not all(isinstance(name, str) for name in pair)):
+            raise _bad(item, "not one claim kind with two variant names")
+        kind, (a, b) = kinds[0], pair
+        exploratory = item.get("exploratory", False)
+        if not isinstance(exploratory, bool):
+            raise _bad(item, f"exploratory must be true or false, got {exploratory!r}")
+        if kind == "lower_sensitivity" and item.get("lr") is not None:
+            raise _bad(item, "lower_sensitivity is measured over the whole LR grid and takes no lr")
+        for lrs in _lr_pairs(item.get("lr"), a, b, item):
+            claims.append(Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory))
+    return claims
+
+
+# ---------------------------------------------------------------------------------------------- evidence
+
+@dataclass(frozen=True)
+class _Evidence:
+    favours_a: Optional[bool]  # the estimate's side: True = A lower, False = B lower, None = neither
+    p: float
+    text: str
+    in_sample: str = ""
+    p_in_sample: Optional[float] = None  # None: nothing selected, the same as p
+
+
+def _side(mean: float) -> Optional[bool]:
+    return None if math.isnan(mean) or mean == 0 else mean < 0
+
+
+def _seeds_note(difference: stats.PairedDifference) -> str:
+    return f" ({stats.TOO_FEW_SEEDS})" if 0 < difference.n < stats.MIN_SEEDS else ""
+
+
+def _fixed_where(claim: Claim) -> str:
+    lr_a, lr_b = claim.lrs
+    return (f"at LR {format_lr(lr_a)}" if lr_a == lr_b else
+            f"at LRs {claim.a} {format_lr(lr_a)}, {claim.b} {format_lr(lr_b)}") + " (fixed in advance)"
+
+
+def _picks(claim: Claim, comparison: stats.Comparison, seeds: Sequence[int]) -> tuple[dict, dict, str]:
+    """Per-seed LRs of A and B and where they come from, in words."""
+    if claim.lrs is not None:
+        lr_a, lr_b = claim.lrs
+        return selection.fixed_lrs(lr_a, seeds), selection.fixed_lrs(lr_b, seeds), _fixed_where(claim)
+    picks_a, picks_b = comparison.cross_fitted_lrs
+    return picks_a, picks_b, (f"at LRs chosen on the other seeds: {selection.describe_picks(claim.a, picks_a)} · "
+                              f"{selection.describe_picks(claim.b, picks_b)}")
+
+
+def _edge_note(claim: Claim, counted: pd.DataFrame, comparison: stats.Comparison) -> str:
+    """`` (optimum not bracketed: no_residual at the grid's lowest LR)`` when an in-sample best LR is an edge."""
+    edges = []
+    for name, best in ((claim.a, comparison.variant_best_lr), (claim.b, comparison.reference_best_lr)):
+        grid = sorted(counted.loc[counted["variant"] == name, "lr"].unique())
+        if len(grid) > 1 and best in (grid[0], grid[-1]):
+            edges.append(f"{name} at the grid's {'lowest' if best == grid[0] else 'highest'} LR")
+    return f" (optimum not bracketed: {'; '.join(edges)})" if edges else ""
+
+
+def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Comparison) -> _Evidence:
+    values = "trained" if claim.kind == "lower_loss_trained" else "capped"
+    table_a, table_b = stats.loss_table(counted, claim.a, values), stats.loss_table(counted, claim.b, values)
+    seeds = sorted(set(table_a.columns) & set(table_b.columns))
+    picks_a, picks_b, where = _picks(claim, comparison, seeds)
+    difference = selection.difference_at(table_a, table_b, picks_a, picks_b)
+    text = (f"{claim.a} − {claim.b} = {difference.describe()} {where}" if difference.n else
+            f"{claim.a} − {claim.b}: no seed to pair (n=0) {where}")
+    if values == "trained":
+        capped = selection.difference_at(stats.loss_table(counted, claim.a), stats.loss_table(counted, claim.b),
+                                         picks_a, picks_b)
+        text += f"; {capped.n - difference.n} of {capped.n} pairs left out (a run diverged)"
+    in_sample, p_in_sample = "", None
+    if claim.lrs is None:
+        text += _edge_note(claim, counted, comparison)
+        best = {claim.a: comparison.variant_best_lr, claim.b: comparison.reference_best_lr}
+        at_best = selection.difference_at(table_a, table_b, selection.fixed_lrs(best[claim.a], seeds),
+                                          selection.fixed_lrs(best[claim.b], seeds))
+        in_sample = (f"{at_best.describe()} at {format_lr(best[claim.a])} / {format_lr(best[claim.b])}; "
+                     f"p = {_p(at_best.p_value)}")
+        p_in_sample = at_best.p_value
+    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference), in_sample,
+                     p_in_sample)
+
+
+def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Evidence:
+    """Each seed's sensitivity is a function of that seed's runs alone: no LR is chosen across seeds."""
+    difference = comparison.sensitivity
+    text = f"{claim.a} − {claim.b} = {difference.describe()} in LR sensitivity"
+    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference))
+
+
+def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
+    lrs = None if claim.lrs is None else {claim.a: claim.lrs[0], claim.b: claim.lrs[1]}
+    found = paired_divergences(counted, claim.a, claim.b, lrs)
+    text = found.describe(claim.a, claim.b) + ("" if lrs is None else f", {_fixed_where(claim)}")
+    favours = None if found.only_a == found.only_b else found.only_a < found.only_b
+    return _Evidence(favours, found.p_value, text)
+
+
+def _evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
+    if claim.kind == "fewer_divergences":
+        return _divergence_evidence(claim, counted)
+    comparison = stats.compare_pair(counted, claim.a, claim.b)
+    if claim.kind == "lower_sensitivity":
+        return _sensitivity_evidence(claim, comparison)
+    return _loss_evidence(claim, counted, comparison)
+
+
+def _p(p: float) -> str:
+    return "n/a" if p is None or math.isnan(p) else f"{p:.3g}"
+
+
+def outcome_of(favours_a: Optional[bool], p: float) -> str:
+    """reproduced / contradicted at p < 0.05 with the estimate on the claimed / other side."""
+    if p is None or math.isnan(p) or p >= ALPHA or favours_a is None:
+        return "not detected"
+    return "reproduced" if favours_a else "contradicted"
+
+
+def evaluate_claims(claims: Sequence[Any], runs: pd.DataFrame,
+                    loss_column: str = "final_val_loss") -> list[ClaimResult]:
+    """Every claim (parsed, or as written in a suite file) judged on ``runs``: the non-exploratory ones as
+    one Holm-adjusted family."""
+    parsed = list(claims) if all(isinstance(c, Claim) for c in claims) else parse_claims(list(claims))
+    for claim in parsed:
+        if claim.kind not in CLAIM_KINDS:
+            raise ValueError(f"unknown claim kind {claim.kind!r}; valid kinds: {', '.join(CLAIM_KINDS)}")
+        stats.check_known([claim.a, claim.b], runs)
+    counted = stats.counted_runs(runs, loss_column)
+    found = [_evidence(claim, counted) for claim in parsed]
+    family = [index for index, claim in enumerate(parsed) if not claim.exploratory]
+    adjusted = dict(zip(family, holm([found[index].p for index in family])))
+    results = []
+    for index, (claim, evidence) in enumerate(zip(parsed, found)):
+        p_used = adjusted.get(index, evidence.p)
+        p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
+        results.append(ClaimResult(claim, outcome_of(evidence.favours_a, p_used), evidence.text, evidence.p,
+                                   adjusted.get(index), evidence.in_sample, p_in_sample))
+    return results
+
+
+def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_val_loss") -> ClaimResult:
+    """One claim alone (a family of one: its Holm p is its raw p)."""
+    return evaluate_claims([claim], runs, loss_column)[0]
+
+
+def format_p(p: Optional[float]) -> str:
+    """A p-value for a table cell (three significant digits; n/a without evidence)."""
+    return _p(p)

@@ -1,0 +1,108 @@
+"""Divergence apart from loss: how often a variant gets stuck, with an exact interval, and paired tests.
+
+A capped mean loss averages runs stuck on the unigram plateau (≈ 3.07 nats in the CPU suites) with runs
+that trained (≈ 2.1–2.5), so "A has the lower loss" can mean "B got stuck more often". The report shows
+each variant's divergence rate per LR with its Clopper–Pearson interval (exact: with 5 runs a normal
+approximation is meaningless) beside the loss of the runs that trained, and claims target either:
+``fewer_divergences`` (here) or ``lower_loss_trained`` (:mod:`andrea_lab.experiments.compare.claims`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from andrea_lab.experiments.compare.stats import CONFIDENCE
+
+
+def clopper_pearson(diverged: int, runs: int) -> tuple[float, float]:
+    """The exact 95 % interval of a divergence rate ``diverged / runs``; (NaN, NaN) for no runs."""
+    if runs == 0:
+        return math.nan, math.nan
+    interval = scipy_stats.binomtest(int(diverged), int(runs)).proportion_ci(CONFIDENCE, method="exact")
+    return float(interval.low), float(interval.high)
+
+
+def describe_rate(diverged: int, runs: int) -> str:
+    """``3/5 [15 %, 95 %]``: the count and its exact interval (for a table cell)."""
+    if runs == 0:
+        return "0/0"
+    low, high = clopper_pearson(diverged, runs)
+    return f"{diverged}/{runs} [{low:.0%}, {high:.0%}]".replace("%", " %")
+
+
+def mcnemar_exact_p(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p: the discordant pairs as a binomial(only_a + only_b, 1/2); 1 with none."""
+    discordant = only_a + only_b
+    return float(scipy_stats.binomtest(only_a, discordant, 0.5).pvalue) if discordant else 1.0
+
+
+@dataclass(frozen=True)
+class PairedDivergences:
+    """Runs of A and B paired by (lr, seed) or, at fixed LRs, by seed; only discordant pairs inform."""
+
+    pairs: int
+    diverged_a: int
+    diverged_b: int
+    only_a: int
+    only_b: int
+    unit: str  # what a pair is: "(lr, seed)" or "seed"
+
+    @property
+    def p_value(self) -> float:
+        return mcnemar_exact_p(self.only_a, self.only_b)
+
+    def describe(self, a: str, b: str) -> str:
+        return (f"diverged {a} {self.diverged_a}/{self.pairs}, {b} {self.diverged_b}/{self.pairs} paired by "
+                f"{self.unit}; discordant pairs {self.only_a + self.only_b} ({a} only {self.only_a}, "
+                f"{b} only {self.only_b}); exact McNemar")
+
+
+def paired_divergences(counted: pd.DataFrame, a: str, b: str,
+                       lrs: Optional[Mapping[str, float]] = None) -> PairedDivergences:
+    """Over the whole grid (pairs by (lr, seed)), or with ``lrs`` ({a: lr, b: lr}) each variant at its fixed
+    LR, paired by seed."""
+    if lrs is None:
+        flags = counted.pivot(index=["lr", "seed"], columns="variant", values="diverged")
+        flags = flags.reindex(columns=[a, b]).dropna()
+        first, second, unit = flags[a].astype(bool), flags[b].astype(bool), "(lr, seed)"
+    else:
+        def at(name: str) -> pd.Series:
+            rows = counted[(counted["variant"] == name) & (counted["lr"] == lrs[name])]
+            return rows.set_index("seed")["diverged"].astype(bool)
+        joined = pd.concat([at(a).rename("a"), at(b).rename("b")], axis=1).dropna()
+        first, second, unit = joined["a"].astype(bool), joined["b"].astype(bool), "seed"
+    return PairedDivergences(len(first), int(first.sum()), int(second.sum()), int((first & ~second).sum()),
+                             int((second & ~first).sum()), unit)
+
+
+def stuck_windows(runs: pd.DataFrame) -> dict[str, Optional[int]]:
+    """Per variant, the step its runs' stuck-at-unigram window started at: ``stuck_after`` where the run's
+    config set it, else its ``warmup_steps`` (the monitor's default); None where neither is known (runs.csv
+    from before these columns). A variant whose runs disagree gets its smallest window."""
+    windows: dict[str, Optional[int]] = {}
+    for variant, rows in runs.groupby("variant", sort=False):
+        stuck = pd.to_numeric(rows.get("stuck_after", pd.Series(index=rows.index, dtype=float)), errors="coerce")
+        warmup = pd.to_numeric(rows.get("warmup_steps", pd.Series(index=rows.index, dtype=float)), errors="coerce")
+        start = stuck.where(stuck.notna(), warmup).dropna()
+        windows[str(variant)] = int(start.min()) if len(start) else None
+    return windows
+
+
+def stuck_window_note(runs: pd.DataFrame) -> Optional[str]:
+    """One sentence on whether divergence counts are on equal footing across the variants (None when the
+    runs do not say)."""
+    windows = stuck_windows(runs)
+    if not windows or any(start is None for start in windows.values()):
+        return None
+    if len(set(windows.values())) == 1:
+        return f"Stuck-at-unigram window: from step {next(iter(windows.values()))} for every variant."
+    listed = ", ".join(f"{name} {start}" for name, start in sorted(windows.items(), key=lambda item: (item[1], item[0])))
+    tied = "stuck_after" not in runs or runs["stuck_after"].isna().all()
+    why = ("these runs predate the equal stuck-at-unigram window, and each variant's window started at its own "
+           "warmup step" if tied else "the variants' stuck-at-unigram windows started at different steps")
+    return f"Divergence counts are not on equal footing across these variants: {why} ({listed}; docs/stability.md)."

@@ -1,0 +1,363 @@
+"""The comparison report of a suite: Markdown and CSV from the frames of :mod:`andrea_lab.experiments.compare.compare`,
+the plots, and the generated blocks of docs that quote a suite's claims.
+
+Generated blocks sit in a Markdown file between ``<!-- andrea compare: BEGIN <suite> <what> -->`` and
+``<!-- andrea compare: END <suite> <what> -->``; :func:`update_generated_block` rewrites what is between
+them and nothing else, so numbers in docs are pasted by the program, never typed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from andrea_lab.experiments.compare import aa_calibration, compare
+from andrea_lab.experiments.compare.claims import parse_claims
+from andrea_lab.experiments.compare.compare import Column
+from andrea_lab.experiments.compare.config_variants import SUPERSEDED
+from andrea_lab.experiments.compare.divergence import stuck_window_note
+from andrea_lab.experiments.compare.runs_table import INIT, write_runs_csv
+from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
+from andrea_lab.errors import UsageError
+from andrea_lab.runs.directory import format_lr
+from andrea_lab.fit.stability import probe
+
+
+def markdown_table(columns: Sequence[Column], frame: pd.DataFrame) -> str:
+    """A GitHub Markdown table of ``frame`` with each column's label and format."""
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    rows = [line([c.show(row[c.key]) for c in columns]) for _, row in frame.iterrows()]
+    return "\n".join([line([c.label for c in columns]), "|" + "|".join("---" for _ in columns) + "|", *rows])
+
+
+# ---------------------------------------------------------------------------------------------- at init
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+    finite = [float(v) for v in values if v is not None and not pd.isna(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def init_profile(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """The step-0 picture of a variant: the mean over its runs (the init depends on the seed only) of every
+    probe value at init, as ``{metric name: {key: mean}}`` (``{"grad_norm": {"block_00": ...}}``)."""
+    profile: dict[str, dict[str, float]] = {}
+    for column in rows.columns:
+        if column.startswith(INIT) and (mean := _mean(rows[column])) is not None:
+            name, _, key = column[len(INIT):].partition("/")
+            profile.setdefault(name, {})[key] = mean
+    return profile
+
+
+def per_block(profile: dict[str, dict[str, float]], metric: probe.ProbeMetric, kind: str = "") -> list[float]:
+    """A metric's step-0 means block by block (keys ``block_NN``, or ``block_NN_<kind>`` for a sublayer kind)."""
+    values = profile.get(metric.name, {})
+    pattern = r"block_\d+" + (f"_{kind}" if kind else "")
+    return [values[key] for key in sorted(values) if re.fullmatch(pattern, key)]
+
+
+def mean_max(values: Sequence[float]) -> str:
+    """``mean (max)`` of per-block values, for a table cell."""
+    return f"{compare.fmt(_mean(values))} ({compare.fmt(max(values) if values else None)})"
+
+
+def _first_over_last(blocks: Sequence[float]) -> Optional[float]:
+    return blocks[0] / blocks[-1] if blocks and blocks[-1] else None
+
+
+INIT_COLUMNS = [  # over (variant, its init_profile) pairs: the profile is computed once per variant
+    Column("variant", "variant", lambda vp: vp[0].name),
+    Column("runs", "runs", lambda vp: len(vp[0].rows)),
+    Column("embeddings", "grad norm: embeddings",
+           lambda vp: compare.fmt(vp[1].get(probe.grad_norm.name, {}).get("embeddings"))),
+    Column("first_block", "grad norm: first block",
+           lambda vp: compare.fmt(next(iter(per_block(vp[1], probe.grad_norm)), None))),
+    Column("last_block", "grad norm: last block",
+           lambda vp: compare.fmt(next(reversed(per_block(vp[1], probe.grad_norm)), None))),
+    Column("first_over_last", "first / last block",
+           lambda vp: compare.fmt(_first_over_last(per_block(vp[1], probe.grad_norm)), 2)),
+    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "attn"))),
+    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "mlp"))),
+]
+
+INIT_LEGEND = """\
+At step 0, before any update, on the StabilityMonitor's fixed probe batch, mean over the variant's runs:
+gradient norms of the embeddings and of the first and last block (their ratio shows how evenly the
+gradient reaches the depth), and delta/stream = ‖output − input‖ / ‖input‖ of each attention and MLP
+sublayer's wrapper (mean and max over blocks). For pre-norm that is the sublayer's output against the
+stream it is added to: well below 1 means the block starts close to the identity. For post-norm the
+change includes the LayerNorm after the add, which rescales the stream (by far the most at block 0,
+whose input is the small raw embedding).
+"""
+
+
+def legend(loss_column: str) -> str:
+    scored = ("the held-out loss: windows drawn across all held-out documents at the end of the fit "
+              "(summary.json `heldout`)" if loss_column == compare.HELDOUT else
+              "the last in-training validation loss (these runs predate the held-out evaluation: read "
+              "their numbers as the loss of the first held-out files only)")
+    return f"""\
+How to read these tables (docs/experiments.md):
+
+- **loss**: {scored}. **capped loss**: a diverged run counts as its loss at init (min(loss, loss at init)),
+  which mixes how often a variant gets stuck with how well it trains; **loss of the runs that trained**
+  and **diverged** keep the two apart.
+- **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
+- **− reference, LRs chosen on the other seeds [95 % CI]** (the default): for each seed, each variant's LR
+  is the best over the *other* seeds, and the seed's paired difference (same seed = same batches and init)
+  is taken there; mean, paired-t 95 % interval and the number of seeds n. **at in-sample best LRs
+  (secondary)**: each LR chosen on the very seeds compared, which favours each variant on them (the
+  winner's curse). **better** / **worse**: the whole interval is below / above 0. **not detected**: it
+  contains 0 — which is not "no difference"; more seeds narrow it. "{TOO_FEW_SEEDS}" marks intervals from
+  fewer than 3 seeds.
+- **Claims**: judged as one family per suite, Holm-adjusted (**Holm p**; the verdict uses it), except
+  those marked exploratory (raw p). Intervals everywhere are 95 % and unadjusted.
+- **LR sensitivity** (Wortsman et al. 2023): per seed, the mean over the LR grid of the capped loss minus
+  its best value; mean ± sd over seeds, and paired against the reference like the loss.
+- **diverged [exact 95 %]**: diverged / counted runs with the Clopper–Pearson interval; **Fisher p**:
+  two-sided exact test of the divergence counts against the reference at that LR (unadjusted).
+- **grad norm**: the median of each run's median, and the largest norm after warmup (step 0 excluded: the
+  gradients at init are in the initialisation table). **spikes**: summed over the variant's runs.
+- **flags**: an optimum at the edge of the LR grid is not bracketed (the true optimum may lie beyond it).
+"""
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+def _left_out_reason(row: Any) -> str:
+    if pd.isna(row.lr):
+        return "LR unknown"
+    if row.status == SUPERSEDED:
+        return f"superseded by {row.superseded_by}: the same variant, LR and seed, trained again"
+    return str(row.status)
+
+
+def left_out_notes(runs: pd.DataFrame) -> list[str]:
+    """A line for every run that the statistics do not count, with its state."""
+    out = runs[~runs["status"].isin(COUNTED_STATUSES) | runs["lr"].isna()]
+    if "superseded_by" not in out:
+        out = out.assign(superseded_by=None)
+    return [f"{row.variant}: left out {Path(row.path).name} ({_left_out_reason(row)})" for row in out.itertuples()]
+
+
+def verdict_lines(variants: Sequence[compare.Variant]) -> list[str]:
+    """One line per variant against the reference, in words first: the answer before the tables."""
+    reference = next((v.name for v in variants if v.is_reference), None)
+    lines = []
+    for variant in variants:
+        difference = variant.comparison.cross_fitted if variant.comparison else None
+        if variant.is_reference or difference is None:
+            continue
+        seeds = " (n < 3: too few seeds)" if difference.too_few_seeds else ""
+        lines.append(f"- **{variant.name}** vs {reference}, each seed at the best LRs of the other seeds: "
+                     f"**{difference.verdict}**{seeds}, difference {difference.describe()} (unadjusted)")
+    return lines or ["- only one variant: nothing to compare it with (train another, e.g. with an override)"]
+
+
+def variants_tables(variants: Sequence[compare.Variant]) -> list[str]:
+    """The variant table as two narrower Markdown tables (loss, then stability), so each fits a page."""
+    frame = compare.variant_table(variants)
+    return [markdown_table(compare.variant_columns(compare.VARIANT_LOSS_KEYS), frame), "",
+            markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS), frame), ""]
+
+
+def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
+                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str,
+                   calibration: Optional[str] = None) -> list[tuple[str, str]]:
+    """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, the A/A
+    calibration (a suite with two identical variants), per learning rate, at initialisation, notes (those
+    that apply) and the legend. TensorBoard shows each as its own text."""
+    reference = next((v.name for v in variants if v.is_reference), "n/a")
+    sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**; scored on the "
+                              f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "",
+                              *variants_tables(variants)])]
+    if claims is not None and len(claims):
+        sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
+    if calibration is not None:
+        sections.append(("aa_calibration", ["## A/A calibration", "", calibration, ""]))
+    sections.append(("per_lr", ["## Per learning rate", "", "Each row against the reference at the same LR: "
+                                "no LR is selected, and nothing is adjusted for the many rows.", "",
+                                markdown_table(compare.per_lr_columns(variants), compare.per_lr_table(variants)), ""]))
+    at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
+    if at_init:
+        sections.append(("at_init", ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
+                             INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
+    if notes:
+        sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
+    from andrea_lab.experiments.compare.attention_columns import attention_legend
+
+    sections.append(("legend", [legend(loss_column) + attention_legend(variants)]))
+    return [(key, "\n".join(lines)) for key, lines in sections]
+
+
+def scored_name(loss_column: str) -> str:
+    return "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
+
+
+def plan_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any],
+               aa_pair: Optional[tuple[str, str]] = None) -> dict[str, Any]:
+    """Everything a suite's report says, computed before anything is written (a refusal leaves no files).
+    ``aa_pair``: two variants of one configuration (:meth:`andrea_lab.experiments.sweep.suite.Suite.identical_variants`),
+    whose A/A calibration the report adds."""
+    loss_column = compare.scored_loss_column(suite_runs)
+    variants = compare.build_variants(suite_runs, reference if reference in set(suite_runs["variant"]) else None,
+                                      loss_column)
+    claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
+    return {"runs": suite_runs, "loss_column": loss_column, "variants": variants, "claims": claim_frame,
+            "notes": left_out_notes(suite_runs), "calibration": calibration_text(suite_runs, aa_pair)}
+
+
+def calibration_text(runs: pd.DataFrame, aa_pair: Optional[tuple[str, str]]) -> Optional[str]:
+    """The A/A calibration block of two identical variants, if both have runs (None otherwise)."""
+    if aa_pair is None or not set(aa_pair) <= set(runs["variant"]):
+        return None
+    loss_column = compare.scored_loss_column(runs)
+    calibration = aa_calibration.calibrate(runs, *aa_pair, loss_column)
+    return aa_calibration.calibration_block(calibration, int(runs["variant"].isin(aa_pair).sum()))
+
+
+def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:
+    from andrea_lab.experiments.compare import plots
+
+    variants, notes = plan["variants"], plan["notes"]
+    if "val_curve" not in plan["runs"]:  # a runs.csv has no curves to plot
+        notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
+                     "(compare the run directories for those)")
+        return {}
+    files = {"loss_curves": plots.plot_loss_curves(variants, directory / "loss_curves.png"),
+             "loss_vs_lr": plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")}
+    for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms), ("delta_ratio_init", plots.plot_init_delta_ratios)):
+        path = plot(variants, directory / f"{kind}.png")
+        if path is not None:
+            files[kind] = path
+    if "grad_norm_init" not in files:
+        notes.append(f"gradient norm by layer at init: skipped, no run has {probe.grad_norm.tag}/block_XX "
+                     "scalars at step 0 (the StabilityMonitor callback logs them)")
+    return files
+
+
+def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The planned report of one suite as files in ``directory``: plots, Markdown, CSVs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    variants, claim_frame = plan["variants"], plan["claims"]
+    files = _plots(plan, directory)
+    sections = suite_sections(suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"],
+                              plan.get("calibration"))
+    markdown = "\n".join(text for _, text in sections)
+    files["markdown"] = directory / "comparison.md"
+    files["markdown"].write_text(markdown, encoding="utf-8")
+    files["csv"] = directory / "comparison.csv"
+    compare.variant_table(variants).assign(suite=suite).pipe(
+        lambda frame: frame[["suite", *frame.columns[:-1]]]).to_csv(files["csv"], index=False)
+    files["runs_csv"] = directory / "runs.csv"
+    write_runs_csv(plan["runs"], files["runs_csv"])
+    if claim_frame is not None:
+        files["claims_csv"] = directory / "claims.csv"
+        claim_frame.to_csv(files["claims_csv"], index=False)
+    return {"variants": variants, "files": files, "notes": plan["notes"], "markdown": markdown,
+            "sections": sections, "claims": claim_frame, "calibration": plan.get("calibration")}
+
+
+# ---------------------------------------------------------------------------------------------- docs
+
+def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
+    """The claims of a suite as the Markdown table that docs/results.md quotes, with what it rests on: the
+    runs, the method (selection, family, adjustment) and whether divergence counts are on equal footing."""
+    loss_column = compare.scored_loss_column(runs)
+    counted = runs[runs["status"].isin(COUNTED_STATUSES)]
+    seeds = sorted(int(s) for s in counted["seed"].dropna().unique())
+    lrs = sorted(float(lr) for lr in counted["lr"].dropna().unique())
+    scored = scored_name(loss_column)
+    header = (f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
+              f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}.")
+    parsed = parse_claims(list(claims))
+    note = stuck_window_note(counted)
+    lines = [header, method_line(parsed)] + ([note] if note else [])
+    frame = compare.claims_table(runs, parsed, loss_column)
+    return "\n".join(lines) + "\n\n" + markdown_table(claim_columns(frame), frame)
+
+
+def method_line(claims: Sequence[Any]) -> str:
+    """How the claims of a block were judged: the family, the adjustment, where the LRs come from."""
+    family = sum(not claim.exploratory for claim in claims)
+    exploratory = len(claims) - family
+    fixed = all(claim.lrs is not None for claim in claims if claim.kind != "lower_sensitivity")
+    where = ("every loss and divergence claim is judged at LRs fixed in advance (nothing is selected)" if fixed else
+             "a loss is judged at each seed's LRs chosen on the other seeds unless the claim fixes its LR")
+    return (f"Verdicts at Holm-adjusted p < 0.05 over this suite's {family} claim{'s' * (family != 1)}"
+            + (f" ({exploratory} exploratory claim{'s' * (exploratory != 1)} judged on the raw p, outside the "
+               "family)" if exploratory else "") + f"; {where}; intervals are 95 % and unadjusted.")
+
+
+def claim_columns(frame: pd.DataFrame) -> list[Column]:
+    """The claim table's columns, without the in-sample one where no claim selects an LR."""
+    selects = "in_sample" in frame and frame["in_sample"].astype(bool).any()
+    return [c for c in compare.CLAIM_COLUMNS if c.key != "in_sample" or selects]
+
+
+def doc_blocks(runs: pd.DataFrame, claims: Sequence[Any], aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:
+    """Every generated block of one suite, by its ``what`` in the markers: ``claims`` (when the suite has
+    claims) and ``aa_calibration`` (when it has two identical variants with runs)."""
+    blocks = {"claims": claims_block(runs, claims)} if claims else {}
+    calibration = calibration_text(runs, aa_pair)
+    if calibration is not None:
+        blocks["aa_calibration"] = calibration
+    return blocks
+
+
+def _markers(suite: str, what: str) -> tuple[str, str]:
+    return f"<!-- andrea compare: BEGIN {suite} {what} -->", f"<!-- andrea compare: END {suite} {what} -->"
+
+
+def generated_blocks(text: str) -> list[tuple[str, str, str]]:
+    """``(suite, what, content)`` of every generated block in a Markdown text."""
+    pattern = re.compile(r"<!-- andrea compare: BEGIN (\S+) (\S+) -->\n(.*?)\n<!-- andrea compare: END \1 \2 -->",
+                         re.S)
+    return [(m.group(1), m.group(2), m.group(3)) for m in pattern.finditer(text)]
+
+
+class GeneratedBlockError(UsageError):
+    """A document's markers of a generated block that do not pair up (exit status 2): rewriting it would
+    delete or duplicate the user's text, so nothing is written."""
+
+
+def _marker_span(text: str, suite: str, what: str) -> Optional[tuple[int, int]]:
+    """Where the block of (suite, what) starts and ends in ``text`` (None when it has no markers); one
+    :class:`GeneratedBlockError` naming the lines when its markers are not exactly one BEGIN, then one END."""
+    begin, end = _markers(suite, what)
+    begins, ends = [m.start() for m in re.finditer(re.escape(begin), text)], [
+        m.start() for m in re.finditer(re.escape(end), text)]
+    if not begins and not ends:
+        return None
+
+    def line(offset: int) -> int:
+        return text.count("\n", 0, offset) + 1
+
+    if len(begins) > 1 or len(ends) > 1:
+        twice, marker = (begins, begin) if len(begins) > 1 else (ends, end)
+        problem = f"`{marker}` appears {len(twice)} times (lines {', '.join(str(line(o)) for o in twice)})"
+    elif not ends:
+        problem = f"`{begin}` (line {line(begins[0])}) has no `{end}` after it"
+    elif not begins:
+        problem = f"`{end}` (line {line(ends[0])}) has no `{begin}` before it"
+    elif ends[0] < begins[0]:
+        problem = f"`{end}` (line {line(ends[0])}) comes before `{begin}` (line {line(begins[0])})"
+    else:
+        return begins[0], ends[0] + len(end)
+    raise GeneratedBlockError(f"{problem}; fix the markers so that the block has one BEGIN line and one END line "
+                              "after it (or remove both, and the block is appended); nothing was written")
+
+
+def update_generated_block(text: str, suite: str, what: str, content: str) -> str:
+    """``text`` with the block of (suite, what) replaced by ``content``; appended when it has none.
+    Markers that do not pair up are a :class:`GeneratedBlockError`, never a guess."""
+    begin, end = _markers(suite, what)
+    block = f"{begin}\n{content.rstrip()}\n{end}"
+    span = _marker_span(text, suite, what)
+    if span is not None:
+        return text[:span[0]] + block + text[span[1]:]
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+

@@ -1,0 +1,67 @@
+"""AndreaLM's training arguments (optimizer, schedule, loss, non-finite policy, compile) as one validated value.
+
+The arguments stay flat parameters of ``AndreaLM.__init__`` -- they are the ``model.lr``,
+``model.warmup_steps``, ... keys of every experiment YAML, of the committed suites and of the
+hyperparameters stored in every checkpoint. This dataclass is what the module works with: built from
+the arguments by field name (:meth:`TrainingArgs.from_arguments`) and saved as ``save_hyperparameters``
+``({"config": ..., **asdict(args)})``, so no list of names is kept by hand; checked once, here, with one
+:class:`ConfigError` naming the first bad value and what is valid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Optional
+
+from andrea_lab.model.config import ConfigError
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class TrainingArgs:
+    """How AndreaLM trains (the meaning of each field: ``AndreaLM``'s docstring, which ``--help`` shows)."""
+
+    lr: float
+    warmup_steps: int
+    decay_steps: Optional[int]
+    min_lr_ratio: float
+    weight_decay: float
+    betas: tuple[float, float]
+    eps: float
+    on_nonfinite: Literal["stop", "skip"]
+    max_skipped_steps: int
+    compile: bool
+    z_loss: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "betas", tuple(self.betas))
+        checks = [
+            (_finite(self.lr) and self.lr > 0, f"lr must be a finite number > 0, got {self.lr!r}"),
+            (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps!r}"),
+            (self.decay_steps is None or self.decay_steps > 0,
+             f"decay_steps must be > 0 or null, got {self.decay_steps!r}"),
+            (0.0 <= self.min_lr_ratio <= 1.0, f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}"),
+            (self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay!r}"),
+            (len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
+             f"betas must be two numbers in [0, 1), got {self.betas!r}"),
+            (self.eps > 0, f"eps must be > 0, got {self.eps!r}"),
+            (_finite(self.z_loss) and self.z_loss >= 0,
+             f"z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got {self.z_loss!r}"),
+            (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
+            (self.max_skipped_steps >= 0, f"max_skipped_steps must be >= 0, got {self.max_skipped_steps!r}"),
+            (isinstance(self.compile, bool), f"compile must be true or false, got {self.compile!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> "TrainingArgs":
+        """The fields' values out of a mapping that holds other keys too (``AndreaLM.__init__``'s
+        ``locals()``, a checkpoint's hyperparameters)."""
+        return cls(**{field.name: arguments[field.name] for field in fields(cls)})

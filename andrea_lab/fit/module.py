@@ -1,0 +1,175 @@
+"""AndreaLM: the LightningModule that trains ANDREA with next-token cross-entropy.
+
+Its ``__init__`` signature is the ``model:`` section of an experiment YAML: LightningCLI turns the
+typed parameters (and the nested :class:`AndreaConfig`) into config keys and ``--help``. What it
+delegates, to :mod:`andrea_lab.fit`: the optimizer and schedule (``optim``), the training arguments'
+checks (``args``), the non-finite policy with the gradient norm (``nonfinite``: a callback the module brings
+along, so any Trainer gets it), the RNG states of a checkpoint (``rng_state``) and ``init_from``
+(``initial_weights``); and the z-loss's objective to :mod:`andrea_lab.fit.z_loss`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, ClassVar, Literal, Optional, Sequence
+
+import lightning as L
+import torch
+from torchmetrics import MeanMetric
+from torchmetrics.text import Perplexity
+
+from andrea_lab.model.config import AndreaConfig
+from andrea_lab.errors import UsageError
+from andrea_lab.model.transformer import Andrea
+from andrea_lab.runs import tags
+from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_config
+from andrea_lab.fit.z_loss import training_objective
+from andrea_lab.fit.args import TrainingArgs
+from andrea_lab.fit.initial_weights import InitialWeights
+from andrea_lab.fit.log_cadence import logger_writes_now
+from andrea_lab.fit.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
+from andrea_lab.fit.optim import adamw_with_schedule, clip_fused, tag_weight_decay
+from andrea_lab.fit.rng_state import capture_rng_states, restore_rng_states
+
+
+class AndreaLM(L.LightningModule):
+    """Train ANDREA: AdamW (decay on matrices only), linear warmup then cosine decay.
+
+    Args:
+        config: The architecture (defaults: ANDREA-120M).
+        lr: Peak learning rate.
+        warmup_steps: Linear warmup length in optimizer steps (0 = start at the peak).
+        decay_steps: Step at which the cosine reaches ``min_lr_ratio·lr``; None = the trainer's total steps.
+        min_lr_ratio: Final learning rate as a fraction of ``lr``.
+        weight_decay: AdamW weight decay, applied to weight matrices and embeddings only.
+        betas: AdamW betas.
+        eps: AdamW epsilon.
+        on_nonfinite: What to do when the loss or gradient norm is NaN/inf: ``stop`` (raise
+            DivergenceError; the last good checkpoint is kept) or ``skip`` (drop that step's update).
+            Such an update is never applied; the host checks every ``trainer.log_every_n_steps``
+            steps and before each checkpoint (no per-step sync, see ``andrea_lab/fit/nonfinite.py``), so
+            ``stop`` ends the run up to that many steps after the first non-finite step.
+        max_skipped_steps: With ``skip``, stop after this many skipped steps in one run.
+        compile: Compile the model with ``torch.compile`` (in place, so checkpoint keys do not change).
+        z_loss: Coefficient of the auxiliary z-loss ``z_loss · mean(log² Z)`` added to the optimised loss
+            (PaLM: 1e-4; 0 = off), logged as ``train/z_loss``; ``train/loss`` stays the cross-entropy.
+        init_from: A checkpoint (from ``andrea fit`` or ``andrea import``) whose weights this fit starts
+            from: weights only; optimizer, step and schedule start fresh (to resume a run, use
+            ``--ckpt_path``). Its architecture must equal ``config`` and its tokenizer the data's.
+    """
+
+    #: Use the fused AdamW kernel where torch has one (a class attribute so benchmarks and tests can
+    #: measure the alternative; not a config key, since it changes speed, not results).
+    use_fused_adamw: ClassVar[bool] = True
+
+    def __init__(self, config: AndreaConfig = AndreaConfig(), lr: float = 6e-4, warmup_steps: int = 100,
+                 decay_steps: Optional[int] = None, min_lr_ratio: float = 0.1, weight_decay: float = 0.1,
+                 betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8,
+                 on_nonfinite: Literal["stop", "skip"] = "stop", max_skipped_steps: int = 10,
+                 compile: bool = False, z_loss: float = 0.0, init_from: Optional[str] = None):
+        super().__init__()
+        self.config = config if isinstance(config, AndreaConfig) else AndreaConfig(**config)  # a stored dict
+        self.args = TrainingArgs.from_arguments(locals())  # every other argument but init_from, checked
+        # Saved as plain values (checkpoints load weights-only, hparams.yaml stays plain YAML), the same keys
+        # as ever; not init_from: a checkpoint of this run is complete without the file it started from.
+        # A dict, not the bare call, which under LightningCLI would save the CLI's dump of its arguments.
+        self.save_hyperparameters({"config": asdict(self.config), **asdict(self.args)})
+        self.model = Andrea(self.config)
+        tag_weight_decay(self.model)
+        self._initial_weights = InitialWeights.load_into(self, init_from) if init_from else None
+        self.val_loss, self.val_perplexity = MeanMetric(), Perplexity()
+        #: The one owner of the non-finite policy and tally, and this module's callback (configure_callbacks);
+        #: the stability monitor reads it (nonfinite.guard_of).
+        self.nonfinite = NonFiniteGuard(self.args.on_nonfinite, self.args.max_skipped_steps)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: dict[str, Any], path: str) -> "AndreaLM":
+        """The module a loaded checkpoint (``checkpoint_io.load_checkpoint``) holds, weights included."""
+        if stored_model_config(checkpoint) is None:
+            raise UsageError(f"{path} is not an andrea checkpoint (no model config in its hyper_parameters)")
+        module = cls(**stored_hyperparameters(checkpoint))
+        module.load_state_dict(checkpoint["state_dict"])
+        return module
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if self._initial_weights is not None and datamodule is not None:
+            self._initial_weights.check_data(datamodule)
+
+    def configure_model(self) -> None:
+        # nn.Module.compile compiles in place: parameter names, and so checkpoints, stay the same.
+        if self.args.compile and not getattr(self, "_compiled", False):
+            self.model.compile()
+            self._compiled = True
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        return self.model(idx, targets)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        objective, loss, penalty = training_objective(self.model, x, y, self.args.z_loss)  # penalty: the z-loss
+        self.log(tags.TRAIN_LOSS, loss, prog_bar=True)  # the cross-entropy, with or without the z-loss
+        self.nonfinite.last_loss = objective.detach()  # checked with the gradient norm before the step
+        if logger_writes_now(self.trainer):
+            self.log(tags.TRAIN_LR, self.lr_schedulers().get_last_lr()[0])
+            self.log(tags.TRAIN_TOKENS, float((self.global_step + 1) * x.numel() * self.trainer.world_size))
+            if penalty is not None:
+                self.log(tags.TRAIN_Z_LOSS, penalty)
+        return objective
+
+    def configure_callbacks(self) -> Sequence[L.Callback]:
+        """The non-finite guard, for every Trainer this module is fitted with: Lightning adds it after the
+        trainer's own callbacks (ModelCheckpoint last), in place of any other of its type."""
+        return [self.nonfinite]
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val=None,
+                                    gradient_clip_algorithm=None) -> None:
+        """Without a ``GradScaler``, a fused AdamW clips with the norm already measured (optim.clip_fused),
+        where Lightning's mixed-precision plugin would refuse it under bf16-mixed although bf16 scales nothing."""
+        if not (gradient_clip_val and takes_found_inf(optimizer) and grad_scaler(self.trainer) is None):
+            return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        clip_fused(optimizer, float(gradient_clip_val), gradient_clip_algorithm, self.nonfinite.last_grad_norm)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["rng_states"] = capture_rng_states()  # a resumed run continues as an uninterrupted one
+        # The guard's part here, not in its own callback hook, which a weights-only checkpoint skips: it
+        # settles first, so "stop" raises before a checkpoint of a diverged run is written.
+        self.nonfinite.save_into(checkpoint, self._trainer)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.config.check_same_architecture(stored_model_config(checkpoint))
+        if checkpoint.get("rng_states"):
+            restore_rng_states(checkpoint["rng_states"])
+        self.nonfinite.load_from(checkpoint)
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def _evaluate(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str) -> None:
+        x, y = batch
+        logits, loss = self.model(x, y)
+        self.val_loss.update(loss, weight=y.numel())
+        self.val_perplexity.update(logits.float(), y)
+        self.log(tags.STAGE_LOSS[stage], self.val_loss, prog_bar=True)
+        self.log(tags.STAGE_PERPLEXITY[stage], self.val_perplexity)
+
+    def on_validation_epoch_end(self) -> None:
+        # Lightning discards what the sanity check logs. Its loss is the loss at initialisation (about
+        # ln(vocab_size)), the natural first point of every curve: log it at step 0.
+        if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
+            self.logger.log_metrics({tags.VAL_LOSS: float(self.val_loss.compute()),
+                                     tags.VAL_PERPLEXITY: float(self.val_perplexity.compute())}, step=0)
+
+    def configure_optimizers(self):
+        args = self.args
+        decay_steps = args.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
+        # fp16 with clipping: the scaler must unscale before the clip, which a fused AdamW does not allow.
+        clips_under_scaler = (self._trainer is not None and grad_scaler(self.trainer) is not None
+                              and bool(self.trainer.gradient_clip_val))
+        optimizer, scheduler = adamw_with_schedule(self.model, args.lr, args.betas, args.eps, args.weight_decay,
+                                                   args.warmup_steps, decay_steps, args.min_lr_ratio,
+                                                   fused=self.use_fused_adamw and not clips_under_scaler)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

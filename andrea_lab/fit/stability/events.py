@@ -1,0 +1,213 @@
+"""Loss spikes and divergence, as plain state machines fed one loss at a time (no Lightning, no torch).
+
+Both detectors are used by :class:`andrea_lab.fit.stability.monitor.StabilityMonitor` and are documented
+in ``docs/stability.md``. Feeding them a synthetic sequence is all a test needs.
+
+Spike
+    ``loss_t > ema_{t-1} + threshold`` (nats), once ``warmup`` finite losses have been seen, where
+    ``ema_t = decay·ema_{t-1} + (1-decay)·loss_t`` over the finite losses. Consecutive steps above the
+    line are *one* spike (counted when the excursion starts). While the loss falls, as in early training,
+    the EMA lags *above* it, so a falling curve never triggers.
+
+Divergence (the first of these to happen; later evidence never replaces it)
+    ``nonfinite``         a training loss that is NaN or ±inf;
+    ``stuck_at_unigram``  after ``stuck_after`` steps, a smoothed training loss (EMA, ``stuck_decay``)
+                          that stays at or above ``unigram_loss - stuck_margin`` for ``stuck_patience``
+                          consecutive steps: the model has learnt no more than token frequencies. (A
+                          post-norm ANDREA at too high a learning rate does exactly this without ever
+                          producing a NaN.) The reported step is the first step of that stretch;
+    ``final_above_best``  at the end of the run, the final validation loss is at least
+                          ``best + final_margin`` (nats).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+from andrea_lab.runs.directory import FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM  # the kinds are the record's
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value)
+
+
+class SpikeDetector:
+    """Count loss spikes: ``loss > EMA + threshold`` after a warm-in; one count per excursion.
+
+    Args:
+        threshold: How far above the EMA (in nats) a loss must be to be a spike.
+        decay: EMA decay per step (0.95 ≈ a mean over the last 20 steps: short enough to follow the fast
+            early fall of the loss, so that early spikes are seen too).
+        warmup: Finite losses to see before any spike can be reported (the EMA needs a history).
+    """
+
+    def __init__(self, threshold: float = 0.5, decay: float = 0.95, warmup: int = 20):
+        if not threshold > 0:
+            raise ValueError(f"spike threshold must be > 0 nats, got {threshold!r}")
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"EMA decay must be in [0, 1), got {decay!r}")
+        if warmup < 1:
+            raise ValueError(f"spike warm-in must be >= 1 step, got {warmup!r}")
+        self.threshold = float(threshold)
+        self.decay = float(decay)
+        self.warmup = int(warmup)
+        self.ema: Optional[float] = None
+        self.seen = 0
+        self.count = 0
+        self.in_spike = False
+        self.steps: list[int] = []  # the step at which each spike started
+
+    def update(self, step: int, loss: float) -> bool:
+        """Feed one training loss; return True when a new spike starts at this step."""
+        loss = float(loss)
+        if not _finite(loss):  # a divergence, not a spike; it must not poison the EMA either
+            return False
+        started = False
+        if self.ema is not None and self.seen >= self.warmup:
+            above = loss > self.ema + self.threshold
+            started = above and not self.in_spike
+            self.in_spike = above
+            if started:
+                self.count += 1
+                self.steps.append(int(step))
+        self.ema = loss if self.ema is None else self.decay * self.ema + (1.0 - self.decay) * loss
+        self.seen += 1
+        return started
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ema": self.ema, "seen": self.seen, "count": self.count, "in_spike": self.in_spike,
+                "steps": list(self.steps)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ema, self.seen, self.count = state["ema"], state["seen"], state["count"]
+        self.in_spike, self.steps = state["in_spike"], list(state["steps"])
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """When and how a run diverged (the ``divergence`` object of summary.json)."""
+
+    step: int
+    kind: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class DivergenceDetector:
+    """Decide whether (and when) a run diverged: non-finite loss, stuck at the unigram loss, or a final
+    validation loss far above the best one. The first divergence found is kept.
+
+    Args:
+        unigram_loss: Cross-entropy of the best context-free (unigram) predictor of the training data,
+            in nats; None disables the stuck check.
+        stuck_after: Steps before which the stuck check does not count (let warmup happen).
+        stuck_patience: Consecutive steps the smoothed loss must stay at/above the unigram level
+            without improving.
+        stuck_margin: Nats below the unigram loss that still count as "at" it; also the improvement
+            (a fall of the smoothed loss below where the stretch began) that restarts the stretch.
+            A run still descending towards the unigram level from ln(vocab) -- a slow one, at a low
+            learning rate or a deep, narrow model -- is above that level for a while without being
+            stuck: only a plateau counts.
+        stuck_decay: EMA decay used to smooth the training loss for the stuck check.
+        final_margin: Nats above the best validation loss that make the final one a divergence.
+    """
+
+    def __init__(self, unigram_loss: Optional[float] = None, stuck_after: int = 0, stuck_patience: int = 100,
+                 stuck_margin: float = 0.1, stuck_decay: float = 0.9, final_margin: float = 1.0):
+        if stuck_patience < 1:
+            raise ValueError(f"stuck_patience must be >= 1 step, got {stuck_patience!r}")
+        if stuck_after < 0:
+            raise ValueError(f"stuck_after must be >= 0, got {stuck_after!r}")
+        if not 0.0 <= stuck_decay < 1.0:
+            raise ValueError(f"stuck EMA decay must be in [0, 1), got {stuck_decay!r}")
+        if not final_margin > 0:
+            raise ValueError(f"final_margin must be > 0 nats, got {final_margin!r}")
+        self.unigram_loss = unigram_loss
+        self.stuck_after = int(stuck_after)
+        self.stuck_patience = int(stuck_patience)
+        self.stuck_margin = float(stuck_margin)
+        self.stuck_decay = float(stuck_decay)
+        self.final_margin = float(final_margin)
+        self.divergence: Optional[Divergence] = None
+        self.smoothed: Optional[float] = None
+        self.stuck_since: Optional[int] = None
+        self.stuck_steps = 0
+        self.stuck_reference: Optional[float] = None  # the smoothed loss where the stretch began
+
+    @property
+    def diverged(self) -> bool:
+        return self.divergence is not None
+
+    def _declare(self, step: int, kind: str) -> Divergence:
+        if self.divergence is None:
+            self.divergence = Divergence(int(step), kind)
+        return self.divergence
+
+    def update(self, step: int, loss: float) -> Optional[Divergence]:
+        """Feed one training loss; return the divergence if it is declared at this call."""
+        if self.divergence is not None:
+            return None
+        loss = float(loss)
+        if not _finite(loss):
+            return self._declare(step, NONFINITE)
+        self.smoothed = loss if self.smoothed is None else (
+            self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss)
+        if self.unigram_loss is None or step < self.stuck_after:
+            return None
+        if self.smoothed < self.unigram_loss - self.stuck_margin:
+            self.stuck_since, self.stuck_steps, self.stuck_reference = None, 0, None
+            return None
+        if self.stuck_since is None or self.smoothed < self.stuck_reference - self.stuck_margin:
+            # A new stretch at/above the unigram level, or one that is still improving: (re)start it.
+            self.stuck_since, self.stuck_steps, self.stuck_reference = int(step), 0, self.smoothed
+        self.stuck_steps += 1
+        if self.stuck_steps >= self.stuck_patience:
+            return self._declare(self.stuck_since, STUCK_AT_UNIGRAM)
+        return None
+
+    def nonfinite(self, step: int) -> Optional[Divergence]:
+        """Report a non-finite value other than the loss (e.g. the gradient norm) at ``step``."""
+        if self.divergence is not None:
+            return None
+        return self._declare(step, NONFINITE)
+
+    def check_final(self, step: int, final_val_loss: Optional[float], best_val_loss: Optional[float]
+                    ) -> Optional[Divergence]:
+        """At the end of a run: non-finite final validation loss, or ``final >= best + final_margin``."""
+        if self.divergence is not None or final_val_loss is None:
+            return None
+        if not _finite(final_val_loss):
+            return self._declare(step, NONFINITE)
+        if best_val_loss is not None and final_val_loss >= best_val_loss + self.final_margin:
+            return self._declare(step, FINAL_ABOVE_BEST)
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"divergence": None if self.divergence is None else self.divergence.as_dict(),
+                "smoothed": self.smoothed, "stuck_since": self.stuck_since, "stuck_steps": self.stuck_steps,
+                "stuck_reference": self.stuck_reference}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        found = state.get("divergence")
+        self.divergence = None if found is None else Divergence(found["step"], found["kind"])
+        self.smoothed, self.stuck_since, self.stuck_steps = state["smoothed"], state["stuck_since"], state["stuck_steps"]
+        # Checkpoints from before the improvement rule: the stretch's start is the best reference known.
+        self.stuck_reference = state.get("stuck_reference", self.smoothed if self.stuck_since is not None else None)
+
+
+def unigram_entropy(counts) -> float:
+    """Entropy (nats) of the token distribution given by ``counts``: the loss of the best model that
+    ignores context. ``counts`` is any sequence of non-negative counts (e.g. a ``bincount``)."""
+    total = float(sum(float(c) for c in counts))
+    if total <= 0:
+        raise ValueError("unigram entropy of an empty token sample")
+    entropy = 0.0
+    for c in counts:
+        c = float(c)
+        if c > 0:
+            p = c / total
+            entropy -= p * math.log(p)
+    return entropy

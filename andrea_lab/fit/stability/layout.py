@@ -1,0 +1,38 @@
+"""The TensorBoard custom-scalars layout of the stability metrics: one chart per group of curves, so
+that every block of every selected run lands in the same chart (StabilityMonitor writes it once per fit)."""
+
+from __future__ import annotations
+
+import re
+
+from andrea_lab.runs import tags
+from andrea_lab.fit.stability import probe
+
+#: TensorBoard custom-scalars layout: one chart per group of per-layer curves (tags are regexes), so every
+#: block of every selected run lands in the same chart. The probe's charts come from its metrics.
+_STEP_CHARTS = [
+    ("stability: loss and events", "loss (train, val, EMA)", (tags.TRAIN_LOSS, tags.VAL_LOSS, tags.LOSS_EMA)),
+    ("stability: loss and events", "spikes (cumulative)", (tags.SPIKES,)),
+    ("stability: loss and events", "global gradient norm before clipping", (tags.TRAIN_GRAD_NORM,)),
+    ("stability: loss and events", "learning rate", (tags.TRAIN_LR,)),
+]
+
+
+#: The 0/1 flags, each a margin chart from the flag to :data:`tags.FLAG_SCALE` (the axis stays [0, 1]).
+_FLAG_CHARTS = [("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
+                ("stability: loss and events", "diverged (0/1)", tags.DIVERGED)]
+
+
+def custom_scalars_layout() -> dict[str, dict[str, list]]:
+    """``{section: {chart: ["Multiline", [tag regex, ...]] or ["Margin", [value, lower, upper]]}}`` for
+    ``SummaryWriter.add_custom_scalars``."""
+    entries = [(section, title, f"^{re.escape(tag)}$") for section, title, names in _STEP_CHARTS for tag in names]
+    layout: dict[str, dict[str, list]] = {}
+    for section, title, regex in entries + probe.layout_entries():
+        layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
+    for section, title, tag in _FLAG_CHARTS:
+        layout.setdefault(section, {})[title] = ["Margin", [tag, tag, tags.FLAG_SCALE]]
+    return layout
+
+
+CUSTOM_SCALARS_LAYOUT = custom_scalars_layout()

@@ -1,0 +1,404 @@
+"""StabilityMonitor: the numbers that say whether (and where in depth) a training run is going wrong.
+
+Two kinds of measurement, both logged under ``stability/`` (full list and definitions in
+``docs/stability.md``):
+
+* **every step**, without a host sync per step: the training loss of each batch and the global gradient
+  norm before clipping are kept *on the device* and read back every ``flush_every`` steps, when they feed
+  the spike and divergence detectors (:mod:`andrea_lab.fit.stability.events`) and the non-finite flag.
+  The loss, learning rate and gradient norm curves themselves are AndreaLM's ``train/*`` scalars.
+* **every ``interval`` steps, and at step 0 before any update**, on one fixed *probe batch* (the first
+  validation batch): gradient norm per block and for the embeddings, update-to-weight ratio per block,
+  residual-stream RMS after each block, each sublayer's change of the stream relative to the stream,
+  the largest attention logit and the attention entropy per block, the output logits' max and log Z, and the fraction of dead MLP
+  units (each one function in :mod:`andrea_lab.fit.stability.probe`). The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
+  ``torch.autograd.grad`` (never ``.backward()``), so parameters' ``.grad``, the RNG streams and the
+  training mode are exactly as they were: a run with the monitor trains identically to one without.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from typing import Any, Optional
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities.seed import isolate_rng
+from torch import nn
+
+from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, SpikeDetector
+from andrea_lab.fit.stability.layout import CUSTOM_SCALARS_LAYOUT
+from andrea_lab.fit.stability.unigram import measure_unigram_loss
+from andrea_lab.errors import DivergenceError
+from andrea_lab.model.transformer import Andrea
+from andrea_lab.runs import tags
+from andrea_lab.fit.stability import probe
+from andrea_lab.fit.stability.probe import PREFIX, measure_probe, param_groups
+from andrea_lab.fit.nonfinite import global_grad_norm, guard_of
+
+
+
+def _inputs_of(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    if isinstance(batch, (tuple, list)):
+        return batch[0], (batch[1] if len(batch) > 1 else None)
+    if isinstance(batch, dict):
+        return batch["input_ids"] if "input_ids" in batch else batch["x"], batch.get("targets", batch.get("y"))
+    return batch, None
+
+
+class StabilityMonitor(L.Callback):
+    """Stability metrics and events for a training run (on by default in ``andrea fit``: YAML ``stability:``).
+
+    Args:
+        enabled: Set false to switch the whole monitor off (no probes, no detectors).
+        interval: Run the probe every this many optimizer steps (and at step 0, before any update);
+            0 disables the probe (the per-step detectors still run).
+        flush_every: Read the per-step losses and gradient norms back from the device every this many
+            steps (one host sync per flush), update the detectors and log the event scalars.
+        probe: Which batch is the fixed probe batch: ``val`` (the first validation batch; falls back to
+            ``train`` when there is no validation data) or ``train`` (the first training batch).
+        probe_sequences: Use at most this many sequences of the probe batch (null: all of it).
+        spike_threshold: A spike is a loss more than this many nats above its EMA.
+        spike_ema_decay: Decay of that EMA per step.
+        spike_warmup: Steps before a spike can be reported.
+        stuck_patience: Steps the smoothed loss must stay at/above the unigram level to declare divergence.
+        stuck_after: Steps before the stuck check starts; null = the module's ``warmup_steps`` (else 0).
+        stuck_margin: Nats below the unigram loss that still count as "at" it.
+        final_margin: A final validation loss at least this many nats above the best is a divergence.
+        unigram_loss: The unigram loss of the training data in nats; null = measure it from the data
+            module's training tokens (a sample of ``unigram_sample_tokens``), else ln(vocab_size).
+        unigram_sample_tokens: Tokens read to measure the unigram loss.
+        stop_on_divergence: Stop training (``trainer.should_stop``) once a divergence is declared.
+        custom_scalars: Write the TensorBoard custom-scalars layout (per-layer curves on shared charts).
+    """
+
+    def __init__(
+        self,
+        enabled: bool = True,
+        interval: int = 50,
+        flush_every: int = 10,
+        probe: str = "val",
+        probe_sequences: Optional[int] = 8,
+        spike_threshold: float = 0.5,
+        spike_ema_decay: float = 0.95,
+        spike_warmup: int = 20,
+        stuck_patience: int = 100,
+        stuck_after: Optional[int] = None,
+        stuck_margin: float = 0.1,
+        final_margin: float = 1.0,
+        unigram_loss: Optional[float] = None,
+        unigram_sample_tokens: int = 1_000_000,
+        stop_on_divergence: bool = False,
+        custom_scalars: bool = True,
+    ):
+        super().__init__()
+        if interval < 0:
+            raise ValueError(f"stability.interval must be >= 0 (0 = no probe), got {interval!r}")
+        if flush_every < 1:
+            raise ValueError(f"stability.flush_every must be >= 1, got {flush_every!r}")
+        if probe not in ("val", "train"):
+            raise ValueError(f"stability.probe must be 'val' or 'train', got {probe!r}")
+        if probe_sequences is not None and probe_sequences < 1:
+            raise ValueError(f"stability.probe_sequences must be >= 1 or null, got {probe_sequences!r}")
+        if unigram_sample_tokens < 1:
+            raise ValueError(f"stability.unigram_sample_tokens must be >= 1, got {unigram_sample_tokens!r}")
+        # Build the detectors once here so that bad thresholds fail at construction, not mid-run.
+        SpikeDetector(spike_threshold, spike_ema_decay, spike_warmup)
+        DivergenceDetector(None, stuck_after or 0, stuck_patience, stuck_margin, final_margin=final_margin)
+        self.enabled = enabled
+        self.interval = interval
+        self.flush_every = flush_every
+        self.probe = probe
+        self.probe_sequences = probe_sequences
+        self.spike_threshold = spike_threshold
+        self.spike_ema_decay = spike_ema_decay
+        self.spike_warmup = spike_warmup
+        self.stuck_patience = stuck_patience
+        self.stuck_after = stuck_after
+        self.stuck_margin = stuck_margin
+        self.final_margin = final_margin
+        self.unigram_loss_setting = unigram_loss
+        self.unigram_sample_tokens = unigram_sample_tokens
+        self.stop_on_divergence = stop_on_divergence
+        self.custom_scalars = custom_scalars
+        self._reset()
+
+    # ------------------------------------------------------------------ state
+
+    def _reset(self) -> None:
+        self.spikes = SpikeDetector(self.spike_threshold, self.spike_ema_decay, self.spike_warmup)
+        self.divergence_detector = DivergenceDetector(None, self.stuck_after or 0, self.stuck_patience,
+                                                      self.stuck_margin, final_margin=self.final_margin)
+        self.unigram_loss: Optional[float] = self.unigram_loss_setting
+        self.grad_norms: list[float] = []
+        self.nonfinite_steps = 0
+        self._pending: list[tuple[int, torch.Tensor, Optional[torch.Tensor]]] = []
+        self._batch_step: Optional[int] = None
+        self._batch_grad_norm: Optional[torch.Tensor] = None
+        self._batch_loss: Optional[torch.Tensor] = None
+        self._skip_nonfinite = False
+        self._probe_batch: Optional[tuple[torch.Tensor, Optional[torch.Tensor]]] = None
+        self._last_probe_step: Optional[int] = None
+        self._snapshot: Optional[tuple[int, dict[str, list[torch.Tensor]]]] = None
+        self._loaded_state: Optional[dict[str, Any]] = None
+        self._layout_written = False
+        self.probe_seconds: list[float] = []
+        self.last_probe: dict[str, float] = {}
+
+    @property
+    def last_probe_step(self) -> Optional[int]:
+        """The optimizer step of the last probe (:attr:`last_probe` holds its values), None before the first."""
+        return self._last_probe_step if self.last_probe else None
+
+    @property
+    def spike_count(self) -> int:
+        return self.spikes.count
+
+    @property
+    def divergence(self) -> Optional[Divergence]:
+        return self.divergence_detector.divergence
+
+    def grad_norm_stats(self) -> tuple[Optional[float], Optional[float]]:
+        """(max, median) of the finite per-step global gradient norms seen so far."""
+        finite = [g for g in self.grad_norms if math.isfinite(g)]
+        if not finite:
+            return None, None
+        return max(finite), statistics.median(finite)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"spikes": self.spikes.state_dict(), "divergence": self.divergence_detector.state_dict(),
+                "grad_norms": list(self.grad_norms), "nonfinite_steps": self.nonfinite_steps}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Applied at on_train_start: some strategies restore callbacks before setup, some after.
+        self._loaded_state = state_dict
+
+    # ------------------------------------------------------------------ hooks
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit" or not self.enabled:
+            return
+        loaded = self._loaded_state
+        self._reset()
+        self._loaded_state = loaded
+        self.divergence_detector.stuck_after = self._stuck_after(pl_module)
+        # A module whose non-finite guard skips (AndreaLM(on_nonfinite="skip")) drops a non-finite step and
+        # goes on: that is counted, not a divergence, unless the module gives up (its DivergenceError,
+        # seen in on_exception).
+        guard = guard_of(pl_module)
+        self._skip_nonfinite = guard is not None and guard.skips
+        if self.unigram_loss is None:
+            self.unigram_loss = measure_unigram_loss(trainer, _andrea_of(pl_module), self.unigram_sample_tokens)
+        self.divergence_detector.unigram_loss = self.unigram_loss
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.enabled and self.custom_scalars and trainer.is_global_zero:
+            self._write_layout(trainer)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.enabled or self._loaded_state is None:
+            return
+        state, self._loaded_state = self._loaded_state, None
+        self.spikes.load_state_dict(state["spikes"])
+        self.divergence_detector.load_state_dict(state["divergence"])
+        self.grad_norms = list(state["grad_norms"])
+        self.nonfinite_steps = state["nonfinite_steps"]
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+        if not self.enabled:
+            return
+        step = trainer.global_step
+        self._batch_step = step
+        self._batch_loss = self._batch_grad_norm = None
+        if (self.interval and step % self.interval == 0 and step != self._last_probe_step
+                and trainer.is_global_zero and _andrea_of(pl_module) is not None):
+            self._last_probe_step = step
+            if self._probe_batch is None:
+                self._probe_batch = self._capture_probe_batch(trainer, pl_module, batch)
+            self._run_probe(trainer, pl_module, step)
+
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+        if self.enabled and isinstance(loss, torch.Tensor):
+            # Lightning divides the loss by accumulate_grad_batches; undo it to get the batch's loss.
+            self._batch_loss = loss.detach().float() * trainer.accumulate_grad_batches
+
+    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
+        if not self.enabled or guard_of(pl_module) is not None:
+            # The module's guard (a callback of the module, so called after this trainer callback) measures
+            # this norm in its own on_before_optimizer_step: read from it at batch end.
+            return
+        # Called after backward and before gradient clipping: the raw global norm, kept on the device.
+        norm = global_grad_norm(pl_module.parameters())
+        if norm is not None:
+            self._batch_grad_norm = norm.float()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if not self.enabled:
+            return
+        guard = guard_of(pl_module)
+        if guard is not None:
+            self._batch_grad_norm = guard.last_grad_norm
+        self._push_batch()
+        if self._snapshot is not None and trainer.global_step > self._snapshot[0]:
+            self._log_update_ratios(trainer, pl_module)
+        if len(self._pending) >= self.flush_every:
+            self.flush(trainer)
+
+    def _push_batch(self) -> None:
+        """Queue the current batch's loss and gradient norm (device tensors) for the next flush."""
+        if self._batch_loss is not None and self._batch_step is not None:
+            self._pending.append((self._batch_step, self._batch_loss, self._batch_grad_norm))
+        self._batch_loss = self._batch_grad_norm = None
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.enabled:
+            self.flush(trainer)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if not self.enabled:
+            return
+        try:
+            self._push_batch()  # the batch that raised (e.g. AndreaLM's DivergenceError) counts too
+            self.flush(trainer)
+            if isinstance(exception, DivergenceError) and self.divergence is None and self._batch_step is not None:
+                self.divergence_detector.nonfinite(self._batch_step)
+        except Exception as exc:  # never mask the original exception
+            warnings.warn(f"StabilityMonitor could not flush after {type(exception).__name__}: {exc}")
+
+    # ------------------------------------------------------------ per step
+
+    def flush(self, trainer: L.Trainer) -> None:
+        """Read the pending per-step values back (one host sync), feed the detectors, log the events."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        losses = torch.stack([loss.reshape(()) for _, loss, _ in pending])
+        norms = [g for _, _, g in pending]
+        has_norm = [g is not None for g in norms]
+        norm_values = (torch.stack([g.reshape(()).to(losses.device) for g in norms if g is not None])
+                       if any(has_norm) else None)
+        loss_list = losses.cpu().tolist()
+        norm_list = norm_values.cpu().tolist() if norm_values is not None else []
+        norm_iter = iter(norm_list)
+        window_nonfinite = 0
+        newly_diverged: Optional[Divergence] = None
+        for (step, _, _), loss, present in zip(pending, loss_list, has_norm):
+            grad_norm = next(norm_iter) if present else None
+            if grad_norm is not None:
+                self.grad_norms.append(grad_norm)
+            bad = not math.isfinite(loss) or (grad_norm is not None and not math.isfinite(grad_norm))
+            if bad:
+                window_nonfinite += 1
+            self.spikes.update(step, loss)
+            found = (None if self._skip_nonfinite and not math.isfinite(loss)
+                     else self.divergence_detector.update(step, loss))
+            if bad and found is None and not self._skip_nonfinite:
+                found = self.divergence_detector.nonfinite(step)
+            newly_diverged = newly_diverged or found
+        self.nonfinite_steps += window_nonfinite
+        last_step = pending[-1][0]
+        metrics = {tags.NONFINITE: float(window_nonfinite > 0), tags.SPIKES: float(self.spikes.count),
+                   tags.DIVERGED: float(self.divergence is not None), tags.FLAG_SCALE: 1.0}
+        if self.spikes.ema is not None:
+            metrics[tags.LOSS_EMA] = self.spikes.ema
+        self._log(trainer, metrics, last_step)
+        if newly_diverged is not None and self.stop_on_divergence:
+            trainer.should_stop = True
+
+    # ------------------------------------------------------------ the probe
+
+    def _capture_probe_batch(self, trainer: L.Trainer, pl_module: L.LightningModule, train_batch: Any
+                             ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        batch = None
+        if self.probe == "val":
+            with isolate_rng():  # creating a DataLoader iterator draws from the global RNG
+                batch = self._first_val_batch(trainer)
+        if batch is None:
+            batch = train_batch
+        x, y = _inputs_of(batch)
+        if self.probe_sequences is not None:
+            x = x[: self.probe_sequences]
+            y = None if y is None else y[: self.probe_sequences]
+        device = pl_module.device
+        return x.detach().to(device).clone(), (None if y is None else y.detach().to(device).clone())
+
+    @staticmethod
+    def _first_val_batch(trainer: L.Trainer) -> Any:
+        loaders = []
+        datamodule = trainer.datamodule
+        if datamodule is not None:
+            try:
+                loaders.append(datamodule.val_dataloader())  # a fresh loader: the trainer's is left untouched
+            except Exception:
+                pass
+        if trainer.val_dataloaders is not None:
+            loaders.append(trainer.val_dataloaders)
+        for loader in loaders:
+            if isinstance(loader, (list, tuple)):
+                loader = loader[0] if loader else None
+            if loader is None:
+                continue
+            try:
+                return next(iter(loader))
+            except (StopIteration, TypeError):
+                continue
+        return None
+
+    def _run_probe(self, trainer: L.Trainer, pl_module: L.LightningModule, step: int) -> None:
+        model = _andrea_of(pl_module)
+        assert model is not None and self._probe_batch is not None
+        started = time.perf_counter()
+        x, y = self._probe_batch
+        with probe.eval_mode(pl_module):  # the whole LightningModule, not only the model inside it
+            values = measure_probe(model, x, y, autocast=trainer.precision_plugin.forward_context())
+        # Snapshot the weights; the update ratio is measured after this step's optimizer step.
+        self._snapshot = (step, {key: [p.detach().clone() for _, p in members]
+                                 for key, members in param_groups(model).items() if key != "head"})
+        seconds = time.perf_counter() - started
+        self.probe_seconds.append(seconds)
+        metrics = {f"{PREFIX}/{k}": v for k, v in values.items()}
+        metrics[probe.PROBE_SECONDS] = seconds
+        self._log(trainer, metrics, step)
+        self.last_probe = metrics
+
+    def _log_update_ratios(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        assert self._snapshot is not None
+        step, before = self._snapshot
+        self._snapshot = None
+        values = probe.measure_updates(_andrea_of(pl_module), before)
+        self._log(trainer, {f"{PREFIX}/{k}": v for k, v in values.items()}, step)
+
+    # ------------------------------------------------------------ helpers
+
+    def _stuck_after(self, pl_module: L.LightningModule) -> int:
+        if self.stuck_after is not None:
+            return self.stuck_after
+        hparams = getattr(pl_module, "hparams", {}) or {}
+        try:
+            return int(hparams.get("warmup_steps") or 0)
+        except (TypeError, ValueError):
+            return 0
+
+    def _write_layout(self, trainer: L.Trainer) -> None:
+        for logger in trainer.loggers:
+            writer = getattr(logger, "experiment", None)
+            if hasattr(writer, "add_custom_scalars"):
+                writer.add_custom_scalars(CUSTOM_SCALARS_LAYOUT)
+                self._layout_written = True
+
+    @staticmethod
+    def _log(trainer: L.Trainer, metrics: dict[str, float], step: int) -> None:
+        if not trainer.is_global_zero or not metrics:
+            return
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+
+
+def _andrea_of(pl_module: nn.Module) -> Optional[Andrea]:
+    """The Andrea model of an AndreaLM (``.model``), or the module itself if it is one; else None (no probe)."""
+    model = getattr(pl_module, "model", pl_module)
+    return model if isinstance(model, Andrea) else None

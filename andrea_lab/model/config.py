@@ -1,0 +1,229 @@
+"""AndreaConfig: every architectural choice of ANDREA as one typed, serialisable dataclass.
+
+The field defaults *are* the ANDREA-120M spec (``shared/design/ANDREA.md``), so an empty config is
+the full model and a YAML only lists what it changes. Components are stored as names (strings)
+and resolved through the plugin registry once, by :meth:`AndreaConfig.components`, when the model is
+built, which keeps the config serialisable into YAML, checkpoints and TensorBoard hparams. Building
+or validating a config never loads a plugin (``AndreaLM``'s default config is built at import time).
+
+The defaults name the built-ins qualified by their distribution (``andrea-lab:pre``), so they keep
+selecting andrea-lab's own plugins when another installed distribution registers the same name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from andrea_lab.model.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm, NormPlacement
+from andrea_lab.errors import UsageError
+from andrea_lab.model.registry import resolve, same_plugin
+
+#: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
+#: tensor cores and vector units. At ratio 4 (any d_model) and 8/3 with d_model a multiple of 24
+#: (e.g. 768 → 2048) the rounding changes nothing.
+MLP_HIDDEN_MULTIPLE = 8
+
+
+class ConfigError(UsageError):
+    """An invalid model configuration; the message names the field, the value and what is valid."""
+
+
+def mlp_hidden_size(d_model: int, mlp_ratio: float) -> int:
+    """``mlp_ratio · d_model`` rounded to the nearest multiple of :data:`MLP_HIDDEN_MULTIPLE` (at least one).
+
+    Rounding to the *nearest* multiple (not up) keeps a SwiGLU MLP at 8/3 as close as possible to
+    the parameter count of a GELU MLP at 4×: for d_model 128, 341.3 → 344 (+0.8 %).
+    """
+    exact = mlp_ratio * d_model
+    return max(MLP_HIDDEN_MULTIPLE, MLP_HIDDEN_MULTIPLE * round(exact / MLP_HIDDEN_MULTIPLE))
+
+
+@dataclass(frozen=True)
+class Components:
+    """The plugin classes of one model, resolved once from the config's names and handed down."""
+
+    norm_placement: type[NormPlacement]
+    activation: type[Activation]
+    kernel_backend: type[KernelBackend]
+    norm: type[Norm]
+
+
+@dataclass
+class AndreaConfig:
+    """The architecture of an ANDREA model. Defaults: ANDREA-120M exactly as specified."""
+
+    vocab_size: int = 8449
+    """Token ids: 256 bytes + 8192 BPE merges + 1 end-of-text (must match the tokenizer)."""
+    block_size: int = 1024
+    """Context length: the number of learned position embeddings."""
+    d_model: int = 768
+    """Width of the residual stream."""
+    n_layer: int = 12
+    """Number of transformer blocks."""
+    n_head: int = 12
+    """Attention heads; d_model must be divisible by it."""
+    mlp_ratio: Optional[float] = None
+    """MLP hidden size ÷ d_model; None takes the activation's default (4, or 8/3 if gated)."""
+    norm_placement: str = "andrea-lab:pre"
+    """Plugin from entry-point group andrea_lab.norm_placement: a name (pre, post, no_residual), or
+    distribution:name (andrea-lab:pre) when several distributions register it."""
+    activation: str = "andrea-lab:gelu"
+    """Plugin from entry-point group andrea_lab.activation: a name (gelu, relu, swiglu), or
+    distribution:name (andrea-lab:gelu)."""
+    kernel_backend: str = "andrea-lab:torch"
+    """Plugin from entry-point group andrea_lab.kernel_backend: a name (torch), or distribution:name."""
+    norm: str = "andrea-lab:layernorm"
+    """Plugin from entry-point group andrea_lab.norm: every norm of the model (the placement's, the final
+    one, the QK norm): a name (layernorm, rmsnorm), or distribution:name (andrea-lab:layernorm)."""
+    qk_norm: bool = False
+    """Normalise queries and keys per head (over the head size) with the norm plugin before q·kᵀ
+    (Dehghani et al. 2023, OLMo 2): bounds the attention logits, which otherwise grow at high LR."""
+    bias: bool = True
+    """Biases in every linear layer and LayerNorm (GPT-2 style)."""
+    dropout: float = 0.0
+    """Dropout on embeddings, attention and residual branches."""
+    layer_norm_eps: float = 1e-5
+    """LayerNorm epsilon."""
+    init_std: float = 0.02
+    """Standard deviation of the GPT-2 initialisation; residual projections get std/sqrt(2·n_layer)."""
+    attn_logit_softcap: Optional[float] = None
+    """Soft cap of the attention logits, ``cap·tanh(logits/cap)`` before the softmax (Gemma 2: 50); null =
+    no cap (scaled_dot_product_attention). A cap runs attention through flex_attention; no attention dropout."""
+    final_logit_softcap: Optional[float] = None
+    """Soft cap of the output logits, ``cap·tanh(logits/cap)`` before the loss and sampling (Gemma 2: 30);
+    null = no cap."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field; raise one :class:`ConfigError` naming the first bad value and what is valid.
+
+        Plugin names are only checked to be non-empty strings here; :meth:`components` selects them.
+        """
+        for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_head:
+            divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
+            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
+                              f"valid n_head for this d_model include {', '.join(map(str, divisors))}")
+        if self.mlp_ratio is not None and not (isinstance(self.mlp_ratio, (int, float))
+                                               and math.isfinite(self.mlp_ratio) and self.mlp_ratio > 0):
+            raise ConfigError(f"mlp_ratio must be a number > 0 (or null for the activation's default), "
+                              f"got {self.mlp_ratio!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not self.layer_norm_eps > 0:
+            raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if not self.init_std > 0:
+            raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
+        if not isinstance(self.qk_norm, bool):
+            raise ConfigError(f"qk_norm must be true or false, got {self.qk_norm!r}")
+        _check_softcap("attn_logit_softcap", self.attn_logit_softcap, 50)
+        _check_softcap("final_logit_softcap", self.final_logit_softcap, 30)
+        if self.attn_logit_softcap is not None and self.dropout > 0:
+            raise ConfigError(f"attn_logit_softcap {self.attn_logit_softcap!r} with dropout {self.dropout!r}: the "
+                              f"capped attention (flex_attention) has no attention dropout; set dropout 0 or "
+                              f"attn_logit_softcap null")
+        for kind in PLUGIN_KINDS:
+            name = getattr(self, kind)
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigError(f"{kind} must be a plugin name (e.g. {getattr(AndreaConfig, kind)!r}), "
+                                  f"got {name!r}; `andrea plugins` lists the installed ones")
+
+    def components(self) -> "Components":
+        """The plugin classes the names select (raises :class:`~andrea_lab.model.registry.PluginError`).
+
+        Resolved once per set of names: the result is kept on the config (not a field, so never saved),
+        and what else needs a plugin class (:attr:`resolved_mlp_ratio`) takes it from there."""
+        names = tuple(getattr(self, kind) for kind in PLUGIN_KINDS)
+        kept = self.__dict__.get("_components")
+        if kept is None or kept[0] != names:
+            kept = (names, Components(*(resolve(kind, name) for kind, name in zip(PLUGIN_KINDS, names))))
+            self.__dict__["_components"] = kept
+        return kept[1]
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_head
+
+    def mlp_ratio_for(self, activation: type[Activation]) -> float:
+        """``mlp_ratio``, or the activation's default when it is None (4, or 8/3 if gated)."""
+        return activation.default_mlp_ratio if self.mlp_ratio is None else self.mlp_ratio
+
+    def mlp_hidden_for(self, activation: type[Activation]) -> int:
+        """The MLP's hidden size with this activation: the one place the width is worked out."""
+        return mlp_hidden_size(self.d_model, self.mlp_ratio_for(activation))
+
+    @property
+    def resolved_mlp_ratio(self) -> float:
+        return self.mlp_ratio_for(self.components().activation)
+
+    @property
+    def mlp_hidden(self) -> int:
+        return self.mlp_hidden_for(self.components().activation)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def architecture_differences(self, saved: Optional[dict]) -> list[str]:
+        """``field: checkpoint X, config Y`` for each of :data:`ARCHITECTURE_FIELDS` where a stored config
+        (a checkpoint's) differs from this one; none when there is no stored config. A field the stored
+        config lacks is at its default: it was written before the field existed. A plugin counts as the
+        same when both names select the same entry point (``pre``, ``andrea-lab:pre``)."""
+        if not saved:
+            return []
+        current = asdict(self)
+        saved = {**asdict(AndreaConfig()), **saved}
+        return [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
+                for name in ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
+
+    def check_same_architecture(self, saved: Optional[dict]) -> None:
+        """Refuse a checkpoint of another architecture with the differing fields, not a shape traceback."""
+        differences = self.architecture_differences(saved)
+        if differences:
+            raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
+                              + "; ".join(differences) + "); use the run's own config.yaml with this "
+                              "checkpoint, or start a new fit without ckpt_path")
+
+
+#: Fields that decide the shapes and meaning of the weights; the others (kernel backend, dropout, ...)
+#: may change between a checkpoint and the run that resumes from it.
+ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
+                       "norm_placement", "activation", "bias", "norm", "qk_norm")
+
+
+def _same_field(name: str, saved, current) -> bool:
+    """Equal values; for a plugin, names that select the same entry point."""
+    if saved == current:
+        return True
+    return name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
+        name, saved, current)
+
+
+def _check_softcap(name: str, cap: Optional[float], example: float) -> None:
+    """A soft cap is a finite number > 0, or None (no cap): ``cap·tanh(x/cap)`` is x near 0 for any such cap."""
+    if cap is None:
+        return
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (math.isfinite(cap) and cap > 0):
+        raise ConfigError(f"{name} must be a finite number > 0 (e.g. {example}) or null for no cap, got {cap!r}")
+
+
+#: Named configurations. ``andrea-120m`` is the spec; the small ones are for CPUs and tests.
+PRESETS: dict[str, dict] = {
+    "andrea-120m": {},
+    "andrea-small": dict(d_model=512, n_layer=8, n_head=8, block_size=512),
+    "andrea-tiny": dict(d_model=128, n_layer=4, n_head=4, block_size=128),
+    "andrea-micro": dict(vocab_size=257, d_model=64, n_layer=2, n_head=2, block_size=64),
+}
+
+
+def preset(name: str, **overrides) -> AndreaConfig:
+    """Build a preset config, optionally changing some fields (``preset("andrea-tiny", activation="swiglu")``)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    return AndreaConfig(**{**PRESETS[name], **overrides})

@@ -1,0 +1,146 @@
+"""Claims judged without the winner's curse and as a Holm family: the known answers of
+shared/design/STATISTICS.md (leave-one-seed-out on the committed norm_placement runs, Holm over the December
+claims), a constructed table where only the in-sample interval excludes 0, LRs fixed in advance, the loss
+of the runs that trained, and exploratory claims outside the family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from andrea_lab.experiments.compare.claims import Claim, evaluate_claim, evaluate_claims, parse_claims
+from andrea_lab.experiments.compare.multiplicity import holm
+from andrea_lab.experiments.compare.runs_table import read_runs_csv
+from andrea_lab.experiments.sweep.suite import load_suite
+
+REPO = Path(__file__).resolve().parents[3]
+HELDOUT = "heldout_loss"
+
+
+def committed(suite: str) -> pd.DataFrame:
+    return read_runs_csv(REPO / "docs" / "results" / suite / "runs.csv")
+
+
+def suite_claims(suite: str) -> list:
+    return list(load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml").claims)
+
+
+# The second table of STATISTICS.md ("Best LR chosen without the winner's curse"), verbatim.
+LEAVE_ONE_SEED_OUT = """
+| post − post-nowarmup | in-sample | 0.164, 0.139, 0.241, 0.214, 0.218 | +0.195 | [+0.143, +0.248] | 1e-3, 2e-3 for every seed |
+| post − post-nowarmup | leave-one-seed-out | 0.164, −0.503, 0.241, 0.214, 0.218 | +0.067 | [−0.330, +0.464] | seed 1: 1e-3, 4e-3 |
+| post-warmup100 − post | in-sample | −0.231, −0.293, −0.230, −0.237, −0.286 | −0.256 | [−0.294, −0.217] | 2e-3, 1e-3 |
+| post-warmup100 − post | leave-one-seed-out | −0.231, −0.293, −0.230, −0.237, +0.502 | −0.098 | [−0.516, +0.320] | seed 4: 4e-3, 1e-3 |
+"""
+
+
+def _leave_one_seed_out_rows():
+    for line in LEAVE_ONE_SEED_OUT.strip().splitlines():
+        pair, choice, differences, mean, interval, _ = [cell.strip() for cell in line.strip("| ").split("|")]
+        yield pytest.param(pair, choice, differences, mean, interval, id=f"{pair} {choice}")
+
+
+@pytest.mark.parametrize("pair, choice, differences, mean, interval", list(_leave_one_seed_out_rows()))
+def test_leave_one_seed_out_known_answers(pair, choice, differences, mean, interval):
+    from andrea_lab.experiments.compare.stats import compare_variants
+
+    a, b = [name.strip() for name in pair.split("−")]
+    comparison = compare_variants(committed("norm_placement"), b, HELDOUT)[a]
+    found = comparison.at_best if choice == "in-sample" else comparison.cross_fitted
+    number = lambda text: float(text.strip().replace("−", "-"))  # noqa: E731
+    assert found.differences == pytest.approx([number(d) for d in differences.split(",")], abs=5e-4)
+    assert found.mean == pytest.approx(number(mean), abs=5e-4)
+    low, high = interval.strip("[]").split(",")
+    assert (found.low, found.high) == pytest.approx((number(low), number(high)), abs=5e-4)
+
+
+def test_the_winners_curse_turns_two_verdicts_on_the_committed_runs():
+    results = {r.claim.label: r for r in evaluate_claims(suite_claims("norm_placement"), committed("norm_placement"),
+                                                         HELDOUT)}
+    cursed = results["lower_loss: post vs post-nowarmup"]
+    assert cursed.outcome == "not detected" and cursed.in_sample.startswith("+0.195 [+0.143, +0.248], n=5 at 1e-3 / 2e-3")
+    assert "post-nowarmup 2e-3 (seed 1: 4e-3)" in cursed.evidence
+    assert results["lower_loss: post-warmup100 vs post"].outcome == "not detected"
+    assert results["lower_loss: pre vs post"].outcome == "reproduced"
+
+
+def _runs(losses: dict[str, dict[float, list[float]]], diverged=(), init: float = 5.0) -> pd.DataFrame:
+    """``losses[variant][lr][seed]``; ``diverged`` holds (variant, lr, seed) triples."""
+    return pd.DataFrame([dict(variant=variant, lr=lr, seed=seed, initial_val_loss=init, final_val_loss=loss,
+                              status="diverged" if (variant, lr, seed) in diverged else "finished",
+                              divergence_kind="stuck_at_unigram" if (variant, lr, seed) in diverged else None)
+                         for variant, by_lr in losses.items() for lr, by_seed in by_lr.items()
+                         for seed, loss in enumerate(by_seed)])
+
+
+LOW, HIGH = 1e-3, 4e-3
+
+
+def cliff_runs() -> pd.DataFrame:
+    """A sits at a divergence cliff: at 4e-3 it trains to 2.30 on four seeds and sticks (capped at 5.0) on
+    seed 4; at 1e-3 it is 0.10 worse than B on every seed. In-sample, 4e-3's mean (2.84) loses to 1e-3's, so
+    every seed is judged at 1e-3: a tight "worse". Held out, seed 4's LR is chosen on seeds 0–3, where 4e-3
+    wins: seed 4 lands on its cliff."""
+    base = [2.50, 2.55, 2.45, 2.52, 2.48]
+    return _runs({"a": {LOW: [x + 0.10 + 0.002 * i for i, x in enumerate(base)], HIGH: [2.30, 2.31, 2.29, 2.30, 9.0]},
+                  "b": {LOW: base, HIGH: [x + 0.2 for x in base]}}, diverged={("a", HIGH, 4)})
+
+
+def test_in_sample_excludes_zero_where_the_cross_fitted_interval_does_not():
+    result = evaluate_claim(Claim("lower_loss", "a", "b"), cliff_runs())
+    assert result.in_sample.startswith("+0.104 [+0.100, +0.108], n=5 at 1e-3 / 1e-3"), result.in_sample
+    assert result.p_in_sample < 1e-4, "in-sample: decisively worse"
+    assert result.outcome == "not detected", result.evidence
+    assert "a 1e-3 (seed 4: 4e-3)" in result.evidence and result.p > 0.05
+    assert result.evidence.startswith("a − b = +0.586 [−0.756, +1.929], n=5")
+
+
+def test_the_loss_of_the_runs_that_trained_leaves_the_stuck_run_out():
+    result = evaluate_claim(Claim("lower_loss_trained", "a", "b", lrs=(HIGH, LOW)), cliff_runs())
+    assert result.evidence.startswith("a − b = −0.205 [−0.259, −0.151]")
+    assert "n=4 at LRs a 4e-3, b 1e-3 (fixed in advance); 1 of 5 pairs left out (a run diverged)" in result.evidence
+    assert result.outcome == "reproduced" and result.in_sample == ""
+    capped = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(HIGH, LOW)), cliff_runs())
+    assert capped.outcome == "not detected", "the capped mean carries seed 4's 5.0"
+
+
+def test_claims_at_a_fixed_lr_select_nothing():
+    runs = cliff_runs()
+    at_high = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(HIGH, HIGH)), runs)
+    assert at_high.evidence.startswith("a − b = ") and "at LR 4e-3 (fixed in advance)" in at_high.evidence
+    divergences = evaluate_claim(Claim("fewer_divergences", "b", "a", lrs=(HIGH, HIGH)), runs)
+    assert divergences.evidence == ("diverged b 0/5, a 1/5 paired by seed; discordant pairs 1 (b only 0, a only 1); "
+                                    "exact McNemar, at LR 4e-3 (fixed in advance)")
+    missing = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(8e-3, 8e-3)), runs)
+    assert missing.outcome == "not detected" and "n=0" in missing.evidence  # no runs at that LR
+
+
+def test_a_list_of_lrs_is_one_claim_per_lr():
+    claims = parse_claims([{"lower_loss": ["a", "b"], "lr": [LOW, HIGH], "text": "t"}])
+    assert [(c.lrs, c.text) for c in claims] == [((LOW, LOW), "t"), ((HIGH, HIGH), "t")]
+
+
+def test_holm_adjusts_the_family_and_exploratory_claims_stay_out():
+    runs = cliff_runs()
+    raw = [{"lower_loss": ["b", "a"], "lr": LOW}, {"lower_loss": ["b", "a"], "lr": HIGH},
+           {"fewer_divergences": ["b", "a"]}, {"lower_loss": ["b", "a"], "lr": LOW, "exploratory": True}]
+    results = evaluate_claims(raw, runs, "final_val_loss")
+    family = [r.p for r in results[:3]]
+    assert [r.p_adjusted for r in results[:3]] == pytest.approx(holm(family))
+    assert results[3].p_adjusted is None and results[3].p == results[0].p
+    assert results[0].outcome == results[3].outcome == "reproduced"  # b 0.104 lower at 1e-3 on every seed
+    assert results[2].outcome == "not detected" and results[2].p_adjusted == pytest.approx(1.0)
+
+
+def test_holm_over_the_december_claims_removes_two_verdicts():
+    """STATISTICS.md: Holm over the 11 claims of the December reruns (norm_placement and activation, the
+    in-sample method they were published with) removes post-nowarmup's divergences and pre's LR
+    sensitivity, and nothing else."""
+    found = [r for suite in ("norm_placement", "activation")
+             for r in evaluate_claims(suite_claims(suite), committed(suite), HELDOUT)]
+    assert len(found) == 11
+    adjusted = holm([r.p_in_sample for r in found])
+    removed = [r.claim.label for r, p in zip(found, adjusted) if r.p_in_sample < 0.05 <= p]
+    assert removed == ["fewer_divergences: post vs post-nowarmup", "lower_sensitivity: pre vs pre-nowarmup"]

@@ -1,0 +1,222 @@
+"""Spike and divergence detection on synthetic loss sequences."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from andrea_lab.fit.stability.events import (FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM, Divergence,
+                                         DivergenceDetector, SpikeDetector, unigram_entropy)
+
+
+def falling_curve(steps: int, start: float = 5.5, end: float = 2.0, noise: float = 0.05, seed: int = 0) -> list[float]:
+    """A healthy training curve: exponential approach from ``start`` to ``end`` with a little noise."""
+    rng = random.Random(seed)
+    return [end + (start - end) * math.exp(-t / 30) + rng.gauss(0, noise) for t in range(steps)]
+
+
+def feed(detector, losses, first_step: int = 0):
+    return [detector.update(first_step + i, loss) for i, loss in enumerate(losses)]
+
+
+# ----------------------------------------------------------------- spikes
+
+@pytest.mark.parametrize("decay", [0.9, 0.95, 0.99])
+def test_a_healthy_falling_curve_has_no_spikes(decay):
+    detector = SpikeDetector(threshold=0.5, decay=decay, warmup=20)
+    feed(detector, falling_curve(500))
+    assert detector.count == 0
+
+
+def test_an_early_spike_during_the_fast_fall_is_seen_with_the_default_decay():
+    losses = falling_curve(300)
+    losses[40] += 1.5
+    default = SpikeDetector()
+    feed(default, losses)
+    assert default.steps == [40]
+    slow = SpikeDetector(decay=0.99)  # a 100-step EMA lags ~3 nats above the curve here and misses it
+    feed(slow, losses)
+    assert slow.count == 0
+
+
+def test_one_excursion_is_one_spike_at_its_first_step():
+    losses = [3.0] * 100
+    losses[60:64] = [4.0, 4.2, 3.9, 3.7]  # four steps above EMA + 0.5: one spike
+    detector = SpikeDetector(threshold=0.5, decay=0.99, warmup=20)
+    started = feed(detector, losses)
+    assert detector.count == 1 and detector.steps == [60]
+    assert started.index(True) == 60 and started.count(True) == 1
+
+
+def test_two_separate_excursions_are_two_spikes():
+    losses = [3.0] * 200
+    losses[50] = 4.0
+    losses[150] = 4.0
+    detector = SpikeDetector(threshold=0.5)
+    feed(detector, losses)
+    assert detector.count == 2 and detector.steps == [50, 150]
+
+
+def test_a_jump_below_the_threshold_is_not_a_spike():
+    losses = [3.0] * 100
+    losses[60] = 3.45
+    detector = SpikeDetector(threshold=0.5)
+    feed(detector, losses)
+    assert detector.count == 0
+
+
+def test_no_spike_during_the_warm_in():
+    losses = [3.0] * 10 + [5.0] + [3.0] * 10
+    detector = SpikeDetector(threshold=0.5, warmup=20)
+    feed(detector, losses)
+    assert detector.count == 0
+    assert SpikeDetector(threshold=0.5, warmup=5).update(0, 3.0) is False
+
+
+def test_nan_is_not_a_spike_and_does_not_poison_the_ema():
+    losses = [3.0] * 50 + [float("nan"), float("inf")] + [3.0] * 10 + [4.0]
+    detector = SpikeDetector(threshold=0.5)
+    feed(detector, losses)
+    assert detector.ema is not None and math.isfinite(detector.ema)
+    assert detector.count == 1 and detector.steps == [62]
+
+
+def test_spike_detector_state_round_trips():
+    first, second = SpikeDetector(), SpikeDetector()
+    losses = [3.0] * 40 + [4.0] + [3.0] * 5
+    feed(first, losses[:30])
+    second.load_state_dict(first.state_dict())
+    feed(first, losses[30:], 30)
+    feed(second, losses[30:], 30)
+    assert first.state_dict() == second.state_dict() and first.count == 1
+
+
+@pytest.mark.parametrize("kwargs", [dict(threshold=0), dict(decay=1.0), dict(warmup=0)])
+def test_spike_detector_rejects_bad_settings(kwargs):
+    with pytest.raises(ValueError):
+        SpikeDetector(**kwargs)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=20.0), min_size=1, max_size=200))
+def test_spike_count_never_exceeds_the_excursions(losses):
+    detector = SpikeDetector(threshold=0.5, warmup=1)
+    started = feed(detector, losses)
+    assert detector.count == sum(started) == len(detector.steps)
+    assert detector.count <= (len(losses) + 1) // 2  # an excursion needs a non-spike step between
+
+
+# ------------------------------------------------------------- divergence
+
+UNIGRAM = 3.0
+
+
+def test_nan_loss_is_a_nonfinite_divergence_at_its_step():
+    detector = DivergenceDetector(unigram_loss=UNIGRAM)
+    results = feed(detector, [5.0, 4.0, 3.5, float("nan"), 3.0])
+    assert results[3] == Divergence(3, NONFINITE)
+    assert detector.divergence == Divergence(3, NONFINITE)
+    assert results[4] is None, "the first divergence is kept"
+
+
+def test_infinite_loss_is_nonfinite_too():
+    detector = DivergenceDetector()
+    feed(detector, [5.0, float("inf")])
+    assert detector.divergence == Divergence(1, NONFINITE)
+
+
+def test_a_nonfinite_gradient_is_reported_as_nonfinite():
+    detector = DivergenceDetector()
+    assert detector.nonfinite(12) == Divergence(12, NONFINITE)
+    assert detector.nonfinite(13) is None and detector.divergence.step == 12
+
+
+def test_stuck_at_the_unigram_loss_is_a_divergence_from_the_start_of_the_plateau():
+    # Falls from ln(257) to the unigram level and stays there (with noise) without ever producing a NaN:
+    # the post-norm-at-too-high-a-learning-rate failure.
+    rng = random.Random(1)
+    losses = [5.5 - 0.25 * t for t in range(10)] + [UNIGRAM + 0.02 + rng.gauss(0, 0.05) for _ in range(200)]
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=20, stuck_patience=100, stuck_margin=0.1)
+    feed(detector, losses)
+    assert detector.divergence is not None
+    assert detector.divergence.kind == STUCK_AT_UNIGRAM
+    # The check starts at stuck_after (20); the smoothed loss still settles onto the plateau for a few
+    # steps after that, and the stretch starts once it has stopped falling.
+    assert 20 <= detector.divergence.step <= 60, detector.divergence
+
+
+def test_stuck_requires_patience_consecutive_steps():
+    losses = [UNIGRAM] * 99
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100)
+    feed(detector, losses)
+    assert detector.divergence is None
+    detector.update(99, UNIGRAM)
+    assert detector.divergence == Divergence(0, STUCK_AT_UNIGRAM)
+
+
+def test_a_dip_below_the_unigram_level_resets_the_patience():
+    losses = [UNIGRAM] * 80 + [1.0] * 30 + [UNIGRAM] * 80
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
+    feed(detector, losses)
+    assert detector.divergence is None
+
+
+def test_a_slow_run_still_descending_to_the_unigram_level_is_not_stuck():
+    # A deep, narrow model at a low learning rate (measured: the depth suite at lr 1e-3) takes ~150
+    # steps to come down from ln(257) to the unigram level: above it all along, but not on a plateau.
+    losses = [5.5 - (5.5 - UNIGRAM) * t / 150 for t in range(150)]
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=40, stuck_patience=100)
+    feed(detector, losses)
+    assert detector.divergence is None
+    feed(detector, [UNIGRAM] * 150, first_step=150)  # ...and then it does stop there
+    assert detector.divergence is not None and detector.divergence.step >= 150
+
+
+def test_a_healthy_run_that_passes_the_unigram_level_is_not_stuck():
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=0, stuck_patience=100)
+    feed(detector, falling_curve(1000, start=5.5, end=1.5))
+    assert detector.divergence is None
+
+
+def test_without_a_unigram_level_only_nonfinite_counts():
+    detector = DivergenceDetector(unigram_loss=None, stuck_patience=1)
+    feed(detector, [9.0] * 50)
+    assert detector.divergence is None
+
+
+def test_final_validation_far_above_the_best_is_a_divergence():
+    detector = DivergenceDetector(final_margin=1.0)
+    assert detector.check_final(500, final_val_loss=3.9, best_val_loss=3.0) is None
+    assert detector.check_final(500, final_val_loss=4.0, best_val_loss=3.0) == Divergence(500, FINAL_ABOVE_BEST)
+
+
+def test_final_check_keeps_an_earlier_divergence_and_catches_a_nan_final():
+    detector = DivergenceDetector(unigram_loss=UNIGRAM)
+    detector.update(3, float("nan"))
+    assert detector.check_final(9, 10.0, 2.0) is None and detector.divergence.kind == NONFINITE
+    fresh = DivergenceDetector()
+    assert fresh.check_final(9, float("nan"), 2.0) == Divergence(9, NONFINITE)
+    assert DivergenceDetector().check_final(9, None, None) is None
+
+
+def test_divergence_detector_state_round_trips():
+    first = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=10, stuck_decay=0.0)
+    feed(first, [UNIGRAM] * 6)
+    second = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=10, stuck_decay=0.0)
+    second.load_state_dict(first.state_dict())
+    feed(second, [UNIGRAM] * 4, 6)
+    assert second.divergence == Divergence(0, STUCK_AT_UNIGRAM)
+
+
+# --------------------------------------------------------------- unigram
+
+def test_unigram_entropy_of_uniform_and_degenerate_distributions():
+    assert unigram_entropy([5] * 257) == pytest.approx(math.log(257))
+    assert unigram_entropy([0, 10, 0]) == 0.0
+    assert unigram_entropy([1, 1, 2]) == pytest.approx(-(2 * 0.25 * math.log(0.25) + 0.5 * math.log(0.5)))
+    with pytest.raises(ValueError):
+        unigram_entropy([0, 0])
