@@ -4,8 +4,8 @@ opening the HParams, Custom Scalars and Text dashboards, before any click.
     python scripts/tensorboard_screenshots.py --out shots            # a tiny sweep, then the screenshots
     python scripts/tensorboard_screenshots.py --out shots --logdir runs   # an existing log directory
 
-Without ``--logdir`` it trains the tiny sweep that tests/analysis/test_tensorboard_report.py checks
-(andrea_lab/sweep/tiny_suite.py: two variants x two learning rates, one seed, six steps; at LR 3 both
+Without ``--logdir`` it trains the tiny sweep that tests/experiments/compare/test_tensorboard_report.py checks
+(andrea_lab/experiments/sweep/tiny_suite.py: two variants x two learning rates, one seed, six steps; at LR 3 both
 diverge) on a few standard-library modules, runs
 ``andrea compare`` on it, serves it with TensorBoard (in this process) and has Chromium
 (``apt-get install -y chromium``) take one PNG per dashboard into ``--out``. A minute or two on 2 cores.

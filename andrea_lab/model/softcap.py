@@ -9,7 +9,7 @@ function of the scores. Where ``torch.nn.attention.flex_attention`` trains (CUDA
 (torch 2.13: "FlexAttention does not support backward on CPU") and its eager forward is an unfused
 reference, so there the same function is computed explicitly: scores, cap, causal mask, softmax — one
 (B, nh, T, T) tensor, like the eager attention of GPT-2. Both are checked against each other
-(tests/stability/test_softcap.py); the cost of either against SDPA is in docs/performance.md.
+(tests/model/test_softcap.py); the cost of either against SDPA is in docs/performance.md.
 """
 
 from __future__ import annotations

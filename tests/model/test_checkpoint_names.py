@@ -1,6 +1,6 @@
 """A checkpoint selects its plugins by registered NAME (``andrea-lab:post``), never by module path, so
 moving the plugin code into andrea_lab/model/ (built-ins included) leaves every checkpoint a
-user has loadable: tests/plugins/data/pre_move.ckpt was written by :func:`write_micro_checkpoint` at
+user has loadable: tests/model/data/pre_move.ckpt was written by :func:`write_micro_checkpoint` at
 commit f345e43, the last one before the move, and still loads, resolves and computes the same loss."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ def test_defaults_are_the_120m_spec():
     c = AndreaConfig()
     assert (c.vocab_size, c.d_model, c.n_layer, c.n_head, c.block_size) == (8449, 768, 12, 12, 1024)
     # Qualified, so that the defaults keep selecting the built-ins when another distribution
-    # registers the same names (tests/plugins/test_third_party_plugins.py installs one).
+    # registers the same names (tests/plugin/test_third_party_plugins.py installs one).
     assert (c.norm_placement, c.activation, c.kernel_backend, c.norm, c.qk_norm, c.bias) == (
         "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", "andrea-lab:layernorm", False, True)
     assert c.mlp_hidden == 3072 and c.head_size == 64

@@ -10,7 +10,7 @@ each LR of the grid). A false positive is a 95 % paired-t interval that excludes
 nominal rate is 5 %. The splits share runs: the rates are a calibration check, not independent trials.
 
 The known answer: the committed 2026-12 ``docs/results/aa/runs.csv`` (5 + 5 seeds, 126 splits) gives an
-in-sample best-LR false-positive rate of 11/126 = 8.7 % (tests/analysis/test_aa_calibration.py).
+in-sample best-LR false-positive rate of 11/126 = 8.7 % (tests/experiments/compare/test_aa_calibration.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ family and is judged on its raw p, labelled as such.
 
 statsmodels is not a dependency, so the adjustment is the few lines below; its known answer
 (R's ``p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm")`` = 0.03, 0.06, 0.06, 0.02) is in
-tests/analysis/test_multiplicity.py.
+tests/experiments/compare/test_multiplicity.py.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ without warm-up) x two learning rates (1e-3, and 3.0, where both diverge) x one 
 32-wide, 2-block model each.
 
 One definition for its two users, so the screenshots show the sweep the tests check:
-``tests/analysis/test_tensorboard_report.py`` reads it through TensorBoard's HTTP API, and
+``tests/experiments/compare/test_tensorboard_report.py`` reads it through TensorBoard's HTTP API, and
 ``scripts/tensorboard_screenshots.py`` photographs TensorBoard's dashboards of it (a script must not import
-the tests). Each run is the command ``andrea sweep`` plans for it, run in this process through ``andrea fit``.
+the tests). Each run is the command ``andrea sweep`` plans for it, started as ``andrea sweep`` starts it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from typing import Any
 
 import yaml
 
+from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.runner import Runner
+from andrea_lab.experiments.sweep.suite import load_suite
+
 NAME = "tiny"
 #: What makes each run small (on top of the base config, experiments/cpu-base.yaml).
 MICRO: dict[str, Any] = {
@@ -22,7 +26,7 @@ MICRO: dict[str, Any] = {
     "data.batch_size": 8, "data.max_val_batches": 2, "heldout.max_tokens": 2048,
     "trainer.limit_val_batches": 2, "trainer.num_sanity_val_steps": 2, "trainer.max_steps": 6,
     "trainer.val_check_interval": 3, "trainer.log_every_n_steps": 1, "model.warmup_steps": 2,
-    "stability.stuck_after": 2,  # one stuck-at-unigram window for both warmups (andrea_lab/sweep/suite.py)
+    "stability.stuck_after": 2,  # one stuck-at-unigram window for both warmups (andrea_lab/experiments/sweep/suite.py)
 }
 
 
@@ -38,14 +42,11 @@ def write_tiny_suite(path: Path, base: Path, corpus: Path) -> Path:
 
 
 def train_tiny_suite(suite: Path, runs_dir: Path) -> Path:
-    """Every run of ``suite`` under ``runs_dir`` (``<runs_dir>/tiny/<variant>/lr<lr>-seed0``), in this
-    process; raises RuntimeError naming the first run whose fit fails. Returns ``runs_dir``."""
-    from andrea_lab.cli import main as andrea  # imported here: the CLI imports the sweep package
-    from andrea_lab.experiments.sweep.plan import plan_sweep
-    from andrea_lab.experiments.sweep.suite import load_suite
-
-    for spec in plan_sweep(load_suite(suite), runs_dir):
-        fit = spec.command.index("fit")
-        if andrea(list(spec.command[fit:])) != 0:
-            raise RuntimeError(f"the fit of {spec.label} failed")
+    """Every run of ``suite`` under ``runs_dir`` (``<runs_dir>/tiny/<variant>/lr<lr>-seed0``), one after the
+    other, each an ``andrea fit`` subprocess exactly as ``andrea sweep`` starts it; raises RuntimeError naming
+    the first run whose fit failed. Returns ``runs_dir``."""
+    outcomes = Runner(plan_sweep(load_suite(suite), runs_dir), jobs=1).run()
+    failed = next((outcome for outcome in outcomes if outcome.failed), None)
+    if failed is not None:
+        raise RuntimeError(f"the fit of {failed.spec.label} failed: {failed.detail}")
     return runs_dir

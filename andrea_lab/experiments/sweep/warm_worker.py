@@ -8,7 +8,7 @@ command as ``python`` would (``-m module`` through :mod:`runpy`, ``-c code``), a
 
 Forking per run, rather than running fits one after another in the worker itself, keeps what a fresh
 process guarantees: no state of one fit (RNG, globals, threads, signal handlers, a crash) reaches the
-next, so a fit gives the same numbers as in a fresh process (tests/sweep/test_warm_executor.py) and a
+next, so a fit gives the same numbers as in a fresh process (tests/experiments/sweep/test_warm_executor.py) and a
 fit that crashes takes only its own child with it. The worker computes nothing itself before it forks
 (no OpenMP pool exists to be inherited half-alive), and a child whose worker dies gets SIGTERM from the
 kernel, so it checkpoints as if preempted.

@@ -2,7 +2,7 @@
 dashboard holds every knob with its type and a right ``differs``, the session groups carry the results,
 the custom-scalars layout is there, and ``andrea compare``'s report is a run of its own (texts and images).
 
-The tiny sweep (andrea_lab/sweep/tiny_suite.py, which scripts/tensorboard_screenshots.py photographs) is the
+The tiny sweep (andrea_lab/experiments/sweep/tiny_suite.py, which scripts/tensorboard_screenshots.py photographs) is the
 commands ``andrea sweep`` plans (two variants x two learning rates x one seed, six steps each), each run in
 this process through ``andrea fit``; at LR 3.0 both variants diverge."""
 
