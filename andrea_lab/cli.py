@@ -16,6 +16,8 @@ import sys
 
 from andrea_lab.commands.quiet import quiet_third_party
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
+from andrea_lab.safe_yaml import read_yaml
+from andrea_lab.runs.directory import resume_checkpoint
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
@@ -50,8 +52,6 @@ def _usage() -> str:
 def check_config_files(argv: list[str]) -> None:
     """Name the file when a ``--config`` YAML is missing, malformed, not UTF-8, not a regular file (a FIFO
     would make the parser wait forever) or past :mod:`andrea_lab.safe_yaml`'s bounds (the parser would not)."""
-    from andrea_lab.safe_yaml import read_yaml
-
     for i, arg in enumerate(argv):
         if arg in ("--config", "-c") and i + 1 < len(argv):
             path = argv[i + 1]
@@ -66,6 +66,7 @@ def check_config_files(argv: list[str]) -> None:
 
 def check_checkpoint_path(argv: list[str]) -> None:
     """A missing or damaged ``--ckpt_path`` is named before LightningCLI tries to unpickle it."""
+    # torch and Lightning (~5 s): only a fit with --ckpt_path needs them
     from andrea_lab.runs.checkpoint_io import verify_checkpoint
 
     for i, arg in enumerate(argv):
@@ -79,8 +80,6 @@ def expand_resume(argv: list[str]) -> list[str]:
     """``fit --resume RUN_DIR [overrides]`` -> ``fit --config RUN_DIR/config.yaml --ckpt_path CKPT`` with the
     logger pointed at RUN_DIR itself: the run continues in its own directory from its newest checkpoint
     (``preempted.ckpt`` or ``last.ckpt``, :func:`andrea_lab.runs.directory.resume_checkpoint`)."""
-    from andrea_lab.runs.directory import resume_checkpoint
-
     if "--resume" not in argv and not any(arg.startswith("--resume=") for arg in argv):
         return argv
     rest, run_dir = [], None
@@ -105,6 +104,7 @@ def expand_resume(argv: list[str]) -> list[str]:
 
 
 def run_lightning(argv: list[str]) -> int:
+    # Lightning (~5 s): `andrea --help` and the light commands start without it
     from andrea_lab.fit.cli import AndreaCLI
 
     argv = expand_resume(argv)

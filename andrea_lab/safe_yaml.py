@@ -16,6 +16,7 @@ from typing import Any, Callable
 import yaml
 
 from andrea_lab.errors import UsageError
+from andrea_lab.files import read_text_file
 
 #: Nodes a document may stand for once every alias is expanded.
 MAX_NODES = 100_000
@@ -110,8 +111,6 @@ def bounded(load: Callable[[str], Any]) -> Callable[[str], Any]:
 def read_yaml(path: str | Path, what: str) -> Any:
     """The document in a YAML file a user named, as ``yaml.safe_load`` gives it; one :class:`UsageError`
     naming ``what`` and the file when it is not a regular file, not UTF-8, not YAML or past the bounds."""
-    from andrea_lab.files import read_text_file
-
     text = read_text_file(path, what, MAX_BYTES)
     try:
         check_bounds(text)

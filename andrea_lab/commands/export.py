@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from andrea_lab.files import check_output_dir
 
 #: Export formats (``--to``): so far transformers' GPT-2 directory layout.
 FORMATS = ("hf",)
@@ -23,7 +24,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tokenizer", default=None, metavar="TOKENIZER_JSON",
                         help="tokenizer.json to export, for a checkpoint trained on a token file without one")
     args = parser.parse_args(argv)
-    from andrea_lab.files import check_output_dir
+    # torch and transformers: `andrea export --help` starts without them
     from andrea_lab.interop.export_hf import export_checkpoint
 
     check_output_dir(args.out, "--out")

@@ -33,7 +33,7 @@ def check_sampling(max_new_tokens: int, temperature: float, top_k: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from andrea_lab.fit.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea generate --help`
 
     parser = argparse.ArgumentParser(prog="andrea generate", description=__doc__,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows them

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from andrea_lab.files import check_output_file
 
 #: The command is `import`, a Python keyword, so its module is named import_hf (see andrea_lab.cli).
 COMMAND = "import"
@@ -37,7 +38,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tokenizer", default=None, metavar="PATH",
                         help="a tokenizer.json or tokenizer directory to carry, when DIR has none")
     args = parser.parse_args(argv)
-    from andrea_lab.files import check_output_file
+    # Lightning and transformers: `andrea import --help` starts without them
     from andrea_lab.interop.import_hf import import_directory
 
     check_output_file(args.out, "--out")

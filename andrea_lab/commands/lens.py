@@ -20,6 +20,12 @@ from typing import Any, Optional
 import torch
 
 from andrea_lab.errors import UsageError
+from andrea_lab.experiments.compare.tensorboard_report import EVENT_PREFIX, _rgb
+from andrea_lab.inside.lens import final_norm_description
+from andrea_lab.inside.lens_loss import heldout_lens, lens_record
+from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
+from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, plot_layers
+from andrea_lab.files import write_json_atomic
 
 #: The TensorBoard tag of the text and the image (the lens's own event file, suffix EVENT_SUFFIX).
 TAG = "lens/heldout_loss"
@@ -60,8 +66,9 @@ def run_settings(run_dir: Optional[Path]) -> dict[str, Any]:
 
 def datamodule_for(checkpoint: dict, settings: dict, path: str):
     """The data module the checkpoint was trained with, set up (its held-out split memory-mapped)."""
+    # Lightning (~3 s): not for `andrea lens --help`
     from andrea_lab.runs.checkpoint_io import stored_model_config, stored_tokenizer
-    from andrea_lab.data import AndreaDataModule
+    from andrea_lab.data import AndreaDataModule  # Lightning (~3 s): not for `andrea lens --help`
 
     hparams = checkpoint.get("datamodule_hyper_parameters") or settings.get("data")
     config = stored_model_config(checkpoint)
@@ -86,8 +93,6 @@ def write_tensorboard(run_dir: Path, table: str, png: Path, step: int) -> None:
     which replaces an earlier one (the run's training events are never touched)."""
     from torch.utils.tensorboard import SummaryWriter
 
-    from andrea_lab.experiments.compare.tensorboard_report import EVENT_PREFIX, _rgb
-
     for old in run_dir.glob(f"{EVENT_PREFIX}*{EVENT_SUFFIX}"):
         old.unlink()
     writer = SummaryWriter(str(run_dir), filename_suffix=EVENT_SUFFIX)
@@ -100,11 +105,8 @@ def write_tensorboard(run_dir: Path, table: str, png: Path, step: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], Any]:
     """Score the checkpoint; returns the record, the run directory (or None) and the layers."""
-    from andrea_lab.inside.lens import final_norm_description
-    from andrea_lab.inside.lens_loss import heldout_lens, lens_record
-    from andrea_lab.runs.checkpoint_io import load_checkpoint
-    from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
-    from andrea_lab.fit.module import AndreaLM
+    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea lens --help`
+    from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea lens --help`
 
     for name in ("max_tokens", "batch_size"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -126,9 +128,6 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], 
 
 
 def main(argv: list[str]) -> int:
-    from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, plot_layers
-    from andrea_lab.files import write_json_atomic
-
     args = _parser().parse_args(argv)
     record, run_dir, layers = evaluate(args)
     out = Path(args.out) if args.out else (run_dir / LENS_FILE if run_dir else Path(f"{args.ckpt}.lens.json"))

@@ -123,7 +123,7 @@ def format_verdict(verdict: Verdict) -> str:
 
 
 def run_checks(infos: list[PluginInfo], names: list[str]) -> int:
-    from andrea_lab.model.plugin_check import check_plugin
+    from andrea_lab.model.plugin_check import check_plugin  # builds models: `andrea plugins` lists without it
 
     verdicts = [check_plugin(info) for info in (select(infos, names) if names else infos)]
     for verdict in verdicts:

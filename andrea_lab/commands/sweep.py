@@ -26,6 +26,11 @@ from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
                                     parse_cli_list)
+from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
+from andrea_lab.experiments.sweep.executors import LocalExecutor
+from andrea_lab.runs.claim import RunDirectoryError, refuse_links
+from andrea_lab.experiments.sweep.preflight import preflight
+from andrea_lab.experiments.sweep.runner import Runner, SweepLock, SweepLockedError, report
 
 EXIT_FAILED_RUNS = 1
 EXIT_USAGE = 2
@@ -85,13 +90,10 @@ def make_executor(args: argparse.Namespace, suite, jobs: int, gpus, lock_fd, cor
     """The executor ``--launcher`` names, with the per-run resources of the command line, else the suite;
     ``corpora`` (from the preflight) are resolved once by each warm worker."""
     if args.launcher == "warm":
-        from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
-
         return WarmExecutor(jobs, gpus, lock_fd=lock_fd, corpora=corpora)
     if args.launcher == "local":
-        from andrea_lab.experiments.sweep.executors import LocalExecutor
-
         return LocalExecutor(jobs, gpus, lock_fd=lock_fd)
+    # Ray (optional, seconds to import): only --launcher ray
     from andrea_lab.experiments.sweep.ray_executor import RayExecutor
 
     cpus = args.cpus_per_run if args.cpus_per_run is not None else suite.resources.get("cpus", 1.0)
@@ -141,8 +143,6 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
     """The exit status when the sweep must not touch what is there (or the plan was printed), else None: a
     run directory holding a link (the sweep writes its markers and sweep.log before the fit claims it), or
     runs made with other settings than these (neither counted done nor overwritten)."""
-    from andrea_lab.runs.claim import RunDirectoryError, refuse_links
-
     try:
         for spec in specs:
             refuse_links(spec.run_dir)
@@ -185,8 +185,6 @@ def main(argv: list[str]) -> int:
 
     corpora: list = []
     if not args.no_check:
-        from andrea_lab.experiments.sweep.preflight import preflight
-
         print("checking every variant's command line ...", flush=True)
         problems, corpora = preflight(specs)
         if problems:
@@ -197,8 +195,6 @@ def main(argv: list[str]) -> int:
     refusal = refuse_existing_runs(specs, directory, args.dry_run)
     if refusal is not None:
         return refusal
-
-    from andrea_lab.experiments.sweep.runner import Runner, SweepLock, SweepLockedError, report
 
     try:
         with SweepLock(directory) as lock:

@@ -29,6 +29,14 @@ from typing import Any, Optional
 import torch
 
 from andrea_lab.errors import UsageError
+from andrea_lab.inside import lens
+from andrea_lab.inside.trace import trace_token
+from andrea_lab.inside.trace import plot_trace
+from andrea_lab.inside.lens_plots import plot_attribution, plot_lens_grid
+from andrea_lab.inside.lens import format_attribution, format_lens
+from andrea_lab.inside.trace import format_table
+from andrea_lab.commands.arguments import check_plot_file, checked_device
+from andrea_lab.files import check_output_file
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,9 +71,9 @@ def target_id(tokenizer: Any, target: str) -> int:
 
 
 def _load(args: argparse.Namespace):
-    from andrea_lab.runs.checkpoint_io import load_checkpoint
-    from andrea_lab.commands.generate import tokenizer_from_checkpoint
-    from andrea_lab.fit.module import AndreaLM
+    from andrea_lab.commands.generate import tokenizer_from_checkpoint  # Lightning (~3 s): not for `andrea trace --help`
+    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea trace --help`
+    from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea trace --help`
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
@@ -74,9 +82,6 @@ def _load(args: argparse.Namespace):
 
 def analyse(model, tokenizer, args: argparse.Namespace) -> dict[str, Any]:
     """Geometry, lens and attribution of the traced token (the objects; :func:`payload` makes JSON of them)."""
-    from andrea_lab.inside import lens
-    from andrea_lab.inside.trace import trace_token
-
     if args.top_k < 1:
         raise UsageError(f"--top_k must be a positive number of tokens, got {args.top_k}")
     ids = tokenizer.encode(args.text).ids
@@ -112,9 +117,6 @@ def payload(found: dict[str, Any], model, decode, args: argparse.Namespace, plot
 
 def draw(found: dict[str, Any], model, decode, path: str) -> list[str]:
     """The three figures of --plot; returns their paths."""
-    from andrea_lab.inside.lens_plots import plot_attribution, plot_lens_grid
-    from andrea_lab.inside.trace import plot_trace
-
     trace, config = found["trace"], model.config
     base = Path(path)
     title = (f"{config.norm_placement}/{config.activation}, {config.n_layer} blocks: "
@@ -130,9 +132,6 @@ def draw(found: dict[str, Any], model, decode, path: str) -> list[str]:
 
 
 def report(found: dict[str, Any], model, decode) -> str:
-    from andrea_lab.inside.lens import format_attribution, format_lens
-    from andrea_lab.inside.trace import format_table
-
     trace, attribution, config = found["trace"], found["attribution"], model.config
     next_token = None if found["next_id"] is None else decode(found["next_id"])
     scale = ("no final norm" if attribution.scale is None else
@@ -153,9 +152,6 @@ def report(found: dict[str, Any], model, decode) -> str:
 def check_trace_arguments(args: argparse.Namespace) -> None:
     """``--plot`` (a format matplotlib writes, in a directory that can be written) and ``--device``, before
     the checkpoint is read (andrea_lab.commands.arguments)."""
-    from andrea_lab.commands.arguments import check_plot_file, checked_device
-    from andrea_lab.files import check_output_file
-
     if args.plot:
         check_plot_file(args.plot)
         check_output_file(args.plot, "--plot")

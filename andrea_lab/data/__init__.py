@@ -46,6 +46,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "AndreaDataModule":
+        # Lightning: the tokenizer's workers and `andrea tokenize` need none
         from andrea_lab.data.datamodule import AndreaDataModule
 
         return AndreaDataModule

@@ -31,7 +31,6 @@ from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens
 from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.windows import RandomWindowDataset, SequentialWindowDataset, StepSampler
 from andrea_lab.files import sha256_text
-from andrea_lab.runs.checkpoint_io import TOKENIZER_STATE_KEY
 
 Tokens = Union[MappedTokens, ConcatenatedTokens]
 
@@ -369,9 +368,16 @@ def _stream(paths: list[Path]) -> Tokens:
     return MappedTokens(paths[0]) if len(paths) == 1 else ConcatenatedTokens([MappedTokens(path) for path in paths])
 
 
+#: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer: the data module's
+#: ``state_dict``, which Lightning stores under the class name. Spelled once, here: the data module writes
+#: these keys, ``andrea import`` writes them for an imported model, and ``runs.checkpoint_io`` reads them.
+DATA_STATE_KEY = "AndreaDataModule"
+TOKENIZER_STATE_KEY = "tokenizer_json"
+
+
 def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[int],
                           corpus: Optional[str]) -> dict[str, Any]:
-    """The data module's part of a checkpoint (under ``checkpoint_io.DATA_STATE_KEY``, read back by
+    """The data module's part of a checkpoint (under :data:`DATA_STATE_KEY`, read back by
     ``checkpoint_io.stored_data_state``); ``andrea import`` writes the same."""
     return {
         TOKENIZER_STATE_KEY: None if tokenizer is None else tokenizer.to_str(),

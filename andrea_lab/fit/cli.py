@@ -26,6 +26,9 @@ from andrea_lab.runs import tags
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.runs.claim import claim_run_directory
 from andrea_lab.runs.resume_rules import MAY_CHANGE, check_resume
+from andrea_lab import safe_yaml
+from andrea_lab.files import check_output_dir
+from andrea_lab.fit.loggers import check_run_name
 
 DEFAULT_LOGGER = {
     "class_path": "andrea_lab.fit.loggers.AndreaTensorBoardLogger",
@@ -237,8 +240,6 @@ def install_bounded_yaml() -> None:
     from jsonargparse import get_loader, set_loader
     import yaml
 
-    from andrea_lab import safe_yaml
-
     load = get_loader("yaml")
     if not getattr(load, "_andrea_bounded", False):
         bounded = safe_yaml.bounded(load)
@@ -271,9 +272,6 @@ def check_logger_arguments(logger: Any) -> None:
     """Each logger's ``save_dir`` can be written and its ``name``/``version`` stay one directory under it
     (checked here, at parse time: jsonargparse would wrap the logger's own refusal into a many-line
     ValueError, and an unwritable directory would only fail after the data is prepared)."""
-    from andrea_lab.files import check_output_dir
-    from andrea_lab.fit.loggers import check_run_name
-
     for one in logger if isinstance(logger, list) else [logger]:
         init_args = one.get("init_args") if hasattr(one, "get") else None
         if init_args is not None:

@@ -9,16 +9,13 @@ another tokenizer's ids would be silently meaningless.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 from tokenizers import Tokenizer
 
 from andrea_lab.errors import UsageError
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
-
-if TYPE_CHECKING:
-    from andrea_lab.fit.module import AndreaLM
 
 
 class InitialWeights:
@@ -36,8 +33,9 @@ class InitialWeights:
         self.tokenizer: Optional[Tokenizer] = stored_tokenizer(checkpoint)
 
     @classmethod
-    def load_into(cls, module: "AndreaLM", path: str) -> "InitialWeights":
-        """Load ``path``'s weights into ``module``, after checking its architecture is ``module.config``'s;
+    def load_into(cls, module: torch.nn.Module, path: str) -> "InitialWeights":
+        """Load ``path``'s weights into ``module`` (an AndreaLM: its ``config`` and its weights), after checking
+        its architecture is ``module.config``'s (typed as a Module: this file is below fit.module, even for types);
         returns what :meth:`check_data` needs later (the weights themselves are dropped)."""
         initial = cls(path)
         differences = module.config.architecture_differences(initial.saved_config)

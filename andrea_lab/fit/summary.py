@@ -33,6 +33,7 @@ from andrea_lab.runs import tags
 from andrea_lab.runs.directory import (NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none,
                                        package_versions, write_record)
 from andrea_lab.fit.stability.probe import attention_extremes
+from andrea_lab.model.registry import selected_entry_point
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -41,8 +42,6 @@ def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
     ``name`` may be a registered name (``pre``), a qualified one (``andrea-lab-example:squared_relu``)
     or an import path (``my_module:MyClass``, recorded with distribution and version null).
     """
-    from andrea_lab.model.registry import selected_entry_point
-
     ep = selected_entry_point(kind, name)
     if ep is not None:
         return {"name": ep.name, "distribution": ep.dist.name if ep.dist is not None else None,

@@ -17,7 +17,7 @@ import torch
 from tokenizers import Tokenizer
 
 from andrea_lab.model.config import AndreaConfig
-from andrea_lab.data.datamodule import data_checkpoint_state
+from andrea_lab.data.datamodule import DATA_STATE_KEY, data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import load_json
@@ -25,7 +25,8 @@ from andrea_lab.interop import require_transformers
 from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights
 from andrea_lab.interop.hf_tokenizer import read_tokenizer
-from andrea_lab.runs.checkpoint_io import DATA_STATE_KEY, AtomicCheckpointIO
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
+from andrea_lab.fit.module import AndreaLM
 
 
 
@@ -92,8 +93,6 @@ def _checkpoint(module: Any, tokenizer: Optional[Tokenizer], directory: Path, de
 
 def import_directory(directory: Path, out: Path, tokenizer_source: Optional[Path] = None) -> Imported:
     """Write ``out`` (and its tokenizer.json beside it) from the GPT-2 in ``directory``."""
-    from andrea_lab.fit.module import AndreaLM
-
     require_transformers()
     if not directory.is_dir():
         raise MissingFileError(f"--from-hf {directory} is not a directory; pass one saved by save_pretrained")

@@ -13,25 +13,18 @@ import json
 import os
 import pickle
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+from tokenizers import Tokenizer
 
+from andrea_lab.data.datamodule import DATA_STATE_KEY, TOKENIZER_STATE_KEY
+from andrea_lab.data.tokenizer import tokenizer_from_json
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
 from andrea_lab.files import load_json, manifest_path, publish, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
 from andrea_lab.model.registry import require_registered
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
-#: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer: the data module's
-#: ``state_dict``, which Lightning stores under the class name. Spelled once, here: the data module writes
-#: these keys, ``andrea import`` writes them for an imported model, and :func:`stored_tokenizer` reads them.
-DATA_STATE_KEY = "AndreaDataModule"
-TOKENIZER_STATE_KEY = "tokenizer_json"
-
 
 #: Checkpoints this process has already verified, by what ``stat`` says of the file and of its manifest.
 #: A ``--ckpt_path`` is checked by the CLI before LightningCLI starts, read by ``_parse_ckpt_path`` and
@@ -135,13 +128,11 @@ def stored_data_state(checkpoint: Any) -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
-def stored_tokenizer(checkpoint: Any) -> Optional["Tokenizer"]:
+def stored_tokenizer(checkpoint: Any) -> Optional[Tokenizer]:
     """The tokenizer an ``AndreaDataModule`` fit saved in the checkpoint, or None if it has none."""
     text = stored_data_state(checkpoint).get(TOKENIZER_STATE_KEY)
     if not isinstance(text, str):
         return None
-    from andrea_lab.data.tokenizer import tokenizer_from_json  # not at import: andrea_lab.data is heavier
-
     return tokenizer_from_json(text)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from andrea_lab.errors import UsageError
 from andrea_lab.model.contracts import PLUGIN_KINDS
+from andrea_lab.model.registry import same_plugin
 
 #: ``section.field`` names a resumed fit may set to another value (speed, not results).
 MAY_CHANGE = frozenset({"model.compile", "model.config.kernel_backend", "data.num_workers", "data.cache_dir"})
@@ -24,8 +25,6 @@ class ResumeOverrideError(UsageError):
 
 
 def _same(name: str, saved: Any, current: Any) -> bool:
-    from andrea_lab.model.registry import same_plugin
-
     if isinstance(saved, (list, tuple)) and isinstance(current, (list, tuple)):
         return list(saved) == list(current)
     if saved == current:

@@ -13,14 +13,18 @@ value, so a suite whose runs recorded neither keeps its table exactly as before.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import pandas as pd
 
 from andrea_lab.experiments.compare.runs_table import ATTN_ENTROPY_MIN_FINAL, ATTN_LOGIT_MAX_FINAL
 
-if TYPE_CHECKING:  # compare builds its Column objects from these specs: no import of compare at run time
-    from andrea_lab.experiments.compare.compare import Variant
+
+class HasRuns(Protocol):
+    """What these columns read of a variant (compare.Variant): its counted runs, one row each. A protocol, not
+    an import of compare, which builds its Column objects from the specs here (no cycle, not even for types)."""
+
+    rows: pd.DataFrame
 
 
 def mean_sd_3g(values: pd.Series) -> str:
@@ -41,11 +45,11 @@ ATTENTION_COLUMNS: list[tuple[str, str, Callable[[Any], str]]] = [
 ]
 
 
-def _has(variants: Sequence["Variant"], column: str) -> bool:
+def _has(variants: Sequence[HasRuns], column: str) -> bool:
     return any(column in v.rows and v.rows[column].notna().any() for v in variants)
 
 
-def attention_columns(variants: Sequence["Variant"]) -> list[tuple[str, str, Callable[[Any], str]]]:
+def attention_columns(variants: Sequence[HasRuns]) -> list[tuple[str, str, Callable[[Any], str]]]:
     """The :data:`ATTENTION_COLUMNS` that some counted run of ``variants`` has a value for."""
     return [column for column in ATTENTION_COLUMNS if _has(variants, column[0])]
 
@@ -60,6 +64,6 @@ ATTENTION_LEGEND = {
 }
 
 
-def attention_legend(variants: Sequence["Variant"]) -> str:
+def attention_legend(variants: Sequence[HasRuns]) -> str:
     """The legend's lines for the attention columns shown; empty when none is, so the legend stays as it was."""
     return "".join(ATTENTION_LEGEND[key] + "\n" for key, _, _ in attention_columns(variants))

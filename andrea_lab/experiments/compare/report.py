@@ -24,6 +24,7 @@ from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
 from andrea_lab.errors import UsageError
 from andrea_lab.runs.directory import format_lr
 from andrea_lab.fit.stability import probe
+from andrea_lab.experiments.compare.attention_columns import attention_legend
 
 
 def markdown_table(columns: Sequence[Column], frame: pd.DataFrame) -> str:
@@ -187,8 +188,6 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
                              INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
     if notes:
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
-    from andrea_lab.experiments.compare.attention_columns import attention_legend
-
     sections.append(("legend", [legend(loss_column) + attention_legend(variants)]))
     return [(key, "\n".join(lines)) for key, lines in sections]
 
@@ -220,7 +219,7 @@ def calibration_text(runs: pd.DataFrame, aa_pair: Optional[tuple[str, str]]) -> 
 
 
 def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:
-    from andrea_lab.experiments.compare import plots
+    from andrea_lab.experiments.compare import plots  # matplotlib (~1 s): only when figures are written
 
     variants, notes = plan["variants"], plan["notes"]
     if "val_curve" not in plan["runs"]:  # a runs.csv has no curves to plot

@@ -62,6 +62,7 @@ def write_scaled_suite(suite: str, plan: dict[str, Any], directory: Path) -> dic
     """Each scale's report in ``directory/<scale>/``, then the trend's figures, Markdown and CSVs in ``directory``:
     ``comparison.md``, ``comparison.csv`` (the variants at each scale), ``claims.csv`` (one row per claim and
     scale) and ``runs.csv`` (every run, with its scale)."""
+    # matplotlib (~1 s): only when figures are written
     from andrea_lab.experiments.compare.plots_scales import plot_scale_figures
 
     directory.mkdir(parents=True, exist_ok=True)

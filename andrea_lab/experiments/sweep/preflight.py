@@ -35,9 +35,9 @@ def _error_text(stderr: str) -> str:
 def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tuple[str, str]]]:
     """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
     data.text_field)``) if it is valid, else (the error message, None)."""
-    from andrea_lab.model.config import AndreaConfig, ConfigError
-    from andrea_lab.fit.cli import AndreaCLI
-    from andrea_lab.model.registry import PluginError
+    from andrea_lab.model.config import AndreaConfig, ConfigError  # torch: `andrea sweep --dry-run` starts without it
+    from andrea_lab.fit.cli import AndreaCLI  # Lightning (~5 s): only when a preflight runs
+    from andrea_lab.model.registry import PluginError  # torch: `andrea sweep --dry-run` starts without it
 
     class ParseOnly(AndreaCLI):
         def before_instantiate_classes(self) -> None:

@@ -260,7 +260,7 @@ def _module_default_warmup() -> Any:
     """``AndreaLM``'s own ``warmup_steps`` default (imported only when a variant falls back to it)."""
     import inspect
 
-    from andrea_lab.fit.module import AndreaLM
+    from andrea_lab.fit.module import AndreaLM  # Lightning: only when a variant falls back to the default
 
     return inspect.signature(AndreaLM.__init__).parameters["warmup_steps"].default
 

@@ -28,6 +28,7 @@ import time
 from typing import Any, Optional, Sequence
 
 from andrea_lab.experiments.sweep.ray_executor import _die_with_parent
+from andrea_lab.data.corpus import remember_resolved_corpora, resolve_corpus
 
 #: Imported before any fork: what every ``andrea fit`` needs (torch, Lightning, andrea_lab's CLI).
 WARM_MODULES = ("andrea_lab.cli", "andrea_lab.fit.cli")
@@ -41,8 +42,6 @@ def warm_up(corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MO
     for name in modules:
         importlib.import_module(name)
     imported = time.perf_counter()
-    from andrea_lab.data.corpus import remember_resolved_corpora, resolve_corpus
-
     remember_resolved_corpora()
     for spec, text_field in corpora:
         try:
