@@ -26,7 +26,8 @@ from pathlib import Path
 
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.parallel_encode import available_cores
-from andrea_lab.data.tokenize_corpus import TokenizeOptions, make_tokenizer, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import make_tokenizer, tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeOptions
 from andrea_lab.data.tokenizer import save_tokenizer
 
 H100_TOKENS_PER_S = 1_000_000
@@ -39,7 +40,8 @@ _MEMORY_CHILD = """
 import json, multiprocessing, sys, threading
 from pathlib import Path
 from andrea_lab.data.corpus import resolve_corpus
-from andrea_lab.data.tokenize_corpus import TokenizeOptions, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeOptions
 
 def high_water_mb(pid='self'):
     try:

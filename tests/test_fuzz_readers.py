@@ -269,7 +269,8 @@ def test_shard_manifests_with_wrongly_typed_fields_give_a_clear_error(tmp_path):
     import json
 
     from andrea_lab.data.corpus import resolve_corpus
-    from andrea_lab.data.tokenize_corpus import TokenizeOptions, tokenize_corpus
+    from andrea_lab.data.tokenize_corpus import tokenize_corpus
+    from andrea_lab.data.tokenize_options import TokenizeOptions
 
     corpus_dir = tmp_path / "corpus"
     corpus_dir.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.experiments.compare import report
+from andrea_lab.experiments.compare import doc_blocks
 from andrea_lab.cli import environment_error, main
 from andrea_lab.commands.compare import write_doc_block
 from andrea_lab.errors import DiskFullError, UsageError
@@ -30,7 +30,7 @@ BEGIN, END = "<!-- andrea compare: BEGIN s claims -->", "<!-- andrea compare: EN
 def test_markers_that_do_not_pair_up_are_refused_and_the_doc_is_untouched(tmp_path, text, problem):
     doc = tmp_path / "results.md"
     doc.write_text(text)
-    with pytest.raises(report.GeneratedBlockError, match=problem):
+    with pytest.raises(doc_blocks.GeneratedBlockError, match=problem):
         write_doc_block(doc, "s", "| new |")
     assert doc.read_text() == text
 
@@ -86,7 +86,7 @@ def test_import_checks_the_weights_against_config_json_before_allocating_the_mod
 
 def test_tokenize_refuses_a_shard_size_that_would_make_too_many_shards(tmp_path):
     from andrea_lab.data.corpus import resolve_corpus
-    from andrea_lab.data.tokenize_corpus import MAX_SHARDS, TokenizeError, check_shard_count
+    from andrea_lab.data.tokenize_options import MAX_SHARDS, TokenizeError, check_shard_count
 
     (tmp_path / "a.txt").write_text("x" * (MAX_SHARDS * 1024 + 10))
     corpus = resolve_corpus(str(tmp_path / "a.txt"))

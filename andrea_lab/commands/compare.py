@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from andrea_lab.experiments.compare import compare, outputs, report, scales_report
+from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report, scales_report
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
@@ -75,7 +75,7 @@ def print_results(written: dict[str, dict]) -> None:
         print()
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="andrea compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", help="a directory of runs (e.g. runs/norm_placement) or a runs.csv")
@@ -90,7 +90,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                         help="do not also write the report as the TensorBoard run <suite dir>/_comparison "
                              "(its tables in the Text dashboard, its plots in Images)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     source = Path(args.runs)
     if source.is_file() and source.suffix == ".csv":
         runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
@@ -127,11 +131,13 @@ def main(argv: list[str]) -> int:
     if args.tensorboard and source.is_dir():
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
-        suite_name = next(iter(written))
-        blocks = outputs.doc_blocks(runs, claims, aa_pair)
-        write_doc_blocks(Path(args.doc), suite_name, blocks)
-        print(f"updated the {suite_name} {' and '.join(blocks) or 'no'} block(s) in {args.doc}")
+        update_doc(Path(args.doc), next(iter(written)), outputs.doc_blocks(runs, claims, aa_pair))
     return 0
+
+
+def update_doc(doc: Path, suite_name: str, blocks: dict[str, str]) -> None:
+    write_doc_blocks(doc, suite_name, blocks)
+    print(f"updated the {suite_name} {' and '.join(blocks) or 'no'} block(s) in {doc}")
 
 
 def write_doc_blocks(doc: Path, suite_name: str, blocks: dict[str, str]) -> None:
@@ -142,9 +148,9 @@ def write_doc_blocks(doc: Path, suite_name: str, blocks: dict[str, str]) -> None
     updated = text
     try:
         for what, content in blocks.items():
-            updated = report.update_generated_block(updated, suite_name, what, content)
-    except report.GeneratedBlockError as exc:
-        raise report.GeneratedBlockError(f"--doc {doc}: {exc}") from None
+            updated = doc_blocks.update_generated_block(updated, suite_name, what, content)
+    except doc_blocks.GeneratedBlockError as exc:
+        raise doc_blocks.GeneratedBlockError(f"--doc {doc}: {exc}") from None
     atomic_write(doc, lambda handle: handle.write(updated.encode("utf-8")))
 
 

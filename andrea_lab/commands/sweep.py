@@ -54,6 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
                                        "(CUDA_VISIBLE_DEVICES), e.g. 0,1,2,3")
     parser.add_argument("--runs-dir", default="runs",
                         help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)")
+    add_launcher_arguments(parser)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan (and what would be skipped or rerun) without running anything")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip parsing every variant's command before the sweep starts (saves ~10 s)")
+    return parser
+
+
+def add_launcher_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where and how the fits run: the launcher and, under Ray, each run's resources."""
     parser.add_argument("--launcher", choices=("warm", "local", "ray"), default="warm",
                         help="warm: each fit forked on this machine from a worker that imported torch and "
                              "Lightning once (default); local: each fit a fresh Python process; ray: one Ray task "
@@ -65,11 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "(default: the suite's resources.cpus, else 1)")
     parser.add_argument("--gpus-per-run", type=float, help="GPUs each run holds under --launcher ray "
                                                            "(default: the suite's resources.gpus, else 0)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the plan (and what would be skipped or rerun) without running anything")
-    parser.add_argument("--no-check", action="store_true",
-                        help="skip parsing every variant's command before the sweep starts (saves ~10 s)")
-    return parser
 
 
 def parse_sets(items: list[str]) -> dict:

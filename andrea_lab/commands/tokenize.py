@@ -16,7 +16,8 @@ from typing import Optional
 
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.parallel_encode import available_cores
-from andrea_lab.data.tokenize_corpus import TokenizeOptions, TokenizeReport, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeOptions, TokenizeReport
 from andrea_lab.files import check_output_dir
 
 INTERRUPTED_EXIT_STATUS = 130

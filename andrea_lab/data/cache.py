@@ -43,7 +43,8 @@ from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.corpus import Corpus
 from andrea_lab.data.errors import CorpusError
 from andrea_lab.data.shards import MANIFEST_FILE, TOKENIZER_FILE, TokenCorpus, read_manifest, shard_dir_corpus
-from andrea_lab.data.tokenize_corpus import TokenizeError, TokenizeOptions, settings_of, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import settings_of, tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeError, TokenizeOptions
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.files import sha256_text
 

@@ -47,6 +47,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "afterwards; runs: each variant runs its steps alone, in rotating order")
     parser.add_argument("--no-memory-pass", action="store_true",
                         help="--schedule steps: skip the per-variant memory pass (peak memory then not reported)")
+    add_setup_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.warmup < 1 or args.steps < 1 or args.rounds < 1:
+        parser.error("--warmup, --steps and --rounds must be >= 1 (a step's time needs the previous step's end)")
+    return args
+
+
+def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is measured and how it is set up: device, precision, variants, logger, corpus, threads."""
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     parser.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"])
     parser.add_argument("--compile", action="store_true", help="torch.compile the model in every variant")
@@ -64,10 +73,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="torch.set_num_threads for the whole run (default: torch's, = the usable cores)")
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file")
-    args = parser.parse_args(argv)
-    if args.warmup < 1 or args.steps < 1 or args.rounds < 1:
-        parser.error("--warmup, --steps and --rounds must be >= 1 (a step's time needs the previous step's end)")
-    return args
 
 
 def settings_from_args(args: argparse.Namespace, device: torch.device) -> BenchSettings:

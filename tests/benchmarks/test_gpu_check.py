@@ -28,6 +28,7 @@ def _load(name: str, path: Path):
 
 
 gc = _load("andrea_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+parts = _load("andrea_gpu_check_parts", ROOT / "benchmarks" / "gpu_check_parts.py")
 PY = sys.executable
 
 
@@ -142,14 +143,14 @@ def test_junit_counts_and_strict_gpu_skips(pytester, monkeypatch, tmp_path):
     """)
     xml = tmp_path / "junit.xml"
     pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--junitxml={xml}")
-    counts = gc.junit_counts(xml)
+    counts = parts.junit_counts(xml)
     gpu_error = 1 if not _has_cuda() else 0
     assert (counts["passed"], counts["failed"], counts["skipped"], counts["errors"]) == (1 + 1 - gpu_error, 1, 1,
                                                                                          gpu_error)
     assert counts["skipped_at_collection"] == 1
     assert any("no_such_optional_package" in line for line in counts["not_passed"])
     part = gc.Part("gpu_tests", "", [], 1, result_json=xml)
-    assert gc.read_junit(part, 1, "")[0] == "failed"
+    assert parts.read_junit(part, 1, "")[0] == "failed"
 
 
 def _has_cuda() -> bool:
@@ -165,7 +166,7 @@ def _has_cuda() -> bool:
     (1, "Traceback ...\nRuntimeError: boom\n", "failed"),
 ])
 def test_sanitizer_outcomes(code, log, status):
-    assert gc.read_sanitizer(gc.Part("sanitizer_memcheck", "", [], 1), code, log)[0] == status
+    assert parts.read_sanitizer(gc.Part("sanitizer_memcheck", "", [], 1), code, log)[0] == status
 
 
 def test_kernels_reader_takes_each_ops_largest_size(tmp_path):
@@ -176,7 +177,7 @@ def test_kernels_reader_takes_each_ops_largest_size(tmp_path):
     path.write_text(json.dumps(kernels.report_json(device="X", sms=132, l2_bytes=1, args=kernels.parse_args([]),
                                                    backend="b", copy_gbps={1 << 24: 4000.0}, peak_copy=4000.0,
                                                    verdicts=[], results=results)))
-    status, result = gc.read_kernels(gc.Part("kernels_bf16", "", [], 1, result_json=path), 0, "")
+    status, result = parts.read_kernels(gc.Part("kernels_bf16", "", [], 1, result_json=path), 0, "")
     assert status == "ok" and result["copy_peak_gbps"] == 4000.0
     assert result["fraction_of_copy_at_largest"] == {"gelu_fwd": {"elements": 1 << 24, "cuda": 0.9, "eager": 0.7}}
-    assert gc.brief_kernels(result) == "copy 4,000 GB/s; at the largest size, of copy: gelu_fwd 90% (eager 70%)"
+    assert parts.brief_kernels(result) == "copy 4,000 GB/s; at the largest size, of copy: gelu_fwd 90% (eager 70%)"

@@ -16,7 +16,8 @@ from andrea_lab.data import AndreaDataModule, CorpusError
 from andrea_lab.data import shard_check
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.token_file import HEADER_BYTES
-from andrea_lab.data.tokenize_corpus import TokenizeOptions, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeOptions
 
 OPTIONS = TokenizeOptions(tokenizer="byte", val_fraction=0.3, shard_tokens=4000, workers=0, progress=False)
 

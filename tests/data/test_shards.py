@@ -13,7 +13,8 @@ import torch
 from andrea_lab.data import AndreaDataModule, CorpusError
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.token_file import ConcatenatedTokens, MappedTokens, write_token_file
-from andrea_lab.data.tokenize_corpus import TokenizeOptions, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeOptions
 from andrea_lab.files import sha256_text
 
 OPTIONS = TokenizeOptions(vocab_size=300, sample_docs=20, val_fraction=0.2, workers=0, progress=False)

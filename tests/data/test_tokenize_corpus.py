@@ -13,7 +13,8 @@ from andrea_lab.data import shard_writer
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.split import name_score
 from andrea_lab.data.token_file import read_token_file
-from andrea_lab.data.tokenize_corpus import TokenizeError, TokenizeOptions, tokenize_corpus
+from andrea_lab.data.tokenize_corpus import tokenize_corpus
+from andrea_lab.data.tokenize_options import TokenizeError, TokenizeOptions
 from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer, save_tokenizer
 from andrea_lab.files import sha256_file
 

@@ -21,7 +21,6 @@ from andrea_lab.experiments.compare.config_variants import SUPERSEDED
 from andrea_lab.experiments.compare.divergence import stuck_window_note
 from andrea_lab.experiments.compare.runs_table import INIT, write_runs_csv
 from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
-from andrea_lab.errors import UsageError
 from andrea_lab.runs.directory import format_lr
 from andrea_lab.fit.stability import probe
 from andrea_lab.experiments.compare.attention_columns import attention_legend
@@ -165,16 +164,26 @@ def variants_tables(variants: Sequence[compare.Variant]) -> list[str]:
             markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS), frame), ""]
 
 
+def header_lines(suite: str, variants: Sequence[compare.Variant], loss_column: str) -> list[str]:
+    """The report's title, reference and score, the verdicts and the variants' tables."""
+    reference = next((v.name for v in variants if v.is_reference), "n/a")
+    return [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**; scored on the "
+            f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "", *variants_tables(variants)]
+
+
+def init_lines(at_init: Sequence[compare.Variant]) -> list[str]:
+    """The section of the variants with a probe at initialisation: their per-block profile."""
+    table = compare.table(INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])
+    return ["## At initialisation", "", markdown_table(INIT_COLUMNS, table), "", INIT_LEGEND]
+
+
 def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
                    claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str,
                    calibration: Optional[str] = None) -> list[tuple[str, str]]:
     """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, the A/A
     calibration (a suite with two identical variants), per learning rate, at initialisation, notes (those
     that apply) and the legend. TensorBoard shows each as its own text."""
-    reference = next((v.name for v in variants if v.is_reference), "n/a")
-    sections = [("variants", [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**; scored on the "
-                              f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "",
-                              *variants_tables(variants)])]
+    sections = [("variants", header_lines(suite, variants, loss_column))]
     if claims is not None and len(claims):
         sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
     if calibration is not None:
@@ -184,8 +193,7 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
                                 markdown_table(compare.per_lr_columns(variants), compare.per_lr_table(variants)), ""]))
     at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
-        sections.append(("at_init", ["## At initialisation", "", markdown_table(INIT_COLUMNS, compare.table(
-                             INIT_COLUMNS, [(v, init_profile(v.rows)) for v in at_init])), "", INIT_LEGEND]))
+        sections.append(("at_init", init_lines(at_init)))
     if notes:
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
     sections.append(("legend", [legend(loss_column) + attention_legend(variants)]))
@@ -305,58 +313,3 @@ def doc_blocks(runs: pd.DataFrame, claims: Sequence[Any], aa_pair: Optional[tupl
     if calibration is not None:
         blocks["aa_calibration"] = calibration
     return blocks
-
-
-def _markers(suite: str, what: str) -> tuple[str, str]:
-    return f"<!-- andrea compare: BEGIN {suite} {what} -->", f"<!-- andrea compare: END {suite} {what} -->"
-
-
-def generated_blocks(text: str) -> list[tuple[str, str, str]]:
-    """``(suite, what, content)`` of every generated block in a Markdown text."""
-    pattern = re.compile(r"<!-- andrea compare: BEGIN (\S+) (\S+) -->\n(.*?)\n<!-- andrea compare: END \1 \2 -->",
-                         re.S)
-    return [(m.group(1), m.group(2), m.group(3)) for m in pattern.finditer(text)]
-
-
-class GeneratedBlockError(UsageError):
-    """A document's markers of a generated block that do not pair up (exit status 2): rewriting it would
-    delete or duplicate the user's text, so nothing is written."""
-
-
-def _marker_span(text: str, suite: str, what: str) -> Optional[tuple[int, int]]:
-    """Where the block of (suite, what) starts and ends in ``text`` (None when it has no markers); one
-    :class:`GeneratedBlockError` naming the lines when its markers are not exactly one BEGIN, then one END."""
-    begin, end = _markers(suite, what)
-    begins, ends = [m.start() for m in re.finditer(re.escape(begin), text)], [
-        m.start() for m in re.finditer(re.escape(end), text)]
-    if not begins and not ends:
-        return None
-
-    def line(offset: int) -> int:
-        return text.count("\n", 0, offset) + 1
-
-    if len(begins) > 1 or len(ends) > 1:
-        twice, marker = (begins, begin) if len(begins) > 1 else (ends, end)
-        problem = f"`{marker}` appears {len(twice)} times (lines {', '.join(str(line(o)) for o in twice)})"
-    elif not ends:
-        problem = f"`{begin}` (line {line(begins[0])}) has no `{end}` after it"
-    elif not begins:
-        problem = f"`{end}` (line {line(ends[0])}) has no `{begin}` before it"
-    elif ends[0] < begins[0]:
-        problem = f"`{end}` (line {line(ends[0])}) comes before `{begin}` (line {line(begins[0])})"
-    else:
-        return begins[0], ends[0] + len(end)
-    raise GeneratedBlockError(f"{problem}; fix the markers so that the block has one BEGIN line and one END line "
-                              "after it (or remove both, and the block is appended); nothing was written")
-
-
-def update_generated_block(text: str, suite: str, what: str, content: str) -> str:
-    """``text`` with the block of (suite, what) replaced by ``content``; appended when it has none.
-    Markers that do not pair up are a :class:`GeneratedBlockError`, never a guess."""
-    begin, end = _markers(suite, what)
-    block = f"{begin}\n{content.rstrip()}\n{end}"
-    span = _marker_span(text, suite, what)
-    if span is not None:
-        return text[:span[0]] + block + text[span[1]:]
-    return text.rstrip("\n") + "\n\n" + block + "\n"
-

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.experiments.compare import compare, outputs, report
+from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
@@ -169,10 +169,10 @@ def test_compare_errors_name_the_problem(tmp_path, toy_runs, capsys):
 
 def test_generated_blocks_replace_only_their_own_text():
     text = "# Results\n\nprose\n"
-    once = report.update_generated_block(text, "np", "claims", "| a |")
-    assert report.generated_blocks(once) == [("np", "claims", "| a |")]
-    twice = report.update_generated_block(once.replace("prose", "edited prose"), "np", "claims", "| b |")
-    assert "edited prose" in twice and report.generated_blocks(twice) == [("np", "claims", "| b |")]
+    once = doc_blocks.update_generated_block(text, "np", "claims", "| a |")
+    assert doc_blocks.generated_blocks(once) == [("np", "claims", "| a |")]
+    twice = doc_blocks.update_generated_block(once.replace("prose", "edited prose"), "np", "claims", "| b |")
+    assert "edited prose" in twice and doc_blocks.generated_blocks(twice) == [("np", "claims", "| b |")]
 
 
 def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs():
@@ -181,7 +181,7 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
     in them is typed by hand. And every committed suite table has its blocks there, so none is left stale or
     missing."""
     text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
-    blocks = report.generated_blocks(text)
+    blocks = doc_blocks.generated_blocks(text)
     assert blocks, "docs/results.md has generated blocks"
     expected = {}
     for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
@@ -295,7 +295,7 @@ def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp
     suite = REPO / "experiments" / "suites" / "norm_placement_confirm.yaml"
     assert compare_main([str(runs_csv), "--suite", str(suite), "--out", str(tmp_path / "out"), "--doc", str(doc)]) == 0
     assert "updated the norm_placement_confirm claims block(s)" in capsys.readouterr().out
-    [(name, what, content)] = report.generated_blocks(doc.read_text())
+    [(name, what, content)] = doc_blocks.generated_blocks(doc.read_text())
     assert (name, what) == ("norm_placement_confirm", "claims")
     assert content.startswith("80 runs: seeds 5, 6, 7, 8, 9, 10, 11, 12, 13, 14; LRs 2e-3, 4e-3; scored on the "
                               "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (2 "
@@ -317,7 +317,7 @@ def test_the_aa_suite_writes_its_calibration_beside_its_claims(tmp_path):
     assert compare_main([str(REPO / "tests" / "experiments" / "compare" / "data" / "runs-2026-12-01" / "aa.csv"), "--suite",
                          str(REPO / "experiments" / "suites" / "aa.yaml"), "--out", str(tmp_path / "out"),
                          "--doc", str(doc)]) == 0
-    assert [what for _, what, _ in report.generated_blocks(doc.read_text())] == ["claims", "aa_calibration"]
+    assert [what for _, what, _ in doc_blocks.generated_blocks(doc.read_text())] == ["claims", "aa_calibration"]
     markdown = (tmp_path / "out" / "comparison.md").read_text()
     assert "## A/A calibration" in markdown and "| best LR chosen in-sample (secondary) | 126 | 11 | 8.7 % | 5 % |" in markdown
 

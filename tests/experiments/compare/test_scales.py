@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from andrea_lab.experiments.compare import compare, plots_scales, report, scales, scales_report
+from andrea_lab.experiments.compare import compare, doc_blocks, plots_scales, report, scales, scales_report
 from andrea_lab.experiments.compare.runs_table import (ATTN_ENTROPY_TAG, ATTN_LOGIT_MAX_TAG, RUN_COLUMNS, load_run, load_runs,
                                             read_runs_csv, write_runs_csv)
 from andrea_lab.commands.compare import main as compare_main
@@ -121,7 +121,7 @@ def test_compare_writes_the_trend_a_report_per_scale_and_the_doc_block_of_each_s
     written = pd.read_csv(out / "runs.csv")
     assert list(written.columns) == [*RUN_COLUMNS, "scale", "scale_index", "attn_logit_max_final"]
     assert "at d128" in capsys.readouterr().out
-    (_, _, block), = report.generated_blocks(doc.read_text())  # --doc: each scale's claims block, under its name
+    (_, _, block), = doc_blocks.generated_blocks(doc.read_text())  # --doc: each scale's claims block, under its name
     runs = load_runs(scaled_runs, events=False)
     assert block == "\n\n".join(f"**At {scale}**: " + report.claims_block(subset, CLAIMS)
                                 for scale, subset in scales.scale_subsets(runs))
