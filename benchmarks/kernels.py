@@ -244,7 +244,7 @@ def measure_copy(sizes: list[int], dtype: torch.dtype, timer: Timer) -> dict[int
     for n in sizes:
         src = torch.empty(n, dtype=dtype, device="cuda").normal_()
         dst = torch.empty_like(src)
-        ms = timer(lambda: dst.copy_(src))
+        ms = timer(lambda dst=dst, src=src: dst.copy_(src))
         copy_gbps[n] = 2 * _bytes(src) / ms / 1e6
     return copy_gbps
 

@@ -53,7 +53,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path):
         try:
             raise OSError(errno.ENOSPC, "No space left on device")
         except OSError:
-            raise RuntimeError("unexpected pos 64")  # what torch.save raises on top of it
+            raise RuntimeError("unexpected pos 64")  # noqa: B904 (what torch.save raises: the OSError as context)
 
     with pytest.raises(DiskFullError) as raised:
         atomic_write(path, full)

@@ -143,9 +143,9 @@ def plot_layers(layers: list[LayerLoss], path: str | Path, title: str) -> Path:
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     xs = list(range(len(layers)))
-    axes.errorbar(xs, [float("nan") if l.loss is None else l.loss for l in layers],
-                  yerr=[0.0 if l.se is None else 2 * l.se for l in layers], marker="o", capsize=3)
-    axes.set_xticks(xs, [l.layer for l in layers], rotation=45 if len(layers) > 8 else 0)
+    axes.errorbar(xs, [float("nan") if one.loss is None else one.loss for one in layers],
+                  yerr=[0.0 if one.se is None else 2 * one.se for one in layers], marker="o", capsize=3)
+    axes.set_xticks(xs, [one.layer for one in layers], rotation=45 if len(layers) > 8 else 0)
     axes.set_ylabel("held-out cross-entropy of the lens (nats/token)")
     axes.set_xlabel("stream after")
     axes.grid(True, alpha=0.3)
