@@ -70,7 +70,7 @@ MOVED = {
     "plugins.contracts": "model.contracts",
     "plugins.guard": "model.guard",
     "plugins.registry": "model.registry",
-    "plugins.testing": "plugin.testing",
+    "plugins.testing": "plugin",
     "plugins.testing.pytest_plugin": "plugin.pytest_plugin",
     "registry": "model.registry",
     "stability": "fit.stability",
@@ -89,7 +89,7 @@ MOVED = {
     "sweep.tiny_suite": "experiments.sweep.tiny_suite",
     "sweep.warm_executor": "experiments.sweep.warm_executor",
     "sweep.warm_worker": "experiments.sweep.warm_worker",
-    "testing": "plugin.testing",
+    "testing": "plugin",
     "testing.pytest_plugin": "plugin.pytest_plugin",
     "training": "fit",
     "training.args": "fit.args",
@@ -120,21 +120,14 @@ def advice(old: str) -> str:
     return f"{old} moved to {new_path(old)}; import that instead. The old path goes in the next release."
 
 
-def _importer_stacklevel() -> int:
-    """How many frames up the warning belongs: the first frame outside this module and importlib's."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_code.co_filename == __file__ or "importlib" in frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 class _MovedLoader(importlib.abc.Loader):
     def create_module(self, spec):
         return None  # a placeholder module; exec_module puts the real one in its place
 
     def exec_module(self, module) -> None:
         old = module.__name__
-        warnings.warn(advice(old), DeprecationWarning, stacklevel=_importer_stacklevel())
+        # stacklevel 2: the importing line; warnings skips importlib's own frames in between by itself
+        warnings.warn(advice(old), DeprecationWarning, stacklevel=2)
         # importlib returns whatever sys.modules holds under the name after exec_module: the real module.
         sys.modules[old] = importlib.import_module(new_path(old))
 

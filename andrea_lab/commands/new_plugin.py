@@ -32,7 +32,7 @@ CLASSES = {
 
         import torch
 
-        from andrea_lab.model.contracts import Activation
+        from andrea_lab.plugin import Activation
 
 
         class {cls}(Activation):
@@ -62,7 +62,7 @@ CLASSES = {
         import torch
         from torch import nn
 
-        from andrea_lab.model.contracts import KernelBackend, NormFactory, NormPlacement
+        from andrea_lab.plugin import KernelBackend, NormFactory, NormPlacement
 
 
         class {cls}(NormPlacement):
@@ -92,7 +92,7 @@ CLASSES = {
 
         import torch
 
-        from andrea_lab.model.contracts import Availability, KernelBackend
+        from andrea_lab.plugin import Availability, KernelBackend
 
 
         class {cls}(KernelBackend):
@@ -124,7 +124,7 @@ CLASSES = {
         import torch
         from torch import nn
 
-        from andrea_lab.model.contracts import KernelBackend, Norm
+        from andrea_lab.plugin import KernelBackend, Norm
 
 
         class {cls}(Norm):
@@ -153,8 +153,7 @@ TESTS = {
     "activation": '''
         import torch
 
-        from andrea_lab.model.contracts import KernelBackend
-        from andrea_lab.plugin.testing import check_activation
+        from andrea_lab.plugin import KernelBackend, check_activation
         from {package}.{module} import {cls}
 
 
@@ -177,7 +176,7 @@ TESTS = {
         import torch
         from torch import nn
 
-        from andrea_lab.plugin.testing import check_placement
+        from andrea_lab.plugin import check_placement
         from {package}.{module} import {cls}
 
 
@@ -193,7 +192,7 @@ TESTS = {
     "kernel_backend": '''
         import pytest
 
-        from andrea_lab.plugin.testing import check_backend
+        from andrea_lab.plugin import check_backend
         from {package}.{module} import {cls}
 
 
@@ -211,7 +210,7 @@ TESTS = {
     "norm": '''
         import torch
 
-        from andrea_lab.plugin.testing import check_norm
+        from andrea_lab.plugin import check_norm
         from {package}.{module} import {cls}
 
 

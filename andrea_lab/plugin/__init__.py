@@ -42,12 +42,12 @@ _LAZY = {
     "REQUIRE_GPU_ENV_VAR": "andrea_lab.plugin.pytest_plugin",
 }
 
-__all__ = sorted([
-    "BACKEND_OPS", "CONTRACT_VERSION", "PLUGIN_KINDS", "Activation", "Availability", "KernelBackend", "LayerNorm",
-    "Norm", "NormFactory", "NormPlacement", "eager_fallbacks", "TorchBackend", "BackendUnavailableError",
-    "PluginError", "PluginInfo", "PluginRuntimeError", "UnregisteredPluginError", "clear_cache", "list_plugins",
-    "resolve", "atomic_write", *_LAZY,
-])
+__all__ = ["Activation", "Andrea", "AndreaConfig", "Availability", "BACKEND_OPS", "BackendUnavailableError",
+           "CONTRACT_VERSION", "ConfigError", "KernelBackend", "LayerNorm", "Norm", "NormFactory", "NormPlacement",
+           "PLUGIN_KINDS", "PluginError", "PluginInfo", "PluginRuntimeError", "REQUIRE_GPU_ENV_VAR",
+           "RecordingBackend", "TorchBackend", "UnregisteredPluginError", "atomic_write", "check_activation",
+           "check_backend", "check_norm", "check_placement", "clear_cache", "eager_fallbacks", "forget_modules",
+           "list_plugins", "preset", "require_gpu", "resolve", "write_distribution"]
 
 
 def __getattr__(name: str):

@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import andrea_lab
-from andrea_lab.model.contracts import Availability
+import andrea_lab.plugin as plugin
+from andrea_lab.plugin import Availability
 from andrea_lab_cuda import backend, custom_ops
 
 HERE = Path(__file__).resolve().parent
@@ -87,7 +87,7 @@ def test_a_compiled_cuda_model_runs_on_the_cpu_through_the_fallbacks(fresh_avail
     losses = {}
     for name in ("cuda", "torch"):
         torch.manual_seed(0)
-        model = andrea_lab.Andrea(andrea_lab.preset("andrea-micro", kernel_backend=name, activation="swiglu"))
+        model = plugin.Andrea(plugin.preset("andrea-micro", kernel_backend=name, activation="swiglu"))
         idx = torch.randint(0, 257, (2, 16), generator=torch.Generator().manual_seed(1))
         compiled = torch.compile(model, backend="aot_eager")
         _, loss = compiled(idx, idx)

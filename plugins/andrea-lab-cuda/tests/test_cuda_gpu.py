@@ -24,9 +24,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import andrea_lab
-from andrea_lab.model.builtin.backends import TorchBackend
-from andrea_lab.plugin.pytest_plugin import REQUIRE_GPU_ENV_VAR, require_gpu
+import andrea_lab.plugin as plugin
+from andrea_lab.plugin import TorchBackend
+from andrea_lab.plugin import REQUIRE_GPU_ENV_VAR, require_gpu
 from andrea_lab_cuda import CudaBackend, _lib, build, ops
 
 pytestmark = pytest.mark.gpu
@@ -558,9 +558,9 @@ def train(kernel_backend: str, placement: str, activation: str, steps: int = 50,
 
     torch.manual_seed(seed)
     extra = {"norm": norm, "qk_norm": True} if norm != "layernorm" else {}  # rmsnorm: every norm, QK too
-    config = andrea_lab.preset("andrea-tiny", kernel_backend=kernel_backend, norm_placement=placement,
+    config = plugin.preset("andrea-tiny", kernel_backend=kernel_backend, norm_placement=placement,
                                activation=activation, **extra)
-    model = andrea_lab.Andrea(config).to("cuda")  # built on the CPU, then moved: as Lightning does
+    model = plugin.Andrea(config).to("cuda")  # built on the CPU, then moved: as Lightning does
     if precision == "bf16":
         model = model.to(torch.bfloat16)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)

@@ -2,9 +2,9 @@
 
 import torch
 
-from andrea_lab.model.contracts import KernelBackend
-from andrea_lab.model.registry import list_plugins, resolve
-from andrea_lab.plugin.testing import check_activation
+from andrea_lab.plugin import KernelBackend
+from andrea_lab.plugin import list_plugins, resolve
+from andrea_lab.plugin import check_activation
 from andrea_lab_example.activations import SquaredReLU
 
 

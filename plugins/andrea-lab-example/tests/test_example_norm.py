@@ -3,10 +3,10 @@
 import torch
 from torch import nn
 
-from andrea_lab import Andrea, preset
-from andrea_lab.model.builtin.backends import TorchBackend
-from andrea_lab.model.registry import resolve
-from andrea_lab.plugin.testing import check_norm
+from andrea_lab.plugin import Andrea, preset
+from andrea_lab.plugin import TorchBackend
+from andrea_lab.plugin import resolve
+from andrea_lab.plugin import check_norm
 from andrea_lab_example.norms import DynamicTanh
 
 

@@ -5,11 +5,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab import Andrea, preset
-from andrea_lab.model.config import ConfigError
-from andrea_lab.model.contracts import KernelBackend, LayerNorm
-from andrea_lab.model.registry import resolve
-from andrea_lab.plugin.testing import check_placement
+from andrea_lab.plugin import Andrea, preset
+from andrea_lab.plugin import ConfigError
+from andrea_lab.plugin import KernelBackend, LayerNorm
+from andrea_lab.plugin import resolve
+from andrea_lab.plugin import check_placement
 from andrea_lab_example.placements import SandwichNorm
 
 

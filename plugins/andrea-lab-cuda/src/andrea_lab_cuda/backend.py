@@ -2,7 +2,7 @@
 
 Registered in the entry-point group ``andrea_lab.kernel_backend`` under the name ``cuda``
 (select it with ``model.config.kernel_backend: cuda``). Every op falls back to the eager
-reference of :class:`andrea_lab.model.contracts.KernelBackend` (``super()``) for inputs the kernels do
+reference of :class:`andrea_lab.plugin.KernelBackend` (``super()``) for inputs the kernels do
 not take: CPU tensors (Lightning builds the model on the CPU before moving it to the GPU), dtypes
 other than fp32/fp16/bf16, empty tensors, mismatched shapes, devices or dtypes, and LayerNorm
 widths above :data:`andrea_lab_cuda.ops.MAX_LAYER_NORM_COLS` (RMSNorm's limit too). The kernels are called through the
@@ -16,7 +16,7 @@ from functools import cache
 
 import torch
 
-from andrea_lab.model.contracts import Availability, KernelBackend
+from andrea_lab.plugin import Availability, KernelBackend
 from andrea_lab_cuda import _lib, build, custom_ops, ops
 from andrea_lab_cuda._lib import DTYPE_CODES
 
@@ -106,7 +106,7 @@ class CudaBackend(KernelBackend):
     """Handwritten CUDA kernels: LayerNorm, fused residual add + LayerNorm, RMSNorm, GELU (tanh), ReLU, SwiGLU.
 
     RMSNorm has no fused residual add: a post-norm placement with ``norm: rmsnorm`` adds, then calls
-    ``rms_norm`` (the :class:`~andrea_lab.model.contracts.Norm` default ``add_and_norm``).
+    ``rms_norm`` (the :class:`~andrea_lab.plugin.Norm` default ``add_and_norm``).
     """
 
     description = "handwritten CUDA kernels: LayerNorm, fused add+LayerNorm, RMSNorm, GELU (tanh), ReLU, SwiGLU"

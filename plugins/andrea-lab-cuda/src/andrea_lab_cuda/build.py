@@ -33,7 +33,7 @@ from typing import Sequence
 
 from filelock import FileLock
 
-from andrea_lab.files import atomic_write
+from andrea_lab.plugin import atomic_write
 
 #: Where the kernel sources are (shipped inside the package).
 SOURCES_DIR = Path(__file__).resolve().parent / "csrc"

@@ -4,7 +4,7 @@ from typing import ClassVar
 
 import torch
 
-from andrea_lab.model.contracts import Activation
+from andrea_lab.plugin import Activation
 
 
 class SquaredReLU(Activation):

@@ -5,7 +5,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from andrea_lab.model.contracts import KernelBackend, Norm
+from andrea_lab.plugin import KernelBackend, Norm
 
 
 class DynamicTanh(Norm):

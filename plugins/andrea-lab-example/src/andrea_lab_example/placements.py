@@ -5,7 +5,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from andrea_lab.model.contracts import KernelBackend, LayerNorm, NormPlacement
+from andrea_lab.plugin import KernelBackend, LayerNorm, NormPlacement
 
 
 class SandwichNorm(NormPlacement):
@@ -15,7 +15,7 @@ class SandwichNorm(NormPlacement):
     final LayerNorm (``final_norm = True``); the second norm bounds what each sublayer adds to the
     stream, which is what keeps large or low-precision runs from blowing up.
 
-    Both norms are :class:`andrea_lab.model.contracts.LayerNorm`, so the selected kernel backend
+    Both norms are :class:`andrea_lab.plugin.LayerNorm`, so the selected kernel backend
     computes them (and they are plain ``nn.LayerNorm`` parameters in checkpoints).
 
     How it differs from andrea-lab's built-in ``peri``: with LayerNorm it computes the same function
