@@ -16,6 +16,7 @@ from tokenizers import Tokenizer
 
 from andrea_lab.errors import UsageError
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
+from andrea_lab.model.components import architecture_differences
 
 
 class InitialWeights:
@@ -38,7 +39,7 @@ class InitialWeights:
         its architecture is ``module.config``'s (typed as a Module: this file is below fit.module, even for types);
         returns what :meth:`check_data` needs later (the weights themselves are dropped)."""
         initial = cls(path)
-        differences = module.config.architecture_differences(initial.saved_config)
+        differences = architecture_differences(module.config, initial.saved_config)
         if differences:
             raise initial.architecture_error(differences)
         try:

@@ -30,6 +30,7 @@ from andrea_lab.fit.log_cadence import logger_writes_now
 from andrea_lab.fit.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
 from andrea_lab.fit.optim import adamw_with_schedule, clip_fused, tag_weight_decay
 from andrea_lab.fit.rng_state import capture_rng_states, restore_rng_states
+from andrea_lab.model.components import check_same_architecture
 
 
 class AndreaLM(L.LightningModule):
@@ -137,7 +138,7 @@ class AndreaLM(L.LightningModule):
         self.nonfinite.save_into(checkpoint, self._trainer)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self.config.check_same_architecture(stored_model_config(checkpoint))
+        check_same_architecture(self.config, stored_model_config(checkpoint))
         if checkpoint.get("rng_states"):
             restore_rng_states(checkpoint["rng_states"])
         self.nonfinite.load_from(checkpoint)

@@ -15,6 +15,7 @@ from torch import nn
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.model.contracts import Norm
 from andrea_lab.model.transformer import Andrea
+from andrea_lab.model.components import mlp_hidden, resolved_mlp_ratio
 
 #: The figures of the ANDREA-120M spec table (shared/design/ANDREA.md), checked by `andrea params`.
 SPEC_120M = {
@@ -103,7 +104,7 @@ def format_breakdown(b: ParameterBreakdown, name: str) -> str:
     c = b.config
     lines = [f"{name}: d_model {c.d_model}, {c.n_layer} layers, {c.n_head} heads, context {c.block_size}, "
              f"vocab {c.vocab_size}, norm placement {c.norm_placement}, activation {c.activation}, "
-             f"MLP hidden {c.mlp_hidden} (ratio {c.resolved_mlp_ratio:g}), backend {c.kernel_backend}", ""]
+             f"MLP hidden {mlp_hidden(c)} (ratio {resolved_mlp_ratio(c):g}), backend {c.kernel_backend}", ""]
     row = "{:<34}{:>14}"
     first = b.blocks[0] if b.blocks else BlockBreakdown(0, 0, 0, 0)
     same = all(vars(x) == vars(first) for x in b.blocks)

@@ -18,6 +18,7 @@ from andrea_lab.model.builtin.placements import PreNorm
 from andrea_lab.model.config import AndreaConfig, ConfigError, mlp_hidden_size
 from andrea_lab.errors import UsageError
 from andrea_lab.model.registry import PluginError, resolve
+from andrea_lab.model.components import mlp_hidden
 
 #: ANDREA's activation classes and the GPT2Config ``activation_function`` that computes the same.
 #: ``gelu_new`` is GPT-2's own name for the tanh GELU, which every GPT-2 consumer knows.
@@ -91,7 +92,7 @@ def check_exportable(config: AndreaConfig) -> None:
 def gpt2_config_kwargs(config: AndreaConfig, eot_id: Optional[int]) -> dict[str, Any]:
     """GPT2Config arguments for an exportable ``config``; bos/eos are the tokenizer's ``<|endoftext|>``."""
     check_exportable(config)
-    hidden = config.mlp_hidden
+    hidden = mlp_hidden(config)
     return dict(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
         n_layer=config.n_layer, n_head=config.n_head, n_inner=None if hidden == 4 * config.d_model else hidden,

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.runs.checkpoint_io import stored_data_state
 from andrea_lab.runs.directory import read_record
+from andrea_lab.model.components import mlp_hidden, resolved_mlp_ratio
 
 #: The run summary callback's state in a checkpoint (``RunSummary.state_dict``, keyed by its class name).
 SUMMARY_STATE_KEY = "RunSummary"
@@ -51,7 +52,7 @@ def render(facts: dict[str, Any], config: AndreaConfig, activation_function: str
     arch = [(name, f"`{getattr(config, name)}`") for name in (
         "vocab_size", "block_size", "d_model", "n_layer", "n_head", "norm_placement", "activation", "bias",
         "layer_norm_eps")]
-    arch.insert(5, ("mlp_ratio", f"`{config.resolved_mlp_ratio:g}` (MLP width {config.mlp_hidden})"))
+    arch.insert(5, ("mlp_ratio", f"`{resolved_mlp_ratio(config):g}` (MLP width {mlp_hidden(config)})"))
     table = "\n".join(f"| {name} | {value} |" for name, value in [*rows, *arch])
     return f"""---
 library_name: transformers

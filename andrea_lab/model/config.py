@@ -2,9 +2,10 @@
 
 The field defaults *are* the ANDREA-120M spec (``shared/design/ANDREA.md``), so an empty config is
 the full model and a YAML only lists what it changes. Components are stored as names (strings)
-and resolved through the plugin registry once, by :meth:`AndreaConfig.components`, when the model is
-built, which keeps the config serialisable into YAML, checkpoints and TensorBoard hparams. Building
-or validating a config never loads a plugin (``AndreaLM``'s default config is built at import time).
+and resolved through the plugin registry once, when the model is built (andrea_lab.model.components),
+which keeps the config serialisable into YAML, checkpoints and TensorBoard hparams. The config is a frozen
+leaf: it imports nothing of the plugin system, holds no resolved class, and building or validating one never
+loads a plugin. A changed config is a new one (``dataclasses.replace``).
 
 The defaults name the built-ins qualified by their distribution (``andrea-lab:pre``), so they keep
 selecting andrea-lab's own plugins when another installed distribution registers the same name.
@@ -16,9 +17,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from andrea_lab.model.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm, NormPlacement
 from andrea_lab.errors import UsageError
-from andrea_lab.model.registry import resolve, same_plugin
+
+#: The fields that name a plugin, one per plugin kind (the same tuple as ``contracts.PLUGIN_KINDS``, spelled
+#: here so that the config needs nothing of the plugin system; tests/model/test_config.py holds them equal).
+PLUGIN_FIELDS = ("norm_placement", "activation", "kernel_backend", "norm")
 
 #: The hidden size of the MLP is rounded to a multiple of this, so that the matrices tile well on
 #: tensor cores and vector units. At ratio 4 (any d_model) and 8/3 with d_model a multiple of 24
@@ -41,16 +44,6 @@ def mlp_hidden_size(d_model: int, mlp_ratio: float) -> int:
 
 
 @dataclass(frozen=True)
-class Components:
-    """The plugin classes of one model, resolved once from the config's names and handed down."""
-
-    norm_placement: type[NormPlacement]
-    activation: type[Activation]
-    kernel_backend: type[KernelBackend]
-    norm: type[Norm]
-
-
-@dataclass
 class AndreaConfig:
     """The architecture of an ANDREA model. Defaults: ANDREA-120M exactly as specified."""
 
@@ -101,7 +94,8 @@ class AndreaConfig:
     def validate(self) -> None:
         """Check every field; raise one :class:`ConfigError` naming the first bad value and what is valid.
 
-        Plugin names are only checked to be non-empty strings here; :meth:`components` selects them.
+        Plugin names are only checked to be non-empty strings here; the model selects them
+        (andrea_lab.model.components).
         """
         for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head"):
             value = getattr(self, name)
@@ -129,80 +123,32 @@ class AndreaConfig:
             raise ConfigError(f"attn_logit_softcap {self.attn_logit_softcap!r} with dropout {self.dropout!r}: the "
                               f"capped attention (flex_attention) has no attention dropout; set dropout 0 or "
                               f"attn_logit_softcap null")
-        for kind in PLUGIN_KINDS:
+        for kind in PLUGIN_FIELDS:
             name = getattr(self, kind)
             if not isinstance(name, str) or not name.strip():
                 raise ConfigError(f"{kind} must be a plugin name (e.g. {getattr(AndreaConfig, kind)!r}), "
                                   f"got {name!r}; `andrea plugins` lists the installed ones")
 
-    def components(self) -> "Components":
-        """The plugin classes the names select (raises :class:`~andrea_lab.model.registry.PluginError`).
-
-        Resolved once per set of names: the result is kept on the config (not a field, so never saved),
-        and what else needs a plugin class (:attr:`resolved_mlp_ratio`) takes it from there."""
-        names = tuple(getattr(self, kind) for kind in PLUGIN_KINDS)
-        kept = self.__dict__.get("_components")
-        if kept is None or kept[0] != names:
-            kept = (names, Components(*(resolve(kind, name) for kind, name in zip(PLUGIN_KINDS, names))))
-            self.__dict__["_components"] = kept
-        return kept[1]
-
     @property
     def head_size(self) -> int:
         return self.d_model // self.n_head
 
-    def mlp_ratio_for(self, activation: type[Activation]) -> float:
+    def mlp_ratio_for(self, activation: type) -> float:
         """``mlp_ratio``, or the activation's default when it is None (4, or 8/3 if gated)."""
         return activation.default_mlp_ratio if self.mlp_ratio is None else self.mlp_ratio
 
-    def mlp_hidden_for(self, activation: type[Activation]) -> int:
+    def mlp_hidden_for(self, activation: type) -> int:
         """The MLP's hidden size with this activation: the one place the width is worked out."""
         return mlp_hidden_size(self.d_model, self.mlp_ratio_for(activation))
 
-    @property
-    def resolved_mlp_ratio(self) -> float:
-        return self.mlp_ratio_for(self.components().activation)
-
-    @property
-    def mlp_hidden(self) -> int:
-        return self.mlp_hidden_for(self.components().activation)
-
     def to_dict(self) -> dict:
         return asdict(self)
-
-    def architecture_differences(self, saved: Optional[dict]) -> list[str]:
-        """``field: checkpoint X, config Y`` for each of :data:`ARCHITECTURE_FIELDS` where a stored config
-        (a checkpoint's) differs from this one; none when there is no stored config. A field the stored
-        config lacks is at its default: it was written before the field existed. A plugin counts as the
-        same when both names select the same entry point (``pre``, ``andrea-lab:pre``)."""
-        if not saved:
-            return []
-        current = asdict(self)
-        saved = {**asdict(AndreaConfig()), **saved}
-        return [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
-                for name in ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
-
-    def check_same_architecture(self, saved: Optional[dict]) -> None:
-        """Refuse a checkpoint of another architecture with the differing fields, not a shape traceback."""
-        differences = self.architecture_differences(saved)
-        if differences:
-            raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
-                              + "; ".join(differences) + "); use the run's own config.yaml with this "
-                              "checkpoint, or start a new fit without ckpt_path")
 
 
 #: Fields that decide the shapes and meaning of the weights; the others (kernel backend, dropout, ...)
 #: may change between a checkpoint and the run that resumes from it.
 ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
                        "norm_placement", "activation", "bias", "norm", "qk_norm")
-
-
-def _same_field(name: str, saved, current) -> bool:
-    """Equal values; for a plugin, names that select the same entry point."""
-    if saved == current:
-        return True
-    return name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
-        name, saved, current)
 
 
 def _check_softcap(name: str, cap: Optional[float], example: float) -> None:

@@ -6,8 +6,10 @@
     logits = x · token_embed.T               # tied input/output embedding (soft-capped if the config says)
 
 Which norm placement, activation, kernel backend and norm are used is decided by the config's names,
-resolved through the plugin registry once, in ``Andrea.__init__``; the classes are handed down to the
-blocks, and this file never branches on a name. Every norm (the placements', the final one, the QK norm)
+resolved through the plugin registry once, in ``Andrea.__init__`` (andrea_lab.model.components); the classes
+are handed down to the blocks, and this file never branches on a name. Each plugin's contract (what its
+forward returns) is checked once, when the model is built (andrea_lab.model.guard): the forward passes below
+are the architecture and nothing else. Every norm (the placements', the final one, the QK norm)
 is built by one :class:`NormFactory`, so the norm kind reaches all of them.
 
 Looking inside (the stability probe, ``andrea trace``, ``andrea params``) goes through one small API at the
@@ -28,12 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab.model.config import AndreaConfig, Components, ConfigError
-from andrea_lab.errors import AndreaError
-from andrea_lab.model.contracts import PLUGIN_KINDS, Activation, KernelBackend, Norm
-from andrea_lab.model.guard import culprit, failure, raised_by, shape_text
-from andrea_lab.model.registry import (BackendUnavailableError, PluginRuntimeError, check_availability,
-                                         describe_selection)
+from andrea_lab.model.components import Components, resolve_components
+from andrea_lab.model.config import AndreaConfig, ConfigError
+from andrea_lab.model.contracts import Activation, KernelBackend, Norm
+from andrea_lab.model.guard import raised_by, verify_plugins
+from andrea_lab.model.registry import BackendUnavailableError, check_availability, describe_selection, same_plugin
 from andrea_lab.model.softcap import softcap, softcapped_attention
 
 
@@ -128,7 +129,6 @@ class MLP(nn.Module):
         self.fc = nn.Linear(config.d_model, self.hidden * (2 if activation_cls.gated else 1), bias=config.bias)
         with raised_by("activation", config.activation, "its constructor"):
             self.activation = activation_cls(backend)
-        self.activation_name = config.activation
         self.proj = nn.Linear(self.hidden, config.d_model, bias=config.bias)
         self.proj.is_residual_projection = True
         self.dropout = nn.Dropout(config.dropout)
@@ -140,53 +140,27 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc(x)  # (B, T, hidden), or (B, T, 2·hidden) for a gated activation
         a = self.activation(h)  # (B, T, hidden)
-        if a.shape != (*h.shape[:-1], self.hidden):
-            raise self._width_error(h, a)
         return self.dropout(self.proj(a))
-
-    def _width_error(self, h: torch.Tensor, a: torch.Tensor) -> PluginRuntimeError:
-        gated = type(self.activation).gated
-        hint = ""
-        if not gated and a.shape[-1] * 2 == h.shape[-1]:
-            hint = "; it halves its input like a gated activation: declare `gated = True` on the class"
-        elif gated and a.shape[-1] == h.shape[-1]:
-            hint = "; it declares `gated = True`, so it receives [gate | value] and must return half of it"
-        return PluginRuntimeError(
-            f"{describe_selection('activation', self.activation_name)} returned shape {shape_text(a.shape)} "
-            f"for an input of shape {shape_text(h.shape)}; expected width {self.hidden} (the MLP hidden size, "
-            f"{'gated' if gated else 'ungated'}: input width {h.shape[-1]}){hint}")
 
 
 class Block(nn.Module):
     """Two sublayers, attention then MLP, each wired to its norm and the residual by the placement plugin."""
 
-    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend, norm: NormFactory):
+    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend, norm: NormFactory,
+                 placement_kwargs: dict):
         super().__init__()
         placement = components.norm_placement
-        kwargs = placement_kwargs(placement, config, norm)
         attention, mlp = CausalSelfAttention(config, norm), MLP(config, components.activation, backend)
         with raised_by("norm_placement", config.norm_placement, "its constructor"):
-            self.attn = placement(config.d_model, attention, backend, **kwargs)
-            self.mlp = placement(config.d_model, mlp, backend, **kwargs)
-        self.placement_name = config.norm_placement
+            self.attn = placement(config.d_model, attention, backend, **placement_kwargs)
+            self.mlp = placement(config.d_model, mlp, backend, **placement_kwargs)
         # The sublayers themselves, whatever the placement does with them (a plain tuple: not registered
         # twice, so the state dict keeps its names); Andrea.sublayers reads them.
         self.inner = (attention, mlp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.attn(x)  # (B, T, C)
-        if y.shape != x.shape:
-            raise self._shape_error(x, y)
-        z = self.mlp(y)  # (B, T, C)
-        if z.shape != y.shape:
-            raise self._shape_error(y, z)
-        return z
-
-    def _shape_error(self, x: torch.Tensor, y: torch.Tensor) -> PluginRuntimeError:
-        return PluginRuntimeError(
-            f"{describe_selection('norm_placement', self.placement_name)} returned shape {shape_text(y.shape)} "
-            f"for a residual stream of shape {shape_text(x.shape)}; a placement must return the stream's "
-            f"shape (batch, tokens, d_model)")
+        x = self.attn(x)  # (B, T, C): attention, wired to its norm and the residual by the placement
+        return self.mlp(x)  # (B, T, C): then the MLP, the same way
 
 
 def placement_kwargs(placement: type, config: AndreaConfig, norm: NormFactory) -> dict:
@@ -210,8 +184,6 @@ def accepts(placement: type, keyword: str) -> bool:
 
 
 def _same_norm(a: str, b: str) -> bool:
-    from andrea_lab.model.registry import same_plugin
-
     return a == b or same_plugin("norm", a, b)
 
 
@@ -221,9 +193,7 @@ class Andrea(nn.Module):
     def __init__(self, config: AndreaConfig):
         super().__init__()
         self.config = config
-        components = config.components()  # the one place the names are resolved
-        self._plugins = {kind: getattr(components, kind) for kind in PLUGIN_KINDS}
-        self._first_forward_done = False
+        components = resolve_components(config)  # the one place the names are resolved
         availability = check_availability(components.kernel_backend,
                                           describe_selection("kernel_backend", config.kernel_backend))
         if not availability:
@@ -235,12 +205,14 @@ class Andrea(nn.Module):
         self.position_embed = nn.Embedding(config.block_size, config.d_model)
         self.embed_dropout = nn.Dropout(config.dropout)
         norm = NormFactory(components.norm, backend, config.layer_norm_eps, config.bias, config.norm)
-        self.blocks = nn.ModuleList(Block(config, components, backend, norm) for _ in range(config.n_layer))
+        kwargs = placement_kwargs(components.norm_placement, config, norm)  # the signature read once
+        self.blocks = nn.ModuleList(Block(config, components, backend, norm, kwargs) for _ in range(config.n_layer))
         self.final_norm = norm(config.d_model) if components.norm_placement.final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
         self.apply(self._init_weights)
         self._initialise_placements()
+        verify_plugins(self, components.by_kind(), own=(Andrea, Block, MLP, CausalSelfAttention))
 
     def _initialise_placements(self) -> None:
         """Each placement's own initialisation (``NormPlacement.initialise``: DeepNorm's β), after GPT-2's.
@@ -267,23 +239,6 @@ class Andrea(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self._first_forward_done or torch.compiler.is_compiling():
-            return self._forward(idx, targets)
-        # The first forward is where a plugin's own code first runs: an exception there is reported
-        # naming the plugin. Later ones (out of memory at step 10 000, ...) propagate as they are.
-        try:
-            result = self._forward(idx, targets)
-        except AndreaError:
-            raise
-        except Exception as exc:
-            kind = culprit(exc.__traceback__, self._plugins, (Andrea, Block, MLP, CausalSelfAttention))
-            if kind is None:
-                raise
-            raise failure(kind, getattr(self.config, kind), "forward", exc) from exc
-        self._first_forward_done = True
-        return result
-
-    def _forward(self, idx: torch.Tensor, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds the model's context (block_size "

@@ -70,7 +70,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 @pytest.fixture
 def fresh_registry():
-    from andrea_lab.model import registry
+    from andrea_lab.model import registry  # torch: only for a test that uses the fixture
 
     registry.clear_cache()
     yield
@@ -79,6 +79,7 @@ def fresh_registry():
 
 @pytest.fixture
 def make_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry):
+    # torch: loaded only by a test that uses the fixture, not by every pytest run where andrea-lab is installed
     from andrea_lab.model import registry
     from andrea_lab.plugin.testing import forget_modules, write_distribution
 
@@ -105,7 +106,7 @@ def isolated_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.T
                      request: pytest.FixtureRequest, fresh_registry) -> None:
     from packaging.utils import canonicalize_name
 
-    from andrea_lab.model import registry
+    from andrea_lab.model import registry  # torch: only for a test that uses the fixture
 
     test_root = tmp_path_factory.getbasetemp().resolve()
     keep = {"andrea-lab", *(canonicalize_name(name) for name in request.config.getini("andrea_keep_plugins"))}
@@ -128,6 +129,6 @@ def isolated_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.T
 
 @pytest.fixture
 def recording_backend():
-    from andrea_lab.plugin.testing import RecordingBackend
+    from andrea_lab.plugin.testing import RecordingBackend  # torch: only for a test that uses the fixture
 
     return RecordingBackend()

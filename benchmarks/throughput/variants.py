@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from andrea_lab.model.config import AndreaConfig
+from andrea_lab.model.components import mlp_hidden, resolve_components
 
 from .settings import ADAMW_HPARAMS, BenchSettings
 
@@ -79,7 +80,7 @@ class Ablation:
         if unknown:
             return f"{', '.join(unknown)}: not an option of this andrea-lab"
         try:
-            self.configured(config).components()
+            resolve_components(self.configured(config))
         except PluginError as exc:
             return str(exc).splitlines()[0]
         return None
@@ -184,7 +185,7 @@ def hf_gpt2(config: AndreaConfig, activation: str = "gelu_new"):
 
     hf_config = GPT2Config(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
-        n_layer=config.n_layer, n_head=config.n_head, n_inner=config.mlp_hidden,
+        n_layer=config.n_layer, n_head=config.n_head, n_inner=mlp_hidden(config),
         activation_function=activation, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         layer_norm_epsilon=config.layer_norm_eps, initializer_range=config.init_std,
         tie_word_embeddings=True, use_cache=False, bos_token_id=None, eos_token_id=None,

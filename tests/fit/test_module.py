@@ -10,6 +10,7 @@ from andrea_lab import preset
 from andrea_lab.model.config import ConfigError
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.nonfinite import NonFiniteGuard
+from andrea_lab.model.components import resolved_mlp_ratio
 from andrea_testing import tiny_trainer
 
 
@@ -100,7 +101,7 @@ def test_hyperparameters_rebuild_the_same_model():
     module = AndreaLM(config=preset("andrea-micro", activation="swiglu"), lr=1e-3)
     rebuilt = AndreaLM(**module.hparams)
     assert rebuilt.config == module.config and rebuilt.hparams.lr == 1e-3
-    assert math.isclose(rebuilt.config.resolved_mlp_ratio, 8 / 3)
+    assert math.isclose(resolved_mlp_ratio(rebuilt.config), 8 / 3)
 
 
 def test_compile_keeps_checkpoint_keys_and_results():

@@ -1,10 +1,19 @@
+import ast
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from andrea_lab.model.builtin.activations import GELU
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.placements import PreNorm
-from andrea_lab.model.config import PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
+from andrea_lab.model.components import (architecture_differences, check_same_architecture, mlp_hidden,
+                                         resolve_components, resolved_mlp_ratio)
+from andrea_lab.model.config import PLUGIN_FIELDS, PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
+from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import PluginError, resolve
+
+CONFIG_SOURCE = Path(__file__).resolve().parents[2] / "andrea_lab" / "model" / "config.py"
 
 
 def test_defaults_are_the_120m_spec():
@@ -14,7 +23,7 @@ def test_defaults_are_the_120m_spec():
     # registers the same names (tests/plugin/test_third_party_plugins.py installs one).
     assert (c.norm_placement, c.activation, c.kernel_backend, c.norm, c.qk_norm, c.bias) == (
         "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", "andrea-lab:layernorm", False, True)
-    assert c.mlp_hidden == 3072 and c.head_size == 64
+    assert mlp_hidden(c) == 3072 and c.head_size == 64
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -63,7 +72,7 @@ def test_heads_must_divide_d_model_and_valid_choices_are_listed():
 def test_unknown_plugin_name_lists_installed_ones(kind, installed):
     config = AndreaConfig(**{kind: "no_such_variant"})  # names are selected when the model is built
     with pytest.raises(PluginError) as info:
-        config.components()
+        resolve_components(config)
     message = str(info.value)
     assert "'no_such_variant'" in message and f"andrea_lab.{kind}" in message
     for name in installed:
@@ -71,7 +80,7 @@ def test_unknown_plugin_name_lists_installed_ones(kind, installed):
 
 
 def test_components_are_the_classes_the_names_select():
-    components = AndreaConfig().components()
+    components = resolve_components(AndreaConfig())
     assert (components.norm_placement, components.activation, components.kernel_backend) == (
         PreNorm, GELU, TorchBackend)
 
@@ -90,9 +99,9 @@ def test_a_plugin_field_must_be_a_name(kind, value):
 
 
 def test_mlp_ratio_defaults_to_the_activation():
-    assert AndreaConfig(activation="gelu").resolved_mlp_ratio == 4
-    assert AndreaConfig(activation="swiglu").resolved_mlp_ratio == pytest.approx(8 / 3)
-    assert AndreaConfig(activation="swiglu", mlp_ratio=2.0).mlp_hidden == 1536
+    assert resolved_mlp_ratio(AndreaConfig(activation="gelu")) == 4
+    assert resolved_mlp_ratio(AndreaConfig(activation="swiglu")) == pytest.approx(8 / 3)
+    assert mlp_hidden(AndreaConfig(activation="swiglu", mlp_ratio=2.0)) == 1536
 
 
 def test_hidden_size_rounds_to_nearest_multiple_of_8():
@@ -113,26 +122,28 @@ def test_an_attention_cap_refuses_attention_dropout():
     assert AndreaConfig(final_logit_softcap=30.0, dropout=0.1).final_logit_softcap == 30.0
 
 
-def test_the_plugins_are_resolved_once_for_the_model_and_the_mlp_width(monkeypatch):
-    from andrea_lab.model import config as config_module
-    from andrea_lab.model.transformer import Andrea
+def test_a_config_is_a_frozen_value():
+    c = preset("andrea-micro")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.activation = "andrea-lab:relu"
+    assert c == preset("andrea-micro") and hash(c) == hash(preset("andrea-micro"))
+    assert dataclasses.replace(c, activation="relu").activation == "relu" and c.activation == "andrea-lab:gelu"
+    assert vars(c).keys() == {f.name for f in dataclasses.fields(AndreaConfig)}  # no resolved class kept on it
 
-    calls = []
-    real = config_module.resolve
-    monkeypatch.setattr(config_module, "resolve", lambda kind, name: calls.append(kind) or real(kind, name))
-    c = preset("andrea-micro", activation="swiglu")
-    model = Andrea(c)
-    assert c.resolved_mlp_ratio == pytest.approx(8 / 3) and c.mlp_hidden == model.blocks[0].inner[1].hidden
-    assert sorted(calls) == sorted(set(calls)) and len(calls) == 4  # one resolution per plugin kind
-    c.activation = "andrea-lab:gelu"  # other names: resolved again, for them
-    assert c.resolved_mlp_ratio == 4 and len(calls) == 8
+
+def test_the_config_imports_nothing_of_the_plugin_system():
+    tree = ast.parse(CONFIG_SOURCE.read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert {name for name in imported if name and name.startswith("andrea_lab")} == {"andrea_lab.errors"}
+    assert PLUGIN_FIELDS == PLUGIN_KINDS
 
 
 def test_the_architecture_diff_names_each_field_and_accepts_the_same_plugin_spelled_otherwise():
     c = preset("andrea-micro")
-    assert c.architecture_differences(None) == []
-    assert c.architecture_differences({**c.to_dict(), "norm_placement": "pre", "dropout": 0.5}) == []
-    assert c.architecture_differences({"d_model": 32, "vocab_size": 257, "block_size": 64, "n_layer": 2,
-                                       "n_head": 2}) == ["d_model: checkpoint 32, config 64"]
+    assert architecture_differences(c, None) == []
+    assert architecture_differences(c, {**c.to_dict(), "norm_placement": "pre", "dropout": 0.5}) == []
+    assert architecture_differences(c, {"d_model": 32, "vocab_size": 257, "block_size": 64, "n_layer": 2,
+                                        "n_head": 2}) == ["d_model: checkpoint 32, config 64"]
     with pytest.raises(ConfigError, match=r"different architecture than model.config \(qk_norm: checkpoint True"):
-        c.check_same_architecture({**c.to_dict(), "qk_norm": True})
+        check_same_architecture(c, {**c.to_dict(), "qk_norm": True})

@@ -206,3 +206,43 @@ def test_fit_with_a_gated_activation_that_forgot_gated_is_one_line_exit_2(tmp_pa
     assert result.returncode == 2, result.stderr[-3000:]
     assert "andrea fit: error: activation plugin 'forgot_gated' from andrea-lab-faulty 0.2" in result.stderr
     assert "declare `gated = True`" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_broken_plugin_is_named_when_the_model_is_built_before_any_forward():
+    with pytest.raises(PluginRuntimeError, match="activation plugin 'forgot_gated'"):
+        Andrea(preset("andrea-micro", activation="forgot_gated"))  # no forward call of ours
+
+
+def test_the_check_leaves_the_random_generators_and_the_weights_as_they_were(monkeypatch):
+    from andrea_lab.model import transformer
+
+    def build() -> tuple[torch.Tensor, dict]:
+        torch.manual_seed(3)
+        model = Andrea(preset("andrea-micro", dropout=0.2))  # dropout draws from the generator in the check
+        return torch.get_rng_state(), model.state_dict()
+
+    checked_rng, checked_weights = build()
+    monkeypatch.setattr(transformer, "verify_plugins", lambda *args, **kwargs: None)
+    unchecked_rng, unchecked_weights = build()
+    assert torch.equal(checked_rng, unchecked_rng)
+    assert all(torch.equal(checked_weights[key], unchecked_weights[key]) for key in unchecked_weights)
+
+
+def test_the_forward_passes_hold_only_the_architecture():
+    """No try/except, no shape check, no branch on a plugin in forward: Andrea.forward raises only for a sequence
+    longer than the context (the model's own rule), the blocks and MLP not at all."""
+    import ast
+    import inspect
+    import textwrap
+
+    from andrea_lab.model import transformer
+
+    def forward_of(cls) -> ast.FunctionDef:
+        return ast.parse(textwrap.dedent(inspect.getsource(cls.forward))).body[0]
+
+    for cls in (transformer.Andrea, transformer.Block, transformer.MLP, transformer.CausalSelfAttention):
+        nodes = list(ast.walk(forward_of(cls)))
+        assert not any(isinstance(node, ast.Try) for node in nodes), cls.__name__
+        raised = [ast.unparse(node.exc.func) for node in nodes if isinstance(node, ast.Raise)]
+        assert raised == (["ValueError"] if cls is transformer.Andrea else []), cls.__name__
+    assert len(inspect.getsource(transformer.Block.forward).splitlines()) <= 4

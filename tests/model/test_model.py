@@ -84,11 +84,11 @@ def test_unknown_backend_fails_when_the_model_is_built():
 
 
 def test_each_plugin_is_resolved_once_per_model_and_handed_down(monkeypatch):
-    import andrea_lab.model.config
+    import andrea_lab.model.components
     from andrea_lab.model.registry import resolve
 
     calls = []
-    monkeypatch.setattr(andrea_lab.model.config, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
+    monkeypatch.setattr(andrea_lab.model.components, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
     Andrea(preset("andrea-micro", n_layer=3))
     assert sorted(calls) == ["activation", "kernel_backend", "norm", "norm_placement"]
 

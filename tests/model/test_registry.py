@@ -18,6 +18,7 @@ from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.norms import LayerNorm, RMSNorm
 from andrea_lab.model.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
 from andrea_lab.model.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from andrea_lab.model.components import resolve_components
 from andrea_lab.model.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
                                  list_plugins, registered_names, resolve, strict_mode)
 
@@ -168,7 +169,7 @@ def test_plugin_info_names():
 def test_config_reports_an_unknown_name_with_the_installed_ones():
     with pytest.raises(PluginError, match="unknown norm_placement 'prre'; did you mean 'pre'\\? installed in "
                                           "andrea_lab.norm_placement: .*post, pre"):
-        AndreaConfig(norm_placement="prre").components()
+        resolve_components(AndreaConfig(norm_placement="prre"))
 
 
 @pytest.mark.parametrize("spec, suggestion", [("geluu", "'gelu'"), ("andrea-lab:swigl", "'andrea-lab:swiglu'"),

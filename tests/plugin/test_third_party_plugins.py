@@ -23,6 +23,7 @@ import torch
 
 from andrea_lab import Andrea, preset
 from andrea_lab.model.builtin.activations import GELU
+from andrea_lab.model.components import resolved_mlp_ratio
 from andrea_lab.model.contracts import LayerNorm
 from andrea_lab.model.registry import STRICT_ENV_VAR, PluginError, clear_cache, list_plugins, resolve
 from andrea_lab.plugin.testing import forget_modules, write_distribution
@@ -330,7 +331,7 @@ def test_example_package_builds_a_model_that_trains(example_on_path):
     config = preset("andrea-micro", activation="squared_relu", norm_placement="sandwich")
     model = Andrea(config)
     assert sum(isinstance(m, LayerNorm) for m in model.modules()) == 4 * config.n_layer + 1
-    assert config.resolved_mlp_ratio == 4.0
+    assert resolved_mlp_ratio(config) == 4.0
     h = torch.randn(3, 7)
     torch.testing.assert_close(model.blocks[0].mlp.sublayer.activation(h), torch.relu(h) ** 2)
     idx = torch.randint(0, config.vocab_size, (2, 16))

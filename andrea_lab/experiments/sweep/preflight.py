@@ -35,6 +35,7 @@ def _error_text(stderr: str) -> str:
 def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tuple[str, str]]]:
     """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
     data.text_field)``) if it is valid, else (the error message, None)."""
+    from andrea_lab.model.components import resolve_components  # torch: `andrea sweep --dry-run` starts without it
     from andrea_lab.model.config import AndreaConfig, ConfigError  # torch: `andrea sweep --dry-run` starts without it
     from andrea_lab.fit.cli import AndreaCLI  # Lightning (~5 s): only when a preflight runs
     from andrea_lab.model.registry import PluginError  # torch: `andrea sweep --dry-run` starts without it
@@ -55,7 +56,7 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
         model_config = config.model.config
         fields = dict(vars(model_config)) if hasattr(model_config, "__dict__") else dict(model_config)
         try:
-            AndreaConfig(**fields).components()
+            resolve_components(AndreaConfig(**fields))
         except (ConfigError, PluginError, TypeError) as exc:
             return f"model.config: {exc}", None
         return None, _corpus(config)
