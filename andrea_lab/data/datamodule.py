@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, load_or_build
+from andrea_lab.data.checkpoint_state import TOKENIZER_STATE_KEY, data_checkpoint_state
 from andrea_lab.data.corpus import CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
@@ -73,6 +74,20 @@ class AndreaDataModule(L.LightningDataModule):
         text_field: The JSONL field / Parquet column holding a record's text.
     """
 
+    # Each argument lives once, in the validated ``settings``; these read it under the names the hooks use.
+    corpus_spec = property(lambda self: self.settings.corpus, doc="The corpus as given (``data.corpus``).")
+    tokenizer_spec = property(lambda self: self.hparams["tokenizer"], doc="The tokenizer as the user spelled it.")
+    batch_size = property(lambda self: self.settings.batch_size)
+    block_size = property(lambda self: self.settings.block_size)
+    vocab_size = property(lambda self: self.settings.vocab_size)
+    val_fraction = property(lambda self: self.settings.val_fraction)
+    seed = property(lambda self: self.settings.seed)
+    samples_per_epoch = property(lambda self: self.settings.samples_per_epoch)
+    max_val_batches = property(lambda self: self.settings.max_val_batches)
+    num_workers = property(lambda self: self.settings.num_workers)
+    cache_dir = property(lambda self: self.settings.cache_dir)
+    text_field = property(lambda self: self.settings.text_field)
+
     def __init__(
         self,
         corpus: str = "stdlib",
@@ -94,19 +109,7 @@ class AndreaDataModule(L.LightningDataModule):
             val_fraction=val_fraction, seed=seed, samples_per_epoch=samples_per_epoch,
             max_val_batches=max_val_batches, num_workers=num_workers, cache_dir=cache_dir, text_field=text_field,
         )
-        self.save_hyperparameters()
-        self.corpus_spec = corpus
-        self.tokenizer_spec = tokenizer
-        self.batch_size = batch_size
-        self.block_size = block_size
-        self.vocab_size = vocab_size
-        self.val_fraction = val_fraction
-        self.seed = seed
-        self.samples_per_epoch = samples_per_epoch
-        self.max_val_batches = max_val_batches
-        self.num_workers = num_workers
-        self.cache_dir = cache_dir
-        self.text_field = text_field
+        self.save_hyperparameters()  # Lightning's record of the arguments as given (checkpoints, config.yaml)
 
         self._corpus: Optional[ResolvedCorpus] = None
         self._entry: Optional[TokenizedCorpus] = None
@@ -366,22 +369,3 @@ def _cache_summary(entry: TokenizedCorpus, tokens: int) -> str:
 def _stream(paths: list[Path]) -> Tokens:
     """One shard as itself; several as one concatenated stream."""
     return MappedTokens(paths[0]) if len(paths) == 1 else ConcatenatedTokens([MappedTokens(path) for path in paths])
-
-
-#: Where a checkpoint of an ``AndreaDataModule`` fit keeps the data's tokenizer: the data module's
-#: ``state_dict``, which Lightning stores under the class name. Spelled once, here: the data module writes
-#: these keys, ``andrea import`` writes them for an imported model, and ``runs.checkpoint_io`` reads them.
-DATA_STATE_KEY = "AndreaDataModule"
-TOKENIZER_STATE_KEY = "tokenizer_json"
-
-
-def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[int],
-                          corpus: Optional[str]) -> dict[str, Any]:
-    """The data module's part of a checkpoint (under :data:`DATA_STATE_KEY`, read back by
-    ``checkpoint_io.stored_data_state``); ``andrea import`` writes the same."""
-    return {
-        TOKENIZER_STATE_KEY: None if tokenizer is None else tokenizer.to_str(),
-        "eot_id": None if tokenizer is None else tokenizers_lib.eot_id(tokenizer),
-        "vocab_size": vocab_size,
-        "corpus": corpus,
-    }

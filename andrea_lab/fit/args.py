@@ -2,9 +2,9 @@
 
 The arguments stay flat parameters of ``AndreaLM.__init__`` -- they are the ``model.lr``,
 ``model.warmup_steps``, ... keys of every experiment YAML, of the committed suites and of the
-hyperparameters stored in every checkpoint. This dataclass is what the module works with: built from
-the arguments by field name (:meth:`TrainingArgs.from_arguments`) and saved as ``save_hyperparameters``
-``({"config": ..., **asdict(args)})``, so no list of names is kept by hand; checked once, here, with one
+hyperparameters stored in every checkpoint. This dataclass is what the module works with: built from the
+arguments passed by name, saved as ``save_hyperparameters({"config": ..., **asdict(args)})`` and read back from
+a checkpoint's hyperparameters by field name (:meth:`TrainingArgs.from_arguments`); checked once, here, with one
 :class:`ConfigError` naming the first bad value and what is valid.
 """
 
@@ -62,6 +62,5 @@ class TrainingArgs:
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> "TrainingArgs":
-        """The fields' values out of a mapping that holds other keys too (``AndreaLM.__init__``'s
-        ``locals()``, a checkpoint's hyperparameters)."""
+        """The fields' values out of a mapping that holds other keys too (a checkpoint's hyperparameters)."""
         return cls(**{field.name: arguments[field.name] for field in fields(cls)})

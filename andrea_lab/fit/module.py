@@ -70,7 +70,10 @@ class AndreaLM(L.LightningModule):
                  compile: bool = False, z_loss: float = 0.0, init_from: Optional[str] = None):
         super().__init__()
         self.config = config if isinstance(config, AndreaConfig) else AndreaConfig(**config)  # a stored dict
-        self.args = TrainingArgs.from_arguments(locals())  # every other argument but init_from, checked
+        self.args = TrainingArgs(  # every other argument but init_from, checked
+            lr=lr, warmup_steps=warmup_steps, decay_steps=decay_steps, min_lr_ratio=min_lr_ratio,
+            weight_decay=weight_decay, betas=betas, eps=eps, on_nonfinite=on_nonfinite,
+            max_skipped_steps=max_skipped_steps, compile=compile, z_loss=z_loss)
         # Saved as plain values (checkpoints load weights-only, hparams.yaml stays plain YAML), the same keys
         # as ever; not init_from: a checkpoint of this run is complete without the file it started from.
         # A dict, not the bare call, which under LightningCLI would save the CLI's dump of its arguments.

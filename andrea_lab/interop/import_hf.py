@@ -17,7 +17,7 @@ import torch
 from tokenizers import Tokenizer
 
 from andrea_lab.model.config import AndreaConfig
-from andrea_lab.data.datamodule import DATA_STATE_KEY, data_checkpoint_state
+from andrea_lab.data.checkpoint_state import DATA_STATE_KEY, data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import load_json

@@ -20,7 +20,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from tokenizers import Tokenizer
 
-from andrea_lab.data.datamodule import DATA_STATE_KEY, TOKENIZER_STATE_KEY
+from andrea_lab.data.checkpoint_state import DATA_STATE_KEY, TOKENIZER_STATE_KEY
 from andrea_lab.data.tokenizer import tokenizer_from_json
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
 from andrea_lab.files import load_json, manifest_path, publish, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)

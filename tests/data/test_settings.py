@@ -3,6 +3,7 @@ before any slow work, one DataConfigError naming the value."""
 
 from __future__ import annotations
 
+import inspect
 import pytest
 
 from andrea_lab.data.settings import DataConfigError, DataSettings
@@ -29,3 +30,15 @@ def test_the_settings_hold_the_parsed_tokenizer() -> None:
 def test_a_bad_value_is_one_data_config_error(tokenizer: str, overrides: dict, pattern: str) -> None:
     with pytest.raises(DataConfigError, match=pattern):
         DataSettings.of(tokenizer=tokenizer, **{**ARGUMENTS, **overrides})
+
+
+def test_the_data_module_keeps_each_argument_once():
+    """In its validated settings (and Lightning's hparams record); the attributes read the settings."""
+    from andrea_lab.data import AndreaDataModule
+
+    data = AndreaDataModule(corpus="stdlib", tokenizer="byte", vocab_size=257, batch_size=4, seed=7)
+    arguments = set(inspect.signature(AndreaDataModule.__init__).parameters) - {"self"}
+    assert not arguments & set(vars(data)), "an argument copied onto the instance"
+    assert (data.batch_size, data.seed, data.vocab_size, data.corpus_spec, data.tokenizer_spec) == (
+        4, 7, 257, "stdlib", "byte")
+    assert data.settings.batch_size == data.hparams["batch_size"] == 4

@@ -40,3 +40,24 @@ def test_a_bad_value_is_one_error_naming_it(change, message):
     TrainingArgs(**good)
     with pytest.raises(ConfigError, match=message):
         TrainingArgs(**{**good, **change})
+
+
+def test_every_argument_reaches_the_training_args_by_name():
+    """Passed by name, not through ``locals()``: a value given to AndreaLM is the value it trains with."""
+    given = dict(lr=2e-3, warmup_steps=7, decay_steps=99, min_lr_ratio=0.2, weight_decay=0.05, betas=(0.8, 0.9),
+                 eps=1e-7, on_nonfinite="skip", max_skipped_steps=3, compile=False, z_loss=1e-4)
+    assert set(given) == set(TrainingArgs.__dataclass_fields__)
+    module = AndreaLM(config=preset("andrea-micro"), **given)
+    assert {name: getattr(module.args, name) for name in given} == given
+    source = inspect.getsource(AndreaLM.__init__)
+    assert "locals()" not in source and "vars()" not in source
+
+
+def test_modules_built_without_a_config_share_only_a_frozen_value():
+    import dataclasses
+
+    a, b = AndreaLM(config=preset("andrea-micro")), AndreaLM(config=preset("andrea-micro"))
+    default = inspect.signature(AndreaLM.__init__).parameters["config"].default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        default.d_model = 8  # the default cannot be changed for the modules built after
+    assert a.config == b.config

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from andrea_lab.data import datamodule
+from andrea_lab.data import checkpoint_state
 from andrea_lab.errors import DiskFullError, UsageError
 from andrea_lab.runs import checkpoint_io
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, manifest_path
@@ -98,11 +98,11 @@ def test_the_stored_config_hyperparameters_and_tokenizer_have_one_reader_each():
 
     tokenizer = byte_tokenizer()
     checkpoint = {"hyper_parameters": {"config": {"d_model": 16}, "lr": 1e-3, "_instantiator": "x"},
-                  datamodule.DATA_STATE_KEY: {datamodule.TOKENIZER_STATE_KEY: tokenizer.to_str()}}
+                  checkpoint_state.DATA_STATE_KEY: {checkpoint_state.TOKENIZER_STATE_KEY: tokenizer.to_str()}}
     assert checkpoint_io.stored_hyperparameters(checkpoint) == {"config": {"d_model": 16}, "lr": 1e-3}
     assert checkpoint_io.stored_model_config(checkpoint) == {"d_model": 16}
     assert checkpoint_io.stored_tokenizer(checkpoint).to_str() == tokenizer.to_str()
-    assert checkpoint_io.stored_data_state(checkpoint) == checkpoint[datamodule.DATA_STATE_KEY]
+    assert checkpoint_io.stored_data_state(checkpoint) == checkpoint[checkpoint_state.DATA_STATE_KEY]
     for odd in ({}, {"hyper_parameters": []}, {"hyper_parameters": {"config": "x"}}, [], None):
         assert checkpoint_io.stored_model_config(odd) is None and checkpoint_io.stored_tokenizer(odd) is None
         assert checkpoint_io.stored_data_state(odd) == {}
@@ -112,7 +112,7 @@ def test_the_tokenizer_is_read_where_the_data_module_saves_it():
     """What Lightning stores for the data module (its state_dict under its class name) is what the one
     reader finds: the key is the class name, and the state holds the tokenizer under the reader's key."""
     from andrea_lab.data import AndreaDataModule
-    from andrea_lab.data.datamodule import data_checkpoint_state
+    from andrea_lab.data.checkpoint_state import data_checkpoint_state
     from andrea_lab.data.tokenizer import byte_tokenizer
 
     tokenizer = byte_tokenizer()
