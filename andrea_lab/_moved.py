@@ -101,22 +101,35 @@ MOVED = {
 }
 
 #: The paths a plugin package imports: their warning names the front door, ``andrea_lab.plugin``.
-PLUGIN_AUTHOR_PATHS = {"contracts", "registry", "builtin", "builtin.backends", "testing", "testing.pytest_plugin",
-                       "plugins", "plugins.contracts", "plugins.registry", "plugins.testing", "plugins.builtin",
-                       "plugins.builtin.backends"}
+PLUGIN_AUTHOR_PATHS = {
+    "contracts",
+    "registry",
+    "builtin",
+    "builtin.backends",
+    "testing",
+    "testing.pytest_plugin",
+    "plugins",
+    "plugins.contracts",
+    "plugins.registry",
+    "plugins.testing",
+    "plugins.builtin",
+    "plugins.builtin.backends",
+}
 PREFIX = "andrea_lab."
 
 
 def new_path(old: str) -> str:
     """The module that now holds what ``old`` (a full dotted path) held."""
-    return PREFIX + MOVED[old[len(PREFIX):]]
+    return PREFIX + MOVED[old[len(PREFIX) :]]
 
 
 def advice(old: str) -> str:
-    short = old[len(PREFIX):]
+    short = old[len(PREFIX) :]
     if short in PLUGIN_AUTHOR_PATHS:
-        return (f"{old} moved; import from andrea_lab.plugin instead (the one import for plugin packages, "
-                f"docs/plugins.md). The old path goes in the next release.")
+        return (
+            f"{old} moved; import from andrea_lab.plugin instead (the one import for plugin packages, "
+            f"docs/plugins.md). The old path goes in the next release."
+        )
     return f"{old} moved to {new_path(old)}; import that instead. The old path goes in the next release."
 
 
@@ -134,7 +147,7 @@ class _MovedLoader(importlib.abc.Loader):
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.startswith(PREFIX) and fullname[len(PREFIX):] in MOVED:
+        if fullname.startswith(PREFIX) and fullname[len(PREFIX) :] in MOVED:
             return importlib.machinery.ModuleSpec(fullname, _MovedLoader())
         return None
 

@@ -16,8 +16,8 @@ import sys
 
 from andrea_lab.commands.quiet import quiet_third_party
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
-from andrea_lab.safe_yaml import read_yaml
 from andrea_lab.runs.directory import resume_checkpoint
+from andrea_lab.safe_yaml import read_yaml
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
 OWN_COMMANDS = {
@@ -70,8 +70,11 @@ def check_checkpoint_path(argv: list[str]) -> None:
     from andrea_lab.runs.checkpoint_io import verify_checkpoint
 
     for i, arg in enumerate(argv):
-        path = argv[i + 1] if arg == "--ckpt_path" and i + 1 < len(argv) else (
-            arg.split("=", 1)[1] if arg.startswith("--ckpt_path=") else None)
+        path = (
+            argv[i + 1]
+            if arg == "--ckpt_path" and i + 1 < len(argv)
+            else (arg.split("=", 1)[1] if arg.startswith("--ckpt_path=") else None)
+        )
         if path and path not in ("last", "best", "hpc", "registry", "null"):
             verify_checkpoint(path)
 
@@ -96,11 +99,21 @@ def expand_resume(argv: list[str]) -> list[str]:
         raise UsageError("--resume is an option of `andrea fit`: andrea fit --resume RUN_DIR")
     config, ckpt = os.path.join(run_dir, "config.yaml"), resume_checkpoint(run_dir)
     if not os.path.isfile(config) or ckpt is None:
-        raise MissingFileError(f"--resume {run_dir}: not a run directory with a config.yaml and a checkpoint "
-                               f"(checkpoints/preempted.ckpt or checkpoints/last.ckpt); pass runs/NAME/version_N")
+        raise MissingFileError(
+            f"--resume {run_dir}: not a run directory with a config.yaml and a checkpoint "
+            f"(checkpoints/preempted.ckpt or checkpoints/last.ckpt); pass runs/NAME/version_N"
+        )
     version = os.path.basename(os.path.normpath(run_dir))
-    return ["fit", "--config", config, "--trainer.logger.init_args.version", version, *rest[1:],
-            "--ckpt_path", str(ckpt)]
+    return [
+        "fit",
+        "--config",
+        config,
+        "--trainer.logger.init_args.version",
+        version,
+        *rest[1:],
+        "--ckpt_path",
+        str(ckpt),
+    ]
 
 
 def run_lightning(argv: list[str]) -> int:
@@ -123,8 +136,9 @@ def run_lightning(argv: list[str]) -> int:
 
 
 #: errnos of an OSError that are about a path the user chose (unwritable, under a file, read-only, ...).
-PATH_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
-                         errno.ENAMETOOLONG, errno.ELOOP})
+PATH_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP}
+)
 
 
 def _chain(exc: BaseException):
@@ -140,17 +154,22 @@ def environment_error(exc: BaseException) -> str | None:
     written (or read) as asked, or memory a model or batch of the size asked cannot get; None otherwise."""
     for cause in _chain(exc):
         if isinstance(cause, OSError) and cause.errno in PATH_ERRNOS and cause.filename:
-            return (f"cannot use {cause.filename}: {cause.strerror}; pass a path in a directory this user can "
-                    "write (a file of that name, or a read-only directory, is in the way)")
+            return (
+                f"cannot use {cause.filename}: {cause.strerror}; pass a path in a directory this user can "
+                "write (a file of that name, or a read-only directory, is in the way)"
+            )
         text = str(cause)
-        if isinstance(cause, MemoryError) or (isinstance(cause, RuntimeError) and (
-                "can't allocate memory" in text or "out of memory" in text.lower())):
+        if isinstance(cause, MemoryError) or (
+            isinstance(cause, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower())
+        ):
             asked = re.search(r"allocate (\d+) bytes", text)
             size = f" {int(asked.group(1)) / 1e9:.1f} GB" if asked else ""
             said = f"{type(cause).__name__}: {text.splitlines()[0][:120]}" if text else type(cause).__name__
-            return (f"out of memory allocating{size} ({said}): the "
-                    "model or batch asked for does not fit on this machine; choose a smaller d_model, n_layer, "
-                    "vocab_size or batch_size (`andrea params --config FILE` shows a model's size)")
+            return (
+                f"out of memory allocating{size} ({said}): the "
+                "model or batch asked for does not fit on this machine; choose a smaller d_model, n_layer, "
+                "vocab_size or batch_size (`andrea params --config FILE` shows a model's size)"
+            )
     return None
 
 

@@ -41,7 +41,8 @@ def disk_full_error(path: str | os.PathLike, cause: OSError) -> DiskFullError:
     previous = "the previous version of it is intact" if Path(path).exists() else "nothing was written"
     return DiskFullError(
         f"the disk is full ({os.strerror(cause.errno)}) while writing {os.fspath(path)}: {previous}, and no "
-        f"partial file was left. Free space on {Path(path).parent} (or point the run elsewhere) and run again")
+        f"partial file was left. Free space on {Path(path).parent} (or point the run elsewhere) and run again"
+    )
 
 
 def manifest_path(path: str | os.PathLike) -> Path:
@@ -118,15 +119,18 @@ def read_regular_bytes(path: str | os.PathLike, what: str, limit: int) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise HandedFileError(f"{what} {os.fspath(path)} is not a regular file (a FIFO, a device or a "
-                                  "directory); pass a file")
+            raise HandedFileError(
+                f"{what} {os.fspath(path)} is not a regular file (a FIFO, a device or a directory); pass a file"
+            )
         if info.st_size > limit:
-            raise HandedFileError(f"{what} {os.fspath(path)} is {info.st_size:,} bytes; such a file has at "
-                                  f"most {limit:,}")
+            raise HandedFileError(
+                f"{what} {os.fspath(path)} is {info.st_size:,} bytes; such a file has at most {limit:,}"
+            )
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise HandedFileError(f"{what} {os.fspath(path)} is more than {limit:,} bytes; such a file has at most "
-                              f"{limit:,}")
+        raise HandedFileError(
+            f"{what} {os.fspath(path)} is more than {limit:,} bytes; such a file has at most {limit:,}"
+        )
     return data
 
 
@@ -136,8 +140,9 @@ def read_text_file(path: str | os.PathLike, what: str, limit: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise HandedFileError(f"{what} {os.fspath(path)} is not UTF-8 text (byte {exc.start} is "
-                              f"0x{data[exc.start]:02x})") from None
+        raise HandedFileError(
+            f"{what} {os.fspath(path)} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})"
+        ) from None
 
 
 def json_depth(value: Any) -> int:
@@ -166,8 +171,9 @@ def load_json(path: str | os.PathLike, what: str) -> Any:
     else:
         deep = json_depth(data) > MAX_JSON_DEPTH
     if deep:
-        raise HandedFileError(f"{what} {os.fspath(path)} nests more than {MAX_JSON_DEPTH} levels deep; "
-                              "such a file is never that deep")
+        raise HandedFileError(
+            f"{what} {os.fspath(path)} nests more than {MAX_JSON_DEPTH} levels deep; such a file is never that deep"
+        )
     return data
 
 

@@ -52,8 +52,10 @@ def expanded_size(root: yaml.Node) -> int:
             open_nodes.discard(id(node))
             sizes[id(node)] = 1 + sum(sizes[id(child)] for child in _children(node))
             if sizes[id(node)] > MAX_NODES:
-                raise YamlBoundsError(f"it stands for more than {MAX_NODES:,} values once its aliases (*name) "
-                                      "are expanded; a config is never that large (an alias bomb?)")
+                raise YamlBoundsError(
+                    f"it stands for more than {MAX_NODES:,} values once its aliases (*name) "
+                    "are expanded; a config is never that large (an alias bomb?)"
+                )
             continue
         if id(node) in sizes:
             continue
@@ -99,6 +101,7 @@ def check_bounds(text: str, loader: type = _DepthLimitedComposer) -> None:
 
 def bounded(load: Callable[[str], Any]) -> Callable[[str], Any]:
     """``load`` (text -> value) that first checks the text against the bounds."""
+
     def load_within_bounds(text: str) -> Any:
         if isinstance(text, str):
             check_bounds(text)

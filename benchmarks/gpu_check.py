@@ -47,6 +47,7 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is a package of th
     sys.path.insert(0, str(ROOT))
 from benchmarks.gpu_check_parts import Part, read_exit_status  # noqa: E402
 from benchmarks.gpu_check_plan import plan  # noqa: E402
+
 DEFAULT_BUDGET_S = 300.0
 #: Seconds left for the stopped process group to exit after SIGTERM before SIGKILL.
 KILL_GRACE_S = 5.0
@@ -80,8 +81,9 @@ def run_capped(argv: list[str], cap_s: float, log_path: Path, env: dict[str, str
     """
     start = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                start_new_session=True)  # its own group: the cap stops its children too
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
+        )  # its own group: the cap stops its children too
         try:
             code: int | None = proc.wait(timeout=max(cap_s, 0.1))
         except subprocess.TimeoutExpired:
@@ -110,8 +112,10 @@ def _missing(part: Part) -> tuple[str, str] | None:
     """(status, reason) when the part cannot start here: a Python package or its tool is missing."""
     for module in part.needs:
         if importlib.util.find_spec(module) is None:
-            return "missing_package", (f"the Python package {module!r} is not installed for {sys.executable}; carry "
-                                       f"it as a wheel (docs/kernels.md, 'Running it on the GPU machine')")
+            return "missing_package", (
+                f"the Python package {module!r} is not installed for {sys.executable}; carry "
+                f"it as a wheel (docs/kernels.md, 'Running it on the GPU machine')"
+            )
     if part.tool and shutil.which(part.tool) is None:
         return "unavailable", f"{part.tool} not found (looked on PATH and beside nvcc)"
     return None
@@ -135,8 +139,10 @@ def run_part(part: Part, work: Path, remaining_s: float) -> Section:
     section.log_tail = log[-LOG_TAIL_CHARS:]
     if code is None:
         section.status = "timeout"
-        section.reason = (f"stopped after {cap:.0f} s (its cap is {part.cap_s:.0f} s"
-                          f"{', cut to what was left of the budget' if cap < part.cap_s else ''})")
+        section.reason = (
+            f"stopped after {cap:.0f} s (its cap is {part.cap_s:.0f} s"
+            f"{', cut to what was left of the budget' if cap < part.cap_s else ''})"
+        )
         return section
     section.status, section.result = (part.read or read_exit_status)(part, code, log)
     if section.status not in GOOD and not section.reason:
@@ -168,26 +174,45 @@ def run_all(parts: list[Part], work: Path, budget_s: float) -> list[Section]:
 
 
 def build_report(sections: list[Section], dry_run: bool, budget_s: float, started: float, wall_s: float) -> dict:
-    return {"schema": 1, "mode": "dry_run" if dry_run else "gpu",
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "wall_s": round(wall_s, 1),
-            "budget_s": budget_s, "ok": all(s.status in GOOD for s in sections),
-            "statuses": {s.name: s.status for s in sections}, "parts": {s.name: asdict(s) for s in sections}}
+    return {
+        "schema": 1,
+        "mode": "dry_run" if dry_run else "gpu",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "wall_s": round(wall_s, 1),
+        "budget_s": budget_s,
+        "ok": all(s.status in GOOD for s in sections),
+        "statuses": {s.name: s.status for s in sections},
+        "parts": {s.name: asdict(s) for s in sections},
+    }
 
 
 def summary_markdown(report: dict) -> str:
     """The readable summary: one row per part, then each part's reason when it did not pass."""
     env = report["parts"].get("environment", {})
-    lines = [f"# GPU check ({report['mode']}), {report['started']}, {report['wall_s']:.0f} s of a "
-             f"{report['budget_s']:.0f} s budget: {'all parts passed' if report['ok'] else 'NOT all parts passed'}",
-             "", f"Environment: {env.get('headline', 'not recorded')}", "",
-             "| part | status | seconds (cap) | outcome |", "| --- | --- | --- | --- |"]
+    lines = [
+        f"# GPU check ({report['mode']}), {report['started']}, {report['wall_s']:.0f} s of a "
+        f"{report['budget_s']:.0f} s budget: {'all parts passed' if report['ok'] else 'NOT all parts passed'}",
+        "",
+        f"Environment: {env.get('headline', 'not recorded')}",
+        "",
+        "| part | status | seconds (cap) | outcome |",
+        "| --- | --- | --- | --- |",
+    ]
     for name, s in report["parts"].items():
         outcome = (s["headline"] or s["reason"]).replace("|", "/").replace("\n", " ")
         lines.append(f"| {name} | {s['status']} | {s['wall_s']:.0f} ({s['cap_s']:.0f}) | {outcome} |")
     failed = [(name, s) for name, s in report["parts"].items() if s["status"] not in GOOD]
     for name, s in failed:
-        lines += ["", f"## {name}: {s['status']}", "", s["reason"] or "(no reason given)", "", "```",
-                  s["log_tail"][-1500:].rstrip(), "```"]
+        lines += [
+            "",
+            f"## {name}: {s['status']}",
+            "",
+            s["reason"] or "(no reason given)",
+            "",
+            "```",
+            s["log_tail"][-1500:].rstrip(),
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -209,14 +234,22 @@ def write_outputs(out: Path, report: dict, work: Path) -> list[Path]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="docs/kernels.md: the GPU machine's command and what the JSON means")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="output directory (default: $OUT when set, else ./gpu-check)")
-    parser.add_argument("--work", type=Path, default=None,
-                        help="scratch directory for the parts (default: a new temporary one; kept)")
-    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
-                        help=f"seconds for the whole run (default {DEFAULT_BUDGET_S:.0f}); parts after it are not run")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="docs/kernels.md: the GPU machine's command and what the JSON means",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: $OUT when set, else ./gpu-check)"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=None, help="scratch directory for the parts (default: a new temporary one; kept)"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help=f"seconds for the whole run (default {DEFAULT_BUDGET_S:.0f}); parts after it are not run",
+    )
     parser.add_argument("--parts", default="", help="comma-separated subset of the parts, in the usual order")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: CPU stand-ins of every GPU part")
     return parser.parse_args(argv)
@@ -226,8 +259,10 @@ def select(parts: list[Part], wanted: str) -> list[Part]:
     names = [n.strip() for n in wanted.split(",") if n.strip()]
     unknown = sorted(set(names) - {p.name for p in parts})
     if unknown:
-        print(f"benchmarks/gpu_check.py: unknown parts {', '.join(unknown)}; valid: "
-              f"{', '.join(p.name for p in parts)}", file=sys.stderr)
+        print(
+            f"benchmarks/gpu_check.py: unknown parts {', '.join(unknown)}; valid: {', '.join(p.name for p in parts)}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     return [p for p in parts if p.name in names] if names else parts
 

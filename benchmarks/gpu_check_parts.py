@@ -28,7 +28,6 @@ class Part:
     brief: Callable[[dict], str] | None = None  # one line of the summary from the result
 
 
-
 # -- reading what each part produced -----------------------------------------------------------------
 def _json_result(part: Part) -> dict:
     if part.result_json is None or not part.result_json.is_file():
@@ -71,7 +70,7 @@ def junit_counts(path: Path) -> dict:
         key = {"failure": "failed", "error": "errors", "skipped": "skipped", None: "passed"}[kind]
         if kind == "skipped" and message == "collection skipped":
             key = "skipped_at_collection"
-            message = (next(child for child in case if child.tag == kind).text or "")
+            message = next(child for child in case if child.tag == kind).text or ""
         counts[key] += 1
         if kind:
             counts["not_passed"].append(f"{case.get('classname')}::{case.get('name')}: {key}: {message[:300]}")
@@ -79,9 +78,14 @@ def junit_counts(path: Path) -> dict:
 
 
 #: compute-sanitizer's words when it cannot work on this device or under this runtime.
-SANITIZER_REFUSALS = ("Device not supported", "not supported on this", "Unable to find injection library",
-                      "Error: Target application terminated before first instrumented API call",
-                      "error 999", "Failed to initialize")
+SANITIZER_REFUSALS = (
+    "Device not supported",
+    "not supported on this",
+    "Unable to find injection library",
+    "Error: Target application terminated before first instrumented API call",
+    "error 999",
+    "Failed to initialize",
+)
 
 
 def read_sanitizer(part: Part, code: int, log: str) -> tuple[str, dict]:
@@ -111,8 +115,12 @@ def read_kernels(part: Part, code: int, log: str) -> tuple[str, dict]:
     for r in data["results"]:
         if r["elements"] == largest[r["op"]]:
             fractions.setdefault(r["op"], {"elements": r["elements"]})[r["impl"]] = r["fraction_of_copy"]
-    return "ok", {"device": data.get("device"), "copy_peak_gbps": data["copy_peak_gbps"],
-                  "fraction_of_copy_at_largest": fractions, "targets": data.get("targets", [])}
+    return "ok", {
+        "device": data.get("device"),
+        "copy_peak_gbps": data["copy_peak_gbps"],
+        "fraction_of_copy_at_largest": fractions,
+        "targets": data.get("targets", []),
+    }
 
 
 def read_throughput(part: Part, code: int, log: str) -> tuple[str, dict]:
@@ -120,11 +128,18 @@ def read_throughput(part: Part, code: int, log: str) -> tuple[str, dict]:
     data = _json_result(part)
     if code != 0 or "variants" not in data:
         return "failed", {}
-    variants = {name: {key: v.get(key) for key in ("tokens_per_s", "ms_per_step", "mfu", "peak_memory_bytes")}
-                for name, v in data["variants"].items() if isinstance(v, dict)}
+    variants = {
+        name: {key: v.get(key) for key in ("tokens_per_s", "ms_per_step", "mfu", "peak_memory_bytes")}
+        for name, v in data["variants"].items()
+        if isinstance(v, dict)
+    }
     ratios = {name: (r or {}).get("pooled_median") for name, r in data.get("ratios", {}).items() if name != "ablations"}
-    return "ok", {"variants": variants, "matmul_peak_flops_per_s": data["matmul_peak"]["flops_per_s"],
-                  "ratios": ratios, "targets": data.get("targets", [])}
+    return "ok", {
+        "variants": variants,
+        "matmul_peak_flops_per_s": data["matmul_peak"]["flops_per_s"],
+        "ratios": ratios,
+        "targets": data.get("targets", []),
+    }
 
 
 def read_fit(part: Part, code: int, log: str) -> tuple[str, dict]:
@@ -133,9 +148,14 @@ def read_fit(part: Part, code: int, log: str) -> tuple[str, dict]:
     if comparison is None:
         return "failed", data
     status = "ok" if code == 0 else "failed"
-    reason = "" if status == "ok" else (
-        f"loss curves {'agree' if comparison['agree'] else 'differ'}, "
-        f"{'both learned' if comparison['learned'] else 'a run did not learn'}")
+    reason = (
+        ""
+        if status == "ok"
+        else (
+            f"loss curves {'agree' if comparison['agree'] else 'differ'}, "
+            f"{'both learned' if comparison['learned'] else 'a run did not learn'}"
+        )
+    )
     return status, {**data, **({"reason": reason} if reason else {})}
 
 
@@ -144,16 +164,20 @@ def brief_environment(r: dict) -> str:
     device = r.get("torch", {}).get("device", {})
     backend = r.get("cuda_backend", {})
     driver = r["driver"].get("driver_version") or r["driver"].get("error")
-    return (f"{device.get('name', 'no CUDA device')}, driver {driver}, "
-            f"{(r.get('toolchain') or {}).get('nvcc_version') or 'no nvcc'}, torch {r['torch']['version']} "
-            f"(CUDA {r['torch']['cuda']}); cuda backend: "
-            f"{'available' if backend.get('available') else 'NOT available: ' + backend.get('reason', '?')}")
+    return (
+        f"{device.get('name', 'no CUDA device')}, driver {driver}, "
+        f"{(r.get('toolchain') or {}).get('nvcc_version') or 'no nvcc'}, torch {r['torch']['version']} "
+        f"(CUDA {r['torch']['cuda']}); cuda backend: "
+        f"{'available' if backend.get('available') else 'NOT available: ' + backend.get('reason', '?')}"
+    )
 
 
 def brief_tests(r: dict) -> str:
-    return (f"{r['passed']} passed, {r['failed']} failed, {r['errors']} errors, {r['skipped']} skipped"
-            + (f" ({r['skipped_at_collection']} modules skipped while collecting: see not_passed)"
-               if r.get("skipped_at_collection") else ""))
+    return f"{r['passed']} passed, {r['failed']} failed, {r['errors']} errors, {r['skipped']} skipped" + (
+        f" ({r['skipped_at_collection']} modules skipped while collecting: see not_passed)"
+        if r.get("skipped_at_collection")
+        else ""
+    )
 
 
 def brief_sanitizer(r: dict) -> str:
@@ -161,19 +185,27 @@ def brief_sanitizer(r: dict) -> str:
 
 
 def brief_kernels(r: dict) -> str:
-    ops = ", ".join(f"{op} {d['cuda']:.0%}" + (f" (eager {d['eager']:.0%})" if "eager" in d else "")
-                    for op, d in r["fraction_of_copy_at_largest"].items() if "cuda" in d)
+    ops = ", ".join(
+        f"{op} {d['cuda']:.0%}" + (f" (eager {d['eager']:.0%})" if "eager" in d else "")
+        for op, d in r["fraction_of_copy_at_largest"].items()
+        if "cuda" in d
+    )
     return f"copy {r['copy_peak_gbps']:,.0f} GB/s; at the largest size, of copy: {ops}"
 
 
 def brief_fit(r: dict) -> str:
     c = r["comparison"]
-    return (f"{c['steps']} steps; loss {c['first']['cuda']:.3f} -> cuda {c['final']['cuda']:.3f} / torch "
-            f"{c['final']['torch']:.3f}; mean |diff| last 20 steps {c['mean_abs_diff_last_20']:.4f} "
-            f"(allowed {c['tolerance_last_20']}), max {c['max_abs_diff']:.4f}")
+    return (
+        f"{c['steps']} steps; loss {c['first']['cuda']:.3f} -> cuda {c['final']['cuda']:.3f} / torch "
+        f"{c['final']['torch']:.3f}; mean |diff| last 20 steps {c['mean_abs_diff_last_20']:.4f} "
+        f"(allowed {c['tolerance_last_20']}), max {c['max_abs_diff']:.4f}"
+    )
 
 
 def brief_throughput(r: dict) -> str:
-    rows = "; ".join(f"{name} {v['tokens_per_s']:,.0f} tok/s, MFU {v['mfu']:.1%}" for name, v in r["variants"].items()
-                     if v.get("tokens_per_s"))
+    rows = "; ".join(
+        f"{name} {v['tokens_per_s']:,.0f} tok/s, MFU {v['mfu']:.1%}"
+        for name, v in r["variants"].items()
+        if v.get("tokens_per_s")
+    )
     return f"{rows} (bf16 matmul peak {r['matmul_peak_flops_per_s'] / 1e12:.0f} TFLOP/s)"

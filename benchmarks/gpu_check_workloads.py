@@ -70,9 +70,13 @@ def _toolchain() -> dict:
 
     nvcc = build.find_nvcc()
     sanitizer = shutil.which("compute-sanitizer") or (
-        "/usr/local/cuda/bin/compute-sanitizer" if Path("/usr/local/cuda/bin/compute-sanitizer").exists() else None)
-    return {"nvcc": nvcc, "nvcc_version": _run_text([nvcc, "--version"]).splitlines()[-1] if nvcc else None,
-            "compute_sanitizer": sanitizer}
+        "/usr/local/cuda/bin/compute-sanitizer" if Path("/usr/local/cuda/bin/compute-sanitizer").exists() else None
+    )
+    return {
+        "nvcc": nvcc,
+        "nvcc_version": _run_text([nvcc, "--version"]).splitlines()[-1] if nvcc else None,
+        "compute_sanitizer": sanitizer,
+    }
 
 
 def _torch_and_device() -> dict:
@@ -82,8 +86,12 @@ def _torch_and_device() -> dict:
     if info["cuda_available"]:
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
-        info["device"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
-                          "sms": props.multi_processor_count, "memory_gib": round(props.total_memory / 2**30, 1)}
+        info["device"] = {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "sms": props.multi_processor_count,
+            "memory_gib": round(props.total_memory / 2**30, 1),
+        }
     return info
 
 
@@ -99,8 +107,12 @@ def _backend() -> dict:
 
 def environment(json_path: Path, dry_run: bool) -> int:
     """Record what the machine has; exit 1 when the cuda backend cannot run (except in a dry run)."""
-    info = {"python": sys.version.split()[0], "executable": sys.executable, "packages": _package_versions(),
-            "driver": _driver()}
+    info = {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "packages": _package_versions(),
+        "driver": _driver(),
+    }
     try:
         info["toolchain"] = _toolchain()
         info["torch"] = _torch_and_device()
@@ -118,15 +130,23 @@ def sanitizer_cases() -> list[tuple]:
     cases = []
     for dtype in ("bfloat16", "float32"):
         for rows, cols in ((2048, 768), (64, 8192)):  # rows >> grid with SANITIZER_SMS SMs
-            cases += [("layer_norm", dtype, (rows, cols), "affine"), ("add_layer_norm", dtype, (rows, cols), "affine"),
-                      ("rms_norm", dtype, (rows, cols), "affine")]
-        cases += [("swiglu", dtype, (33, 341), "chunked, scalar path"),
-                  ("swiglu", dtype, (64, 2048), "chunked, vector path"),
-                  ("gelu_tanh", dtype, (8 * 1000 + 5,), "tail"), ("gelu_tanh", dtype, (4097,), "misaligned"),
-                  ("relu", dtype, (8 * 1000 + 5,), "tail")]
-    cases += [("layer_norm", "float32", (257, 769), "no affine, scalar path"),
-              ("rms_norm", "float32", (257, 769), "no affine, scalar path"),
-              ("rms_norm", "bfloat16", (129, 1001), "affine, scalar path")]
+            cases += [
+                ("layer_norm", dtype, (rows, cols), "affine"),
+                ("add_layer_norm", dtype, (rows, cols), "affine"),
+                ("rms_norm", dtype, (rows, cols), "affine"),
+            ]
+        cases += [
+            ("swiglu", dtype, (33, 341), "chunked, scalar path"),
+            ("swiglu", dtype, (64, 2048), "chunked, vector path"),
+            ("gelu_tanh", dtype, (8 * 1000 + 5,), "tail"),
+            ("gelu_tanh", dtype, (4097,), "misaligned"),
+            ("relu", dtype, (8 * 1000 + 5,), "tail"),
+        ]
+    cases += [
+        ("layer_norm", "float32", (257, 769), "no affine, scalar path"),
+        ("rms_norm", "float32", (257, 769), "no affine, scalar path"),
+        ("rms_norm", "bfloat16", (129, 1001), "affine, scalar path"),
+    ]
     return cases
 
 
@@ -144,8 +164,11 @@ def _run_case(op: str, dtype, shape: tuple, variant: str) -> None:
         cols = shape[-1]
         x = leaf(*shape)
         w, b = (leaf(cols), leaf(cols)) if variant == "affine" else (None, None)
-        out = (custom_ops.layer_norm(x, w, b, 1e-5)[0] if op == "layer_norm"
-               else custom_ops.add_layer_norm(x, leaf(*shape), w, b, 1e-5)[1])
+        out = (
+            custom_ops.layer_norm(x, w, b, 1e-5)[0]
+            if op == "layer_norm"
+            else custom_ops.add_layer_norm(x, leaf(*shape), w, b, 1e-5)[1]
+        )
     elif op == "rms_norm":
         out = custom_ops.rms_norm(leaf(*shape), leaf(shape[-1]) if variant.startswith("affine") else None, 1e-5)[0]
     elif op == "swiglu":
@@ -209,12 +232,42 @@ FLAGSHIP_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "andrea-
 def fit_command(backend: str, tokens: Path, runs: Path, steps: int, dry_run: bool) -> list[str]:
     """``andrea fit --config experiments/andrea-120m.yaml`` (the flagship itself: bf16-mixed, clipping, 4-step
     accumulation) on ``tokens`` with one kernel backend; only length, data and logging are changed."""
-    cmd = [sys.executable, "-m", "andrea_lab.cli", "fit", "--config", str(FLAGSHIP_CONFIG), "--seed_everything", "1337",
-           "--model.config.kernel_backend", backend, "--model.warmup_steps", "20", "--trainer.val_check_interval", "50",
-           "--data.corpus", str(tokens), "--data.batch_size", "16", "--trainer.max_steps", str(steps),
-           "--trainer.log_every_n_steps", "1", "--trainer.limit_val_batches", "2", "--heldout.enabled", "false",
-           "--trainer.logger.init_args.save_dir", str(runs), "--trainer.logger.init_args.name", f"fit-{backend}",
-           "--checkpoint.save_top_k", "0", "--checkpoint.save_last", "false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "andrea_lab.cli",
+        "fit",
+        "--config",
+        str(FLAGSHIP_CONFIG),
+        "--seed_everything",
+        "1337",
+        "--model.config.kernel_backend",
+        backend,
+        "--model.warmup_steps",
+        "20",
+        "--trainer.val_check_interval",
+        "50",
+        "--data.corpus",
+        str(tokens),
+        "--data.batch_size",
+        "16",
+        "--trainer.max_steps",
+        str(steps),
+        "--trainer.log_every_n_steps",
+        "1",
+        "--trainer.limit_val_batches",
+        "2",
+        "--heldout.enabled",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        str(runs),
+        "--trainer.logger.init_args.name",
+        f"fit-{backend}",
+        "--checkpoint.save_top_k",
+        "0",
+        "--checkpoint.save_last",
+        "false",
+    ]
     if dry_run:  # parse and print the config only: checks the command line without a GPU
         return cmd + ["--trainer.accelerator", "cpu", "--print_config"]
     return cmd + ["--trainer.accelerator", "gpu", "--trainer.devices", "1"]
@@ -240,10 +293,17 @@ def compare_curves(cuda: list[float], torch_: list[float], tolerance: float = FI
     diffs = [abs(a - b) for a, b in zip(cuda[:n], torch_[:n])]
     tail = diffs[-20:]
     learned = all(curve[n - 1] < curve[0] - 1.0 for curve in (cuda, torch_))
-    return {"steps": n, "first": {"cuda": cuda[0], "torch": torch_[0]},
-            "final": {"cuda": cuda[n - 1], "torch": torch_[n - 1]},
-            "max_abs_diff": max(diffs), "mean_abs_diff": sum(diffs) / n, "mean_abs_diff_last_20": sum(tail) / len(tail),
-            "tolerance_last_20": tolerance, "agree": sum(tail) / len(tail) <= tolerance, "learned": learned}
+    return {
+        "steps": n,
+        "first": {"cuda": cuda[0], "torch": torch_[0]},
+        "final": {"cuda": cuda[n - 1], "torch": torch_[n - 1]},
+        "max_abs_diff": max(diffs),
+        "mean_abs_diff": sum(diffs) / n,
+        "mean_abs_diff_last_20": sum(tail) / len(tail),
+        "tolerance_last_20": tolerance,
+        "agree": sum(tail) / len(tail) <= tolerance,
+        "learned": learned,
+    }
 
 
 def fit_compare(work: Path, json_path: Path, steps: int, dry_run: bool) -> int:
@@ -255,8 +315,12 @@ def fit_compare(work: Path, json_path: Path, steps: int, dry_run: bool) -> int:
     procs = {}
     for backend in ("cuda",) if dry_run else ("cuda", "torch"):
         log = open(work / f"fit-{backend}.log", "w")
-        procs[backend] = (subprocess.Popen(fit_command(backend, tokens, work / "runs", steps, dry_run), stdout=log,
-                                           stderr=subprocess.STDOUT), log)
+        procs[backend] = (
+            subprocess.Popen(
+                fit_command(backend, tokens, work / "runs", steps, dry_run), stdout=log, stderr=subprocess.STDOUT
+            ),
+            log,
+        )
     codes = {backend: proc.wait() for backend, (proc, _) in procs.items()}
     for _, log in procs.values():
         log.close()

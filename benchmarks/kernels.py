@@ -65,7 +65,8 @@ EAGER: dict[str, Callable] = {
     "swiglu_bwd": lambda dout, gate, up: _swiglu_bwd_eager(dout, gate, up),
     "layer_norm_fwd": lambda x, w, b: torch.ops.aten.native_layer_norm(x, [x.shape[-1]], w, b, EPS),
     "layer_norm_bwd": lambda dy, x, mean, rstd, w, b: torch.ops.aten.native_layer_norm_backward(
-        dy, x, [x.shape[-1]], mean, rstd, w, b, [True, True, True]),
+        dy, x, [x.shape[-1]], mean, rstd, w, b, [True, True, True]
+    ),
     "add_layer_norm_fwd": lambda x, d, w, b: _add_layer_norm_eager(x, d, w, b),
 }
 
@@ -77,6 +78,7 @@ def make_case(op: str, n: int, dtype: torch.dtype, d_model: int, hidden: int, co
     automatic dynamic shapes then recompile it once for varying sizes, not once per size); it is
     None when the compile column is off.
     """
+
     def rand(*shape, scale=1.0, shift=0.0):
         return (torch.randn(*shape, device="cuda") * scale + shift).to(dtype)
 
@@ -135,12 +137,20 @@ def _layer_norm_case(op: str, rows: int, d_model: int, dtype: torch.dtype, s: in
     params = 2 * d_model * s  # weight and bias (or dweight and dbias)
     stats = 2 * rows * 4  # mean and rstd, fp32
     if op == "layer_norm_fwd":  # read x, w, b; write y, mean, rstd
-        return (lambda: ops.layer_norm_forward(x, None, w, b, EPS)), (x, w, b), 2 * n * s + params + stats, \
-            LAYER_NORM_TARGET
+        return (
+            (lambda: ops.layer_norm_forward(x, None, w, b, EPS)),
+            (x, w, b),
+            2 * n * s + params + stats,
+            LAYER_NORM_TARGET,
+        )
     if op == "add_layer_norm_fwd":  # read x, delta, w, b; write sum, y, mean, rstd
         delta = rand(rows, d_model)
-        return (lambda: ops.layer_norm_forward(x, delta, w, b, EPS)), (x, delta, w, b), \
-            4 * n * s + params + stats, LAYER_NORM_TARGET
+        return (
+            (lambda: ops.layer_norm_forward(x, delta, w, b, EPS)),
+            (x, delta, w, b),
+            4 * n * s + params + stats,
+            LAYER_NORM_TARGET,
+        )
     if op != "layer_norm_bwd":
         raise ValueError(op)
     dy = rand(rows, d_model)  # read dy, x, w, mean, rstd; write dx, dw, db
@@ -162,12 +172,28 @@ def _swiglu_bwd_eager(dout, gate, up):
 
 #: The documented targets (fraction of the measured copy bandwidth at >= 2^24 elements); the
 #: LayerNorm backward has none (it is reported, not judged).
-TARGETS = {"gelu_fwd": ELEMENTWISE_TARGET, "gelu_bwd": ELEMENTWISE_TARGET, "relu_fwd": ELEMENTWISE_TARGET,
-           "relu_bwd": ELEMENTWISE_TARGET, "swiglu_fwd": ELEMENTWISE_TARGET, "swiglu_bwd": ELEMENTWISE_TARGET,
-           "layer_norm_fwd": LAYER_NORM_TARGET, "add_layer_norm_fwd": LAYER_NORM_TARGET}
+TARGETS = {
+    "gelu_fwd": ELEMENTWISE_TARGET,
+    "gelu_bwd": ELEMENTWISE_TARGET,
+    "relu_fwd": ELEMENTWISE_TARGET,
+    "relu_bwd": ELEMENTWISE_TARGET,
+    "swiglu_fwd": ELEMENTWISE_TARGET,
+    "swiglu_bwd": ELEMENTWISE_TARGET,
+    "layer_norm_fwd": LAYER_NORM_TARGET,
+    "add_layer_norm_fwd": LAYER_NORM_TARGET,
+}
 
-OPS = ["gelu_fwd", "gelu_bwd", "relu_fwd", "relu_bwd", "swiglu_fwd", "swiglu_bwd", "layer_norm_fwd",
-       "layer_norm_bwd", "add_layer_norm_fwd"]
+OPS = [
+    "gelu_fwd",
+    "gelu_bwd",
+    "relu_fwd",
+    "relu_bwd",
+    "swiglu_fwd",
+    "swiglu_bwd",
+    "layer_norm_fwd",
+    "layer_norm_bwd",
+    "add_layer_norm_fwd",
+]
 
 
 class Timer:
@@ -226,8 +252,10 @@ def fail(message: str) -> None:
 def check_backend() -> str:
     """The cuda backend's availability reason; exits with a message saying what is missing."""
     if not torch.cuda.is_available():
-        fail(f"needs a CUDA GPU, and torch.cuda.is_available() is False (PyTorch {torch.__version__}, "
-             f"CUDA {torch.version.cuda or 'none: a CPU-only build'}); run it on a machine with an NVIDIA GPU")
+        fail(
+            f"needs a CUDA GPU, and torch.cuda.is_available() is False (PyTorch {torch.__version__}, "
+            f"CUDA {torch.version.cuda or 'none: a CPU-only build'}); run it on a machine with an NVIDIA GPU"
+        )
     try:
         from andrea_lab_cuda import CudaBackend
     except ImportError as exc:
@@ -249,8 +277,9 @@ def measure_copy(sizes: list[int], dtype: torch.dtype, timer: Timer) -> dict[int
     return copy_gbps
 
 
-def measure_op(op: str, sizes: list[int], args: argparse.Namespace, timer: Timer, peak_copy: float,
-               compiled: dict | None) -> tuple[list[Result], dict | None]:
+def measure_op(
+    op: str, sizes: list[int], args: argparse.Namespace, timer: Timer, peak_copy: float, compiled: dict | None
+) -> tuple[list[Result], dict | None]:
     """Every size of one op, printed as a row each; the results and the op's target verdict."""
     dtype = getattr(torch, args.dtype)
     print(f"{op:<20}{'elements':>12}" + "".join(f"{impl:>22}" for impl in ("cuda", "eager", "compile")))
@@ -285,19 +314,42 @@ def verdict(op: str, results: list[Result]) -> dict | None:
     if target is None or not large:
         return None
     worst = min(large)
-    print(f"{'':<20}target >= {target:.0%} of copy at >= 2^24 elements: "
-          f"{'met' if worst >= target else 'NOT met'} (worst {worst:.0%})")
+    print(
+        f"{'':<20}target >= {target:.0%} of copy at >= 2^24 elements: "
+        f"{'met' if worst >= target else 'NOT met'} (worst {worst:.0%})"
+    )
     return {"op": op, "target": target, "worst_fraction_at_2^24_plus": worst, "met": worst >= target}
 
 
-def report_json(device: str, sms: int, l2_bytes: int, args: argparse.Namespace, backend: str,
-                copy_gbps: dict[int, float], peak_copy: float, verdicts: list[dict], results: list[Result]) -> dict:
+def report_json(
+    device: str,
+    sms: int,
+    l2_bytes: int,
+    args: argparse.Namespace,
+    backend: str,
+    copy_gbps: dict[int, float],
+    peak_copy: float,
+    verdicts: list[dict],
+    results: list[Result],
+) -> dict:
     """What ``--json`` writes (benchmarks/gpu_check.py reads it; docs/kernels.md describes it)."""
-    return {"device": device, "sms": sms, "l2_bytes": l2_bytes, "dtype": args.dtype, "d_model": args.d_model,
-            "hidden": args.hidden, "reps": args.reps, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "backend": backend, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "copy_gbps": {str(n): g for n, g in copy_gbps.items()}, "copy_peak_gbps": peak_copy,
-            "targets": verdicts, "results": [asdict(r) for r in results]}
+    return {
+        "device": device,
+        "sms": sms,
+        "l2_bytes": l2_bytes,
+        "dtype": args.dtype,
+        "d_model": args.d_model,
+        "hidden": args.hidden,
+        "reps": args.reps,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "backend": backend,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "copy_gbps": {str(n): g for n, g in copy_gbps.items()},
+        "copy_peak_gbps": peak_copy,
+        "targets": verdicts,
+        "results": [asdict(r) for r in results],
+    }
 
 
 def main(argv=None) -> int:
@@ -327,8 +379,12 @@ def main(argv=None) -> int:
     if args.json:
         from andrea_lab.files import write_json_atomic
 
-        write_json_atomic(args.json, report_json(props.name, props.multi_processor_count, l2, args, backend,
-                                                 copy_gbps, peak_copy, verdicts, results))
+        write_json_atomic(
+            args.json,
+            report_json(
+                props.name, props.multi_processor_count, l2, args, backend, copy_gbps, peak_copy, verdicts, results
+            ),
+        )
         print(f"wrote {args.json}")
     return 0
 

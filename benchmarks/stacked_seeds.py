@@ -64,8 +64,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         warnings.simplefilter("always")
         for run in ways.values():
             run()  # warm-up, and the fallback warnings (ops vmap has no batching rule for)
-    fallbacks = sorted({str(w.message).split("batching rule for ")[1].split(".")[0]
-                        for w in caught if "batching rule for" in str(w.message)})
+    fallbacks = sorted(
+        {
+            str(w.message).split("batching rule for ")[1].split(".")[0]
+            for w in caught
+            if "batching rule for" in str(w.message)
+        }
+    )
     warnings.filterwarnings("ignore", message=".*batching rule.*")  # said once, above
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(args.rounds):
@@ -73,8 +78,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             started = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - started)
-    print(f"{args.k} cpu-base models, batch {args.batch} x 64, {args.threads} thread(s), torch {torch.__version__}, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{args.k} cpu-base models, batch {args.batch} x 64, {args.threads} thread(s), torch {torch.__version__}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(f"ops without a vmap batching rule (run per model): {', '.join(fallbacks) or 'none'}")
     for name, values in times.items():
         print(f"{name:>15}: median {statistics.median(values):.3f} s per forward+backward of all {args.k}")

@@ -27,8 +27,14 @@ class PhaseTimer(L.Callback):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stamps: dict[str, Any] = {"pid": os.getpid(), "steps": 0.0, "step_count": 0, "validation": 0.0,
-                                       "sanity": 0.0, "heldout": 0.0}
+        self.stamps: dict[str, Any] = {
+            "pid": os.getpid(),
+            "steps": 0.0,
+            "step_count": 0,
+            "validation": 0.0,
+            "sanity": 0.0,
+            "heldout": 0.0,
+        }
         self._open: dict[str, float] = {}
 
     def _begin(self, key: str) -> None:

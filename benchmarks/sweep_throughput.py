@@ -38,16 +38,16 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, benchmarks/ is not a package on the path
     sys.path.insert(0, str(REPO))
 
-from andrea_lab.experiments.compare.runs_table import read_scalars  # noqa: E402
 from andrea_lab.commands.sweep import parse_sets  # noqa: E402
-from andrea_lab.runs import tags  # noqa: E402
-from andrea_lab.runs.directory import read_record  # noqa: E402
+from andrea_lab.experiments.compare.runs_table import read_scalars  # noqa: E402
 from andrea_lab.experiments.sweep.executors import LocalExecutor  # noqa: E402
 from andrea_lab.experiments.sweep.plan import plan_sweep  # noqa: E402
 from andrea_lab.experiments.sweep.preflight import preflight  # noqa: E402
 from andrea_lab.experiments.sweep.runner import Runner  # noqa: E402
 from andrea_lab.experiments.sweep.suite import load_suite, parse_cli_list  # noqa: E402
 from andrea_lab.experiments.sweep.warm_executor import WarmExecutor  # noqa: E402
+from andrea_lab.runs import tags  # noqa: E402
+from andrea_lab.runs.directory import read_record  # noqa: E402
 from benchmarks.sweep_phases import PHASES_FILE  # noqa: E402
 
 TIMER = "benchmarks.sweep_phases.PhaseTimer"
@@ -55,8 +55,11 @@ TIMER = "benchmarks.sweep_phases.PhaseTimer"
 TODAY_OVERRIDES = {"trainer.limit_val_batches": 16, "trainer.num_sanity_val_steps": 16, "data.max_val_batches": 16}
 #: Path name -> (launcher, overrides). ``heldout-batched`` is the improved path with the held-out evaluation in
 #: batches of 512 windows instead of the data module's 32 (measured, not adopted: docs/performance.md).
-PATHS = {"today": ("local", TODAY_OVERRIDES), "improved": ("warm", {}),
-         "heldout-batched": ("warm", {"heldout.batch_size": 512})}
+PATHS = {
+    "today": ("local", TODAY_OVERRIDES),
+    "improved": ("warm", {}),
+    "heldout-batched": ("warm", {"heldout.batch_size": 512}),
+}
 PHASES = ["startup", "steps", "validation", "other", "heldout", "teardown"]
 
 
@@ -91,11 +94,21 @@ class TimedExecutor:
 def plan(args: argparse.Namespace, path: str, out: Path) -> list:
     """The benchmark's slice of the suite for one path, with the timer and the path's overrides."""
     suite = load_suite(args.suite)
-    common = {**suite.common, **parse_sets(args.set), **PATHS[path][1], "trainer.max_steps": args.steps,
-              "trainer.callbacks+": TIMER}
+    common = {
+        **suite.common,
+        **parse_sets(args.set),
+        **PATHS[path][1],
+        "trainer.max_steps": args.steps,
+        "trainer.callbacks+": TIMER,
+    }
     suite = dataclasses.replace(suite, common=common)
-    return plan_sweep(suite, out / path, lrs=parse_cli_list(args.lrs, "lrs"), seeds=parse_cli_list(args.seeds, "seeds"),
-                      variants=args.variants.split(","))
+    return plan_sweep(
+        suite,
+        out / path,
+        lrs=parse_cli_list(args.lrs, "lrs"),
+        seeds=parse_cli_list(args.seeds, "seeds"),
+        variants=args.variants.split(","),
+    )
 
 
 def run_path(args: argparse.Namespace, path: str, out: Path, corpora: list) -> dict[str, Any]:
@@ -120,14 +133,18 @@ def phases(spec: Any, times: list[float], path: str) -> dict[str, Any]:
     stamps = json.loads((spec.run_dir / PHASES_FILE).read_text())
     launch, end = times
     in_loop = stamps["train_end"] - stamps["train_start"]
-    row = {"path": path, "run": spec.label,
-           "startup": stamps["train_start"] - launch - stamps["sanity"],
-           "steps": stamps["steps"],
-           "validation": stamps["sanity"] + stamps["validation"],
-           "other": in_loop - stamps["steps"] - stamps["validation"],
-           "heldout": stamps["heldout"],
-           "teardown": end - stamps["train_end"] - stamps["heldout"],
-           "total": end - launch, "step_count": stamps["step_count"]}
+    row = {
+        "path": path,
+        "run": spec.label,
+        "startup": stamps["train_start"] - launch - stamps["sanity"],
+        "steps": stamps["steps"],
+        "validation": stamps["sanity"] + stamps["validation"],
+        "other": in_loop - stamps["steps"] - stamps["validation"],
+        "heldout": stamps["heldout"],
+        "teardown": end - stamps["train_end"] - stamps["heldout"],
+        "total": end - launch,
+        "step_count": stamps["step_count"],
+    }
     record = read_record(spec.run_dir)
     row["heldout_loss"] = None if record is None or record.heldout is None else record.heldout.loss
     row["train_loss_curve"] = read_scalars(spec.run_dir).get(tags.TRAIN_LOSS)
@@ -144,10 +161,15 @@ def same_training(runs: pd.DataFrame) -> bool:
     for label, group in runs.groupby("run", sort=False):
         first = group.iloc[0]
         for _, other in group.iloc[1:].iterrows():
-            same = other["train_loss_curve"] == first["train_loss_curve"] and other["heldout_loss"] == first["heldout_loss"]
-            print(f"{label}: {first['path']} vs {other['path']}: train/loss curve and held-out loss "
-                  f"{'identical' if same else 'DIFFER'} ({_number(first['heldout_loss'])!r} vs "
-                  f"{_number(other['heldout_loss'])!r})")
+            same = (
+                other["train_loss_curve"] == first["train_loss_curve"]
+                and other["heldout_loss"] == first["heldout_loss"]
+            )
+            print(
+                f"{label}: {first['path']} vs {other['path']}: train/loss curve and held-out loss "
+                f"{'identical' if same else 'DIFFER'} ({_number(first['heldout_loss'])!r} vs "
+                f"{_number(other['heldout_loss'])!r})"
+            )
             ok = ok and same
     return ok
 
@@ -189,8 +211,10 @@ def machine_line(args: argparse.Namespace) -> str:
     import torch
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-            f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}; load average {load}")
+    return (
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')}; load average {load}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,10 +225,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--steps", type=int, default=250, help="trainer.max_steps of every fit (cpu-base: 250)")
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="OMP_NUM_THREADS of every fit (1: right for a shared machine, docs/performance.md)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an extra override for every fit of both paths, as andrea sweep --set")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of every fit (1: right for a shared machine, docs/performance.md)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra override for every fit of both paths, as andrea sweep --set",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="each round runs both paths, alternating the order")
     parser.add_argument("--paths", default="today,improved", help=f"comma-separated, of {', '.join(PATHS)}")
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary directory)")
@@ -222,16 +255,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = args.paths.split(",")
     if not set(chosen) <= set(PATHS):
         raise SystemExit(f"--paths {args.paths!r}: each must be one of {', '.join(PATHS)}")
-    print(f"sweep throughput: {args.suite} variants {args.variants} x lrs {args.lrs} x seeds {args.seeds}, "
-          f"{args.steps} steps, {args.jobs} job(s), {args.threads} thread(s), {args.rounds} round(s), paths {chosen}"
-          f"{', overrides ' + str(args.set) if args.set else ''}; runs in {out}")
+    print(
+        f"sweep throughput: {args.suite} variants {args.variants} x lrs {args.lrs} x seeds {args.seeds}, "
+        f"{args.steps} steps, {args.jobs} job(s), {args.threads} thread(s), {args.rounds} round(s), paths {chosen}"
+        f"{', overrides ' + str(args.set) if args.set else ''}; runs in {out}"
+    )
     print(machine_line(args))
     problems, corpora = preflight(plan(args, chosen[0], out / "plan"))
     if problems:
         raise SystemExit("; ".join(problems))
     results: dict[str, dict[str, Any]] = {}
     for round_ in range(args.rounds):
-        for path in (chosen if round_ % 2 == 0 else chosen[::-1]):
+        for path in chosen if round_ % 2 == 0 else chosen[::-1]:
             result = run_path(args, path, out / f"round{round_}", corpora)
             merged = results.setdefault(path, {"wall_s": 0.0, "runs": []})
             merged["wall_s"] += result["wall_s"]

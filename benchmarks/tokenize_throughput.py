@@ -116,8 +116,9 @@ def loader_tokens_per_s(shards: Path, vocab_size: int, batches: int) -> float:
     """Tokens/s AndreaDataModule's training loader yields from the shards (batch 16 x 1024, no workers)."""
     from andrea_lab.data import AndreaDataModule
 
-    dm = AndreaDataModule(corpus=str(shards), batch_size=16, block_size=1024, vocab_size=vocab_size,
-                          samples_per_epoch=(batches + 1) * 16)  # windows may repeat: speed, not coverage
+    dm = AndreaDataModule(
+        corpus=str(shards), batch_size=16, block_size=1024, vocab_size=vocab_size, samples_per_epoch=(batches + 1) * 16
+    )  # windows may repeat: speed, not coverage
     dm.prepare_data()
     dm.setup()
     loader = iter(dm.train_dataloader())
@@ -149,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         for factor in (1, 4):
             path = build_corpus(tmp / f"mem{factor}.jsonl", args.memory_mb * factor)
             results["memory"][f"{factor}x_{args.memory_mb * factor:g}MB"] = peak_memory(
-                path, tokenizer_path, args.workers, tmp / f"mem{factor}")
+                path, tokenizer_path, args.workers, tmp / f"mem{factor}"
+            )
             path.unlink()
         loader = loader_tokens_per_s(tmp / f"w{args.workers}", args.vocab_size, args.loader_batches)
         results["loader_tokens_per_s"] = loader

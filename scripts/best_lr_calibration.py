@@ -28,8 +28,9 @@ CURVES = {
 }
 
 
-def false_positive_rates(curve: np.ndarray, seeds: int, repetitions: int, seed_sd: float, noise_sd: float,
-                         rng: np.random.Generator) -> dict[str, float]:
+def false_positive_rates(
+    curve: np.ndarray, seeds: int, repetitions: int, seed_sd: float, noise_sd: float, rng: np.random.Generator
+) -> dict[str, float]:
     """The share of repetitions in which each method's interval excludes 0."""
     shape = (repetitions, seeds, len(curve))
     a = curve + rng.normal(0, seed_sd, shape[:2] + (1,)) + rng.normal(0, noise_sd, shape)
@@ -42,8 +43,10 @@ def false_positive_rates(curve: np.ndarray, seeds: int, repetitions: int, seed_s
     cross_fitted = a[rows, seeds_index, picks_a] - b[rows, seeds_index, picks_b]
     optimum = int(curve.argmin())
     same_lr = a[:, :, optimum] - b[:, :, optimum]
-    return {name: float(_rejects(d).mean()) for name, d in
-            (("in-sample", in_sample), ("leave-one-seed-out", cross_fitted), ("same LR", same_lr))}
+    return {
+        name: float(_rejects(d).mean())
+        for name, d in (("in-sample", in_sample), ("leave-one-seed-out", cross_fitted), ("same LR", same_lr))
+    }
 
 
 def main() -> None:
@@ -54,15 +57,20 @@ def main() -> None:
     parser.add_argument("--noise-sd", type=float, default=0.03, help="independent noise per (seed, LR) (nats)")
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
-    print(f"{args.repetitions} A/A repetitions per row; per-seed offset sd {args.seed_sd}, noise sd {args.noise_sd}; "
-          "false-positive rate at nominal 5 %:\n")
+    print(
+        f"{args.repetitions} A/A repetitions per row; per-seed offset sd {args.seed_sd}, noise sd {args.noise_sd}; "
+        "false-positive rate at nominal 5 %:\n"
+    )
     print("| true curve | seeds | in-sample best LR | leave-one-seed-out | same LR (no selection) |")
     print("|---|---|---|---|---|")
     for label, curve in CURVES.items():
         for seeds in args.seeds:
             rates = false_positive_rates(curve, seeds, args.repetitions, args.seed_sd, args.noise_sd, rng)
-            print(f"| {label} | {seeds} | " + " | ".join(f"{rate:.1%}".replace("%", " %") for rate in rates.values())
-                  + " |")
+            print(
+                f"| {label} | {seeds} | "
+                + " | ".join(f"{rate:.1%}".replace("%", " %") for rate in rates.values())
+                + " |"
+            )
 
 
 if __name__ == "__main__":

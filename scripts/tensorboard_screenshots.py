@@ -25,8 +25,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The dashboards shot, as TensorBoard's URL fragments.
 PAGES = ("hparams", "custom_scalars", "text", "scalars")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+)
 
 
 def tiny_sweep(root: Path) -> Path:
@@ -55,8 +63,23 @@ def serve(logdir: Path) -> str:
     from tensorboard import program
 
     board = program.TensorBoard()
-    board.configure(argv=[None, "--logdir", str(logdir), "--port", "0", "--host", "127.0.0.1",
-                          "--load_fast", "false", "--reload_task", "blocking", "--reload_interval", "0"])
+    board.configure(
+        argv=[
+            None,
+            "--logdir",
+            str(logdir),
+            "--port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--load_fast",
+            "false",
+            "--reload_task",
+            "blocking",
+            "--reload_interval",
+            "0",
+        ]
+    )
     return board.launch()
 
 
@@ -66,9 +89,20 @@ def shoot(url: str, png: Path, size: str, wait_ms: int) -> None:
     if chromium is None:
         raise SystemExit("no chromium on PATH (Debian: apt-get install -y chromium)")
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
-                        f"--virtual-time-budget={wait_ms}", f"--screenshot={png}", url],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={size}",
+                f"--virtual-time-budget={wait_ms}",
+                f"--screenshot={png}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

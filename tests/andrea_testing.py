@@ -8,16 +8,33 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from andrea_lab.model.config import preset
 from andrea_lab.fit.module import AndreaLM
+from andrea_lab.model.config import preset
 
 #: Overrides that turn experiments/quickstart.yaml into a seconds-long CPU run on a small corpus.
 MICRO_OVERRIDES = [
-    "--model.config.vocab_size", "257", "--data.tokenizer", "byte",
-    "--model.config.d_model", "64", "--model.config.n_layer", "2", "--model.config.n_head", "2",
-    "--model.config.block_size", "64", "--data.batch_size", "8",
-    "--trainer.limit_val_batches", "2", "--trainer.num_sanity_val_steps", "2",
-    "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+    "--model.config.vocab_size",
+    "257",
+    "--data.tokenizer",
+    "byte",
+    "--model.config.d_model",
+    "64",
+    "--model.config.n_layer",
+    "2",
+    "--model.config.n_head",
+    "2",
+    "--model.config.block_size",
+    "64",
+    "--data.batch_size",
+    "8",
+    "--trainer.limit_val_batches",
+    "2",
+    "--trainer.num_sanity_val_steps",
+    "2",
+    "--trainer.enable_progress_bar",
+    "false",
+    "--trainer.enable_model_summary",
+    "false",
 ]
 
 
@@ -25,8 +42,14 @@ def tiny_trainer(log_dir: Optional[Path] = None, name: str = "run", **overrides:
     """The tests' one Trainer: one CPU device, no checkpoints, progress bar or model summary; a TensorBoard
     logger under ``log_dir`` (none without one). ``overrides`` are any other Trainer arguments."""
     logger = TensorBoardLogger(str(log_dir), name=name, default_hp_metric=False) if log_dir is not None else False
-    settings = dict(accelerator="cpu", devices=1, logger=logger, enable_checkpointing=False,
-                    enable_progress_bar=False, enable_model_summary=False)
+    settings = dict(
+        accelerator="cpu",
+        devices=1,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     return L.Trainer(**{**settings, **overrides})
 
 

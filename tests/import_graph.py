@@ -94,7 +94,7 @@ def child_of(package: str, module: str) -> str | None:
     """The direct child of ``package`` (a module or a subpackage) that holds ``module``; None outside it."""
     if not module.startswith(package + "."):
         return None
-    return package + "." + module[len(package) + 1:].split(".")[0]
+    return package + "." + module[len(package) + 1 :].split(".")[0]
 
 
 def package_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:

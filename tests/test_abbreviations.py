@@ -10,6 +10,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_an_abbreviated_flag_is_refused_with_exit_status_2(capsys):
-    assert main(["fit", "--config", str(REPO / "experiments/quickstart.yaml"), "--trainer.max_step", "5",
-                 "--print_config"]) == 2
+    assert (
+        main(
+            ["fit", "--config", str(REPO / "experiments/quickstart.yaml"), "--trainer.max_step", "5", "--print_config"]
+        )
+        == 2
+    )
     assert "unrecognized arguments: --trainer.max_step 5" in capsys.readouterr().err

@@ -14,17 +14,24 @@ import lightning
 import numpy as np
 import pytest
 import torch
+from andrea_testing import MICRO_OVERRIDES
 
 from andrea_lab import preset
 from andrea_lab.cli import main
 from andrea_lab.data import byte_tokenizer, write_token_file
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
-from andrea_testing import MICRO_OVERRIDES
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
-FIT = ["fit", "--config", "{quickstart}", "--trainer.max_steps", "1",
-       "--trainer.logger.init_args.save_dir", "{tmp}/runs"]
+FIT = [
+    "fit",
+    "--config",
+    "{quickstart}",
+    "--trainer.max_steps",
+    "1",
+    "--trainer.logger.init_args.save_dir",
+    "{tmp}/runs",
+]
 MICRO_FIT = [*FIT, *MICRO_OVERRIDES]
 
 CASES = [
@@ -34,12 +41,19 @@ CASES = [
     ("zero-size", [*FIT, "--model.config.n_layer", "0"], ["n_layer must be a positive integer, got 0"]),
     ("negative-size", [*FIT, "--data.batch_size", "-4"], ["batch_size", "-4"]),
     ("heads-do-not-divide", [*FIT, "--model.config.n_head", "5"], ["d_model (128) must be divisible by n_head (5)"]),
-    ("unknown-plugin", [*FIT, "--model.config.activation", "mish"], ["unknown activation 'mish'", "gelu", "relu", "swiglu"]),
+    (
+        "unknown-plugin",
+        [*FIT, "--model.config.activation", "mish"],
+        ["unknown activation 'mish'", "gelu", "relu", "swiglu"],
+    ),
     ("unknown-norm", [*FIT, "--model.config.norm", "batchnorm"], ["unknown norm 'batchnorm'", "layernorm", "rmsnorm"]),
     ("qk-norm-maybe", [*FIT, "--model.config.qk_norm", "maybe"], ["qk_norm", "maybe"]),
     ("negative-lr", [*FIT, "--model.lr", "-1"], ["lr must be a finite number > 0, got -1"]),
-    ("attn-softcap-negative", [*FIT, "--model.config.attn_logit_softcap", "-1"],
-     ["attn_logit_softcap must be a finite number > 0", "null for no cap, got -1"]),
+    (
+        "attn-softcap-negative",
+        [*FIT, "--model.config.attn_logit_softcap", "-1"],
+        ["attn_logit_softcap must be a finite number > 0", "null for no cap, got -1"],
+    ),
     # YAML's NaN (.nan) reaches AndreaLM's check; a bare `nan` is a string, which the parser refuses by name.
     ("z-loss-nan", [*FIT, "--model.z_loss", ".nan"], ["z_loss must be a finite number >= 0", "got nan"]),
     ("z-loss-not-a-number", [*FIT, "--model.z_loss", "nan"], ["model.z_loss", "float", "nan"]),
@@ -49,36 +63,63 @@ CASES = [
     ("token-file-bad-magic", [*MICRO_FIT, "--data.corpus", "{tmp}/bad_magic.bin"], ["bad_magic.bin", "20240520"]),
     ("token-file-bad-version", [*MICRO_FIT, "--data.corpus", "{tmp}/bad_version.bin"], ["bad_version.bin", "version"]),
     ("token-file-truncated", [*MICRO_FIT, "--data.corpus", "{tmp}/truncated.bin"], ["truncated.bin"]),
-    ("token-id-beyond-vocab", [*MICRO_FIT, "--data.corpus", "{tmp}/big_ids.bin", "--data.tokenizer", "bpe"],
-     ["300", "257"]),
+    (
+        "token-id-beyond-vocab",
+        [*MICRO_FIT, "--data.corpus", "{tmp}/big_ids.bin", "--data.tokenizer", "bpe"],
+        ["300", "257"],
+    ),
     ("byte-tokenizer-vocab", [*FIT, "--data.tokenizer", "byte"], ["257", "8449"]),
     ("missing-checkpoint", [*MICRO_FIT, "--data.corpus", "{corpus}", "--ckpt_path", "{tmp}/none.ckpt"], ["none.ckpt"]),
     ("missing-config", ["fit", "--config", "{tmp}/nope.yaml"], ["nope.yaml", "does not exist"]),
-    ("generate-prompt-beyond-context", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--prompt", "x" * 100],
-     ["100 tokens", "block_size 64"]),
-    ("damaged-checkpoint", [*MICRO_FIT, "--data.corpus", "{corpus}", "--ckpt_path", "{tmp}/damaged.ckpt"],
-     ["damaged.ckpt", "is damaged"]),
+    (
+        "generate-prompt-beyond-context",
+        ["generate", "--ckpt", "{tmp}/micro.ckpt", "--prompt", "x" * 100],
+        ["100 tokens", "block_size 64"],
+    ),
+    (
+        "damaged-checkpoint",
+        [*MICRO_FIT, "--data.corpus", "{corpus}", "--ckpt_path", "{tmp}/damaged.ckpt"],
+        ["damaged.ckpt", "is damaged"],
+    ),
     ("generate-missing-checkpoint", ["generate", "--ckpt", "{tmp}/none.ckpt"], ["none.ckpt", "does not exist"]),
     ("params-missing-config", ["params", "--config", "{tmp}/nope.yaml"], ["nope.yaml"]),
-    ("trace-position-out-of-range", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "abc", "--position", "3"],
-     ["position 3 is outside the text's 3 tokens"]),
-    ("trace-target-not-a-token", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "abc", "--target", "xyz"],
-     ["--target 'xyz' is not one token"]),
-    ("trace-checkpoint-without-tokenizer", ["trace", "--ckpt", "{tmp}/no-tokenizer.ckpt", "--text", "abc"],
-     ["no-tokenizer.ckpt carries no tokenizer"]),
+    (
+        "trace-position-out-of-range",
+        ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "abc", "--position", "3"],
+        ["position 3 is outside the text's 3 tokens"],
+    ),
+    (
+        "trace-target-not-a-token",
+        ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "abc", "--target", "xyz"],
+        ["--target 'xyz' is not one token"],
+    ),
+    (
+        "trace-checkpoint-without-tokenizer",
+        ["trace", "--ckpt", "{tmp}/no-tokenizer.ckpt", "--text", "abc"],
+        ["no-tokenizer.ckpt carries no tokenizer"],
+    ),
     ("lens-checkpoint-without-data", ["lens", "--ckpt", "{tmp}/micro.ckpt"], ["micro.ckpt records no data module"]),
     # Handed files past the bounds (docs/reliability.md): alias bombs, files that are not files.
     ("config-alias-bomb", ["fit", "--config", "{tmp}/bomb.yaml", "--print_config"], ["bomb.yaml", "aliases"]),
-    ("model-config-alias-bomb", [*FIT, "--model.config", "{tmp}/bomb_model.yaml", "--print_config"],
-     ["bomb_model.yaml", "aliases"]),
+    (
+        "model-config-alias-bomb",
+        [*FIT, "--model.config", "{tmp}/bomb_model.yaml", "--print_config"],
+        ["bomb_model.yaml", "aliases"],
+    ),
     ("params-config-alias-bomb", ["params", "--config", "{tmp}/bomb.yaml"], ["bomb.yaml", "aliases"]),
     ("config-recursive-alias", ["fit", "--config", "{tmp}/recursive.yaml"], ["recursive.yaml", "recursive"]),
     ("config-fifo", ["fit", "--config", "{tmp}/fifo.yaml"], ["fifo.yaml", "not a regular file"]),
     ("config-not-utf8", ["fit", "--config", "{tmp}/latin1.yaml"], ["latin1.yaml", "not UTF-8"]),
-    ("tokenize-too-many-workers", ["tokenize", "{corpus}", "--out", "{tmp}/tok", "--workers", "1000"],
-     ["--workers", "1000", "at most"]),
-    ("tokenize-tiny-shards", ["tokenize", "{corpus}", "--out", "{tmp}/tok", "--shard-tokens", "1"],
-     ["--shard-tokens", "at least 1,024"]),
+    (
+        "tokenize-too-many-workers",
+        ["tokenize", "{corpus}", "--out", "{tmp}/tok", "--workers", "1000"],
+        ["--workers", "1000", "at most"],
+    ),
+    (
+        "tokenize-tiny-shards",
+        ["tokenize", "{corpus}", "--out", "{tmp}/tok", "--shard-tokens", "1"],
+        ["--shard-tokens", "at least 1,024"],
+    ),
     # Values Lightning takes but crashes on later, or silently misuses.
     ("accumulate-zero", [*FIT, "--trainer.accumulate_grad_batches", "0"], ["accumulate_grad_batches", "got 0"]),
     ("val-check-interval-zero", [*FIT, "--trainer.val_check_interval", "0"], ["val_check_interval", "got 0"]),
@@ -86,35 +127,65 @@ CASES = [
     ("gradient-clip-negative", [*FIT, "--trainer.gradient_clip_val", "-1"], ["gradient_clip_val", "got -1"]),
     ("corpus-empty-string", [*FIT, "--data.corpus", ""], ["corpus must name the data, got ''"]),
     ("validate-without-checkpoint", ["validate", "--config", "{quickstart}"], ["--ckpt_path", "random weights"]),
-    ("logger-name-escapes", [*FIT, "--trainer.logger.init_args.name", "../../elsewhere"],
-     ["'../../elsewhere' would leave save_dir"]),
+    (
+        "logger-name-escapes",
+        [*FIT, "--trainer.logger.init_args.name", "../../elsewhere"],
+        ["'../../elsewhere' would leave save_dir"],
+    ),
     ("logger-version-escapes", [*FIT, "--trainer.logger.init_args.version", "a/../../b"], ["'a/../../b'"]),
-    ("model-too-large-for-memory", [*MICRO_FIT, "--data.corpus", "{corpus}", "--model.config.d_model", "262144",
-                                    "--model.config.n_head", "1"], ["out of memory", "d_model"]),
-    ("generate-temperature-nan", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--temperature", "nan"],
-     ["--temperature", "nan"]),
+    (
+        "model-too-large-for-memory",
+        [*MICRO_FIT, "--data.corpus", "{corpus}", "--model.config.d_model", "262144", "--model.config.n_head", "1"],
+        ["out of memory", "d_model"],
+    ),
+    (
+        "generate-temperature-nan",
+        ["generate", "--ckpt", "{tmp}/micro.ckpt", "--temperature", "nan"],
+        ["--temperature", "nan"],
+    ),
     ("generate-top-k-negative", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--top_k", "-1"], ["--top_k", "-1"]),
-    ("generate-unknown-device", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--device", "cuda:99"],
-     ["'cuda:99'", "available: cpu"]),
+    (
+        "generate-unknown-device",
+        ["generate", "--ckpt", "{tmp}/micro.ckpt", "--device", "cuda:99"],
+        ["'cuda:99'", "available: cpu"],
+    ),
     ("generate-bad-device-name", ["generate", "--ckpt", "{tmp}/micro.ckpt", "--device", "tpu9"], ["'tpu9'"]),
-    ("trace-unknown-plot-format", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--plot", "{tmp}/t.xyz"],
-     [".xyz", ".png"]),
-    ("trace-unknown-device", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--device", "cuda:99"],
-     ["'cuda:99'"]),
+    (
+        "trace-unknown-plot-format",
+        ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--plot", "{tmp}/t.xyz"],
+        [".xyz", ".png"],
+    ),
+    (
+        "trace-unknown-device",
+        ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--device", "cuda:99"],
+        ["'cuda:99'"],
+    ),
     # Output paths that cannot be written, in every command that writes.
-    ("fit-save-dir-under-a-file", [*FIT, "--trainer.logger.init_args.save_dir", "{tmp}/afile/runs"],
-     ["save_dir", "afile is a file"]),
+    (
+        "fit-save-dir-under-a-file",
+        [*FIT, "--trainer.logger.init_args.save_dir", "{tmp}/afile/runs"],
+        ["save_dir", "afile is a file"],
+    ),
     ("compare-out-is-a-file", ["compare", "{tmp}/empty", "--out", "{tmp}/afile"], ["--out", "afile is a file"]),
     ("compare-out-under-a-file", ["compare", "{tmp}/empty", "--out", "{tmp}/afile/x"], ["afile is a file"]),
-    ("trace-plot-under-a-file", ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--plot", "{tmp}/afile/t.png"],
-     ["afile is a file"]),
+    (
+        "trace-plot-under-a-file",
+        ["trace", "--ckpt", "{tmp}/micro.ckpt", "--text", "x", "--plot", "{tmp}/afile/t.png"],
+        ["afile is a file"],
+    ),
     ("tokenize-out-under-a-file", ["tokenize", "{corpus}", "--out", "{tmp}/afile/tok"], ["afile is a file"]),
-    ("export-out-under-a-file", ["export", "--ckpt", "{tmp}/micro.ckpt", "--to", "hf", "--out", "{tmp}/afile/hf"],
-     ["afile is a file"]),
+    (
+        "export-out-under-a-file",
+        ["export", "--ckpt", "{tmp}/micro.ckpt", "--to", "hf", "--out", "{tmp}/afile/hf"],
+        ["afile is a file"],
+    ),
     ("import-out-under-a-file", ["import", "--from-hf", "{tmp}", "--out", "{tmp}/afile/x.ckpt"], ["afile is a file"]),
     ("new-plugin-dir-under-a-file", ["new-plugin", "activation", "foo", "--dir", "{tmp}/afile/p"], ["afile is a file"]),
-    ("sweep-runs-dir-under-a-file", ["sweep", "{tmp}/suite.yaml", "--runs-dir", "{tmp}/afile/runs", "--dry-run"],
-     ["--runs-dir", "afile is a file"]),
+    (
+        "sweep-runs-dir-under-a-file",
+        ["sweep", "{tmp}/suite.yaml", "--runs-dir", "{tmp}/afile/runs", "--dry-run"],
+        ["--runs-dir", "afile is a file"],
+    ),
 ]
 
 
@@ -149,7 +220,9 @@ def bad_files(tmp_path):
     (tmp_path / "suite.yaml").write_text(f"base: {QUICKSTART}\nlrs: [0.001]\nseeds: [0]\nvariants:\n  - name: a\n")
     save_checkpoint(tmp_path / "micro.ckpt", d_model=64)
     save_checkpoint(tmp_path / "no-tokenizer.ckpt", d_model=64, tokenizer=False)
-    AtomicCheckpointIO().save_checkpoint(torch.load(tmp_path / "micro.ckpt", weights_only=False), tmp_path / "damaged.ckpt")
+    AtomicCheckpointIO().save_checkpoint(
+        torch.load(tmp_path / "micro.ckpt", weights_only=False), tmp_path / "damaged.ckpt"
+    )
     with open(tmp_path / "damaged.ckpt", "r+b") as file:
         file.truncate(1000)  # a write cut short
     return tmp_path
@@ -158,10 +231,20 @@ def bad_files(tmp_path):
 def save_checkpoint(path: Path, d_model: int, tokenizer: bool = True) -> None:
     """A minimal Lightning-format checkpoint of a micro model, with its tokenizer (unless ``tokenizer`` is false)."""
     module = AndreaLM(config=preset("andrea-micro", d_model=d_model))
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "pytorch-lightning_version": lightning.__version__, "epoch": 0, "global_step": 0,
-                "loops": {}, "optimizer_states": [], "lr_schedulers": [],
-                "AndreaDataModule": {"tokenizer_json": byte_tokenizer().to_str() if tokenizer else None}}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "pytorch-lightning_version": lightning.__version__,
+            "epoch": 0,
+            "global_step": 0,
+            "loops": {},
+            "optimizer_states": [],
+            "lr_schedulers": [],
+            "AndreaDataModule": {"tokenizer_json": byte_tokenizer().to_str() if tokenizer else None},
+        },
+        path,
+    )
 
 
 @pytest.mark.parametrize("case_id,argv,fragments", CASES, ids=[c[0] for c in CASES])

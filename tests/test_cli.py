@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from andrea_testing import MICRO_OVERRIDES
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from andrea_lab.fit.module import AndreaLM
-from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[1]
 ANDREA = [sys.executable, "-m", "andrea_lab.cli"]
 
 
 def run_andrea(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*ANDREA, *args], cwd=cwd, capture_output=True, text=True, env=os.environ.copy(),
-                            timeout=600)
+    result = subprocess.run(
+        [*ANDREA, *args], cwd=cwd, capture_output=True, text=True, env=os.environ.copy(), timeout=600
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"andrea {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
@@ -31,9 +32,23 @@ def run_andrea(*args: str, cwd: Path, check: bool = True) -> subprocess.Complete
 def fitted_run(tmp_path_factory, text_corpus) -> Path:
     workdir = tmp_path_factory.mktemp("fit")
     os.environ["ANDREA_LAB_CACHE"] = str(workdir / "cache")
-    run_andrea("fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
-               "--data.corpus", str(text_corpus), "--model.lr", "3e-3", "--model.warmup_steps", "5",
-               "--trainer.max_steps", "60", "--trainer.val_check_interval", "20", cwd=workdir)
+    run_andrea(
+        "fit",
+        "--config",
+        str(REPO / "experiments/quickstart.yaml"),
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(text_corpus),
+        "--model.lr",
+        "3e-3",
+        "--model.warmup_steps",
+        "5",
+        "--trainer.max_steps",
+        "60",
+        "--trainer.val_check_interval",
+        "20",
+        cwd=workdir,
+    )
     return workdir / "runs" / "quickstart" / "version_0"
 
 
@@ -80,16 +95,22 @@ def test_load_from_checkpoint_reproduces_logits(fitted_run):
 @pytest.mark.slow
 def test_generate_samples_from_the_checkpoint(fitted_run):
     ckpt = fitted_run / "checkpoints" / "last.ckpt"
-    result = run_andrea("generate", "--ckpt", str(ckpt), "--prompt", "def ", "--max_new_tokens", "20",
-                        cwd=fitted_run)
+    result = run_andrea("generate", "--ckpt", str(ckpt), "--prompt", "def ", "--max_new_tokens", "20", cwd=fitted_run)
     assert result.stdout.startswith("def ") and len(result.stdout) > 10
 
 
 @pytest.mark.slow
 def test_validate_from_checkpoint(fitted_run, text_corpus):
-    result = run_andrea("validate", "--config", str(fitted_run / "config.yaml"),
-                        "--ckpt_path", str(fitted_run / "checkpoints" / "last.ckpt"),
-                        "--trainer.logger", "false", cwd=fitted_run.parent.parent.parent)
+    result = run_andrea(
+        "validate",
+        "--config",
+        str(fitted_run / "config.yaml"),
+        "--ckpt_path",
+        str(fitted_run / "checkpoints" / "last.ckpt"),
+        "--trainer.logger",
+        "false",
+        cwd=fitted_run.parent.parent.parent,
+    )
     assert "val/loss" in result.stdout
 
 
@@ -101,19 +122,37 @@ def test_params_prints_the_spec_figures(tmp_path):
 
 
 def test_bad_input_is_one_message_without_traceback(tmp_path):
-    result = run_andrea("fit", "--config", str(REPO / "experiments/quickstart.yaml"),
-                        "--model.config.n_head", "5", "--trainer.max_steps", "1", cwd=tmp_path, check=False)
+    result = run_andrea(
+        "fit",
+        "--config",
+        str(REPO / "experiments/quickstart.yaml"),
+        "--model.config.n_head",
+        "5",
+        "--trainer.max_steps",
+        "1",
+        cwd=tmp_path,
+        check=False,
+    )
     assert result.returncode != 0
     assert "d_model (128) must be divisible by n_head (5)" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_lightning_argument_errors_are_one_line_with_exit_status_2(tmp_path):
-    result = run_andrea("fit", "--config", str(REPO / "experiments/quickstart.yaml"), "--trainer.max_steps", "-5",
-                        cwd=tmp_path, check=False)
+    result = run_andrea(
+        "fit",
+        "--config",
+        str(REPO / "experiments/quickstart.yaml"),
+        "--trainer.max_steps",
+        "-5",
+        cwd=tmp_path,
+        check=False,
+    )
     assert result.returncode == 2
-    assert ("andrea fit: error: invalid trainer argument: `max_steps` must be a non-negative integer or -1 "
-            "(infinite steps). You passed in -5.") in result.stderr
+    assert (
+        "andrea fit: error: invalid trainer argument: `max_steps` must be a non-negative integer or -1 "
+        "(infinite steps). You passed in -5."
+    ) in result.stderr
     assert "Traceback" not in result.stderr and "MisconfigurationException" not in result.stderr
 
 
@@ -130,5 +169,15 @@ def test_a_lightning_error_after_the_trainer_is_built_keeps_its_traceback(tmp_pa
     monkeypatch.setattr(AndreaLM, "configure_optimizers", broken)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(MisconfigurationException, match="an internal bug"):
-        main(["fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
-              "--data.corpus", str(text_corpus), "--trainer.max_steps", "1"])
+        main(
+            [
+                "fit",
+                "--config",
+                str(REPO / "experiments/quickstart.yaml"),
+                *MICRO_OVERRIDES,
+                "--data.corpus",
+                str(text_corpus),
+                "--trainer.max_steps",
+                "1",
+            ]
+        )

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from andrea_testing import tiny_trainer
 
 from andrea_lab.cli import main as cli_main
-from andrea_lab.model.config import preset
-from andrea_lab.fit.module import AndreaLM
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import load_suite
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.nonfinite import global_grad_norm
 from andrea_lab.fit.optim import adamw_with_schedule
-from andrea_testing import tiny_trainer
+from andrea_lab.model.config import preset
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 FLAGSHIP = EXPERIMENTS / "andrea-120m.yaml"
@@ -28,20 +28,58 @@ SUITES = sorted((EXPERIMENTS / "suites").rglob("*.yaml"))
 
 #: What makes any of them one CPU step of a micro model; everything else (precision, clipping,
 #: accumulation, strategy, the variant's overrides) stays as the YAML says.
-TINY = ["--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.num_nodes", "1",
-        "--trainer.max_steps", "1", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0",
-        "--trainer.val_check_interval", "1", "--trainer.check_val_every_n_epoch", "null",
-        "--trainer.enable_model_summary", "false", "--model.config.vocab_size", "257", "--data.tokenizer", "byte", "--model.config.d_model", "32",
-        "--model.config.n_layer", "2", "--model.config.n_head", "2", "--model.config.block_size", "32",
-        "--data.batch_size", "2", "--data.num_workers", "0", "--heldout.max_tokens", "1024",
-        "--checkpoint.save_top_k", "0", "--checkpoint.save_last", "false", "--model.warmup_steps", "0"]
+TINY = [
+    "--trainer.accelerator",
+    "cpu",
+    "--trainer.devices",
+    "1",
+    "--trainer.num_nodes",
+    "1",
+    "--trainer.max_steps",
+    "1",
+    "--trainer.limit_val_batches",
+    "1",
+    "--trainer.num_sanity_val_steps",
+    "0",
+    "--trainer.val_check_interval",
+    "1",
+    "--trainer.check_val_every_n_epoch",
+    "null",
+    "--trainer.enable_model_summary",
+    "false",
+    "--model.config.vocab_size",
+    "257",
+    "--data.tokenizer",
+    "byte",
+    "--model.config.d_model",
+    "32",
+    "--model.config.n_layer",
+    "2",
+    "--model.config.n_head",
+    "2",
+    "--model.config.block_size",
+    "32",
+    "--data.batch_size",
+    "2",
+    "--data.num_workers",
+    "0",
+    "--heldout.max_tokens",
+    "1024",
+    "--checkpoint.save_top_k",
+    "0",
+    "--checkpoint.save_last",
+    "false",
+    "--model.warmup_steps",
+    "0",
+]
 
 
 def one_step(tmp_path: Path, corpus: Path, *args: str) -> dict:
     """Run ``andrea fit ARGS + TINY`` in ``tmp_path``; the run's summary.json."""
     save_dir = tmp_path / "runs"
-    code = cli_main(["fit", *args, *TINY, "--data.corpus", str(corpus),
-                     "--trainer.logger.init_args.save_dir", str(save_dir)])
+    code = cli_main(
+        ["fit", *args, *TINY, "--data.corpus", str(corpus), "--trainer.logger.init_args.save_dir", str(save_dir)]
+    )
     assert code == 0
     (summary,) = save_dir.rglob("summary.json")
     record = json.loads(summary.read_text())
@@ -113,8 +151,12 @@ def suite_variant_commands(suite_files: list[Path]) -> list[tuple[str, list[str]
             if key not in seen:
                 seen.add(key)
                 at_scale = f"{spec.scale}/" if spec.scale is not None else ""
-                commands.append((f"{suite_file.parent.name}/{suite_file.stem}:{at_scale}{spec.variant}",
-                                 list(spec.command[spec.command.index("fit") + 1:])))
+                commands.append(
+                    (
+                        f"{suite_file.parent.name}/{suite_file.stem}:{at_scale}{spec.variant}",
+                        list(spec.command[spec.command.index("fit") + 1 :]),
+                    )
+                )
     return commands
 
 

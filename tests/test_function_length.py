@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = [ROOT / "andrea_lab", ROOT / "benchmarks", ROOT / "plugins" / "andrea-lab-cuda" / "src",
-           ROOT / "plugins" / "andrea-lab-example" / "src"]
+CHECKED = [
+    ROOT / "andrea_lab",
+    ROOT / "benchmarks",
+    ROOT / "plugins" / "andrea-lab-cuda" / "src",
+    ROOT / "plugins" / "andrea-lab-example" / "src",
+]
 LIMIT = 60
 MODULE_LIMIT = 450
 
@@ -25,8 +29,7 @@ def long_functions(files: list[Path], limit: int = LIMIT) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 if node.end_lineno - first + 1 > limit:
-                    found.append(f"{path.name}:{node.lineno} {node.name} "
-                                 f"({node.end_lineno - first + 1} lines)")
+                    found.append(f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - first + 1} lines)")
     return found
 
 
@@ -44,7 +47,9 @@ def test_no_function_is_over_60_lines(folder):
 
 def test_the_check_sees_a_long_function(tmp_path):
     body = "\n".join(f"        x{i} = {i}" for i in range(LIMIT))
-    (tmp_path / "m.py").write_text(f"@staticmethod\ndef short():\n    pass\n\n\nclass C:\n    def long(self):\n{body}\n")
+    (tmp_path / "m.py").write_text(
+        f"@staticmethod\ndef short():\n    pass\n\n\nclass C:\n    def long(self):\n{body}\n"
+    )
     assert [line.split(" ")[1] for line in long_functions([tmp_path / "m.py"])] == ["long"]
 
 

@@ -25,15 +25,19 @@ from hypothesis import strategies as st
 from andrea_lab.data.token_file import read_token_file, write_token_file
 from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer
 from andrea_lab.errors import AndreaError
+from andrea_lab.experiments.sweep.suite import load_suite
 from andrea_lab.runs.checkpoint_io import load_checkpoint, load_weights
 from andrea_lab.runs.directory import HeldOut, RunRecord, read_record, write_record
-from andrea_lab.experiments.sweep.suite import load_suite
 
 MAX_EXAMPLES = 300
 #: Fewer for shard manifests: each case resolves (and verifies) a shard directory.
 MANIFEST_EXAMPLES = 100
-FUZZ = settings(max_examples=MAX_EXAMPLES, deadline=5000, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=5000,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def _valid_checkpoint() -> bytes:
@@ -52,8 +56,12 @@ def _valid_tokenizer() -> bytes:
 
 
 def _valid_record(tmp: Path) -> bytes:
-    write_record(tmp, RunRecord(status="finished", final_val_loss=2.5,
-                                heldout=HeldOut(2.4, 0.1, 64, 3, 1, 100, True, "documents", 0)))
+    write_record(
+        tmp,
+        RunRecord(
+            status="finished", final_val_loss=2.5, heldout=HeldOut(2.4, 0.1, 64, 3, 1, 100, True, "documents", 0)
+        ),
+    )
     return (tmp / "summary.json").read_bytes()
 
 
@@ -71,7 +79,8 @@ def _reads_cleanly(reader, path: Path) -> None:
 
 def _mutations(valid: bytes):
     return st.tuples(st.integers(0, max(0, len(valid) - 1)), st.integers(0, 255)).map(
-        lambda change: valid[:change[0]] + bytes([change[1]]) + valid[change[0] + 1:])
+        lambda change: valid[: change[0]] + bytes([change[1]]) + valid[change[0] + 1 :]
+    )
 
 
 def _valid_safetensors(tmp: Path) -> bytes:
@@ -94,8 +103,16 @@ READERS = {
 def test_random_and_mutated_bytes_give_a_clear_error(name, tmp_path):
     reader, make_valid = READERS[name]
     valid = make_valid(tmp_path)
-    target = tmp_path / {"checkpoint": "x.ckpt", "safetensors": "x.safetensors", "token file": "x.bin",
-                         "tokenizer": "x.json", "suite": "x.yaml"}[name]
+    target = (
+        tmp_path
+        / {
+            "checkpoint": "x.ckpt",
+            "safetensors": "x.safetensors",
+            "token file": "x.bin",
+            "tokenizer": "x.json",
+            "suite": "x.yaml",
+        }[name]
+    )
     target.write_bytes(valid)
     reader(target)  # the valid file reads
 
@@ -130,7 +147,8 @@ def test_run_records_that_are_damaged_are_no_record(tmp_path):
 _YAML_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=True) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 def test_suites_with_wrongly_typed_keys_give_a_clear_error(tmp_path):
@@ -160,8 +178,8 @@ def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
     import warnings
 
     from andrea_lab.data.cache import MANIFEST_FILE, cache_key, load_or_build, options_for, verify_entry
-    from andrea_lab.data.tokenize_corpus import settings_of
     from andrea_lab.data.corpus import resolve_corpus
+    from andrea_lab.data.tokenize_corpus import settings_of
 
     corpus_dir = tmp_path / "corpus"
     corpus_dir.mkdir()
@@ -190,6 +208,7 @@ def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
 # ------------------------------------------------------------------ hostile files: bounds, not bytes
 # Files that are well-formed but ask for unbounded time or memory (docs/reliability.md, "Handed files
 # within bounds"). Each read runs under an alarm, so a reader that would hang fails instead.
+
 
 @contextmanager
 def _within(seconds: int):
@@ -276,8 +295,11 @@ def test_shard_manifests_with_wrongly_typed_fields_give_a_clear_error(tmp_path):
     corpus_dir.mkdir()
     (corpus_dir / "a.txt").write_text("def f():\n    return 1\n" * 400)
     out = tmp_path / "shards"
-    tokenize_corpus(resolve_corpus(str(corpus_dir)), out, TokenizeOptions(
-        tokenizer="byte", val_fraction=0.5, shard_tokens=2000, workers=0, progress=False))
+    tokenize_corpus(
+        resolve_corpus(str(corpus_dir)),
+        out,
+        TokenizeOptions(tokenizer="byte", val_fraction=0.5, shard_tokens=2000, workers=0, progress=False),
+    )
     valid = json.loads((out / "manifest.json").read_text())
     shard_keys = sorted(valid["shards"][0])
 

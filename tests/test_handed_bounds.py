@@ -13,20 +13,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.experiments.compare import doc_blocks
 from andrea_lab.cli import environment_error, main
 from andrea_lab.commands.compare import write_doc_block
 from andrea_lab.errors import DiskFullError, UsageError
+from andrea_lab.experiments.compare import doc_blocks
 
 BEGIN, END = "<!-- andrea compare: BEGIN s claims -->", "<!-- andrea compare: END s claims -->"
 
 
-@pytest.mark.parametrize("text,problem", [
-    (f"intro\n{BEGIN}\nold table\n", "has no `<!-- andrea compare: END"),
-    (f"intro\n{END}\nprose\n{BEGIN}\nold\n", "comes before"),
-    (f"{END}\nprose\n", "has no `<!-- andrea compare: BEGIN"),
-    (f"{BEGIN}\na\n{END}\n{BEGIN}\nb\n{END}\n", "appears 2 times"),
-], ids=["begin-without-end", "end-before-begin", "end-alone", "twice"])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        (f"intro\n{BEGIN}\nold table\n", "has no `<!-- andrea compare: END"),
+        (f"intro\n{END}\nprose\n{BEGIN}\nold\n", "comes before"),
+        (f"{END}\nprose\n", "has no `<!-- andrea compare: BEGIN"),
+        (f"{BEGIN}\na\n{END}\n{BEGIN}\nb\n{END}\n", "appears 2 times"),
+    ],
+    ids=["begin-without-end", "end-before-begin", "end-alone", "twice"],
+)
 def test_markers_that_do_not_pair_up_are_refused_and_the_doc_is_untouched(tmp_path, text, problem):
     doc = tmp_path / "results.md"
     doc.write_text(text)
@@ -70,8 +74,11 @@ def test_import_checks_the_weights_against_config_json_before_allocating_the_mod
     from andrea_lab.fit.module import AndreaLM
 
     (tmp_path / "hf").mkdir()
-    (tmp_path / "hf" / "config.json").write_text(json.dumps(
-        {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 300, "n_positions": 64}))
+    (tmp_path / "hf" / "config.json").write_text(
+        json.dumps(
+            {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 300, "n_positions": 64}
+        )
+    )
     save_file({"wte.weight": torch.ones(2, 2)}, tmp_path / "hf" / "model.safetensors")
     built = []
 
@@ -95,13 +102,19 @@ def test_tokenize_refuses_a_shard_size_that_would_make_too_many_shards(tmp_path)
     check_shard_count(corpus, 4096)
 
 
-@pytest.mark.parametrize("exc,fragment", [
-    (PermissionError(errno.EACCES, "Permission denied", "/runs/x"), "cannot use /runs/x: Permission denied"),
-    (OSError(errno.EROFS, "Read-only file system", "/mnt/ro/x"), "Read-only file system"),
-    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 51539607552 bytes."),
-     "out of memory allocating 51.5 GB"),
-    (MemoryError(), "out of memory"),
-], ids=["permission", "read-only", "allocator", "memory-error"])
+@pytest.mark.parametrize(
+    "exc,fragment",
+    [
+        (PermissionError(errno.EACCES, "Permission denied", "/runs/x"), "cannot use /runs/x: Permission denied"),
+        (OSError(errno.EROFS, "Read-only file system", "/mnt/ro/x"), "Read-only file system"),
+        (
+            RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 51539607552 bytes."),
+            "out of memory allocating 51.5 GB",
+        ),
+        (MemoryError(), "out of memory"),
+    ],
+    ids=["permission", "read-only", "allocator", "memory-error"],
+)
 def test_environment_errors_are_one_line(exc, fragment):
     message = environment_error(exc)
     assert fragment in message and "\n" not in message
@@ -114,6 +127,7 @@ def test_other_errors_stay_tracebacks():
 
 def test_a_command_that_hits_an_unwritable_path_mid_run_exits_2(tmp_path, monkeypatch, capsys):
     """Past the up-front checks (a directory made read-only meanwhile, EACCES as a non-root user): one line."""
+
     def denied(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "p"))
 

@@ -9,23 +9,42 @@ from pathlib import Path
 
 import pytest
 import torch
+from andrea_testing import MICRO_OVERRIDES
 from filelock import FileLock
 
-from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.cli import main as cli_main
+from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.model.registry import PluginError, UnregisteredPluginError, resolve
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
-from andrea_testing import MICRO_OVERRIDES
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
 RUN = Path("runs/quickstart/version_0")
 
 
 def fit_args(corpus: Path, max_steps: int, *extra: str) -> list[str]:
-    return ["fit", "--config", QUICKSTART, *MICRO_OVERRIDES, "--data.corpus", str(corpus),
-            "--model.config.d_model", "32", "--model.config.block_size", "32", "--data.batch_size", "2",
-            "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "1", "--heldout.max_tokens", "2048",
-            "--trainer.max_steps", str(max_steps), *extra]
+    return [
+        "fit",
+        "--config",
+        QUICKSTART,
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(corpus),
+        "--model.config.d_model",
+        "32",
+        "--model.config.block_size",
+        "32",
+        "--data.batch_size",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.num_sanity_val_steps",
+        "1",
+        "--heldout.max_tokens",
+        "2048",
+        "--trainer.max_steps",
+        str(max_steps),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +81,13 @@ def poisoned_checkpoint(source: Path, new_run: Path, out: Path) -> Path:
     key = next(k for k in checkpoint["callbacks"] if k.startswith("ModelCheckpoint"))
     dirpath = str(new_run / "checkpoints")
     evil = dirpath + "/../../../../important"
-    checkpoint["callbacks"][key].update(dirpath=dirpath, last_model_path=evil, best_model_path=evil,
-                                        kth_best_model_path=evil, best_k_models={evil: torch.tensor(1.0)})
+    checkpoint["callbacks"][key].update(
+        dirpath=dirpath,
+        last_model_path=evil,
+        best_model_path=evil,
+        kth_best_model_path=evil,
+        best_k_models={evil: torch.tensor(1.0)},
+    )
     torch.save(checkpoint, out)
     return out
 
@@ -85,8 +109,12 @@ def test_restored_paths_outside_the_directory_are_dropped(tmp_path):
     (dirpath / "step1.ckpt").write_bytes(b"x")
     inside, outside = str(dirpath / "step1.ckpt"), str(dirpath) + "/../../elsewhere"
     callback = AndreaModelCheckpoint(dirpath=str(dirpath))
-    state = {**callback.state_dict(), "best_model_path": outside, "last_model_path": inside,
-             "best_k_models": {inside: torch.tensor(1.0), outside: torch.tensor(0.5), "s3://bucket/x.ckpt": 0.1}}
+    state = {
+        **callback.state_dict(),
+        "best_model_path": outside,
+        "last_model_path": inside,
+        "best_k_models": {inside: torch.tensor(1.0), outside: torch.tensor(0.5), "s3://bucket/x.ckpt": 0.1},
+    }
     with pytest.warns(UserWarning, match="outside this run's checkpoint directory"):
         callback.load_state_dict(state)
     assert callback.last_model_path == inside and callback.best_model_path == ""
@@ -116,7 +144,9 @@ def evil_module(tmp_path, monkeypatch) -> Path:
     return tmp_path / "PWNED"
 
 
-@pytest.mark.parametrize("command", [["generate"], ["trace", "--text", "def f"], ["export", "--to", "hf", "--out", "x"]])
+@pytest.mark.parametrize(
+    "command", [["generate"], ["trace", "--text", "def f"], ["export", "--to", "hf", "--out", "x"]]
+)
 def test_a_checkpoint_never_chooses_a_module_to_import(command, evil_module, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ANDREA_LAB_IMPORT_PATHS", "1")  # not even with the opt-in: it is the user's, not the file's
     path = tmp_path / "evil.ckpt"
@@ -154,15 +184,26 @@ def test_a_symlinked_run_file_is_refused_and_nothing_is_written_through_it(workd
 def test_a_resumed_runs_saved_config_reruns_as_a_new_version(workdir, capsys):
     assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "3"]) == 0
     record = (workdir / RUN / "summary.json").read_bytes()
-    assert cli_main(["fit", "--config", str(RUN / "config.yaml"), "--trainer.max_steps", "2", "--model.lr", "1e-2"]) == 0
+    assert (
+        cli_main(["fit", "--config", str(RUN / "config.yaml"), "--trainer.max_steps", "2", "--model.lr", "1e-2"]) == 0
+    )
     assert (workdir / RUN / "summary.json").read_bytes() == record, "the finished run's record was rewritten"
     assert '"lr": 0.01' in (workdir / "runs/quickstart/version_1/summary.json").read_text()
 
 
 def test_a_fit_never_writes_into_an_existing_run_it_does_not_resume(workdir, capsys):
     record = (workdir / RUN / "summary.json").read_bytes()
-    code = cli_main(["fit", "--config", str(RUN / "config.yaml"), "--trainer.logger.init_args.version", "version_0",
-                     "--model.lr", "3e-3"])
+    code = cli_main(
+        [
+            "fit",
+            "--config",
+            str(RUN / "config.yaml"),
+            "--trainer.logger.init_args.version",
+            "version_0",
+            "--model.lr",
+            "3e-3",
+        ]
+    )
     assert code == 2
     assert "already holds a run" in error_line(capsys)
     assert (workdir / RUN / "summary.json").read_bytes() == record
@@ -171,11 +212,14 @@ def test_a_fit_never_writes_into_an_existing_run_it_does_not_resume(workdir, cap
 # --- 8. resume accepts what it then ignores ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("override, named", [
-    (["--model.lr", "5"], "model.lr (checkpoint 0.002, now 5.0)"),
-    (["--model.config.dropout", "0.5"], "model.config.dropout"),
-    (["--data.corpus", "other.txt"], "data.corpus"),
-])
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        (["--model.lr", "5"], "model.lr (checkpoint 0.002, now 5.0)"),
+        (["--model.config.dropout", "0.5"], "model.config.dropout"),
+        (["--data.corpus", "other.txt"], "data.corpus"),
+    ],
+)
 def test_resume_refuses_an_override_it_would_ignore(override, named, workdir, capsys):
     assert cli_main(["fit", "--resume", str(RUN), "--trainer.max_steps", "3", *override]) == 2
     assert named in error_line(capsys)

@@ -41,26 +41,34 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_check_sees_cycles_hidden_in_a_function_or_behind_type_checking(tmp_path):
-    package = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "from pkg.b import thing\n",
-        "pkg/b.py": "def thing():\n    from pkg import a\n    return a\n",
-        "pkg/c.py": "from . import a\nif TYPE_CHECKING:\n    from pkg import d\n",
-        "pkg/d.py": "import pkg.c\n",
-    })
+    package = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg.b import thing\n",
+            "pkg/b.py": "def thing():\n    from pkg import a\n    return a\n",
+            "pkg/c.py": "from . import a\nif TYPE_CHECKING:\n    from pkg import d\n",
+            "pkg/d.py": "import pkg.c\n",
+        },
+    )
     graph = import_graph(package)
     assert graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == {"pkg.a", "pkg.d"} and graph["pkg.d"] == {"pkg.c"}
     assert sorted(map(sorted, cycles(graph))) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.d"]]
 
 
 def test_the_check_sees_a_cycle_of_packages_whose_modules_are_acyclic(tmp_path):
-    package = _write(tmp_path, {
-        "pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/high/__init__.py": "",
-        "pkg/low/keys.py": "from pkg.high.reader import read\n",
-        "pkg/high/reader.py": "def read():\n    pass\n",
-        "pkg/high/writer.py": "from pkg.low.store import save\n",
-        "pkg/low/store.py": "",
-    })
+    package = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/high/__init__.py": "",
+            "pkg/low/keys.py": "from pkg.high.reader import read\n",
+            "pkg/high/reader.py": "def read():\n    pass\n",
+            "pkg/high/writer.py": "from pkg.low.store import save\n",
+            "pkg/low/store.py": "",
+        },
+    )
     graph = import_graph(package)
     assert cycles(graph) == []
     assert cycles(package_graph(graph, "pkg")) == [frozenset({"pkg.low", "pkg.high"})]

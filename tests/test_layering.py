@@ -53,14 +53,19 @@ def upward_imports(imports: list[Import], layers=LAYERS) -> list[str]:
         if not source or not target:
             continue  # andrea_lab/__init__.py names its lazy exports as strings; it imports only _moved
         if layer_of(target, layers) > layer_of(source, layers):
-            found.append(f"{found_import.source} -> {found_import.target} "
-                         f"({layers[layer_of(source, layers)][0]} -> {layers[layer_of(target, layers)][0]})")
+            found.append(
+                f"{found_import.source} -> {found_import.target} "
+                f"({layers[layer_of(source, layers)][0]} -> {layers[layer_of(target, layers)][0]})"
+            )
     return found
 
 
 def top_level_entries(package: Path) -> set[str]:
-    return {path.stem for path in package.iterdir()
-            if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").is_file()}
+    return {
+        path.stem
+        for path in package.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").is_file()
+    }
 
 
 def test_every_top_level_entry_is_in_exactly_one_layer():
@@ -81,17 +86,23 @@ def test_no_import_runs_upward():
 
 def test_experiments_do_not_import_the_command_line():
     imports = all_imports(PACKAGE)
-    assert [i for i in imports if top_entry(i.source) == "experiments" and top_entry(i.target) in {"cli", "commands"}] == []
+    assert [
+        i for i in imports if top_entry(i.source) == "experiments" and top_entry(i.target) in {"cli", "commands"}
+    ] == []
 
 
 def test_the_check_sees_an_upward_import_of_any_kind():
     layers = [("low", {"low"}), ("high", {"high"})]
-    imports = [Import("pkg.low.a", "pkg.high.b", 3, in_function=True, type_checking=False),
-               Import("pkg.low.a", "pkg.low.c", 4, in_function=False, type_checking=True),
-               Import("pkg.high.b", "pkg.low.c", 5, in_function=False, type_checking=False),
-               Import("pkg.low.d", "pkg.high", 6, in_function=False, type_checking=True)]
-    assert upward_imports(imports, layers) == ["pkg.low.a -> pkg.high.b (low -> high)",
-                                               "pkg.low.d -> pkg.high (low -> high)"]
+    imports = [
+        Import("pkg.low.a", "pkg.high.b", 3, in_function=True, type_checking=False),
+        Import("pkg.low.a", "pkg.low.c", 4, in_function=False, type_checking=True),
+        Import("pkg.high.b", "pkg.low.c", 5, in_function=False, type_checking=False),
+        Import("pkg.low.d", "pkg.high", 6, in_function=False, type_checking=True),
+    ]
+    assert upward_imports(imports, layers) == [
+        "pkg.low.a -> pkg.high.b (low -> high)",
+        "pkg.low.d -> pkg.high (low -> high)",
+    ]
 
 
 COMMENT = re.compile(r"#\s*\S")
@@ -107,7 +118,7 @@ def unexplained_function_imports(package: Path) -> list[str]:
         lines, row = sources[found.source], found.line - 1
         while row > 0 and lines[row - 1].strip().startswith(("from ", "import ")):
             row -= 1  # the first import of a block of them
-        block = lines[row - 1:found.line] if row > 0 else lines[:found.line]
+        block = lines[row - 1 : found.line] if row > 0 else lines[: found.line]
         if not any(COMMENT.search(line) for line in block):
             missing.append(f"{found.source}:{found.line}")
     return sorted(set(missing))
@@ -125,5 +136,6 @@ def test_the_check_sees_an_unexplained_import_in_a_function(tmp_path):
     (package / "a.py").write_text(
         "def f():\n    from pkg import heavy\n\n\n"
         "def g():\n    from pkg import heavy  # torch: not at start-up\n\n\n"
-        "def h():\n    # both need torch\n    import pkg.heavy\n    from pkg.heavy import x\n")
+        "def h():\n    # both need torch\n    import pkg.heavy\n    from pkg.heavy import x\n"
+    )
     assert unexplained_function_imports(package) == ["pkg.a:2"]

@@ -34,7 +34,9 @@ def named_in(block: str, entry: str) -> bool:
 def test_every_top_level_module_and_package_is_in_the_readme_layout():
     entries = top_level_entries(REPO / "andrea_lab")
     missing = [entry for entry in entries if not named_in(layout_block(), entry)]
-    assert not missing, f"README.md's Layout block does not name {missing}: add a line, or move the module into a package"
+    assert not missing, (
+        f"README.md's Layout block does not name {missing}: add a line, or move the module into a package"
+    )
 
 
 def test_the_check_sees_a_missing_entry(tmp_path):

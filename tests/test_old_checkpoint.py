@@ -57,16 +57,31 @@ def test_the_module_rebuilds_from_it_with_its_arguments_and_weights():
 
 
 def test_generate_and_trace_read_it(capsys):
-    assert main(["generate", "--ckpt", str(CKPT), "--prompt", "the", "--max_new_tokens", "5",
-                 "--temperature", "0"]) == 0
+    assert (
+        main(["generate", "--ckpt", str(CKPT), "--prompt", "the", "--max_new_tokens", "5", "--temperature", "0"]) == 0
+    )
     assert capsys.readouterr().out.startswith("the")
     assert main(["trace", "--ckpt", str(CKPT), "--text", "the model", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["rows"]) == 2  # one block: attn, mlp
 
 
 def test_lens_reads_it(in_fixture_dir, capsys):
-    assert main(["lens", "--ckpt", str(CKPT), "--json", "--max_tokens", "64", "--out",
-                 str(in_fixture_dir / "lens.json"), "--no-tensorboard"]) == 0
+    assert (
+        main(
+            [
+                "lens",
+                "--ckpt",
+                str(CKPT),
+                "--json",
+                "--max_tokens",
+                "64",
+                "--out",
+                str(in_fixture_dir / "lens.json"),
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     assert (in_fixture_dir / "lens.json").is_file()
 
 
@@ -94,7 +109,20 @@ def test_a_fit_started_from_it_with_init_from_resumes_without_reading_init_from_
     assert main(["fit", *args, "--trainer.max_steps", "2"]) == 0
     run = in_fixture_dir / "runs" / "quickstart" / "version_0"
     start.unlink()
-    assert main(["fit", *args, "--trainer.max_steps", "4", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
-                 "--trainer.logger.init_args.version", "0"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                *args,
+                "--trainer.max_steps",
+                "4",
+                "--ckpt_path",
+                str(run / "checkpoints" / "last.ckpt"),
+                "--trainer.logger.init_args.version",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert load_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"] == 4
     assert f"init_from: {start}" in (run / "config.yaml").read_text()  # the record still names where it started

@@ -16,15 +16,24 @@ from pathlib import Path
 
 import pytest
 import yaml
+from andrea_testing import MICRO_OVERRIDES
 
 from andrea_lab.cli import OWN_COMMANDS, main
-from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 SUBCOMMAND = re.compile(r"(?:^|[\s`/])andrea ([a-z][a-z-]*)")
-TINY_FIT = [*MICRO_OVERRIDES, "--trainer.max_steps", "4", "--trainer.val_check_interval", "2",
-            "--model.warmup_steps", "2", "--heldout.max_tokens", "2048"]
+TINY_FIT = [
+    *MICRO_OVERRIDES,
+    "--trainer.max_steps",
+    "4",
+    "--trainer.val_check_interval",
+    "2",
+    "--model.warmup_steps",
+    "2",
+    "--heldout.max_tokens",
+    "2048",
+]
 RUN, OTHER_RUN = "runs/quickstart/version_0", "runs/quickstart/version_1"
 CKPT = f"{RUN}/checkpoints/last.ckpt"
 #: The README's table commands with their placeholders filled in, in the order they are run (a fit, a
@@ -77,8 +86,14 @@ def _tiny(argv: list[str], corpus: Path) -> list[str]:
 def _suite(corpus: Path) -> dict:
     common = dict(zip(TINY_FIT[::2], TINY_FIT[1::2]))
     common = {key.removeprefix("--"): yaml.safe_load(value) for key, value in common.items()}
-    return {"name": "tiny", "base": str(REPO / "experiments" / "quickstart.yaml"), "lrs": [2e-3], "seeds": [0],
-            "common": {**common, "data.corpus": str(corpus)}, "variants": [{"name": "pre"}]}
+    return {
+        "name": "tiny",
+        "base": str(REPO / "experiments" / "quickstart.yaml"),
+        "lrs": [2e-3],
+        "seeds": [0],
+        "common": {**common, "data.corpus": str(corpus)},
+        "variants": [{"name": "pre"}],
+    }
 
 
 @pytest.mark.slow
@@ -86,7 +101,8 @@ def test_the_readme_commands_work_in_order(tmp_path, text_corpus, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(_suite(text_corpus)))
     (tmp_path / "docs.jsonl").write_text(
-        "".join(json.dumps({"text": f"def f{n}(x):\n    return x + {n}\n"}) + "\n" for n in range(200)))
+        "".join(json.dumps({"text": f"def f{n}(x):\n    return x + {n}\n"}) + "\n" for n in range(200))
+    )
     for argv in block_commands():  # the quickstart, the override, the comparison of the two
         assert main(_tiny(argv, text_corpus)) == 0, argv
     report = (tmp_path / "runs" / "quickstart" / "compare" / "comparison.md").read_text()
@@ -101,5 +117,9 @@ def test_the_readme_commands_work_in_order(tmp_path, text_corpus, monkeypatch):
             pytest.importorskip("transformers")
         assert main(_tiny(argv, text_corpus) if argv[:2] != ["fit", "--resume"] else argv) == 0, argv
     assert sorted(p.name for p in (tmp_path / "runs" / "quickstart").iterdir()) == [
-        "_comparison", "compare", "version_0", "version_1"], "validate and test start no run"
+        "_comparison",
+        "compare",
+        "version_0",
+        "version_1",
+    ], "validate and test start no run"
     assert (tmp_path / RUN / "validate.json").is_file()

@@ -11,21 +11,49 @@ import time
 from pathlib import Path
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
 from andrea_testing import MICRO_OVERRIDES
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
 
 
 def fit_command(save_dir: Path, corpus: Path, max_steps: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "andrea_lab.cli", "fit", "--config", QUICKSTART, *MICRO_OVERRIDES,
-            "--data.corpus", str(corpus), "--trainer.logger.init_args.save_dir", str(save_dir),
-            "--trainer.max_steps", str(max_steps), "--model.decay_steps", "100", "--model.warmup_steps", "5",
-            "--model.config.dropout", "0.1",  # so that the RNG state matters too
-            "--trainer.limit_val_batches", "0", "--trainer.log_every_n_steps", "1", "--trainer.deterministic", "true",
-            "--checkpoint.monitor", "null", "--checkpoint.save_top_k", "-1", "--checkpoint.every_n_train_steps", "10",
-            "--checkpoint.filename", "step{step}", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "andrea_lab.cli",
+        "fit",
+        "--config",
+        QUICKSTART,
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(corpus),
+        "--trainer.logger.init_args.save_dir",
+        str(save_dir),
+        "--trainer.max_steps",
+        str(max_steps),
+        "--model.decay_steps",
+        "100",
+        "--model.warmup_steps",
+        "5",
+        "--model.config.dropout",
+        "0.1",  # so that the RNG state matters too
+        "--trainer.limit_val_batches",
+        "0",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--trainer.deterministic",
+        "true",
+        "--checkpoint.monitor",
+        "null",
+        "--checkpoint.save_top_k",
+        "-1",
+        "--checkpoint.every_n_train_steps",
+        "10",
+        "--checkpoint.filename",
+        "step{step}",
+        *extra,
+    ]
 
 
 def run(command: list[str]) -> None:
@@ -46,8 +74,12 @@ def test_killed_fit_resumes_with_identical_losses(tmp_path, text_corpus):
     reference = runs / "quickstart" / "version_0"
 
     # The same fit, with no step limit in sight, killed (SIGKILL) once its step-10 checkpoint is complete.
-    victim = subprocess.Popen(fit_command(runs, text_corpus, 100_000), start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = subprocess.Popen(
+        fit_command(runs, text_corpus, 100_000),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     killed_dir = runs / "quickstart" / "version_1"
     manifest = killed_dir / "checkpoints" / "step10.ckpt.sha256.json"
     deadline = time.monotonic() + 600

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from andrea_testing import MICRO_OVERRIDES
 
 from andrea_lab.cli import LIGHTNING_COMMANDS, OWN_COMMANDS
 from andrea_lab.cli import main as cli_main
 from andrea_lab.runs.checkpoint_io import UnsafeCheckpointError, load_checkpoint
-from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,11 +87,26 @@ def test_every_command_refuses_the_payload_with_one_line(command, payload_checkp
     if command in OWN_COMMANDS:
         args = [command, "--ckpt", str(path), *COMMAND_ARGS[command]]
     else:
-        args = [command, "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
-                "--data.corpus", str(text_corpus), "--ckpt_path", str(path), *COMMAND_ARGS[command]]
+        args = [
+            command,
+            "--config",
+            str(REPO / "experiments/quickstart.yaml"),
+            *MICRO_OVERRIDES,
+            "--data.corpus",
+            str(text_corpus),
+            "--ckpt_path",
+            str(path),
+            *COMMAND_ARGS[command],
+        ]
     env = {**os.environ, "ANDREA_LAB_CACHE": str(tmp_path / "cache")}
-    result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=tmp_path, capture_output=True,
-                            text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert not marker.exists(), f"andrea {command} ran the checkpoint's code"
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -101,8 +116,8 @@ def test_every_command_refuses_the_payload_with_one_line(command, payload_checkp
 def test_weights_import_from_safetensors_and_weights_only_pickles(tmp_path, payload_checkpoint):
     from safetensors.torch import save_file
 
-    from andrea_lab.runs.checkpoint_io import load_weights
     from andrea_lab.errors import UsageError
+    from andrea_lab.runs.checkpoint_io import load_weights
 
     weights = {"wte.weight": torch.randn(4, 3), "ln_f.bias": torch.zeros(3)}
     save_file(weights, tmp_path / "model.safetensors")

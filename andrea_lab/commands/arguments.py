@@ -24,13 +24,15 @@ def checked_device(name: str, option: str = "--device"):
     except (RuntimeError, TypeError):
         device = None
     usable = device is not None and (
-        device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_available()
-                                 and (device.index or 0) < torch.cuda.device_count())
-        or (device.type == "mps" and "mps" in available))
+        device.type == "cpu"
+        or (device.type == "cuda" and torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count())
+        or (device.type == "mps" and "mps" in available)
+    )
     if not usable:
         build = "" if torch.cuda.is_available() else f" (this PyTorch {torch.__version__} sees no CUDA GPU)"
-        raise UsageError(f"{option} {name!r} is not a device this process can use{build}; available: "
-                         f"{', '.join(available)}")
+        raise UsageError(
+            f"{option} {name!r} is not a device this process can use{build}; available: {', '.join(available)}"
+        )
     return device
 
 
@@ -41,5 +43,7 @@ def check_plot_file(path: str, option: str = "--plot") -> None:
     formats = sorted(FigureCanvasBase.get_supported_filetypes())
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in formats:
-        raise UsageError(f"{option} {path}: {('.' + suffix) if suffix else 'no suffix'} is not an image format "
-                         f"matplotlib writes; use one of {', '.join('.' + f for f in formats)}")
+        raise UsageError(
+            f"{option} {path}: {('.' + suffix) if suffix else 'no suffix'} is not an image format "
+            f"matplotlib writes; use one of {', '.join('.' + f for f in formats)}"
+        )

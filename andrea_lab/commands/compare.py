@@ -23,9 +23,9 @@ from typing import Optional
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report, scales_report
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
+from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
 from andrea_lab.runs.directory import START_MARKER
-from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
 
 EXIT_USAGE = 2
 #: Bytes a ``--doc`` Markdown file may have (docs/results.md is a few tens of KB).
@@ -76,20 +76,32 @@ def print_results(written: dict[str, dict]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="andrea compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="andrea compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("runs", help="a directory of runs (e.g. runs/norm_placement) or a runs.csv")
-    parser.add_argument("--out", help="where to write comparison.md/.csv, claims.csv, runs.csv and the PNGs "
-                                      "(default: RUNS/compare; one subdirectory per suite if there are several)")
-    parser.add_argument("--suite", help="the suite YAML whose reference and claims to use (default: the one the "
-                                        "sweep recorded)")
-    parser.add_argument("--reference", help="the variant every other one is compared with (default: the suite's "
-                                            "reference, else the first variant)")
-    parser.add_argument("--doc", help="a Markdown file whose generated blocks for this suite (claims, A/A calibration) "
-                                      "are rewritten")
-    parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
-                        help="do not also write the report as the TensorBoard run <suite dir>/_comparison "
-                             "(its tables in the Text dashboard, its plots in Images)")
+    parser.add_argument(
+        "--out",
+        help="where to write comparison.md/.csv, claims.csv, runs.csv and the PNGs "
+        "(default: RUNS/compare; one subdirectory per suite if there are several)",
+    )
+    parser.add_argument(
+        "--suite", help="the suite YAML whose reference and claims to use (default: the one the sweep recorded)"
+    )
+    parser.add_argument(
+        "--reference",
+        help="the variant every other one is compared with (default: the suite's reference, else the first variant)",
+    )
+    parser.add_argument(
+        "--doc", help="a Markdown file whose generated blocks for this suite (claims, A/A calibration) are rewritten"
+    )
+    parser.add_argument(
+        "--no-tensorboard",
+        dest="tensorboard",
+        action="store_false",
+        help="do not also write the report as the TensorBoard run <suite dir>/_comparison "
+        "(its tables in the Text dashboard, its plots in Images)",
+    )
     return parser
 
 
@@ -116,8 +128,9 @@ def main(argv: list[str]) -> int:
     aa_pair = suite.identical_variants() if suite else None
     known = compare.variant_order(runs)
     if reference is not None and reference not in known:
-        return _error(f"reference variant {reference!r} has no runs here; pass --reference with one of: "
-                      f"{', '.join(known)}")
+        return _error(
+            f"reference variant {reference!r} has no runs here; pass --reference with one of: {', '.join(known)}"
+        )
     if args.doc and runs["suite"].nunique() != 1:
         return _error(f"--doc needs the runs of one suite; found {', '.join(sorted(set(runs['suite'])))}")
     try:

@@ -7,6 +7,7 @@ and the tokenizer (saved by ``AndreaDataModule.state_dict``), so no config or co
 from __future__ import annotations
 
 import argparse
+
 import torch
 
 from andrea_lab.commands.arguments import checked_device
@@ -17,8 +18,10 @@ from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_tokenizer
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):
     tokenizer = stored_tokenizer(checkpoint)
     if tokenizer is None:
-        raise UsageError(f"{path} carries no tokenizer (it was trained on a token file without a "
-                         f"tokenizer.json, or not by an AndreaDataModule fit); nothing to decode with")
+        raise UsageError(
+            f"{path} carries no tokenizer (it was trained on a token file without a "
+            f"tokenizer.json, or not by an AndreaDataModule fit); nothing to decode with"
+        )
     return tokenizer
 
 
@@ -35,8 +38,9 @@ def check_sampling(max_new_tokens: int, temperature: float, top_k: int) -> None:
 def main(argv: list[str]) -> int:
     from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea generate --help`
 
-    parser = argparse.ArgumentParser(prog="andrea generate", description=__doc__,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # --help shows them
+    parser = argparse.ArgumentParser(
+        prog="andrea generate", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )  # --help shows them
     parser.add_argument("--ckpt", required=True, help="path of a checkpoint written by `andrea fit`")
     parser.add_argument("--prompt", default="", help="text to continue (empty: start from end-of-text)")
     parser.add_argument("--max_new_tokens", type=int, default=200, help="tokens to sample")
@@ -55,12 +59,15 @@ def main(argv: list[str]) -> int:
     eot = (checkpoint.get("AndreaDataModule") or {}).get("eot_id", tokenizer.get_vocab_size() - 1)
     ids = tokenizer.encode(args.prompt).ids if args.prompt else [eot]
     if len(ids) > model.config.block_size:
-        raise UsageError(f"the prompt is {len(ids)} tokens, longer than the model's context "
-                         f"(block_size {model.config.block_size}); shorten it to at most "
-                         f"{model.config.block_size} tokens")
+        raise UsageError(
+            f"the prompt is {len(ids)} tokens, longer than the model's context "
+            f"(block_size {model.config.block_size}); shorten it to at most "
+            f"{model.config.block_size} tokens"
+        )
     generator = torch.Generator(device=args.device).manual_seed(args.seed)
     idx = torch.tensor([ids], dtype=torch.long, device=args.device)
-    out = model.generate(idx, args.max_new_tokens, temperature=args.temperature,
-                         top_k=args.top_k or None, generator=generator)
+    out = model.generate(
+        idx, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k or None, generator=generator
+    )
     print(tokenizer.decode(out[0].tolist(), skip_special_tokens=False))
     return 0

@@ -19,13 +19,12 @@ from typing import Any, Optional
 
 import torch
 
+from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.tensorboard_report import EVENT_PREFIX, _rgb
-from andrea_lab.inside.lens import final_norm_description
-from andrea_lab.inside.lens_loss import heldout_lens, lens_record
-from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
-from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, plot_layers
 from andrea_lab.files import write_json_atomic
+from andrea_lab.inside.lens import final_norm_description
+from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, heldout_lens, lens_record, plot_layers
 
 #: The TensorBoard tag of the text and the image (the lens's own event file, suffix EVENT_SUFFIX).
 TAG = "lens/heldout_loss"
@@ -33,16 +32,25 @@ EVENT_SUFFIX = ".lens"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="andrea lens", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="andrea lens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ckpt", required=True, help="path of a checkpoint written by `andrea fit`")
-    parser.add_argument("--max_tokens", type=int, default=None,
-                        help="held-out token budget (default: the run's heldout.max_tokens, else the default)")
+    parser.add_argument(
+        "--max_tokens",
+        type=int,
+        default=None,
+        help="held-out token budget (default: the run's heldout.max_tokens, else the default)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of the windows' sample (default: the run's)")
     parser.add_argument("--batch_size", type=int, default=None, help="windows per forward (default: the data's)")
     parser.add_argument("--out", default=None, help="where to write the JSON record (default: RUN_DIR/lens.json)")
-    parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
-                        help="do not write the TensorBoard text and image into the run directory")
+    parser.add_argument(
+        "--no-tensorboard",
+        dest="tensorboard",
+        action="store_false",
+        help="do not write the TensorBoard text and image into the run directory",
+    )
     parser.add_argument("--json", action="store_true", help="print the record as JSON instead of a table")
     parser.add_argument("--device", default="cpu", help="where to run the model (default cpu)")
     return parser
@@ -67,14 +75,16 @@ def run_settings(run_dir: Optional[Path]) -> dict[str, Any]:
 def datamodule_for(checkpoint: dict, settings: dict, path: str):
     """The data module the checkpoint was trained with, set up (its held-out split memory-mapped)."""
     # Lightning (~3 s): not for `andrea lens --help`
-    from andrea_lab.runs.checkpoint_io import stored_model_config, stored_tokenizer
     from andrea_lab.data import AndreaDataModule  # Lightning (~3 s): not for `andrea lens --help`
+    from andrea_lab.runs.checkpoint_io import stored_model_config, stored_tokenizer
 
     hparams = checkpoint.get("datamodule_hyper_parameters") or settings.get("data")
     config = stored_model_config(checkpoint)
     if not hparams or config is None:
-        raise UsageError(f"{path} records no data module settings or no model config (it was not written by "
-                         f"andrea fit with an AndreaDataModule), so there is no held-out split to score")
+        raise UsageError(
+            f"{path} records no data module settings or no model config (it was not written by "
+            f"andrea fit with an AndreaDataModule), so there is no held-out split to score"
+        )
     sizes = {key: config[key] for key in ("block_size", "vocab_size")}
     # the model's sizes where config.yaml leaves them linked; never Lightning's own ``_instantiator``
     hparams = {**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}}
@@ -83,8 +93,10 @@ def datamodule_for(checkpoint: dict, settings: dict, path: str):
     data.setup("validate")
     saved = stored_tokenizer(checkpoint)
     if saved is not None and data.tokenizer is not None and saved.to_str() != data.tokenizer.to_str():
-        raise UsageError(f"the held-out data of {path} ({hparams.get('corpus')!r}) is tokenized differently from "
-                         f"the checkpoint's tokenizer; its windows would not be the text the model was scored on")
+        raise UsageError(
+            f"the held-out data of {path} ({hparams.get('corpus')!r}) is tokenized differently from "
+            f"the checkpoint's tokenizer; its windows would not be the text the model was scored on"
+        )
     return data
 
 
@@ -105,8 +117,8 @@ def write_tensorboard(run_dir: Path, table: str, png: Path, step: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], Any]:
     """Score the checkpoint; returns the record, the run directory (or None) and the layers."""
-    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea lens --help`
     from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea lens --help`
+    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea lens --help`
 
     for name in ("max_tokens", "batch_size"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -121,8 +133,13 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], 
     seed = heldout.get("seed", 0) if args.seed is None else args.seed
     dataset = data.heldout_dataset(int(max_tokens), int(seed))
     layers, scored = heldout_lens(model, dataset, args.batch_size or heldout.get("batch_size") or data.batch_size)
-    record = lens_record(layers, {**scored, "max_tokens": int(max_tokens)}, str(args.ckpt),
-                         int(checkpoint.get("global_step", 0)), final_norm_description(model))
+    record = lens_record(
+        layers,
+        {**scored, "max_tokens": int(max_tokens)},
+        str(args.ckpt),
+        int(checkpoint.get("global_step", 0)),
+        final_norm_description(model),
+    )
     record["norm_placement"] = model.config.norm_placement
     return record, run_dir, layers
 
@@ -134,15 +151,20 @@ def main(argv: list[str]) -> int:
     write_json_atomic(out, record)
     table = format_layers(layers)
     if run_dir is not None and args.tensorboard:
-        png = plot_layers(layers, out.with_suffix(".png"),
-                          f"{record['norm_placement']}: logit-lens loss on held-out text, step {record['step']}")
+        png = plot_layers(
+            layers,
+            out.with_suffix(".png"),
+            f"{record['norm_placement']}: logit-lens loss on held-out text, step {record['step']}",
+        )
         write_tensorboard(run_dir, table, png, record["step"])
     if args.json:
         print(json.dumps(record, indent=2))
         return 0
     scored = record["heldout"]
-    print(f"logit lens on held-out text: {scored['tokens']:,} tokens, {scored['windows']} windows, SE over "
-          f"{scored['documents']} {scored['se_unit']}; decoded through {record['decoded_through']}")
+    print(
+        f"logit lens on held-out text: {scored['tokens']:,} tokens, {scored['windows']} windows, SE over "
+        f"{scored['documents']} {scored['se_unit']}; decoded through {record['decoded_through']}"
+    )
     print(table)
     blocks = record["lens_blocks_to_final"]
     print(f"within {TOLERANCE} nat of the final loss after {blocks} of {len(layers) - 1} blocks")

@@ -17,9 +17,9 @@ import textwrap
 from pathlib import Path
 
 from andrea_lab import __version__
-from andrea_lab.model.contracts import CONTRACT_VERSION, PLUGIN_KINDS
 from andrea_lab.errors import UsageError
 from andrea_lab.files import check_output_dir
+from andrea_lab.model.contracts import CONTRACT_VERSION, PLUGIN_KINDS
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 MODULES = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends", "norm": "norms"}
@@ -150,7 +150,7 @@ CLASSES = {
 }
 
 TESTS = {
-    "activation": '''
+    "activation": """
         import torch
 
         from andrea_lab.plugin import KernelBackend, check_activation
@@ -171,8 +171,8 @@ TESTS = {
             h = torch.randn(4, 8, dtype=torch.float64)
             expected = torch.nn.functional.gelu(h, approximate="tanh")  # your function's reference values
             torch.testing.assert_close({cls}(KernelBackend())(h), expected)
-        ''',
-    "norm_placement": '''
+        """,
+    "norm_placement": """
         import torch
         from torch import nn
 
@@ -188,8 +188,8 @@ TESTS = {
         def test_norms_are_computed_by_the_backend(recording_backend):
             {cls}(8, nn.Identity(), recording_backend)(torch.randn(1, 2, 8))
             assert recording_backend.calls == ["layer_norm"]  # update when you change forward
-        ''',
-    "kernel_backend": '''
+        """,
+    "kernel_backend": """
         import pytest
 
         from andrea_lab.plugin import check_backend
@@ -206,8 +206,8 @@ TESTS = {
         @pytest.mark.gpu  # skipped without CUDA; ANDREA_REQUIRE_GPU=1 makes that skip a failure
         def test_on_the_gpu():
             check_backend({cls})
-        ''',
-    "norm": '''
+        """,
+    "norm": """
         import torch
 
         from andrea_lab.plugin import check_norm
@@ -222,10 +222,10 @@ TESTS = {
         def test_computes_through_the_backend(recording_backend):
             {cls}(8, recording_backend)(torch.randn(2, 3, 8))
             assert recording_backend.calls == ["rms_norm"]  # update when you change forward
-        ''',
+        """,
 }
 
-README = '''
+README = """
     # {dist}
 
     An andrea-lab plugin: the {kind} `{name}`.
@@ -239,9 +239,9 @@ README = '''
 
     `{name}` alone works as long as no other installed distribution registers the same name;
     `{dist}:{name}` always does.
-    '''
+    """
 
-PYPROJECT = '''
+PYPROJECT = """
     [build-system]
     requires = ["setuptools>=69"]
     build-backend = "setuptools.build_meta"
@@ -269,7 +269,7 @@ PYPROJECT = '''
     [tool.pytest.ini_options]
     testpaths = ["tests"]
     addopts = "-ra --strict-markers"
-    '''
+    """
 
 
 def compatible_range(version: str = __version__) -> str:
@@ -283,12 +283,21 @@ def files_for(kind: str, name: str) -> tuple[str, dict[str, str]]:
     if kind not in PLUGIN_KINDS:
         raise UsageError(f"unknown plugin kind {kind!r}; valid kinds: {', '.join(PLUGIN_KINDS)}")
     if not NAME_PATTERN.fullmatch(name):
-        raise UsageError(f"plugin name {name!r} must be lower case letters, digits and underscores, starting "
-                         f"with a letter (it is what a YAML selects), e.g. {re.sub('[^a-z0-9_]', '_', name.lower())!r}")
+        raise UsageError(
+            f"plugin name {name!r} must be lower case letters, digits and underscores, starting "
+            f"with a letter (it is what a YAML selects), e.g. {re.sub('[^a-z0-9_]', '_', name.lower())!r}"
+        )
     dist = "andrea-lab-" + name.replace("_", "-")
-    values = dict(kind=kind, name=name, dist=dist, package=dist.replace("-", "_"), module=MODULES[kind],
-                  cls="".join(part.capitalize() for part in name.split("_")), contract=CONTRACT_VERSION,
-                  requirement=compatible_range())
+    values = dict(
+        kind=kind,
+        name=name,
+        dist=dist,
+        package=dist.replace("-", "_"),
+        module=MODULES[kind],
+        cls="".join(part.capitalize() for part in name.split("_")),
+        contract=CONTRACT_VERSION,
+        requirement=compatible_range(),
+    )
 
     def render(template: str) -> str:
         return textwrap.dedent(template).lstrip("\n").format(**values)
@@ -304,8 +313,9 @@ def files_for(kind: str, name: str) -> tuple[str, dict[str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="andrea new-plugin", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="andrea new-plugin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("kind", help=f"one of: {', '.join(PLUGIN_KINDS)}")
     parser.add_argument("name", help="the name a YAML will select, e.g. squared_tanh")
     parser.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./andrea-lab-NAME)")

@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from andrea_lab.errors import MissingFileError
 from andrea_lab.inside.params import format_breakdown, parameter_breakdown, spec_check
 from andrea_lab.model.config import PRESETS, AndreaConfig, ConfigError, preset
-from andrea_lab.errors import MissingFileError
 from andrea_lab.safe_yaml import read_yaml
 
 

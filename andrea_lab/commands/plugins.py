@@ -21,8 +21,16 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 
 from andrea_lab.model.contracts import CONTRACT_VERSION
-from andrea_lab.model.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, group_name, list_plugins,
-                                 strict_mode, suggest)
+from andrea_lab.model.registry import (
+    KINDS,
+    STRICT_ENV_VAR,
+    PluginError,
+    PluginInfo,
+    group_name,
+    list_plugins,
+    strict_mode,
+    suggest,
+)
 
 if TYPE_CHECKING:
     from andrea_lab.model.plugin_check import Verdict
@@ -38,19 +46,43 @@ def _clashes(infos: list[PluginInfo]) -> dict[tuple[str, str], list[PluginInfo]]
 
 def as_dict(infos: list[PluginInfo]) -> dict:
     """The machine-readable form printed by ``--json``."""
-    plugin_fields = ("name", "qualified_name", "distribution", "version", "target", "description", "unavailable",
-                     "eager_fallback")
+    plugin_fields = (
+        "name",
+        "qualified_name",
+        "distribution",
+        "version",
+        "target",
+        "description",
+        "unavailable",
+        "eager_fallback",
+    )
     return {
         "contract_version": CONTRACT_VERSION,
         "strict": strict_mode(),
-        "groups": {group_name(kind): [{field: getattr(info, field) for field in plugin_fields}
-                                      for info in infos if info.kind == kind and not info.error]
-                   for kind in KINDS},
-        "broken": [{"group": info.group, "name": info.name, "distribution": info.distribution,
-                    "version": info.version, "target": info.target, "error": info.error}
-                   for info in infos if info.error],
-        "clashes": [{"group": group_name(kind), "name": name, "distributions": [i.distribution for i in found]}
-                    for (kind, name), found in _clashes(infos).items()],
+        "groups": {
+            group_name(kind): [
+                {field: getattr(info, field) for field in plugin_fields}
+                for info in infos
+                if info.kind == kind and not info.error
+            ]
+            for kind in KINDS
+        },
+        "broken": [
+            {
+                "group": info.group,
+                "name": info.name,
+                "distribution": info.distribution,
+                "version": info.version,
+                "target": info.target,
+                "error": info.error,
+            }
+            for info in infos
+            if info.error
+        ],
+        "clashes": [
+            {"group": group_name(kind), "name": name, "distributions": [i.distribution for i in found]}
+            for (kind, name), found in _clashes(infos).items()
+        ],
     }
 
 
@@ -58,8 +90,10 @@ def format_listing(infos: list[PluginInfo]) -> str:
     """The human-readable listing: one table per group, then clashes, then broken plugins."""
     working = [info for info in infos if not info.error]
     rows = {info: (info.name, f"{info.distribution} {info.version}", info.target) for info in working}
-    widths = [max([len(header)] + [len(row[i]) for row in rows.values()])
-              for i, header in enumerate(("NAME", "PROVIDED BY", "OBJECT"))]
+    widths = [
+        max([len(header)] + [len(row[i]) for row in rows.values()])
+        for i, header in enumerate(("NAME", "PROVIDED BY", "OBJECT"))
+    ]
 
     def line(cells: tuple[str, ...], description: str) -> str:
         return "  " + "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)) + "  " + description
@@ -102,14 +136,23 @@ def select(infos: list[PluginInfo], names: list[str]) -> list[PluginInfo]:
     """The plugins ``names`` designate (``gelu`` in every group and distribution, ``andrea-lab:gelu``)."""
     chosen = []
     for name in names:
-        found = [info for info in infos if name in (info.name, info.qualified_name)
-                 or (":" in name and canonicalize_name(name.partition(":")[0]) == canonicalize_name(info.distribution)
-                     and name.partition(":")[2] == info.name)]
+        found = [
+            info
+            for info in infos
+            if name in (info.name, info.qualified_name)
+            or (
+                ":" in name
+                and canonicalize_name(name.partition(":")[0]) == canonicalize_name(info.distribution)
+                and name.partition(":")[2] == info.name
+            )
+        ]
         if not found:
             plain = sorted({info.name for info in infos})
             known = plain + sorted({info.qualified_name for info in infos})
-            raise PluginError(f"no installed plugin is named {name!r}; {suggest(name, known)}installed: "
-                              f"{', '.join(plain)} (or distribution:name)")
+            raise PluginError(
+                f"no installed plugin is named {name!r}; {suggest(name, known)}installed: "
+                f"{', '.join(plain)} (or distribution:name)"
+            )
         chosen += [info for info in found if info not in chosen]
     return chosen
 
@@ -117,8 +160,11 @@ def select(infos: list[PluginInfo], names: list[str]) -> list[PluginInfo]:
 def format_verdict(verdict: Verdict) -> str:
     info = verdict.info
     head = f"{verdict.status:<11} {info.group} {info.name}  ({info.distribution} {info.version})"
-    details = verdict.passed + ([f"failed: {verdict.failure}"] if verdict.failure else []) + (
-        [f"not available here: {verdict.unavailable}"] if verdict.unavailable else [])
+    details = (
+        verdict.passed
+        + ([f"failed: {verdict.failure}"] if verdict.failure else [])
+        + ([f"not available here: {verdict.unavailable}"] if verdict.unavailable else [])
+    )
     return "\n".join([head] + [f"    {line}" for line in details])
 
 
@@ -135,10 +181,16 @@ def run_checks(infos: list[PluginInfo], names: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="andrea plugins", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="andrea plugins", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.add_argument("--check", nargs="*", metavar="NAME", default=None,
-                        help="run the behaviour checks on every installed plugin, or on those named")
+    parser.add_argument(
+        "--check",
+        nargs="*",
+        metavar="NAME",
+        default=None,
+        help="run the behaviour checks on every installed plugin, or on those named",
+    )
     args = parser.parse_args(argv)
     # Loading a plugin imports its module; whatever that prints must not end up in our output
     # (it would corrupt --json), so it goes to stderr.

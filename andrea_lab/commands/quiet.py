@@ -32,4 +32,3 @@ def quiet_third_party() -> None:
         logger = logging.getLogger(name)
         if _not_a_tip not in logger.filters:
             logger.addFilter(_not_a_tip)
-

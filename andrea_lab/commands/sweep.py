@@ -21,16 +21,22 @@ from typing import Optional
 
 import yaml
 
-from andrea_lab.files import check_output_dir
-from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
-from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
-from andrea_lab.experiments.sweep.suite import (SuiteError, check_overrides, check_stuck_windows, format_lr, load_suite,
-                                    parse_cli_list)
-from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
 from andrea_lab.experiments.sweep.executors import LocalExecutor
-from andrea_lab.runs.claim import RunDirectoryError, refuse_links
+from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
 from andrea_lab.experiments.sweep.runner import Runner, SweepLock, SweepLockedError, report
+from andrea_lab.experiments.sweep.suite import (
+    SuiteError,
+    check_overrides,
+    check_stuck_windows,
+    format_lr,
+    load_suite,
+    parse_cli_list,
+)
+from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
+from andrea_lab.files import check_output_dir
+from andrea_lab.runs.claim import RunDirectoryError, refuse_links
+from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
 
 EXIT_FAILED_RUNS = 1
 EXIT_USAGE = 2
@@ -39,42 +45,73 @@ EXIT_STOPPED = 130
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="andrea sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="andrea sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("suite", help="the suite YAML (see experiments/suites/)")
     parser.add_argument("--lrs", help="comma-separated learning rates instead of the suite's, e.g. 1e-3,3e-3")
     parser.add_argument("--seeds", help="comma-separated seeds instead of the suite's, e.g. 0,1")
     parser.add_argument("--variants", help="comma-separated variant names: run only these")
     parser.add_argument("--scales", help="comma-separated scale names of the suite's scale axis: run only these")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an extra common override for every run (repeatable), e.g. "
-                             "--set data.corpus=/data/fineweb_train_000001.bin; the value is read as YAML")
-    parser.add_argument("--jobs", "-j", type=int, default=None,
-                        help="fits run at once (default 1, or one per --gpus entry)")
-    parser.add_argument("--gpus", help="comma-separated CUDA device ids; each parallel fit gets one "
-                                       "(CUDA_VISIBLE_DEVICES), e.g. 0,1,2,3")
-    parser.add_argument("--runs-dir", default="runs",
-                        help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra common override for every run (repeatable), e.g. "
+        "--set data.corpus=/data/fineweb_train_000001.bin; the value is read as YAML",
+    )
+    parser.add_argument(
+        "--jobs", "-j", type=int, default=None, help="fits run at once (default 1, or one per --gpus entry)"
+    )
+    parser.add_argument(
+        "--gpus",
+        help="comma-separated CUDA device ids; each parallel fit gets one (CUDA_VISIBLE_DEVICES), e.g. 0,1,2,3",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        default="runs",
+        help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)",
+    )
     add_launcher_arguments(parser)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the plan (and what would be skipped or rerun) without running anything")
-    parser.add_argument("--no-check", action="store_true",
-                        help="skip parsing every variant's command before the sweep starts (saves ~10 s)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (and what would be skipped or rerun) without running anything",
+    )
+    parser.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip parsing every variant's command before the sweep starts (saves ~10 s)",
+    )
     return parser
 
 
 def add_launcher_arguments(parser: argparse.ArgumentParser) -> None:
     """Where and how the fits run: the launcher and, under Ray, each run's resources."""
-    parser.add_argument("--launcher", choices=("warm", "local", "ray"), default="warm",
-                        help="warm: each fit forked on this machine from a worker that imported torch and "
-                             "Lightning once (default); local: each fit a fresh Python process; ray: one Ray task "
-                             "per run, on the cluster --ray-address or RAY_ADDRESS names, else a local Ray "
-                             "(docs/performance.md)")
-    parser.add_argument("--ray-address", help="the Ray cluster to use, e.g. 10.0.0.1:6379 (default: RAY_ADDRESS, "
-                                              "else a local Ray started for this sweep)")
-    parser.add_argument("--cpus-per-run", type=float, help="CPUs each run holds under --launcher ray "
-                                                           "(default: the suite's resources.cpus, else 1)")
-    parser.add_argument("--gpus-per-run", type=float, help="GPUs each run holds under --launcher ray "
-                                                           "(default: the suite's resources.gpus, else 0)")
+    parser.add_argument(
+        "--launcher",
+        choices=("warm", "local", "ray"),
+        default="warm",
+        help="warm: each fit forked on this machine from a worker that imported torch and "
+        "Lightning once (default); local: each fit a fresh Python process; ray: one Ray task "
+        "per run, on the cluster --ray-address or RAY_ADDRESS names, else a local Ray "
+        "(docs/performance.md)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        help="the Ray cluster to use, e.g. 10.0.0.1:6379 (default: RAY_ADDRESS, "
+        "else a local Ray started for this sweep)",
+    )
+    parser.add_argument(
+        "--cpus-per-run",
+        type=float,
+        help="CPUs each run holds under --launcher ray (default: the suite's resources.cpus, else 1)",
+    )
+    parser.add_argument(
+        "--gpus-per-run",
+        type=float,
+        help="GPUs each run holds under --launcher ray (default: the suite's resources.gpus, else 0)",
+    )
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -114,13 +151,19 @@ def print_plan(specs, stale: dict | None = None) -> None:
     stale = stale or {}
     for spec in specs:
         if spec.run_dir in stale:
-            print(f"{spec.counter} {spec.label}: refused, made with other settings ({stale[spec.run_dir]})\n"
-                  f"    {shlex.join(spec.command)}")
+            print(
+                f"{spec.counter} {spec.label}: refused, made with other settings ({stale[spec.run_dir]})\n"
+                f"    {shlex.join(spec.command)}"
+            )
             continue
         state = run_state(spec.run_dir)
-        action = {"new": "run", "finished": "skip (finished)", "diverged": "skip (diverged)",
-                  "failed": "move aside (failed) and rerun",
-                  "interrupted": "move aside (interrupted) and rerun"}[state]
+        action = {
+            "new": "run",
+            "finished": "skip (finished)",
+            "diverged": "skip (diverged)",
+            "failed": "move aside (failed) and rerun",
+            "interrupted": "move aside (interrupted) and rerun",
+        }[state]
         checkpoint = preempted_checkpoint(spec.run_dir) if state in ("failed", "interrupted") else None
         if checkpoint is not None:
             action = f"resume from {checkpoint}"
@@ -133,10 +176,13 @@ def print_header(suite, specs, directory) -> None:
     grid_seeds = sorted({s.seed for s in specs})
     grid_scales = list(dict.fromkeys(s.scale for s in specs if s.scale is not None))
     at_scales = f"{len(grid_scales)} scales ({', '.join(grid_scales)}) x " if grid_scales else ""
-    print(f"suite {suite.name} ({suite.path}): {at_scales}{len({s.variant for s in specs})} variants x "
-          f"{len(grid_lrs)} LRs "
-          f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
-          f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}", flush=True)
+    print(
+        f"suite {suite.name} ({suite.path}): {at_scales}{len({s.variant for s in specs})} variants x "
+        f"{len(grid_lrs)} LRs "
+        f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
+        f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}",
+        flush=True,
+    )
 
 
 def _error(message: str) -> int:
@@ -153,15 +199,19 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
             refuse_links(spec.run_dir)
     except RunDirectoryError as exc:
         return _error(str(exc))
-    stale = [(spec, difference) for spec in specs if (difference := settings_difference(spec.run_dir, list(spec.command)))]
+    stale = [
+        (spec, difference) for spec in specs if (difference := settings_difference(spec.run_dir, list(spec.command)))
+    ]
     if dry_run:
         print_plan(specs, {spec.run_dir: difference for spec, difference in stale})
         return 0
     if stale:
         spec, difference = stale[0]
-        return _error(f"{len(stale)} run(s) in {directory} were made with other settings than this sweep's, e.g. "
-                      f"{spec.run_dir}: {difference}; a sweep neither counts them as done nor overwrites them: give "
-                      f"these settings their own --runs-dir, or move the old runs away")
+        return _error(
+            f"{len(stale)} run(s) in {directory} were made with other settings than this sweep's, e.g. "
+            f"{spec.run_dir}: {difference}; a sweep neither counts them as done nor overwrites them: give "
+            f"these settings their own --runs-dir, or move the old runs away"
+        )
     return None
 
 

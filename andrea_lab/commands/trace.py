@@ -28,31 +28,41 @@ from typing import Any, Optional
 
 import torch
 
-from andrea_lab.errors import UsageError
-from andrea_lab.inside import lens
-from andrea_lab.inside.trace import trace_token
-from andrea_lab.inside.trace import plot_trace
-from andrea_lab.inside.lens_plots import plot_attribution, plot_lens_grid
-from andrea_lab.inside.lens import format_attribution, format_lens
-from andrea_lab.inside.trace import format_table
 from andrea_lab.commands.arguments import check_plot_file, checked_device
+from andrea_lab.errors import UsageError
 from andrea_lab.files import check_output_file
+from andrea_lab.inside import lens
+from andrea_lab.inside.lens import format_attribution, format_lens
+from andrea_lab.inside.lens_plots import plot_attribution, plot_lens_grid
+from andrea_lab.inside.trace import format_table, plot_trace, trace_token
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="andrea trace", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="andrea trace", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ckpt", required=True, help="path of a checkpoint written by `andrea fit`")
     parser.add_argument("--text", required=True, help="the text to run through the model")
-    parser.add_argument("--position", type=int, default=-1,
-                        help="which token to follow, as a Python index into the text's tokens (default -1: the last)")
-    parser.add_argument("--target", default=None,
-                        help="attribute the logit of this token (text that is exactly one token, e.g. ' the'); "
-                             "default: the token the model predicts")
+    parser.add_argument(
+        "--position",
+        type=int,
+        default=-1,
+        help="which token to follow, as a Python index into the text's tokens (default -1: the last)",
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="attribute the logit of this token (text that is exactly one token, e.g. ' the'); "
+        "default: the token the model predicts",
+    )
     parser.add_argument("--top_k", type=int, default=5, help="next tokens the logit lens lists per sublayer")
-    parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="also save the trace's plots: PNG (geometry), PNG's stem + _lens.png (the logit-lens "
-                             "heatmap) and + _attribution.png")
+    parser.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="also save the trace's plots: PNG (geometry), PNG's stem + _lens.png (the logit-lens "
+        "heatmap) and + _attribution.png",
+    )
     parser.add_argument("--json", action="store_true", help="print the trace as JSON instead of tables")
     parser.add_argument("--device", default="cpu", help="where to run the model (default cpu)")
     return parser
@@ -65,15 +75,19 @@ def target_id(tokenizer: Any, target: str) -> int:
         raise UsageError(f"--target {target!r} encodes to no token; give text that is exactly one token")
     if len(ids) != 1:
         pieces = [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
-        raise UsageError(f"--target {target!r} is not one token: it encodes to {len(ids)} ({pieces!r}); "
-                         f"give text that is exactly one token, e.g. {pieces[0]!r}")
+        raise UsageError(
+            f"--target {target!r} is not one token: it encodes to {len(ids)} ({pieces!r}); "
+            f"give text that is exactly one token, e.g. {pieces[0]!r}"
+        )
     return ids[0]
 
 
 def _load(args: argparse.Namespace):
-    from andrea_lab.commands.generate import tokenizer_from_checkpoint  # Lightning (~3 s): not for `andrea trace --help`
-    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea trace --help`
+    from andrea_lab.commands.generate import (
+        tokenizer_from_checkpoint,
+    )  # Lightning (~3 s): not for `andrea trace --help`
     from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea trace --help`
+    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea trace --help`
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
@@ -90,26 +104,45 @@ def analyse(model, tokenizer, args: argparse.Namespace) -> dict[str, Any]:
     target = trace.next_token_id if args.target is None else target_id(tokenizer, args.target)
     next_id: Optional[int] = ids[pos + 1] if pos + 1 < len(ids) else None
     streams = lens.capture_streams(model, ids)
-    return {"ids": ids, "trace": trace, "streams": streams, "next_id": next_id,
-            "lens": lens.lens_rows(model, streams, pos, next_id, args.top_k), "grid": lens.lens_grid(model, streams),
-            "attribution": lens.attribute(model, streams, pos, target),
-            "decoded_through": lens.final_norm_description(model)}
+    return {
+        "ids": ids,
+        "trace": trace,
+        "streams": streams,
+        "next_id": next_id,
+        "lens": lens.lens_rows(model, streams, pos, next_id, args.top_k),
+        "grid": lens.lens_grid(model, streams),
+        "attribution": lens.attribute(model, streams, pos, target),
+        "decoded_through": lens.final_norm_description(model),
+    }
 
 
 def payload(found: dict[str, Any], model, decode, args: argparse.Namespace, plots: list[str]) -> dict[str, Any]:
     trace, attribution = found["trace"], found["attribution"]
     config = model.config
-    result = {"ckpt": args.ckpt, "text": args.text, "token": decode(trace.token_id),
-              "next_token": decode(trace.next_token_id), "norm_placement": config.norm_placement, **trace.as_dict(),
-              "actual_next_token": None if found["next_id"] is None else decode(found["next_id"]),
-              "lens": {"decoded_through": found["decoded_through"],
-                       "rows": [row.as_dict(decode) for row in found["lens"]],
-                       "grid": {**found["grid"].as_dict(),
-                                "input_tokens": [decode(i) for i in found["ids"]],
-                                "top_tokens": [[decode(i) for i in row] for row in found["grid"].top_ids]}},
-              "final_logit_softcap": config.final_logit_softcap,
-              "attribution": {**attribution.as_dict(), "target": decode(attribution.token_id),
-                              "linearisation": "final-norm scale frozen at its value for the full stream"}}
+    result = {
+        "ckpt": args.ckpt,
+        "text": args.text,
+        "token": decode(trace.token_id),
+        "next_token": decode(trace.next_token_id),
+        "norm_placement": config.norm_placement,
+        **trace.as_dict(),
+        "actual_next_token": None if found["next_id"] is None else decode(found["next_id"]),
+        "lens": {
+            "decoded_through": found["decoded_through"],
+            "rows": [row.as_dict(decode) for row in found["lens"]],
+            "grid": {
+                **found["grid"].as_dict(),
+                "input_tokens": [decode(i) for i in found["ids"]],
+                "top_tokens": [[decode(i) for i in row] for row in found["grid"].top_ids],
+            },
+        },
+        "final_logit_softcap": config.final_logit_softcap,
+        "attribution": {
+            **attribution.as_dict(),
+            "target": decode(attribution.token_id),
+            "linearisation": "final-norm scale frozen at its value for the full stream",
+        },
+    }
     if plots:
         result["plot"], result["plots"] = plots[0], plots
     return result
@@ -119,34 +152,52 @@ def draw(found: dict[str, Any], model, decode, path: str) -> list[str]:
     """The three figures of --plot; returns their paths."""
     trace, config = found["trace"], model.config
     base = Path(path)
-    title = (f"{config.norm_placement}/{config.activation}, {config.n_layer} blocks: "
-             f"token {decode(trace.token_id)!r} at position {trace.position}")
+    title = (
+        f"{config.norm_placement}/{config.activation}, {config.n_layer} blocks: "
+        f"token {decode(trace.token_id)!r} at position {trace.position}"
+    )
     ids = found["ids"]
-    paths = [plot_trace(trace, base, title=title),
-             plot_lens_grid(found["grid"], [decode(i) for i in ids], decode,
-                            base.with_name(base.stem + "_lens.png"), next_ids=ids[1:],
-                            title=f"logit lens, {config.norm_placement}: top-1 next token after each sublayer"),
-             plot_attribution(found["attribution"], decode(found["attribution"].token_id),
-                              base.with_name(base.stem + "_attribution.png"))]
+    paths = [
+        plot_trace(trace, base, title=title),
+        plot_lens_grid(
+            found["grid"],
+            [decode(i) for i in ids],
+            decode,
+            base.with_name(base.stem + "_lens.png"),
+            next_ids=ids[1:],
+            title=f"logit lens, {config.norm_placement}: top-1 next token after each sublayer",
+        ),
+        plot_attribution(
+            found["attribution"], decode(found["attribution"].token_id), base.with_name(base.stem + "_attribution.png")
+        ),
+    ]
     return [str(p) for p in paths]
 
 
 def report(found: dict[str, Any], model, decode) -> str:
     trace, attribution, config = found["trace"], found["attribution"], model.config
     next_token = None if found["next_id"] is None else decode(found["next_id"])
-    scale = ("no final norm" if attribution.scale is None else
-             f"final-norm scale frozen at {attribution.scale:.4g}, its value for the full stream")
+    scale = (
+        "no final norm"
+        if attribution.scale is None
+        else f"final-norm scale frozen at {attribution.scale:.4g}, its value for the full stream"
+    )
     capped = "" if attribution.softcap is None else f", of {attribution.attributed}"
-    return "\n".join([
-        f"token {decode(trace.token_id)!r} (id {trace.token_id}) at position {trace.position} of {trace.length}; "
-        f"{config.norm_placement} norm placement, {config.n_layer} blocks",
-        format_table(trace),
-        f"predicts next: {decode(trace.next_token_id)!r} (p = {trace.next_token_prob:.3f})", "",
-        f"logit lens: the stream after each sublayer, decoded through {found['decoded_through']}"
-        + ("" if next_token is not None else " (the traced token is the text's last: no actual next token)"),
-        format_lens(found["lens"], decode, next_token), "",
-        f"direct logit attribution to {decode(attribution.token_id)!r} ({scale}{capped}):",
-        format_attribution(attribution)])
+    return "\n".join(
+        [
+            f"token {decode(trace.token_id)!r} (id {trace.token_id}) at position {trace.position} of {trace.length}; "
+            f"{config.norm_placement} norm placement, {config.n_layer} blocks",
+            format_table(trace),
+            f"predicts next: {decode(trace.next_token_id)!r} (p = {trace.next_token_prob:.3f})",
+            "",
+            f"logit lens: the stream after each sublayer, decoded through {found['decoded_through']}"
+            + ("" if next_token is not None else " (the traced token is the text's last: no actual next token)"),
+            format_lens(found["lens"], decode, next_token),
+            "",
+            f"direct logit attribution to {decode(attribution.token_id)!r} ({scale}{capped}):",
+            format_attribution(attribution),
+        ]
+    )
 
 
 def check_trace_arguments(args: argparse.Namespace) -> None:

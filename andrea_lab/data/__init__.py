@@ -16,13 +16,7 @@ from typing import Any
 from andrea_lab.data.corpus import Corpus, CorpusError, TokenCorpus, resolve_corpus
 from andrea_lab.data.settings import DataConfigError
 from andrea_lab.data.token_file import TokenFileError, read_token_file, write_token_file
-from andrea_lab.data.tokenizer import (
-    END_OF_TEXT,
-    TokenizerError,
-    byte_tokenizer,
-    load_tokenizer,
-    train_bpe_tokenizer,
-)
+from andrea_lab.data.tokenizer import END_OF_TEXT, TokenizerError, byte_tokenizer, load_tokenizer, train_bpe_tokenizer
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
 
 __all__ = [

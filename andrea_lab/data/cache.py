@@ -98,16 +98,18 @@ def default_cache_root(cache_dir: Optional[str] = None) -> Path:
     return Path.home() / ".cache" / "andrea-lab"
 
 
-def options_for(corpus: Corpus, tokenizer: Union[str, TokenizerSpec], vocab_size: int, val_fraction: float,
-                seed: int = DEFAULT_SEED) -> TokenizeOptions:
+def options_for(
+    corpus: Corpus, tokenizer: Union[str, TokenizerSpec], vocab_size: int, val_fraction: float, seed: int = DEFAULT_SEED
+) -> TokenizeOptions:
     """The pipeline's rules for this source: records as ``andrea tokenize`` splits them (by key, the BPE
     on a sample seeded by ``seed``), a small text corpus as its entries always were. Encoded in this
     process either way: workers spawned from a user's script would re-run a script that has no
     ``if __name__ == "__main__"`` guard."""
     if not corpus.is_records:
         return TokenizeOptions.whole_documents(TokenizerSpec.of(tokenizer), vocab_size, val_fraction)
-    return TokenizeOptions(tokenizer=tokenizer, vocab_size=vocab_size, seed=seed, val_fraction=val_fraction,
-                           workers=0, progress=False)
+    return TokenizeOptions(
+        tokenizer=tokenizer, vocab_size=vocab_size, seed=seed, val_fraction=val_fraction, workers=0, progress=False
+    )
 
 
 def cache_key(settings: dict[str, Any]) -> str:
@@ -115,8 +117,14 @@ def cache_key(settings: dict[str, Any]) -> str:
     return sha256_text(json.dumps(settings, sort_keys=True))
 
 
-def load_or_build(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], vocab_size: int, val_fraction: float,
-                  cache_dir: Optional[str] = None, seed: int = DEFAULT_SEED) -> TokenizedCorpus:
+def load_or_build(
+    corpus: Corpus,
+    tokenizer_spec: Union[str, TokenizerSpec],
+    vocab_size: int,
+    val_fraction: float,
+    cache_dir: Optional[str] = None,
+    seed: int = DEFAULT_SEED,
+) -> TokenizedCorpus:
     """Return the verified cache entry for these settings, building (or finishing) it if needed."""
     started = time.perf_counter()
     options = options_for(corpus, tokenizer_spec, vocab_size, val_fraction, seed)
@@ -129,16 +137,16 @@ def load_or_build(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], voc
                 tokens = verify_entry(directory, key)
                 return TokenizedCorpus(tokens, hit=True, seconds=time.perf_counter() - started)
             except CacheCorruptError as problem:
-                warnings.warn(f"tokenized corpus cache {directory} is damaged ({problem}); rebuilding it",
-                              stacklevel=2)
+                warnings.warn(f"tokenized corpus cache {directory} is damaged ({problem}); rebuilding it", stacklevel=2)
                 _discard(directory)
         try:
             tokenize_corpus(corpus, directory, options, settings)
         except (CorpusError, TokenizeError) as problem:  # an unfinished entry that cannot be continued
             if not _resumable(directory, key):
                 raise
-            warnings.warn(f"tokenized corpus cache {directory} cannot be finished ({problem}); rebuilding it",
-                          stacklevel=2)
+            warnings.warn(
+                f"tokenized corpus cache {directory} cannot be finished ({problem}); rebuilding it", stacklevel=2
+            )
             _discard(directory)
             tokenize_corpus(corpus, directory, options, settings)
         tokens = verify_entry(directory, key)
@@ -160,8 +168,12 @@ def _resumable(directory: Path, key: str) -> bool:
     except CorpusError:
         return False
     settings = None if manifest is None else manifest.get("settings")
-    return (manifest is not None and manifest.get("complete") is False and isinstance(settings, dict)
-            and cache_key(settings) == key)
+    return (
+        manifest is not None
+        and manifest.get("complete") is False
+        and isinstance(settings, dict)
+        and cache_key(settings) == key
+    )
 
 
 def verify_entry(directory: Path, key: str) -> TokenCorpus:

@@ -16,8 +16,9 @@ DATA_STATE_KEY = "AndreaDataModule"
 TOKENIZER_STATE_KEY = "tokenizer_json"
 
 
-def data_checkpoint_state(tokenizer: Optional[Tokenizer], vocab_size: Optional[int],
-                          corpus: Optional[str]) -> dict[str, Any]:
+def data_checkpoint_state(
+    tokenizer: Optional[Tokenizer], vocab_size: Optional[int], corpus: Optional[str]
+) -> dict[str, Any]:
     """The data module's part of a checkpoint (under :data:`DATA_STATE_KEY`, read back by
     ``checkpoint_io.stored_data_state``); ``andrea import`` writes the same."""
     return {

@@ -33,13 +33,7 @@ from typing import Iterator, Optional, Union
 
 from andrea_lab.data import records as records_lib
 from andrea_lab.data.errors import CorpusError
-from andrea_lab.data.shards import (
-    TokenCorpus,
-    is_shard_dir,
-    shard_dir_corpus,
-    shard_glob_corpus,
-    token_file_corpus,
-)
+from andrea_lab.data.shards import TokenCorpus, is_shard_dir, shard_dir_corpus, shard_glob_corpus, token_file_corpus
 from andrea_lab.data.token_file import is_token_file
 from andrea_lab.files import hash_named_file
 
@@ -277,13 +271,7 @@ def _text_corpus(candidates: list[Path], root: Path, description: str, source: s
     summary = f"{description}: {len(files)} files"
     if binary:
         summary += f", {binary} binary skipped"
-    return Corpus(
-        files=files,
-        description=summary,
-        root=root,
-        skipped_binary=binary,
-        skipped_empty=empty,
-    )
+    return Corpus(files=files, description=summary, root=root, skipped_binary=binary, skipped_empty=empty)
 
 
 def _classify(path: Path) -> str:
@@ -317,14 +305,14 @@ def _record_corpus(candidates: list[Path], root: Path, description: str) -> Corp
         )
     files = sorted(candidates, key=lambda path: path.relative_to(root).as_posix())
     records_lib.check_libraries(files)
-    return Corpus(files=[], description=f"{description}: {len(files)} record files",
-                  root=root, record_files=files)
+    return Corpus(files=[], description=f"{description}: {len(files)} record files", root=root, record_files=files)
 
 
 def _datasets_corpus(directory: Path) -> Corpus:
     records_lib.optional_module("datasets", f"Hugging Face datasets directory {directory}")
-    return Corpus(files=[], description=f"datasets directory {directory}",
-                  root=directory.parent, datasets_dir=directory)
+    return Corpus(
+        files=[], description=f"datasets directory {directory}", root=directory.parent, datasets_dir=directory
+    )
 
 
 def _large_corpus_fingerprint(corpus: Corpus) -> str:

@@ -105,9 +105,18 @@ class AndreaDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         self.settings = DataSettings.of(
-            corpus=corpus, tokenizer=tokenizer, batch_size=batch_size, block_size=block_size, vocab_size=vocab_size,
-            val_fraction=val_fraction, seed=seed, samples_per_epoch=samples_per_epoch,
-            max_val_batches=max_val_batches, num_workers=num_workers, cache_dir=cache_dir, text_field=text_field,
+            corpus=corpus,
+            tokenizer=tokenizer,
+            batch_size=batch_size,
+            block_size=block_size,
+            vocab_size=vocab_size,
+            val_fraction=val_fraction,
+            seed=seed,
+            samples_per_epoch=samples_per_epoch,
+            max_val_batches=max_val_batches,
+            num_workers=num_workers,
+            cache_dir=cache_dir,
+            text_field=text_field,
         )
         self.save_hyperparameters()  # Lightning's record of the arguments as given (checkpoints, config.yaml)
 
@@ -155,8 +164,14 @@ class AndreaDataModule(L.LightningDataModule):
         if trainer is not None:
             rank, world_size, epoch = trainer.global_rank, trainer.world_size, trainer.current_epoch
             resume_batch = trainer.global_step * trainer.accumulate_grad_batches
-        sampler = StepSampler(self.batch_size, count // self.batch_size, rank=rank, world_size=world_size,
-                              epoch=epoch, resume_batch=resume_batch)
+        sampler = StepSampler(
+            self.batch_size,
+            count // self.batch_size,
+            rank=rank,
+            world_size=world_size,
+            epoch=epoch,
+            resume_batch=resume_batch,
+        )
         return self._loader(dataset, sampler=sampler, drop_last=True)
 
     def val_dataloader(self) -> DataLoader:
@@ -283,8 +298,9 @@ class AndreaDataModule(L.LightningDataModule):
         if isinstance(corpus, TokenCorpus):
             return corpus
         if self._entry is None:
-            self._entry = load_or_build(corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction,
-                                        self.cache_dir, self.seed)
+            self._entry = load_or_build(
+                corpus, self.settings.tokenizer, self.vocab_size, self.val_fraction, self.cache_dir, self.seed
+            )
         return self._entry.tokens
 
     def _set_tokenizer(self, tokenizer: Optional[Tokenizer]) -> None:
@@ -300,12 +316,15 @@ class AndreaDataModule(L.LightningDataModule):
             train, val = MappedTokens(train_files[0], 0, boundary), MappedTokens(train_files[0], boundary, total)
             how = f"validation is the last {self.val_fraction:.1%} of tokens"
         elif not val_files:
-            raise CorpusError(f"corpus {corpus.description} has no validation shard (*val*.bin); "
-                              "`andrea tokenize` writes one, llm.c names its first shard *_val_000000.bin")
+            raise CorpusError(
+                f"corpus {corpus.description} has no validation shard (*val*.bin); "
+                "`andrea tokenize` writes one, llm.c names its first shard *_val_000000.bin"
+            )
         else:
             train, val = _stream(train_files), _stream(val_files)
             how = f"validation from {', '.join(path.name for path in val_files[:3])}" + (
-                ", ..." if len(val_files) > 3 else "")
+                ", ..." if len(val_files) > 3 else ""
+            )
         check_ids([*train_files, *val_files], self.vocab_size)  # on the ids themselves, not the manifest's word
         self._set_tokenizer(self._token_file_tokenizer(corpus))
         return train, val, how

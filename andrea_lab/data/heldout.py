@@ -43,7 +43,7 @@ def document_boundaries(tokens: TokenStream, eot_id: int) -> np.ndarray:
     """Positions of every ``eot_id`` token in the stream (sorted), read piece by piece."""
     found = []
     for start in range(0, len(tokens), _SCAN_TOKENS):
-        piece = np.asarray(tokens[start:start + _SCAN_TOKENS])
+        piece = np.asarray(tokens[start : start + _SCAN_TOKENS])
         found.append(np.flatnonzero(piece == eot_id) + start)
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
@@ -53,12 +53,12 @@ class HeldOutPlan:
     """Which windows are scored and which unit (document or block) each target token belongs to."""
 
     window_starts: np.ndarray  # (W,) start of each window's inputs; targets are start+1 .. start+T
-    units: np.ndarray          # (W, T) compact unit index of every target token
+    units: np.ndarray  # (W, T) compact unit index of every target token
     unit_count: int
     block_size: int
     split_tokens: int
     sampled: bool
-    se_unit: str               # "documents" or "blocks"
+    se_unit: str  # "documents" or "blocks"
     seed: int
 
     @property
@@ -66,15 +66,17 @@ class HeldOutPlan:
         return int(self.window_starts.size * self.block_size)
 
 
-def plan_heldout(tokens: TokenStream, block_size: int, eot_id: Optional[int], max_tokens: int = DEFAULT_MAX_TOKENS,
-                 seed: int = 0) -> HeldOutPlan:
+def plan_heldout(
+    tokens: TokenStream, block_size: int, eot_id: Optional[int], max_tokens: int = DEFAULT_MAX_TOKENS, seed: int = 0
+) -> HeldOutPlan:
     """The windows to score: all of them when they fit ``max_tokens``, else a seeded uniform sample."""
     if max_tokens < block_size:
         raise ValueError(f"heldout max_tokens ({max_tokens}) must be at least one window (block_size {block_size})")
     available = (len(tokens) - 1) // block_size
     if available < 1:
-        raise ValueError(f"the held-out stream has {len(tokens)} tokens; one window of {block_size} needs "
-                         f"{block_size + 1}")
+        raise ValueError(
+            f"the held-out stream has {len(tokens)} tokens; one window of {block_size} needs {block_size + 1}"
+        )
     wanted = max_tokens // block_size
     sampled = available > wanted
     if sampled:
@@ -89,8 +91,16 @@ def plan_heldout(tokens: TokenStream, block_size: int, eot_id: Optional[int], ma
     else:
         raw_units, se_unit = chosen[:, None] // BLOCK_WINDOWS + np.zeros_like(targets), "blocks"
     present, compact = np.unique(raw_units, return_inverse=True)
-    return HeldOutPlan(starts, compact.reshape(targets.shape).astype(np.int64), int(present.size), block_size,
-                       int(len(tokens)), sampled, se_unit, seed)
+    return HeldOutPlan(
+        starts,
+        compact.reshape(targets.shape).astype(np.int64),
+        int(present.size),
+        block_size,
+        int(len(tokens)),
+        sampled,
+        se_unit,
+        seed,
+    )
 
 
 class HeldOutDataset(Dataset):
@@ -105,7 +115,7 @@ class HeldOutDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         start = int(self.plan.window_starts[index])
-        chunk = torch.from_numpy(np.asarray(self.tokens[start:start + self.plan.block_size + 1], dtype=np.int64))
+        chunk = torch.from_numpy(np.asarray(self.tokens[start : start + self.plan.block_size + 1], dtype=np.int64))
         return chunk[:-1], chunk[1:], torch.from_numpy(self.plan.units[index])
 
 

@@ -57,7 +57,7 @@ def encode_texts(tokenizer: Tokenizer, eot: int, texts: list[str]) -> tuple[np.n
     ids = np.empty(int(lengths.sum()), dtype=np.uint16)
     ends = np.cumsum(lengths)
     for encoding, end, length in zip(encodings, ends, lengths):
-        ids[end - length:end - 1] = encoding.ids
+        ids[end - length : end - 1] = encoding.ids
         ids[end - 1] = eot
     return ids, lengths
 
@@ -76,8 +76,9 @@ def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return encode_texts(_worker_tokenizer, _worker_eot, texts)
 
 
-def encode_ordered(tokenizer: Tokenizer, jobs: Iterable[tuple[Any, list[str]]],
-                   workers: int) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
+def encode_ordered(
+    tokenizer: Tokenizer, jobs: Iterable[tuple[Any, list[str]]], workers: int
+) -> Iterator[tuple[Any, np.ndarray, np.ndarray]]:
     """``(tag, ids, lengths)`` for each ``(tag, texts)`` job, in job order, encoded by ``workers`` processes."""
     eot = tokenizers_lib.eot_id(tokenizer)
     if workers == 0:

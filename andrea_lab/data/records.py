@@ -203,8 +203,6 @@ def _dataset_parts(datasets: Any, path: Path, split: str) -> list[Any]:
     loaded = datasets.load_from_disk(str(path))
     if isinstance(loaded, datasets.DatasetDict):
         if split not in loaded:
-            raise RecordFormatError(
-                f"datasets directory {path} has no split {split!r} (splits: {', '.join(loaded)})"
-            )
+            raise RecordFormatError(f"datasets directory {path} has no split {split!r} (splits: {', '.join(loaded)})")
         loaded = loaded[split]
     return [loaded]

@@ -54,8 +54,16 @@ class DataSettings:
         return cls(tokenizer=spec, **arguments)
 
 
-_NUMBERS = ("batch_size", "block_size", "vocab_size", "val_fraction", "seed", "samples_per_epoch",
-            "max_val_batches", "num_workers")
+_NUMBERS = (
+    "batch_size",
+    "block_size",
+    "vocab_size",
+    "val_fraction",
+    "seed",
+    "samples_per_epoch",
+    "max_val_batches",
+    "num_workers",
+)
 
 
 def check_numbers(
@@ -79,9 +87,7 @@ def check_numbers(
     if seed < 0:
         raise DataConfigError(f"seed must be non-negative, got {seed}")
     if samples_per_epoch is not None and samples_per_epoch < batch_size:
-        raise DataConfigError(
-            f"samples_per_epoch must be at least batch_size ({batch_size}), got {samples_per_epoch}"
-        )
+        raise DataConfigError(f"samples_per_epoch must be at least batch_size ({batch_size}), got {samples_per_epoch}")
     if max_val_batches is not None and max_val_batches <= 0:
         raise DataConfigError(f"max_val_batches must be positive or null, got {max_val_batches}")
     if num_workers < 0:
@@ -91,6 +97,8 @@ def check_numbers(
 def check_corpus_spec(spec: object) -> None:
     """A corpus is named: an empty or blank string would resolve to the working directory."""
     if not isinstance(spec, str) or not spec.strip():
-        raise DataConfigError(f"corpus must name the data, got {spec!r}; valid corpora are 'stdlib', a text file, "
-                              "a directory, a glob pattern, JSONL/Parquet files, a shard directory or an llm.c "
-                              "token file")
+        raise DataConfigError(
+            f"corpus must name the data, got {spec!r}; valid corpora are 'stdlib', a text file, "
+            "a directory, a glob pattern, JSONL/Parquet files, a shard directory or an llm.c "
+            "token file"
+        )

@@ -45,17 +45,23 @@ def check_manifest(manifest: dict[str, Any], path: Path, splits: tuple[str, ...]
     and to name a file inside the directory; one :class:`CorpusError` naming the first entry that does not."""
     shards = manifest.get("shards")
     if not isinstance(shards, list):
-        raise CorpusError(f"{path} has no list of shards ('shards' is {type(shards).__name__}); the shard "
-                          "directory is damaged: rerun `andrea tokenize` into a new directory")
+        raise CorpusError(
+            f"{path} has no list of shards ('shards' is {type(shards).__name__}); the shard "
+            "directory is damaged: rerun `andrea tokenize` into a new directory"
+        )
     for number, shard in enumerate(shards):
         problem = _entry_problem(shard, splits)
         if problem:
-            raise CorpusError(f"{path}: shard entry {number} {problem}; the shard directory is damaged: rerun "
-                              "`andrea tokenize` into a new directory")
+            raise CorpusError(
+                f"{path}: shard entry {number} {problem}; the shard directory is damaged: rerun "
+                "`andrea tokenize` into a new directory"
+            )
     for key, kind in (("complete", bool), ("totals", dict), ("tokenizer", (dict, type(None)))):
         if key in manifest and not isinstance(manifest[key], kind):
-            raise CorpusError(f"{path}: {key!r} is {type(manifest[key]).__name__}, not what `andrea tokenize` "
-                              "writes; the shard directory is damaged")
+            raise CorpusError(
+                f"{path}: {key!r} is {type(manifest[key]).__name__}, not what `andrea tokenize` "
+                "writes; the shard directory is damaged"
+            )
     return shards
 
 
@@ -89,7 +95,7 @@ def scan_shard(path: Path) -> ShardFacts:
             while remaining > 0 and (chunk := handle.read(min(_CHUNK, remaining))):
                 digest.update(chunk)
                 remaining -= len(chunk)
-                highest = max(highest, int(np.frombuffer(chunk[:len(chunk) // 2 * 2], dtype="<u2").max()))
+                highest = max(highest, int(np.frombuffer(chunk[: len(chunk) // 2 * 2], dtype="<u2").max()))
         _SCANNED[key] = ShardFacts(digest.hexdigest(), highest)
     return _SCANNED[key]
 
@@ -104,9 +110,11 @@ def verify_shards(directory: Path, shards: list[dict[str, Any]]) -> list[ShardFa
             raise CorpusError(f"shard {path} is missing or not {shard['bytes']} bytes as its manifest says")
         found = scan_shard(path)
         if found.sha256 != shard["sha256"]:
-            raise CorpusError(f"shard {path} has sha256 {found.sha256[:16]}…, but its manifest says "
-                              f"{shard['sha256'][:16]}…: it was changed after `andrea tokenize` wrote it; rerun "
-                              "`andrea tokenize` into a new directory (or restore the shard)")
+            raise CorpusError(
+                f"shard {path} has sha256 {found.sha256[:16]}…, but its manifest says "
+                f"{shard['sha256'][:16]}…: it was changed after `andrea tokenize` wrote it; rerun "
+                "`andrea tokenize` into a new directory (or restore the shard)"
+            )
         facts.append(found)
     return facts
 
@@ -128,4 +136,5 @@ def check_ids(paths: list[Path], vocab_size: int) -> None:
     if highest >= vocab_size:
         raise CorpusError(
             f"token file {path} contains token id {highest} but vocab_size is {vocab_size}; every id must be "
-            f"below vocab_size (set model.config.vocab_size to at least {highest + 1})")
+            f"below vocab_size (set model.config.vocab_size to at least {highest + 1})"
+        )

@@ -64,13 +64,13 @@ class ShardWriter:
         validation tail of a document split by position, which the training side counts.
         """
         if record == self.resume_record and self.resume_carry:
-            tokens = tokens[self.resume_carry:]  # its start is in the previous shard, which counted it
+            tokens = tokens[self.resume_carry :]  # its start is in the previous shard, which counted it
         elif starts_document:
             self._shard_documents += 1
         offset = 0
         while offset < len(tokens):
             taken = min(len(tokens) - offset, self.shard_tokens - self._filled)
-            self._buffer[self._filled:self._filled + taken] = tokens[offset:offset + taken]
+            self._buffer[self._filled : self._filled + taken] = tokens[offset : offset + taken]
             self._filled += taken
             offset += taken
             if self._filled == self.shard_tokens:
@@ -84,7 +84,7 @@ class ShardWriter:
 
     def _close(self, end: tuple[int, int], bad_before: dict[str, int]) -> None:
         name = shard_name(self.split, self.next_index)
-        payload = self._buffer[:self._filled]
+        payload = self._buffer[: self._filled]
         header = token_file_header(self._filled)
         digest = hashlib.sha256(header)
         digest.update(memoryview(payload))
@@ -94,8 +94,9 @@ class ShardWriter:
             handle.write(memoryview(payload))
 
         atomic_write(self.directory / name, write)
-        record = shard_entry(name, self.split, self.next_index, payload, digest.hexdigest(), self._shard_documents,
-                             end, bad_before)
+        record = shard_entry(
+            name, self.split, self.next_index, payload, digest.hexdigest(), self._shard_documents, end, bad_before
+        )
         self.tokens_written += self._filled
         self.next_index += 1
         self._filled = 0
@@ -104,8 +105,9 @@ class ShardWriter:
         self.on_shard(record)
 
 
-def resumed_writers(directory: Path, shards: list[dict[str, Any]], shard_tokens: int,
-                    on_shard: OnShard) -> tuple[dict[str, ShardWriter], Counter]:
+def resumed_writers(
+    directory: Path, shards: list[dict[str, Any]], shard_tokens: int, on_shard: OnShard
+) -> tuple[dict[str, ShardWriter], Counter]:
     """A writer per split positioned after its finished ``shards`` (the manifest's), and the bad-record
     counts up to the earliest of them: where a resumed run continues."""
     writers, bad = {}, Counter()

@@ -79,8 +79,9 @@ class TokenCorpus:
                 hash_named_file(digest, self.train[0].name, self.train[0])
                 self._fingerprint = digest.hexdigest()
             else:
-                self._fingerprint = shards_fingerprint([(path.name, scan_shard(path)) for path in
-                                                        [*self.train, *self.val]])
+                self._fingerprint = shards_fingerprint(
+                    [(path.name, scan_shard(path)) for path in [*self.train, *self.val]]
+                )
         return self._fingerprint
 
 
@@ -89,23 +90,41 @@ def shard_name(split: str, index: int) -> str:
     return f"{split}_{index:06d}.bin"
 
 
-def shard_entry(name: str, split: str, index: int, tokens: np.ndarray, sha256: str, documents: int,
-                end: tuple[int, int], bad_before: dict[str, int]) -> dict[str, Any]:
+def shard_entry(
+    name: str,
+    split: str,
+    index: int,
+    tokens: np.ndarray,
+    sha256: str,
+    documents: int,
+    end: tuple[int, int],
+    bad_before: dict[str, int],
+) -> dict[str, Any]:
     """A shard's manifest entry, the one schema both writers use (``andrea tokenize``'s and the cache's):
     what it holds, its hash, its largest id, and where in the corpus it ends (``end``: the record that
     continues after it, and from which of that record's tokens)."""
     return {
-        "file": name, "split": split, "index": index, "tokens": int(len(tokens)),
-        "bytes": HEADER_BYTES + int(len(tokens)) * 2, "sha256": sha256,
-        "max_token_id": int(tokens.max()) if len(tokens) else 0, "documents": documents,
-        "end": {"record": end[0], "carry": end[1]}, "bad_records_before_end": dict(bad_before),
+        "file": name,
+        "split": split,
+        "index": index,
+        "tokens": int(len(tokens)),
+        "bytes": HEADER_BYTES + int(len(tokens)) * 2,
+        "sha256": sha256,
+        "max_token_id": int(tokens.max()) if len(tokens) else 0,
+        "documents": documents,
+        "end": {"record": end[0], "carry": end[1]},
+        "bad_records_before_end": dict(bad_before),
     }
 
 
 def tokenizer_entry(tokenizer: Tokenizer) -> dict[str, Any]:
     """The manifest's record of the tokenizer that made the ids (its sha256 is over ``to_str()``)."""
-    return {"file": TOKENIZER_FILE, "sha256": sha256_text(tokenizer.to_str()),
-            "vocab_size": tokenizer.get_vocab_size(), "eot_id": eot_id(tokenizer)}
+    return {
+        "file": TOKENIZER_FILE,
+        "sha256": sha256_text(tokenizer.to_str()),
+        "vocab_size": tokenizer.get_vocab_size(),
+        "eot_id": eot_id(tokenizer),
+    }
 
 
 def read_manifest(directory: Path) -> Optional[dict[str, Any]]:
@@ -146,12 +165,23 @@ def shard_dir_corpus(directory: Path) -> TokenCorpus:
     facts = verify_shards(directory, shards)
     train = [directory / shard["file"] for shard in shards if shard["split"] == "train"]
     val = [directory / shard["file"] for shard in shards if shard["split"] == "val"]
-    tokens = [sum(shard.get("tokens", 0) for shard in shards if shard["split"] == split
-                  and isinstance(shard.get("tokens", 0), int)) for split in SPLITS]  # from the checked entries
+    tokens = [
+        sum(
+            shard.get("tokens", 0)
+            for shard in shards
+            if shard["split"] == split and isinstance(shard.get("tokens", 0), int)
+        )
+        for split in SPLITS
+    ]  # from the checked entries
     return TokenCorpus(
-        train=train, val=val, root=directory, manifest=manifest,
-        description=(f"shard directory {directory}: {len(train)} train + {len(val)} val shards, "
-                     f"{tokens[0]:,} + {tokens[1]:,} tokens"),
+        train=train,
+        val=val,
+        root=directory,
+        manifest=manifest,
+        description=(
+            f"shard directory {directory}: {len(train)} train + {len(val)} val shards, "
+            f"{tokens[0]:,} + {tokens[1]:,} tokens"
+        ),
         _fingerprint=shards_fingerprint([(shard["file"], found) for shard, found in zip(shards, facts)]),
     )
 
@@ -167,8 +197,9 @@ def shard_glob_corpus(files: list[Path], root: Path, spec: str) -> TokenCorpus:
             f"corpus {spec!r} has {len(files)} .bin files but none with 'train' in its name; shards are "
             "named *train*.bin and *val*.bin (as `andrea tokenize` and llm.c write them)"
         )
-    return TokenCorpus(train=train, val=val, root=root,
-                       description=f"shards {spec}: {len(train)} train + {len(val)} val files")
+    return TokenCorpus(
+        train=train, val=val, root=root, description=f"shards {spec}: {len(train)} train + {len(val)} val files"
+    )
 
 
 def token_file_corpus(path: Path) -> TokenCorpus:
@@ -176,8 +207,13 @@ def token_file_corpus(path: Path) -> TokenCorpus:
     scan_shard(path)
     val_file = find_val_token_file(path)
     description = f"token file {path}" + (f" (validation: {val_file.name})" if val_file else "")
-    return TokenCorpus(train=[path], val=[] if val_file is None else [val_file], description=description,
-                       root=path.parent, named_file=True)
+    return TokenCorpus(
+        train=[path],
+        val=[] if val_file is None else [val_file],
+        description=description,
+        root=path.parent,
+        named_file=True,
+    )
 
 
 def find_val_token_file(train_file: Path) -> Optional[Path]:

@@ -32,7 +32,7 @@ TRAIN, VAL, BOTH = "train", "val", "both"
 class SplitRule(str, Enum):
     """How the tokenize pipeline sends documents to train or validation (its value is in the manifest)."""
 
-    BY_KEY = "by key"                        # each record by name_score(key) < val_fraction
+    BY_KEY = "by key"  # each record by name_score(key) < val_fraction
     EACH_SIDE = "at least one on each side"  # split_documents over all names; one document by position
 
 

@@ -206,7 +206,7 @@ class ConcatenatedTokens:
         while begin < end:
             offset = int(self._starts[first])
             stop = min(end, int(self._starts[first + 1]))
-            pieces.append(self.parts[first][begin - offset:stop - offset])
+            pieces.append(self.parts[first][begin - offset : stop - offset])
             begin, first = stop, first + 1
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 

@@ -48,22 +48,19 @@ from andrea_lab.data.shards import (
     read_manifest,
     tokenizer_entry,
 )
-from andrea_lab.data.split import (
-    BOTH,
-    SPLIT_VERSION,
-    TRAIN,
-    VAL,
-    SplitRule,
-    document_sides,
-    name_score,
-    split_point,
+from andrea_lab.data.split import BOTH, SPLIT_VERSION, TRAIN, VAL, SplitRule, document_sides, name_score, split_point
+from andrea_lab.data.tokenize_options import (
+    EndOfText,
+    TokenizeError,
+    TokenizeOptions,
+    TokenizeReport,
+    check_shard_count,
 )
-from andrea_lab.data.tokenize_options import EndOfText, TokenizeError, TokenizeOptions, TokenizeReport, check_shard_count
 from andrea_lab.files import sha256_text, write_json_atomic
 
-_BATCH_CHARS = 1 << 20   # text per job: large enough to amortise the hand-off, small enough to keep in flight
+_BATCH_CHARS = 1 << 20  # text per job: large enough to amortise the hand-off, small enough to keep in flight
 _BATCH_DOCS = 2048
-_EXAMPLES = 5             # bad-record keys kept for the report
+_EXAMPLES = 5  # bad-record keys kept for the report
 #: ``side(index, key)``: where a record goes (split.document_sides).
 Side = Callable[[int, str], str]
 
@@ -77,13 +74,17 @@ def settings_of(corpus: Corpus, options: TokenizeOptions) -> dict[str, Any]:
     ``settings``, and what the cache key hashes (the one definition of both)."""
     learned, sampled = options.spec.learned, options.sample_docs is not None
     return {
-        "corpus_fingerprint": corpus.fingerprint(), "text_field": corpus.text_field,
+        "corpus_fingerprint": corpus.fingerprint(),
+        "text_field": corpus.text_field,
         "tokenizer": options.spec.identity(),
         "vocab_size": options.vocab_size if learned else None,
         "sample_docs": options.sample_docs if learned and sampled else None,
         "seed": options.seed if sampled else None,
-        "val_fraction": repr(float(options.val_fraction)), "shard_tokens": options.shard_tokens,
-        "split_version": SPLIT_VERSION, "split": options.split.value, "end_of_text": options.end_of_text.value,
+        "val_fraction": repr(float(options.val_fraction)),
+        "shard_tokens": options.shard_tokens,
+        "split_version": SPLIT_VERSION,
+        "split": options.split.value,
+        "end_of_text": options.end_of_text.value,
     }
 
 
@@ -92,11 +93,20 @@ def open_output(out: Path, corpus: Corpus, settings: dict[str, Any]) -> dict[str
     existing = read_manifest(out) if out.is_dir() else None
     if existing is None:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise TokenizeError(f"--out {out} exists and is not an `andrea tokenize` output directory; "
-                                "choose a new or empty directory (nothing there is overwritten)")
-        return {"format": SHARD_FORMAT, "version": SHARD_FORMAT_VERSION, "complete": False,
-                "corpus": corpus.description, "corpus_bytes": corpus.total_bytes(), "settings": settings,
-                "tokenizer": None, "shards": []}
+            raise TokenizeError(
+                f"--out {out} exists and is not an `andrea tokenize` output directory; "
+                "choose a new or empty directory (nothing there is overwritten)"
+            )
+        return {
+            "format": SHARD_FORMAT,
+            "version": SHARD_FORMAT_VERSION,
+            "complete": False,
+            "corpus": corpus.description,
+            "corpus_bytes": corpus.total_bytes(),
+            "settings": settings,
+            "tokenizer": None,
+            "shards": [],
+        }
     check_manifest(existing, out / MANIFEST_FILE, SPLITS)
     recorded = {**_EARLIER_RULES, **existing.get("settings", {})}
     differing = sorted(key for key in settings if recorded.get(key) != settings[key])
@@ -111,8 +121,11 @@ def open_output(out: Path, corpus: Corpus, settings: dict[str, Any]) -> dict[str
 def training_documents(corpus: Corpus, options: TokenizeOptions, side: Side) -> Iterable[str]:
     """What a BPE learns on: every training document in corpus order (``sample_docs`` None), else a seeded
     uniform sample of ``sample_docs`` of them (bottom-k of a keyed hash), one pass holding only the sample."""
-    training = ((record.key, record.text) for index, record in enumerate(corpus.iter_records())
-                if record.text is not None and side(index, record.key) != VAL)
+    training = (
+        (record.key, record.text)
+        for index, record in enumerate(corpus.iter_records())
+        if record.text is not None and side(index, record.key) != VAL
+    )
     if options.sample_docs is None:
         return (text for _, text in training)
     heap: list[tuple[float, str, str]] = []  # (-score, key, text): the root is the largest score kept
@@ -139,8 +152,9 @@ def make_tokenizer(corpus: Corpus, options: TokenizeOptions, side: Optional[Side
     return options.spec.build(documents, options.vocab_size)
 
 
-def ready_tokenizer(out: Path, corpus: Corpus, options: TokenizeOptions, manifest: dict[str, Any],
-                    side: Side) -> Tokenizer:
+def ready_tokenizer(
+    out: Path, corpus: Corpus, options: TokenizeOptions, manifest: dict[str, Any], side: Side
+) -> Tokenizer:
     """The run's tokenizer: the one already in ``out`` when resuming (checked by hash), else a new one."""
     path = out / TOKENIZER_FILE
     recorded = manifest.get("tokenizer")
@@ -171,8 +185,9 @@ class _Run:
     records: int = 0
 
 
-def tokenize_corpus(corpus: ResolvedCorpus, out: Path, options: TokenizeOptions,
-                    settings: Optional[dict[str, Any]] = None) -> TokenizeReport:
+def tokenize_corpus(
+    corpus: ResolvedCorpus, out: Path, options: TokenizeOptions, settings: Optional[dict[str, Any]] = None
+) -> TokenizeReport:
     """Tokenize ``corpus`` into shards in ``out`` (resuming what is there); see the module docstring.
     ``settings`` is ``settings_of(corpus, options)`` when the caller has it already (the cache's key)."""
     corpus = _text_source(corpus, options)
@@ -213,13 +228,17 @@ def _sides(corpus: Corpus, options: TokenizeOptions) -> Side:
 def _text_source(corpus: ResolvedCorpus, options: TokenizeOptions) -> Corpus:
     """The corpus as a text source the options can tokenize, or one error saying why not."""
     if not isinstance(corpus, Corpus):
-        raise TokenizeError(f"the corpus is already token ids ({corpus.description}): train on it as it is "
-                            f"(--data.corpus {corpus.root if corpus.manifest else corpus.train[0]}); `andrea tokenize` "
-                            "takes text (stdlib, text files, JSONL/Parquet records, a datasets directory)")
+        raise TokenizeError(
+            f"the corpus is already token ids ({corpus.description}): train on it as it is "
+            f"(--data.corpus {corpus.root if corpus.manifest else corpus.train[0]}); `andrea tokenize` "
+            "takes text (stdlib, text files, JSONL/Parquet records, a datasets directory)"
+        )
     options.check()
     if options.split is SplitRule.EACH_SIDE and corpus.is_records:
-        raise TokenizeError(f"split {options.split.value!r} decides over every document name at once; "
-                            f"{corpus.description} is records: split them {SplitRule.BY_KEY.value!r}")
+        raise TokenizeError(
+            f"split {options.split.value!r} decides over every document name at once; "
+            f"{corpus.description} is records: split them {SplitRule.BY_KEY.value!r}"
+        )
     check_shard_count(corpus, options.shard_size(corpus))
     return corpus
 
@@ -266,12 +285,19 @@ def _encode_corpus(corpus: Corpus, tokenizer: Tokenizer, run: _Run, start: int) 
     """Apply every encoded batch, in order, to the shard writers; the progress bar follows the input bytes."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=corpus.total_bytes(), unit="B", unit_scale=True, desc="tokenize",
-               disable=not run.options.progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=corpus.total_bytes(),
+        unit="B",
+        unit_scale=True,
+        desc="tokenize",
+        disable=not run.options.progress,
+        dynamic_ncols=True,
+    )
     began = time.perf_counter()
     try:
-        for (entries, position), ids, lengths in encode_ordered(tokenizer, _jobs(corpus, run, start),
-                                                                run.options.workers):
+        for (entries, position), ids, lengths in encode_ordered(
+            tokenizer, _jobs(corpus, run, start), run.options.workers
+        ):
             _apply(run, entries, ids, lengths)
             bar.update(position - bar.n)
             rate = run.tokens / max(time.perf_counter() - began, 1e-9)
@@ -288,7 +314,7 @@ def _apply(run: _Run, entries: list, ids: np.ndarray, lengths: np.ndarray) -> No
             run.bad[problem] += 1
             continue
         end = int(ends[text_number])
-        tokens = ids[end - int(lengths[text_number]):end]  # the document's ids, then <|endoftext|>
+        tokens = ids[end - int(lengths[text_number]) : end]  # the document's ids, then <|endoftext|>
         text_number += 1
         _place(run, index, side, tokens)
         run.documents += 1
@@ -311,7 +337,9 @@ def _place(run: _Run, index: int, side: str, tokens: np.ndarray) -> None:
             continue
         if between and writer.has_tokens:  # one shard per split (check()): no resume starts mid-split
             part = np.concatenate([np.array([run.eot], dtype=part.dtype), part])
-        writer.add(index, part, run.bad, starts_document=split == TRAIN or side != BOTH)  # a closing shard snapshots bad
+        writer.add(
+            index, part, run.bad, starts_document=split == TRAIN or side != BOTH
+        )  # a closing shard snapshots bad
 
 
 def _totals(manifest: dict[str, Any], run: _Run) -> dict[str, Any]:

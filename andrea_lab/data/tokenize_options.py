@@ -17,7 +17,6 @@ from andrea_lab.data.tokenizer import TokenizerError
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.errors import UsageError
 
-
 #: The smallest ``--shard-tokens``: every shard is a file, and a manifest entry rewritten with each new shard.
 MIN_SHARD_TOKENS = 1024
 #: The most shards a corpus may need at ``--shard-tokens`` (bounded by its size in bytes: a token is
@@ -35,8 +34,10 @@ def check_shard_count(corpus: Corpus, shard_tokens: int) -> None:
     most = corpus.total_bytes() // shard_tokens + len(SPLITS)
     if most > MAX_SHARDS:
         least = corpus.total_bytes() // (MAX_SHARDS - len(SPLITS)) + 1
-        raise TokenizeError(f"--shard-tokens {shard_tokens:,} could split this {corpus.total_bytes():,}-byte corpus "
-                            f"into up to {most:,} shards (at most {MAX_SHARDS:,}); use --shard-tokens {least:,} or more")
+        raise TokenizeError(
+            f"--shard-tokens {shard_tokens:,} could split this {corpus.total_bytes():,}-byte corpus "
+            f"into up to {most:,} shards (at most {MAX_SHARDS:,}); use --shard-tokens {least:,} or more"
+        )
 
 
 class TokenizeError(UsageError):
@@ -46,8 +47,8 @@ class TokenizeError(UsageError):
 class EndOfText(str, Enum):
     """Where ``<|endoftext|>`` goes in a split's token stream (its value is in the manifest)."""
 
-    AFTER_EACH = "after each document"   # llm.c's shards: every document ends with it
-    BETWEEN = "between documents"        # small corpora's entries, as they always were: none after a split's last
+    AFTER_EACH = "after each document"  # llm.c's shards: every document ends with it
+    BETWEEN = "between documents"  # small corpora's entries, as they always were: none after a split's last
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,17 @@ class TokenizeOptions:
         """The rules of a small text corpus's cache entry (``stdlib``, files, a directory, a glob): the
         split, BPE and ``<|endoftext|>`` placement those entries always had, so their batches stay as
         they were; one shard per split; encoded in this process (no workers from a user's script)."""
-        return cls(tokenizer=tokenizer, vocab_size=vocab_size, sample_docs=None, val_fraction=val_fraction,
-                   shard_tokens=None, workers=0, progress=False, split=SplitRule.EACH_SIDE,
-                   end_of_text=EndOfText.BETWEEN)
+        return cls(
+            tokenizer=tokenizer,
+            vocab_size=vocab_size,
+            sample_docs=None,
+            val_fraction=val_fraction,
+            shard_tokens=None,
+            workers=0,
+            progress=False,
+            split=SplitRule.EACH_SIDE,
+            end_of_text=EndOfText.BETWEEN,
+        )
 
     @property
     def spec(self) -> TokenizerSpec:
@@ -99,13 +108,17 @@ class TokenizeOptions:
         if self.sample_docs is not None and self.sample_docs < 1:
             raise TokenizeError(f"--sample-docs must be at least 1, got {self.sample_docs}")
         if self.shard_tokens is not None and self.shard_tokens < MIN_SHARD_TOKENS:
-            raise TokenizeError(f"--shard-tokens must be at least {MIN_SHARD_TOKENS:,} (each shard is a file and a "
-                                f"manifest entry; llm.c's are 100,000,000), got {self.shard_tokens}")
+            raise TokenizeError(
+                f"--shard-tokens must be at least {MIN_SHARD_TOKENS:,} (each shard is a file and a "
+                f"manifest entry; llm.c's are 100,000,000), got {self.shard_tokens}"
+            )
         if self.end_of_text is EndOfText.BETWEEN and self.shard_tokens is not None:
             raise TokenizeError(f"end_of_text {self.end_of_text.value!r} needs one shard per split (shard_tokens None)")
         if not 0 <= self.workers <= max_workers():
-            raise TokenizeError(f"--workers must be 0 (encode in this process) or more, at most {max_workers()} "
-                                f"(twice the {available_cores()} cores this process may use), got {self.workers}")
+            raise TokenizeError(
+                f"--workers must be 0 (encode in this process) or more, at most {max_workers()} "
+                f"(twice the {available_cores()} cores this process may use), got {self.workers}"
+            )
 
     def shard_size(self, corpus: Corpus) -> int:
         """Tokens per shard; for one shard per split, more than the corpus can give (a byte-level token is

@@ -59,15 +59,19 @@ class TokenizerSpec:
         """The model's ``vocab_size`` can hold every id: exactly 257 for ``byte``, the learned size for
         ``bpe``, at least the file's ids for a tokenizer.json."""
         if self.kind == BYTE and vocab_size != BYTE_VOCAB_SIZE:
-            raise TokenizerError(f"tokenizer 'byte' has {BYTE_VOCAB_SIZE} ids but vocab_size is {vocab_size}; "
-                                 f"set model.config.vocab_size: {BYTE_VOCAB_SIZE}")
+            raise TokenizerError(
+                f"tokenizer 'byte' has {BYTE_VOCAB_SIZE} ids but vocab_size is {vocab_size}; "
+                f"set model.config.vocab_size: {BYTE_VOCAB_SIZE}"
+            )
         if self.kind == BPE:
             check_bpe_vocab(vocab_size, "vocab_size")
         if self.kind == FILE:
             size = self.load_file().get_vocab_size()
             if size > vocab_size:
-                raise TokenizerError(f"tokenizer {self.path} has {size} ids but vocab_size is only {vocab_size}; "
-                                     f"set model.config.vocab_size: {size}")
+                raise TokenizerError(
+                    f"tokenizer {self.path} has {size} ids but vocab_size is only {vocab_size}; "
+                    f"set model.config.vocab_size: {size}"
+                )
 
     def check_shard_vocab(self, vocab_size: int) -> None:
         """Every id fits a uint16 shard: the BPE to learn, or the given file (``byte`` always does)."""
@@ -76,8 +80,9 @@ class TokenizerSpec:
         if self.kind == FILE:
             size = self.load_file().get_vocab_size()
             if size > UINT16_VOCAB_LIMIT:
-                raise TokenizerError(f"tokenizer {self.path} has {size} ids; llm.c shards store uint16, "
-                                     f"so at most {UINT16_VOCAB_LIMIT}")
+                raise TokenizerError(
+                    f"tokenizer {self.path} has {size} ids; llm.c shards store uint16, so at most {UINT16_VOCAB_LIMIT}"
+                )
 
     def build(self, training_documents: Callable[[], Iterable[str]], vocab_size: int) -> Tokenizer:
         """The tokenizer itself: a BPE learned on ``training_documents()`` (called only for ``bpe``), the
@@ -101,8 +106,10 @@ class TokenizerSpec:
             return None if own is None else tokenizers_lib.load_tokenizer(own)
         given = self.load_file()
         if own is not None and sha256_text(given.to_str()) != own_sha256:
-            raise TokenizerError(f"tokenizer {self.path} is not the one that made {own.parent} (its {own.name}); "
-                                 "leave data.tokenizer at 'bpe' to use that one")
+            raise TokenizerError(
+                f"tokenizer {self.path} is not the one that made {own.parent} (its {own.name}); "
+                "leave data.tokenizer at 'bpe' to use that one"
+            )
         return given
 
     def load_file(self) -> Tokenizer:
@@ -115,5 +122,7 @@ class TokenizerSpec:
 def check_bpe_vocab(vocab_size: int, name: str) -> None:
     """A learned byte-level BPE has the 256 bytes and <|endoftext|>, and ids that fit uint16 token files."""
     if not BYTE_VOCAB_SIZE <= vocab_size <= UINT16_VOCAB_LIMIT:
-        raise TokenizerError(f"tokenizer 'bpe' needs {name} between {BYTE_VOCAB_SIZE} (256 bytes + {END_OF_TEXT}) "
-                             f"and {UINT16_VOCAB_LIMIT} (uint16 token files), got {vocab_size}")
+        raise TokenizerError(
+            f"tokenizer 'bpe' needs {name} between {BYTE_VOCAB_SIZE} (256 bytes + {END_OF_TEXT}) "
+            f"and {UINT16_VOCAB_LIMIT} (uint16 token files), got {vocab_size}"
+        )

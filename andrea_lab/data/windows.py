@@ -94,10 +94,19 @@ class StepSampler(Sampler[int]):
     * epoch ``e`` covers micro-batches ``e·n … e·n + n − 1`` (Lightning calls ``set_epoch``).
     """
 
-    def __init__(self, batch_size: int, batches_per_epoch: int, rank: int = 0, world_size: int = 1,
-                 epoch: int = 0, resume_batch: int = 0) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        batches_per_epoch: int,
+        rank: int = 0,
+        world_size: int = 1,
+        epoch: int = 0,
+        resume_batch: int = 0,
+    ) -> None:
         if batch_size <= 0 or batches_per_epoch <= 0:
-            raise ValueError(f"batch_size and batches_per_epoch must be positive, got {batch_size}, {batches_per_epoch}")
+            raise ValueError(
+                f"batch_size and batches_per_epoch must be positive, got {batch_size}, {batches_per_epoch}"
+            )
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
         self.batch_size = batch_size

@@ -43,16 +43,25 @@ class TrainingArgs:
         checks = [
             (_finite(self.lr) and self.lr > 0, f"lr must be a finite number > 0, got {self.lr!r}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps!r}"),
-            (self.decay_steps is None or self.decay_steps > 0,
-             f"decay_steps must be > 0 or null, got {self.decay_steps!r}"),
+            (
+                self.decay_steps is None or self.decay_steps > 0,
+                f"decay_steps must be > 0 or null, got {self.decay_steps!r}",
+            ),
             (0.0 <= self.min_lr_ratio <= 1.0, f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}"),
             (self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay!r}"),
-            (len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
-             f"betas must be two numbers in [0, 1), got {self.betas!r}"),
+            (
+                len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
+                f"betas must be two numbers in [0, 1), got {self.betas!r}",
+            ),
             (self.eps > 0, f"eps must be > 0, got {self.eps!r}"),
-            (_finite(self.z_loss) and self.z_loss >= 0,
-             f"z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got {self.z_loss!r}"),
-            (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
+            (
+                _finite(self.z_loss) and self.z_loss >= 0,
+                f"z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got {self.z_loss!r}",
+            ),
+            (
+                self.on_nonfinite in ("stop", "skip"),
+                f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}",
+            ),
             (self.max_skipped_steps >= 0, f"max_skipped_steps must be >= 0, got {self.max_skipped_steps!r}"),
             (isinstance(self.compile, bool), f"compile must be true or false, got {self.compile!r}"),
         ]

@@ -39,8 +39,11 @@ class AndreaModelCheckpoint(ModelCheckpoint):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
-        dropped = [getattr(self, key) for key in _PATH_KEYS
-                   if getattr(self, key) and not inside_directory(getattr(self, key), self.dirpath)]
+        dropped = [
+            getattr(self, key)
+            for key in _PATH_KEYS
+            if getattr(self, key) and not inside_directory(getattr(self, key), self.dirpath)
+        ]
         for key in _PATH_KEYS:
             if not inside_directory(getattr(self, key), self.dirpath):
                 setattr(self, key, "")
@@ -48,12 +51,16 @@ class AndreaModelCheckpoint(ModelCheckpoint):
         dropped += [path for path in self.best_k_models if path not in kept]
         self.best_k_models = kept
         if dropped:
-            rank_zero_warn(f"ignored {len(dropped)} checkpoint path(s) in the restored ModelCheckpoint state that lie "
-                           f"outside this run's checkpoint directory {self.dirpath} (e.g. {dropped[0]!r}); "
-                           "nothing outside it is ever removed")
+            rank_zero_warn(
+                f"ignored {len(dropped)} checkpoint path(s) in the restored ModelCheckpoint state that lie "
+                f"outside this run's checkpoint directory {self.dirpath} (e.g. {dropped[0]!r}); "
+                "nothing outside it is ever removed"
+            )
 
     def _should_remove_checkpoint(self, trainer, previous: str, current: str) -> bool:
-        return super()._should_remove_checkpoint(trainer, previous, current) and inside_directory(previous, self.dirpath)
+        return super()._should_remove_checkpoint(trainer, previous, current) and inside_directory(
+            previous, self.dirpath
+        )
 
     @property
     def state_key(self) -> str:

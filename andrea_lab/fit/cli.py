@@ -14,21 +14,21 @@ from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from andrea_lab.fit.heldout import HeldOutEvaluation
-from andrea_lab.fit.stability.monitor import StabilityMonitor
-from andrea_lab.fit.summary import RunSummary
-from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
-from andrea_lab.fit.preemption import PreemptionCheckpoint
+from andrea_lab import safe_yaml
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
+from andrea_lab.files import check_output_dir
+from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
+from andrea_lab.fit.heldout import HeldOutEvaluation
+from andrea_lab.fit.loggers import check_run_name
 from andrea_lab.fit.module import AndreaLM
+from andrea_lab.fit.preemption import PreemptionCheckpoint
+from andrea_lab.fit.stability.monitor import StabilityMonitor
+from andrea_lab.fit.summary import RunSummary
 from andrea_lab.runs import tags
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.runs.claim import claim_run_directory
 from andrea_lab.runs.resume_rules import MAY_CHANGE, check_resume
-from andrea_lab import safe_yaml
-from andrea_lab.files import check_output_dir
-from andrea_lab.fit.loggers import check_run_name
 
 DEFAULT_LOGGER = {
     "class_path": "andrea_lab.fit.loggers.AndreaTensorBoardLogger",
@@ -41,8 +41,9 @@ def _without_changeable(hparams: dict[str, Any], model: Any) -> dict[str, Any]:
     """The checkpoint's hyperparameters without the fields a resumed fit may change (so the user's value wins)."""
     kept = {key: value for key, value in hparams.items() if f"model.{key}" not in MAY_CHANGE}
     if isinstance(kept.get("config"), dict):
-        kept["config"] = {key: value for key, value in kept["config"].items()
-                          if f"model.config.{key}" not in MAY_CHANGE}
+        kept["config"] = {
+            key: value for key, value in kept["config"].items() if f"model.config.{key}" not in MAY_CHANGE
+        }
     return kept
 
 
@@ -86,15 +87,18 @@ def refuse_abbreviations(parser_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 class AndreaCLI(LightningCLI):
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("trainer_defaults", {
-            "logger": DEFAULT_LOGGER,
-            "log_every_n_steps": 10,
-            # Atomic, verified checkpoints (andrea_lab.runs.checkpoint_io).
-            "plugins": [{"class_path": "andrea_lab.runs.checkpoint_io.AtomicCheckpointIO"}],
-            # The data module splits batches across ranks itself, so that a DDP run sees the same
-            # samples as a single process with the same global batch (andrea_lab.data.windows).
-            "use_distributed_sampler": False,
-        })
+        kwargs.setdefault(
+            "trainer_defaults",
+            {
+                "logger": DEFAULT_LOGGER,
+                "log_every_n_steps": 10,
+                # Atomic, verified checkpoints (andrea_lab.runs.checkpoint_io).
+                "plugins": [{"class_path": "andrea_lab.runs.checkpoint_io.AtomicCheckpointIO"}],
+                # The data module splits batches across ranks itself, so that a DDP run sees the same
+                # samples as a single process with the same global batch (andrea_lab.data.windows).
+                "use_distributed_sampler": False,
+            },
+        )
         kwargs.setdefault("save_config_callback", RerunnableConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": False})
         # exit_on_error=False: a bad argument raises, and andrea_lab.cli prints it as one line
@@ -160,7 +164,6 @@ class AndreaCLI(LightningCLI):
             return
         self._run_lock = claim_run_directory(self.trainer.log_dir, self.config["fit"].get("ckpt_path"))
 
-
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """``validate`` and ``test`` score a checkpoint; they start no run: no logger (a new ``version_N``
         would be listed by TensorBoard and counted by ``andrea compare``) and no saved config. The held-out
@@ -200,24 +203,30 @@ class AndreaCLI(LightningCLI):
     def _preempted_message(self) -> str:
         callback = next((c for c in self.trainer.callbacks if isinstance(c, PreemptionCheckpoint)), None)
         if callback is None or callback.saved is None:
-            return ("stopped by SIGTERM before a checkpoint could be written; resume from the run's last "
-                    "checkpoint with --ckpt_path")
+            return (
+                "stopped by SIGTERM before a checkpoint could be written; resume from the run's last "
+                "checkpoint with --ckpt_path"
+            )
         run_dir = callback.saved.parent.parent
-        return (f"stopped by {callback.signal_name} after step {callback.step}; checkpoint written: {callback.saved}\n"
-                f"resume with: andrea fit --resume {run_dir}\n"
-                f"(or the same command as before plus --ckpt_path {callback.saved})")
+        return (
+            f"stopped by {callback.signal_name} after step {callback.step}; checkpoint written: {callback.saved}\n"
+            f"resume with: andrea fit --resume {run_dir}\n"
+            f"(or the same command as before plus --ckpt_path {callback.saved})"
+        )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("model.config.block_size", "data.block_size")
         parser.link_arguments("model.config.vocab_size", "data.vocab_size")
         parser.add_lightning_class_args(AndreaModelCheckpoint, "checkpoint")
-        parser.set_defaults({
-            "checkpoint.monitor": tags.VAL_LOSS,
-            "checkpoint.mode": "min",
-            "checkpoint.save_last": True,
-            "checkpoint.filename": f"step{{step}}-val{{{tags.VAL_LOSS}:.3f}}",
-            "checkpoint.auto_insert_metric_name": False,
-        })
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": tags.VAL_LOSS,
+                "checkpoint.mode": "min",
+                "checkpoint.save_last": True,
+                "checkpoint.filename": f"step{{step}}-val{{{tags.VAL_LOSS}:.3f}}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
         # On by default; configured as stability.* and summary.* (docs/stability.md).
         parser.add_lightning_class_args(StabilityMonitor, "stability")
         parser.add_lightning_class_args(HeldOutEvaluation, "heldout")
@@ -237,8 +246,8 @@ MAX_SEED = 2**32 - 1
 def install_bounded_yaml() -> None:
     """jsonargparse reads every YAML (``--config``, ``--model.config FILE``, a value) with its own loader;
     wrap it so that an alias bomb or a nesting bomb is a parse error before anything walks the value."""
-    from jsonargparse import get_loader, set_loader
     import yaml
+    from jsonargparse import get_loader, set_loader
 
     load = get_loader("yaml")
     if not getattr(load, "_andrea_bounded", False):
@@ -255,17 +264,26 @@ def check_trainer_arguments(trainer: Any) -> None:
     """``trainer.*`` values Lightning only refuses (or misuses) once the loop runs."""
     accumulate = trainer.get("accumulate_grad_batches")
     if accumulate is not None and (not isinstance(accumulate, int) or accumulate < 1):
-        raise UsageError(f"trainer.accumulate_grad_batches must be an integer >= 1 (micro-batches per optimizer "
-                         f"step), got {accumulate!r}")
+        raise UsageError(
+            f"trainer.accumulate_grad_batches must be an integer >= 1 (micro-batches per optimizer "
+            f"step), got {accumulate!r}"
+        )
     interval = trainer.get("val_check_interval")
-    if interval is not None and (not _is_number(interval) or not interval > 0 or interval != interval
-                                 or (isinstance(interval, float) and interval > 1)):
-        raise UsageError(f"trainer.val_check_interval must be an integer >= 1 (batches) or a fraction in (0, 1] "
-                         f"of an epoch, got {interval!r}")
+    if interval is not None and (
+        not _is_number(interval)
+        or not interval > 0
+        or interval != interval
+        or (isinstance(interval, float) and interval > 1)
+    ):
+        raise UsageError(
+            f"trainer.val_check_interval must be an integer >= 1 (batches) or a fraction in (0, 1] "
+            f"of an epoch, got {interval!r}"
+        )
     clip = trainer.get("gradient_clip_val")
     if clip is not None and (not _is_number(clip) or not 0 <= clip < float("inf")):
-        raise UsageError(f"trainer.gradient_clip_val must be a finite number >= 0 (0 or null: no clipping), "
-                         f"got {clip!r}")
+        raise UsageError(
+            f"trainer.gradient_clip_val must be a finite number >= 0 (0 or null: no clipping), got {clip!r}"
+        )
 
 
 def check_logger_arguments(logger: Any) -> None:
@@ -285,13 +303,17 @@ def check_arguments(subcommand: str, config: Any) -> None:
     """Every check of the parsed arguments of ``subcommand`` (``fit``, ``validate``, ...)."""
     seed = config.get("seed_everything")
     if _is_number(seed) and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
-        raise UsageError(f"seed_everything must be an integer from 0 to {MAX_SEED} (or true: a random seed, "
-                         f"false: none), got {seed!r}")
+        raise UsageError(
+            f"seed_everything must be an integer from 0 to {MAX_SEED} (or true: a random seed, "
+            f"false: none), got {seed!r}"
+        )
     check_trainer_arguments(config.get("trainer") or {})
     check_logger_arguments((config.get("trainer") or {}).get("logger"))
     model = config.get("model") or {}
     init_from = model.get("init_from") if hasattr(model, "get") else None
     if subcommand in ("validate", "test") and not config.get("ckpt_path") and not init_from:
-        raise UsageError(f"`andrea {subcommand}` scores a trained model: pass --ckpt_path PATH.ckpt (e.g. "
-                         "runs/quickstart/version_0/checkpoints/last.ckpt) or --model.init_from PATH.ckpt; "
-                         "without one it would score random weights")
+        raise UsageError(
+            f"`andrea {subcommand}` scores a trained model: pass --ckpt_path PATH.ckpt (e.g. "
+            "runs/quickstart/version_0/checkpoints/last.ckpt) or --model.init_from PATH.ckpt; "
+            "without one it would score random weights"
+        )

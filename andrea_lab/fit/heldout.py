@@ -32,7 +32,6 @@ from andrea_lab.files import write_json_atomic
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
 
-
 #: Seconds between two progress lines of the held-out evaluation.
 PROGRESS_EVERY_S = 10.0
 
@@ -49,8 +48,10 @@ class Progress:
         now = self.clock()
         if now - self.last >= self.every_s or done == self.total:
             self.last = now
-            rank_zero_info(f"{self.what}: {done}/{self.total} batches ({100 * done // max(self.total, 1)} %), "
-                           f"{now - self.started:.0f} s")
+            rank_zero_info(
+                f"{self.what}: {done}/{self.total} batches ({100 * done // max(self.total, 1)} %), "
+                f"{now - self.started:.0f} s"
+            )
 
 
 def record_path(ckpt_path: Optional[str]) -> Optional[Path]:
@@ -75,8 +76,13 @@ class HeldOutEvaluation(L.Callback):
         batch_size: Windows per forward pass; default the data module's batch size.
     """
 
-    def __init__(self, enabled: bool = True, max_tokens: int = DEFAULT_MAX_TOKENS, seed: int = 0,
-                 batch_size: Optional[int] = None):
+    def __init__(
+        self,
+        enabled: bool = True,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        seed: int = 0,
+        batch_size: Optional[int] = None,
+    ):
         super().__init__()
         if max_tokens < 1:
             raise ValueError(f"heldout.max_tokens must be a positive number of tokens, got {max_tokens!r}")
@@ -106,8 +112,10 @@ class HeldOutEvaluation(L.Callback):
         try:
             with torch.inference_mode(), trainer.precision_plugin.forward_context():
                 for batch, first in enumerate(range(0, len(mine), batch_size), start=1):
-                    x, y, units = (torch.stack(parts).to(device) for parts in
-                                   zip(*(dataset[i] for i in mine[first:first + batch_size])))
+                    x, y, units = (
+                        torch.stack(parts).to(device)
+                        for parts in zip(*(dataset[i] for i in mine[first : first + batch_size]))
+                    )
                     logits, _ = model(x)
                     losses = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")
                     sums.index_add_(0, units.flatten(), losses.double())
@@ -119,9 +127,17 @@ class HeldOutEvaluation(L.Callback):
             sums = trainer.strategy.reduce(sums, reduce_op="sum")
             counts = trainer.strategy.reduce(counts, reduce_op="sum")
         loss, se = clustered_mean(sums.cpu().numpy(), counts.cpu().numpy())
-        return HeldOut(loss=finite_or_none(loss), se=finite_or_none(se), tokens=int(counts.sum().item()),
-                       documents=int((counts > 0).sum().item()), windows=len(dataset),
-                       split_tokens=plan.split_tokens, sampled=plan.sampled, se_unit=plan.se_unit, seed=self.seed)
+        return HeldOut(
+            loss=finite_or_none(loss),
+            se=finite_or_none(se),
+            tokens=int(counts.sum().item()),
+            documents=int((counts > 0).sum().item()),
+            windows=len(dataset),
+            split_tokens=plan.split_tokens,
+            sampled=plan.sampled,
+            se_unit=plan.se_unit,
+            seed=self.seed,
+        )
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """``andrea validate``: the held-out record of the checkpoint, as ``validate.json``."""
@@ -132,8 +148,10 @@ class HeldOutEvaluation(L.Callback):
             return
         val_loss = trainer.callback_metrics.get(tags.VAL_LOSS)
         record: dict[str, Any] = {
-            "schema": SCHEMA_VERSION, "checkpoint": trainer.ckpt_path,
-            "val_loss": finite_or_none(val_loss), "heldout": dataclasses.asdict(heldout),
+            "schema": SCHEMA_VERSION,
+            "checkpoint": trainer.ckpt_path,
+            "val_loss": finite_or_none(val_loss),
+            "heldout": dataclasses.asdict(heldout),
             "data": trainer.datamodule.provenance() if hasattr(trainer.datamodule, "provenance") else {},
             "versions": package_versions(),
         }

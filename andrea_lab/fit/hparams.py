@@ -105,11 +105,20 @@ def data_knobs(datamodule: Any) -> dict[str, Any]:
     return {key: value for key, value in hparams.items() if key not in DATA_KEYS_IGNORED}
 
 
-def run_hparams(record: RunRecord, trainer: Mapping[str, Any], data: Mapping[str, Any],
-                suite: Optional[str] = None, variant: Optional[str] = None) -> dict[str, Scalar]:
+def run_hparams(
+    record: RunRecord,
+    trainer: Mapping[str, Any],
+    data: Mapping[str, Any],
+    suite: Optional[str] = None,
+    variant: Optional[str] = None,
+) -> dict[str, Scalar]:
     """Every knob of a run, flat and typed: the run's identity in the sweep, its config, its provenance."""
-    hparams: dict[str, Scalar] = {SUITE: hparam_value(suite), VARIANT: hparam_value(variant),
-                                  STATUS: record.status, "seed": hparam_value(record.seed)}
+    hparams: dict[str, Scalar] = {
+        SUITE: hparam_value(suite),
+        VARIANT: hparam_value(variant),
+        STATUS: record.status,
+        "seed": hparam_value(record.seed),
+    }
     hparams.update(flatten("model.config", record.config))
     hparams.update(flatten("model", record.training))
     hparams.update(flatten("data", data))
@@ -117,8 +126,7 @@ def run_hparams(record: RunRecord, trainer: Mapping[str, Any], data: Mapping[str
     hparams.update(flatten("trainer", trainer))
     for kind, plugin in record.plugins.items():
         distribution = plugin.get("distribution")  # its name is model.config.<kind> already
-        hparams[f"plugins.{kind}.distribution"] = (f"{distribution}=={plugin.get('version')}" if distribution
-                                                   else "None")
+        hparams[f"plugins.{kind}.distribution"] = f"{distribution}=={plugin.get('version')}" if distribution else "None"
     hparams.update(flatten("versions", record.versions))
     return hparams
 
@@ -153,7 +161,7 @@ def trial_name(log_dir: Any, suite: Optional[str]) -> str:
     # The suite's folder is the last component named so with a variant and a run below it (a variant may
     # share the suite's name; a scale adds one level between them).
     starts = [index for index, part in enumerate(parts[:-2]) if part == suite]
-    return "/".join(parts[starts[-1]:] if starts else parts[-3:])
+    return "/".join(parts[starts[-1] :] if starts else parts[-3:])
 
 
 def session_summaries(hparams: Mapping[str, Scalar], status: str, trial: Optional[str] = None) -> list:
@@ -164,17 +172,26 @@ def session_summaries(hparams: Mapping[str, Scalar], status: str, trial: Optiona
     from tensorboard.compat.proto import summary_pb2
     from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
 
-    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value(SESSION_STATUS.get(status, "STATUS_UNKNOWN")),
-                                         end_time_secs=time.time())
+    end = plugin_data_pb2.SessionEndInfo(
+        status=api_pb2.Status.Value(SESSION_STATUS.get(status, "STATUS_UNKNOWN")), end_time_secs=time.time()
+    )
     end_summary = summary_pb2.Summary()
-    end_summary.value.add(tag=metadata.SESSION_END_INFO_TAG, tensor=metadata.NULL_TENSOR,
-                          metadata=metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(
-                              session_end_info=end)))
+    end_summary.value.add(
+        tag=metadata.SESSION_END_INFO_TAG,
+        tensor=metadata.NULL_TENSOR,
+        metadata=metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(session_end_info=end)),
+    )
     return [summary_v2.hparams_pb(dict(hparams), trial_id=trial), end_summary]
 
 
-def log_run_hparams(trainer: L.Trainer, hparams: Mapping[str, Scalar], metrics: Mapping[str, float], status: str,
-                    step: int, trial: Optional[str] = None) -> None:
+def log_run_hparams(
+    trainer: L.Trainer,
+    hparams: Mapping[str, Scalar],
+    metrics: Mapping[str, float],
+    status: str,
+    step: int,
+    trial: Optional[str] = None,
+) -> None:
     """Write the knobs and results to every logger of the trainer that keeps hparams.
 
     A TensorBoard logger gets the metrics as scalars and the session summaries in its event file; any

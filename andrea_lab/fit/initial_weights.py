@@ -15,8 +15,8 @@ import torch
 from tokenizers import Tokenizer
 
 from andrea_lab.errors import UsageError
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 from andrea_lab.model.components import architecture_differences
+from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_model_config, stored_tokenizer
 
 
 class InitialWeights:
@@ -27,8 +27,10 @@ class InitialWeights:
         checkpoint = load_checkpoint(path)
         state = checkpoint.get("state_dict") if isinstance(checkpoint, dict) else None
         if not isinstance(state, dict) or not state:
-            raise UsageError(f"model.init_from {path} holds no model weights (no state_dict); pass a checkpoint "
-                             f"written by `andrea fit` or `andrea import`")
+            raise UsageError(
+                f"model.init_from {path} holds no model weights (no state_dict); pass a checkpoint "
+                f"written by `andrea fit` or `andrea import`"
+            )
         self.state_dict: dict[str, torch.Tensor] = state
         self.saved_config: Optional[dict[str, Any]] = stored_model_config(checkpoint)
         self.tokenizer: Optional[Tokenizer] = stored_tokenizer(checkpoint)
@@ -59,9 +61,12 @@ class InitialWeights:
         self.check_tokenizer(tokenizer, str(getattr(datamodule, "tokenizer_spec", "")))
 
     def architecture_error(self, differences: list[str]) -> UsageError:
-        return UsageError(f"model.init_from {self.path} holds a model of another architecture than model.config ("
-                          + "; ".join(differences) + "); set those model.config fields to the checkpoint's values "
-                          "(`andrea import` prints them for an imported model)")
+        return UsageError(
+            f"model.init_from {self.path} holds a model of another architecture than model.config ("
+            + "; ".join(differences)
+            + "); set those model.config fields to the checkpoint's values "
+            "(`andrea import` prints them for an imported model)"
+        )
 
     def check_tokenizer(self, data_tokenizer: Optional[Tokenizer], data_spec: str) -> None:
         """Refuse data whose tokenizer gives ids other than the one these weights were trained with."""
@@ -76,4 +81,5 @@ class InitialWeights:
             f"model.init_from {self.path} was trained with another tokenizer than the data's (data.tokenizer "
             f"{data_spec!r}): {differing} of its {len(ours)} tokens have other ids in the data's {len(theirs)}, so "
             f"its embeddings would be read for the wrong tokens. Train on its tokenizer: set data.tokenizer to its "
-            f"tokenizer.json (`andrea import` writes one beside the checkpoint)")
+            f"tokenizer.json (`andrea import` writes one beside the checkpoint)"
+        )

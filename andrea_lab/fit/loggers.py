@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Optional
-
-from typing import Any
+from typing import Any, Mapping, Optional
 
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
@@ -33,9 +31,11 @@ def check_run_name(field: str, value: Any) -> None:
         return
     text = str(value)
     if text in (".", "..") or "/" in text or "\\" in text or os.sep in text or "\0" in text:
-        raise UsageError(f"trainer.logger.init_args.{field} {text!r} would leave save_dir; a {field} is one "
-                         "directory name: letters, digits, '_', '-', '.', without '/', '\\' or '..' "
-                         f"(e.g. {'quickstart' if field == 'name' else 'version_0'})")
+        raise UsageError(
+            f"trainer.logger.init_args.{field} {text!r} would leave save_dir; a {field} is one "
+            "directory name: letters, digits, '_', '-', '.', without '/', '\\' or '..' "
+            f"(e.g. {'quickstart' if field == 'name' else 'version_0'})"
+        )
 
 
 #: Lightning's per-log-call epoch counter, not logged (see the module docstring).

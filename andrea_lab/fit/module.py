@@ -18,19 +18,19 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
-from andrea_lab.model.config import AndreaConfig
 from andrea_lab.errors import UsageError
-from andrea_lab.model.transformer import Andrea
-from andrea_lab.runs import tags
-from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_config
-from andrea_lab.fit.z_loss import training_objective
 from andrea_lab.fit.args import TrainingArgs
 from andrea_lab.fit.initial_weights import InitialWeights
 from andrea_lab.fit.log_cadence import logger_writes_now
 from andrea_lab.fit.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
 from andrea_lab.fit.optim import adamw_with_schedule, clip_fused, tag_weight_decay
 from andrea_lab.fit.rng_state import capture_rng_states, restore_rng_states
+from andrea_lab.fit.z_loss import training_objective
 from andrea_lab.model.components import check_same_architecture
+from andrea_lab.model.config import AndreaConfig
+from andrea_lab.model.transformer import Andrea
+from andrea_lab.runs import tags
+from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_config
 
 
 class AndreaLM(L.LightningModule):
@@ -63,17 +63,37 @@ class AndreaLM(L.LightningModule):
     #: measure the alternative; not a config key, since it changes speed, not results).
     use_fused_adamw: ClassVar[bool] = True
 
-    def __init__(self, config: AndreaConfig = AndreaConfig(), lr: float = 6e-4, warmup_steps: int = 100,
-                 decay_steps: Optional[int] = None, min_lr_ratio: float = 0.1, weight_decay: float = 0.1,
-                 betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8,
-                 on_nonfinite: Literal["stop", "skip"] = "stop", max_skipped_steps: int = 10,
-                 compile: bool = False, z_loss: float = 0.0, init_from: Optional[str] = None):
+    def __init__(
+        self,
+        config: AndreaConfig = AndreaConfig(),
+        lr: float = 6e-4,
+        warmup_steps: int = 100,
+        decay_steps: Optional[int] = None,
+        min_lr_ratio: float = 0.1,
+        weight_decay: float = 0.1,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        on_nonfinite: Literal["stop", "skip"] = "stop",
+        max_skipped_steps: int = 10,
+        compile: bool = False,
+        z_loss: float = 0.0,
+        init_from: Optional[str] = None,
+    ):
         super().__init__()
         self.config = config if isinstance(config, AndreaConfig) else AndreaConfig(**config)  # a stored dict
         self.args = TrainingArgs(  # every other argument but init_from, checked
-            lr=lr, warmup_steps=warmup_steps, decay_steps=decay_steps, min_lr_ratio=min_lr_ratio,
-            weight_decay=weight_decay, betas=betas, eps=eps, on_nonfinite=on_nonfinite,
-            max_skipped_steps=max_skipped_steps, compile=compile, z_loss=z_loss)
+            lr=lr,
+            warmup_steps=warmup_steps,
+            decay_steps=decay_steps,
+            min_lr_ratio=min_lr_ratio,
+            weight_decay=weight_decay,
+            betas=betas,
+            eps=eps,
+            on_nonfinite=on_nonfinite,
+            max_skipped_steps=max_skipped_steps,
+            compile=compile,
+            z_loss=z_loss,
+        )
         # Saved as plain values (checkpoints load weights-only, hparams.yaml stays plain YAML), the same keys
         # as ever; not init_from: a checkpoint of this run is complete without the file it started from.
         # A dict, not the bare call, which under LightningCLI would save the CLI's dump of its arguments.
@@ -126,8 +146,9 @@ class AndreaLM(L.LightningModule):
         trainer's own callbacks (ModelCheckpoint last), in place of any other of its type."""
         return [self.nonfinite]
 
-    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val=None,
-                                    gradient_clip_algorithm=None) -> None:
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
+    ) -> None:
         """Without a ``GradScaler``, a fused AdamW clips with the norm already measured (optim.clip_fused),
         where Lightning's mixed-precision plugin would refuse it under bf16-mixed although bf16 scales nothing."""
         if not (gradient_clip_val and takes_found_inf(optimizer) and grad_scaler(self.trainer) is None):
@@ -164,16 +185,30 @@ class AndreaLM(L.LightningModule):
         # Lightning discards what the sanity check logs. Its loss is the loss at initialisation (about
         # ln(vocab_size)), the natural first point of every curve: log it at step 0.
         if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
-            self.logger.log_metrics({tags.VAL_LOSS: float(self.val_loss.compute()),
-                                     tags.VAL_PERPLEXITY: float(self.val_perplexity.compute())}, step=0)
+            self.logger.log_metrics(
+                {
+                    tags.VAL_LOSS: float(self.val_loss.compute()),
+                    tags.VAL_PERPLEXITY: float(self.val_perplexity.compute()),
+                },
+                step=0,
+            )
 
     def configure_optimizers(self):
         args = self.args
         decay_steps = args.decay_steps or max(1, int(self.trainer.estimated_stepping_batches))
         # fp16 with clipping: the scaler must unscale before the clip, which a fused AdamW does not allow.
-        clips_under_scaler = (self._trainer is not None and grad_scaler(self.trainer) is not None
-                              and bool(self.trainer.gradient_clip_val))
-        optimizer, scheduler = adamw_with_schedule(self.model, args.lr, args.betas, args.eps, args.weight_decay,
-                                                   args.warmup_steps, decay_steps, args.min_lr_ratio,
-                                                   fused=self.use_fused_adamw and not clips_under_scaler)
+        clips_under_scaler = (
+            self._trainer is not None and grad_scaler(self.trainer) is not None and bool(self.trainer.gradient_clip_val)
+        )
+        optimizer, scheduler = adamw_with_schedule(
+            self.model,
+            args.lr,
+            args.betas,
+            args.eps,
+            args.weight_decay,
+            args.warmup_steps,
+            decay_steps,
+            args.min_lr_ratio,
+            fused=self.use_fused_adamw and not clips_under_scaler,
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

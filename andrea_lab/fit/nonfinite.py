@@ -40,8 +40,8 @@ import lightning as L
 import torch
 
 from andrea_lab.errors import DivergenceError
-from andrea_lab.runs import tags
 from andrea_lab.fit.log_cadence import is_logged_step, logger_writes_now
+from andrea_lab.runs import tags
 
 #: The attribute a LightningModule publishes its :class:`NonFiniteGuard` as (AndreaLM does); the module
 #: also returns the guard from ``configure_callbacks``, which is what makes its hooks run.
@@ -110,9 +110,13 @@ class NonFiniteTally:
             self._count = torch.zeros((), dtype=torch.int64, device=bad.device)
             self._first = torch.full((3,), -1.0, dtype=torch.float64, device=bad.device)
         # torch.full is a fill kernel; torch.tensor(step, device=...) would be a synchronous copy.
-        this_step = torch.stack([torch.full((), float(step), dtype=torch.float64, device=bad.device),
-                                 loss.detach().reshape(()).to(torch.float64),
-                                 grad_norm.detach().reshape(()).to(torch.float64)])
+        this_step = torch.stack(
+            [
+                torch.full((), float(step), dtype=torch.float64, device=bad.device),
+                loss.detach().reshape(()).to(torch.float64),
+                grad_norm.detach().reshape(()).to(torch.float64),
+            ]
+        )
         is_first = bad & (self._count == 0)
         self._first = torch.where(is_first, this_step, self._first)
         self._count = self._count + bad.to(torch.int64)
@@ -176,28 +180,37 @@ class NonFiniteGuard(L.Callback):
         found = self._tally.collect()
         if found is None:
             return 0
-        where = (f"step {found.first_step}" if found.count == 1
-                 else f"{found.count} steps from step {found.first_step}")
+        where = f"step {found.first_step}" if found.count == 1 else f"{found.count} steps from step {found.first_step}"
         first = f"loss {found.loss}, gradient norm {found.grad_norm}"
         if self.skips and self.skipped_steps + found.count <= self.max_skipped_steps:
             self.skipped_steps += found.count
-            warnings.warn(f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
-                          f"({self.skipped_steps} of at most {self.max_skipped_steps})", RuntimeWarning)
+            warnings.warn(
+                f"non-finite loss or gradient norm at {where} (first: {first}); update skipped "
+                f"({self.skipped_steps} of at most {self.max_skipped_steps})",
+                RuntimeWarning,
+            )
             return found.count
-        reason = (f"more than max_skipped_steps={self.max_skipped_steps} non-finite steps" if self.skips
-                  else "on_nonfinite=stop")
-        raise DivergenceError(f"training diverged at step {found.first_step}: {first} ({reason}). Non-finite "
-                              f"updates are never applied; the last good checkpoint is kept: {last_checkpoint}. "
-                              f"Try a lower model.lr, more model.warmup_steps, or trainer.gradient_clip_val.")
+        reason = (
+            f"more than max_skipped_steps={self.max_skipped_steps} non-finite steps"
+            if self.skips
+            else "on_nonfinite=stop"
+        )
+        raise DivergenceError(
+            f"training diverged at step {found.first_step}: {first} ({reason}). Non-finite "
+            f"updates are never applied; the last good checkpoint is kept: {last_checkpoint}. "
+            f"Try a lower model.lr, more model.warmup_steps, or trainer.gradient_clip_val."
+        )
 
     # ------------------------------------------------------------ the callback's hooks
 
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         self.last_grad_norm = None  # set again only if this batch ends in an optimizer step
 
-    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule,
-                                 optimizer: torch.optim.Optimizer) -> None:
+    def on_before_optimizer_step(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
         norm = global_grad_norm(pl_module.parameters())  # after backward, before clipping: the raw norm
         if norm is None:
             return
@@ -211,8 +224,9 @@ class NonFiniteGuard(L.Callback):
         if self.observe(optimizer, trainer.global_step, loss, norm):
             self._settle(trainer, optimizer)  # an optimizer without found_inf: drop the update now
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if is_logged_step(trainer.global_step, trainer):  # the step just taken
             self._settle(trainer)
 
@@ -228,8 +242,7 @@ class NonFiniteGuard(L.Callback):
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a grad untouched
         if trainer.logger is not None:  # directly: Lightning refuses self.log in on_train_end and checkpoint hooks
-            trainer.logger.log_metrics({tags.TRAIN_SKIPPED_STEPS: float(self.skipped_steps)},
-                                       step=trainer.global_step)
+            trainer.logger.log_metrics({tags.TRAIN_SKIPPED_STEPS: float(self.skipped_steps)}, step=trainer.global_step)
 
     # ------------------------------------------------------------ the checkpoint
 

@@ -47,23 +47,40 @@ def tag_weight_decay(model: torch.nn.Module) -> None:
         parameter._andrea_decay = parameter.dim() >= 2
 
 
-def adamw_with_schedule(model: torch.nn.Module, lr: float, betas: tuple[float, float], eps: float,
-                        weight_decay: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float,
-                        fused: bool = True) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+def adamw_with_schedule(
+    model: torch.nn.Module,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+    weight_decay: float,
+    warmup_steps: int,
+    decay_steps: int,
+    min_lr_ratio: float,
+    fused: bool = True,
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW with weight decay on the matrices only (``dim >= 2``, unless a parameter says otherwise in
     ``_andrea_decay``: :func:`tag_weight_decay`), fused where torch has the kernel, and the per-step
     warmup + cosine schedule (:func:`warmup_cosine`)."""
     decays = [(p, getattr(p, "_andrea_decay", p.dim() >= 2)) for p in model.parameters()]
-    optimizer = fused_adamw([{"params": [p for p, d in decays if d], "weight_decay": weight_decay},
-                             {"params": [p for p, d in decays if not d], "weight_decay": 0.0}],
-                            lr=lr, betas=betas, eps=eps, fused=fused)
+    optimizer = fused_adamw(
+        [
+            {"params": [p for p, d in decays if d], "weight_decay": weight_decay},
+            {"params": [p for p, d in decays if not d], "weight_decay": 0.0},
+        ],
+        lr=lr,
+        betas=betas,
+        eps=eps,
+        fused=fused,
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_cosine(step, warmup_steps, decay_steps, min_lr_ratio))
+        optimizer, lambda step: warmup_cosine(step, warmup_steps, decay_steps, min_lr_ratio)
+    )
     return optimizer, scheduler
 
 
-def clip_fused(optimizer: torch.optim.Optimizer, clip_val: float, algorithm: Optional[str],
-               norm: Optional[torch.Tensor]) -> None:
+def clip_fused(
+    optimizer: torch.optim.Optimizer, clip_val: float, algorithm: Optional[str], norm: Optional[torch.Tensor]
+) -> None:
     """Clip the gradients of a fused AdamW that no ``GradScaler`` scales (they are true gradients), by
     value, or by norm with ``norm``, the global norm already measured before clipping (no second pass over
     the gradients). A non-finite norm is left to the non-finite policy, whose skip happens on the device;

@@ -111,8 +111,10 @@ class PreemptionCheckpoint(L.Callback):
         first = self.received is None
         self.received = signum
         if first:
-            rank_zero_info(f"\n{signal.Signals(signum).name} received: stopping after the current optimizer step "
-                           "and writing a checkpoint")
+            rank_zero_info(
+                f"\n{signal.Signals(signum).name} received: stopping after the current optimizer step "
+                "and writing a checkpoint"
+            )
         if not self.forwarded and not self._mid_accumulation():
             self._forward(frame)
 
@@ -137,8 +139,11 @@ class PreemptionCheckpoint(L.Callback):
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._uninstall()
-        if (not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING
-                or self._mid_accumulation()):
+        if (
+            not isinstance(exception, SIGTERMException)
+            or trainer.state.fn != TrainerFn.FITTING
+            or self._mid_accumulation()
+        ):
             return  # a crash, a stopped validate/test, or a step half done: nothing worth resuming from
         self.step = trainer.global_step
         trainer.save_checkpoint(self.ckpt_path)

@@ -23,17 +23,24 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from andrea_lab.fit.stability.events import DivergenceDetector
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
-from andrea_lab.fit.hparams import (data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs,
-                                         trial_name)
+from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
+from andrea_lab.fit.stability.events import DivergenceDetector
 from andrea_lab.fit.stability.monitor import StabilityMonitor
-from andrea_lab.model.contracts import PLUGIN_KINDS
-from andrea_lab.runs import tags
-from andrea_lab.runs.directory import (NONFINITE as NONFINITE_KIND, SUMMARY_FILE, RunRecord, finite_or_none,
-                                       package_versions, write_record)
 from andrea_lab.fit.stability.probe import attention_extremes
+from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import selected_entry_point
+from andrea_lab.runs import tags
+from andrea_lab.runs.directory import (
+    NONFINITE as NONFINITE_KIND,
+)
+from andrea_lab.runs.directory import (
+    SUMMARY_FILE,
+    RunRecord,
+    finite_or_none,
+    package_versions,
+    write_record,
+)
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -44,8 +51,12 @@ def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
     """
     ep = selected_entry_point(kind, name)
     if ep is not None:
-        return {"name": ep.name, "distribution": ep.dist.name if ep.dist is not None else None,
-                "version": ep.dist.version if ep.dist is not None else None, "target": ep.value}
+        return {
+            "name": ep.name,
+            "distribution": ep.dist.name if ep.dist is not None else None,
+            "version": ep.dist.version if ep.dist is not None else None,
+            "target": ep.value,
+        }
     return {"name": name, "distribution": None, "version": None, "target": name if ":" in name else None}
 
 
@@ -75,12 +86,21 @@ class RunSummary(L.Callback):
         variant: The suite's variant this run trains (``andrea sweep`` sets it), an hparam to filter on.
     """
 
-    def __init__(self, enabled: bool = True, hparams: bool = True, val_metric: str = tags.VAL_LOSS,
-                 filename: str = SUMMARY_FILE, suite: Optional[str] = None, variant: Optional[str] = None):
+    def __init__(
+        self,
+        enabled: bool = True,
+        hparams: bool = True,
+        val_metric: str = tags.VAL_LOSS,
+        filename: str = SUMMARY_FILE,
+        suite: Optional[str] = None,
+        variant: Optional[str] = None,
+    ):
         super().__init__()
         if filename != SUMMARY_FILE:
-            raise ValueError(f"summary.filename is {filename!r}, but the run record is always {SUMMARY_FILE!r} "
-                             "(andrea sweep and andrea compare read it by that name); remove the key")
+            raise ValueError(
+                f"summary.filename is {filename!r}, but the run record is always {SUMMARY_FILE!r} "
+                "(andrea sweep and andrea compare read it by that name); remove the key"
+            )
         self.enabled = enabled
         self.hparams = hparams
         self.val_metric = val_metric
@@ -103,8 +123,12 @@ class RunSummary(L.Callback):
     # ---------------------------------------------------------------- state
 
     def state_dict(self) -> dict[str, Any]:
-        return {"initial_val_loss": self.initial_val_loss, "val_history": [list(v) for v in self.val_history],
-                "tokens_seen": self.tokens_seen, "wall_time_s": self._wall_time()}
+        return {
+            "initial_val_loss": self.initial_val_loss,
+            "val_history": [list(v) for v in self.val_history],
+            "tokens_seen": self.tokens_seen,
+            "wall_time_s": self._wall_time(),
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded_state = state_dict
@@ -129,8 +153,9 @@ class RunSummary(L.Callback):
             self.tokens_seen = int(state["tokens_seen"])
             self.wall_time_before = float(state["wall_time_s"])
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if not self._active:
             return
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
@@ -196,8 +221,9 @@ class RunSummary(L.Callback):
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
         logger = trainer.logger
         config = model_config_dict(pl_module)
-        training = {key: value for key, value in dict(getattr(pl_module, "hparams", {}) or {}).items()
-                    if key != "config"}
+        training = {
+            key: value for key, value in dict(getattr(pl_module, "hparams", {}) or {}).items() if key != "config"
+        }
         seed = os.environ.get("PL_GLOBAL_SEED")
         datamodule = trainer.datamodule
         data_seed = getattr(datamodule, "seed", None) if datamodule is not None else None
@@ -209,8 +235,11 @@ class RunSummary(L.Callback):
             final_val_loss=finite_or_none(final),
             best_val_loss=finite_or_none(best),
             best_step=best_step,
-            divergence=({"step": divergence.step, "kind": divergence.kind} if divergence is not None
-                        else {"step": None, "kind": None}),
+            divergence=(
+                {"step": divergence.step, "kind": divergence.kind}
+                if divergence is not None
+                else {"step": None, "kind": None}
+            ),
             spike_count=0 if monitor is None else monitor.spike_count,
             grad_norm_max=finite_or_none(grad_max),
             grad_norm_median=finite_or_none(grad_median),
@@ -249,8 +278,12 @@ class RunSummary(L.Callback):
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
         # The flags' last points agree with the record, also when the end-of-fit check decided a divergence;
         # all three tags of a flag's margin chart get the point (the chart needs them at the same steps).
-        metrics = {**run_metrics(summary), tags.DIVERGED: float(summary.diverged),
-                   tags.NONFINITE: float(summary.divergence_kind == NONFINITE_KIND), tags.FLAG_SCALE: 1.0}
+        metrics = {
+            **run_metrics(summary),
+            tags.DIVERGED: float(summary.diverged),
+            tags.NONFINITE: float(summary.divergence_kind == NONFINITE_KIND),
+            tags.FLAG_SCALE: 1.0,
+        }
         log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
         self._hparams_logged = True
 
@@ -268,8 +301,12 @@ def closing_lines(record: RunRecord, run_dir: Path, path: Path, suite: Optional[
         status += f" ({record.divergence_kind} at step {record.divergence_step})"
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     runs = run_dir.parent.parent if suite else run_dir.parent
-    lines = [f"run: {run_dir}", f"status: {status} after {record.steps} steps; {loss}", f"record: {path}",
-             f"next: tensorboard --logdir {runs}"]
+    lines = [
+        f"run: {run_dir}",
+        f"status: {status} after {record.steps} steps; {loss}",
+        f"record: {path}",
+        f"next: tensorboard --logdir {runs}",
+    ]
     if checkpoint.is_file():
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
     lines.append(f"      andrea compare {runs}")

@@ -20,8 +20,9 @@ def log_z(logits: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits.float(), dim=-1)
 
 
-def cross_entropy_and_z_loss(logits: torch.Tensor, targets: torch.Tensor, coefficient: float
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
+def cross_entropy_and_z_loss(
+    logits: torch.Tensor, targets: torch.Tensor, coefficient: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The mean cross-entropy of ``targets`` (B, T) under ``logits`` (B, T, vocab), and the z-loss term,
     from one logsumexp in float32 (the cross-entropy equals ``F.cross_entropy``'s to float rounding)."""
     lse = log_z(logits)  # (B, T)
@@ -29,8 +30,9 @@ def cross_entropy_and_z_loss(logits: torch.Tensor, targets: torch.Tensor, coeffi
     return (lse - target_logits).mean(), coefficient * lse.pow(2).mean()
 
 
-def training_objective(model: torch.nn.Module, x: torch.Tensor, targets: torch.Tensor, coefficient: float
-                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+def training_objective(
+    model: torch.nn.Module, x: torch.Tensor, targets: torch.Tensor, coefficient: float
+) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
     """What AndreaLM optimises on a batch, as (objective, cross-entropy, z-loss term or None).
 
     Without a z-loss (``coefficient`` 0) the objective is the model's own cross-entropy, from its fused

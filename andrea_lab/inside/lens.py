@@ -79,25 +79,32 @@ def final_norm_description(model: Andrea) -> str:
     cap = model.config.final_logit_softcap
     then = "" if cap is None else f", then the final soft cap {cap:g}·tanh(logit/{cap:g}) (final_logit_softcap)"
     if isinstance(model.final_norm, nn.Identity):
-        return ("the tied unembedding alone (this placement has no final norm: the model decodes its last "
-                f"stream the same way){then}")
+        return (
+            "the tied unembedding alone (this placement has no final norm: the model decodes its last "
+            f"stream the same way){then}"
+        )
     return f"the final norm ({type(model.final_norm).__name__}) and the tied unembedding{then}"
 
 
 # ------------------------------------------------------------------------------------------ the lens
+
 
 @dataclass(frozen=True)
 class LensRow:
     """The lens after one sublayer for the traced token: its top-k next tokens and the actual next one."""
 
     label: str
-    top: list[tuple[int, float]]            # (token id, probability), most likely first
-    next_prob: Optional[float] = None       # p(actual next token), when the text has one
-    next_rank: Optional[int] = None         # its rank, 1 = the lens's top prediction
+    top: list[tuple[int, float]]  # (token id, probability), most likely first
+    next_prob: Optional[float] = None  # p(actual next token), when the text has one
+    next_rank: Optional[int] = None  # its rank, 1 = the lens's top prediction
 
     def as_dict(self, decode_id: Callable[[int], str] = str) -> dict:
-        return {"label": self.label, "top": [{"id": i, "token": decode_id(i), "prob": p} for i, p in self.top],
-                "next_prob": self.next_prob, "next_rank": self.next_rank}
+        return {
+            "label": self.label,
+            "top": [{"id": i, "token": decode_id(i), "prob": p} for i, p in self.top],
+            "next_prob": self.next_prob,
+            "next_rank": self.next_rank,
+        }
 
 
 def lens_rows(model: Andrea, streams: Streams, position: int, next_id: Optional[int], k: int = 5) -> list[LensRow]:
@@ -121,8 +128,8 @@ class LensGrid:
     """The classic logit-lens picture: for every depth and every position, the lens's top-1 token."""
 
     labels: list[str]
-    top_ids: list[list[int]]       # (S + 1, T)
-    top_probs: list[list[float]]   # (S + 1, T)
+    top_ids: list[list[int]]  # (S + 1, T)
+    top_probs: list[list[float]]  # (S + 1, T)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -137,8 +144,10 @@ def lens_grid(model: Andrea, streams: Streams) -> LensGrid:
 
 # ------------------------------------------------------------------------------------------ attribution
 
-def frozen_final_norm(norm: nn.Module, stream: torch.Tensor
-                      ) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor, Optional[float]]:
+
+def frozen_final_norm(
+    norm: nn.Module, stream: torch.Tensor
+) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.Tensor, Optional[float]]:
     """The final norm linearised at ``stream`` (C,): ``(linear map, offset, frozen scale)`` such that
     ``norm(stream) == linear(stream) + offset``. The scale is None for a model without a final norm."""
     zero = torch.zeros_like(stream)
@@ -155,8 +164,10 @@ def frozen_final_norm(norm: nn.Module, stream: torch.Tensor
         eps = torch.finfo(stream.dtype).eps if norm.eps is None else norm.eps
         scale = torch.sqrt(stream.pow(2).mean() + eps)
         return (lambda v: gamma * v / scale), offset, float(scale)
-    raise UsageError(f"direct logit attribution knows a LayerNorm, an RMSNorm or no final norm; this model's final "
-                     f"norm is {type(norm).__name__}")
+    raise UsageError(
+        f"direct logit attribution knows a LayerNorm, an RMSNorm or no final norm; this model's final "
+        f"norm is {type(norm).__name__}"
+    )
 
 
 @dataclass
@@ -182,15 +193,23 @@ class Attribution:
         """What the terms add up to, in words (the label of the text and the JSON)."""
         if self.softcap is None:
             return "the output logit"
-        return (f"the pre-cap logit z (final_logit_softcap {self.softcap:g}: the model outputs "
-                f"{self.softcap:g}·tanh(z/{self.softcap:g}); the decomposition is linear only before the cap)")
+        return (
+            f"the pre-cap logit z (final_logit_softcap {self.softcap:g}: the model outputs "
+            f"{self.softcap:g}·tanh(z/{self.softcap:g}); the decomposition is linear only before the cap)"
+        )
 
     def as_dict(self) -> dict:
-        return {"token_id": self.token_id, "attributed": self.attributed, "logit": self.logit,
-                "frozen_norm_scale": self.scale, "softcap": self.softcap, "output_logit": self.output_logit,
-                "output_prob": self.output_prob,
-                "terms": [{"label": label, "contribution": value} for label, value in self.terms],
-                "sum": self.total}
+        return {
+            "token_id": self.token_id,
+            "attributed": self.attributed,
+            "logit": self.logit,
+            "frozen_norm_scale": self.scale,
+            "softcap": self.softcap,
+            "output_logit": self.output_logit,
+            "output_prob": self.output_prob,
+            "terms": [{"label": label, "contribution": value} for label, value in self.terms],
+            "sum": self.total,
+        }
 
 
 @torch.no_grad()
@@ -207,9 +226,15 @@ def attribute(model: Andrea, streams: Streams, position: int, token_id: int) -> 
     # Without a cap the model's own logit; with one, the unembedding's output before the cap (Andrea.readout
     # without its last step), the quantity the linear decomposition is of.
     logit = output[token_id] if cap is None else model.lm_head(model.final_norm(states[-1]))[token_id]
-    result = Attribution(token_id, float(logit), scale, list(zip(streams.labels, values.tolist())), softcap=cap,
-                         output_logit=float(output[token_id]),
-                         output_prob=float(torch.softmax(output.float(), dim=-1)[token_id]))
+    result = Attribution(
+        token_id,
+        float(logit),
+        scale,
+        list(zip(streams.labels, values.tolist())),
+        softcap=cap,
+        output_logit=float(output[token_id]),
+        output_prob=float(torch.softmax(output.float(), dim=-1)[token_id]),
+    )
     extra = float(offset @ direction)
     head_bias = getattr(model.lm_head, "bias", None)
     if head_bias is not None:
@@ -219,6 +244,7 @@ def attribute(model: Andrea, streams: Streams, position: int, token_id: int) -> 
 
 
 # ------------------------------------------------------------------------------------------ as text
+
 
 def format_lens(rows: Sequence[LensRow], decode_id: Callable[[int], str], next_token: Optional[str]) -> str:
     """The lens rows as an aligned table: top-k with probabilities, and the actual next token's p and rank."""
@@ -244,8 +270,10 @@ def format_attribution(attribution: Attribution) -> str:
     lines += ["-" * 30, f"{'sum':<16}  {attribution.total:>+12.4f}"]
     if attribution.softcap is None:
         return "\n".join([*lines, f"{'model logit':<16}  {attribution.logit:>+12.4f}"])
-    lines += [f"{'pre-cap logit':<16}  {attribution.logit:>+12.4f}",
-              f"{'capped (output)':<16}  {attribution.output_logit:>+12.4f}  "
-              f"= {attribution.softcap:g}·tanh(pre-cap/{attribution.softcap:g}), not a sum of the terms",
-              f"{'probability':<16}  {attribution.output_prob:>12.4f}  (the model's, through the cap)"]
+    lines += [
+        f"{'pre-cap logit':<16}  {attribution.logit:>+12.4f}",
+        f"{'capped (output)':<16}  {attribution.output_logit:>+12.4f}  "
+        f"= {attribution.softcap:g}·tanh(pre-cap/{attribution.softcap:g}), not a sum of the terms",
+        f"{'probability':<16}  {attribution.output_prob:>12.4f}  (the model's, through the cap)",
+    ]
     return "\n".join(lines)

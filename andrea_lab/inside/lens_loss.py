@@ -19,9 +19,9 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 
-from andrea_lab.inside.lens import EMBED, decode
 from andrea_lab.data.heldout import HeldOutDataset, clustered_mean
 from andrea_lab.files import read_json
+from andrea_lab.inside.lens import EMBED, decode
 from andrea_lab.model.transformer import SUBLAYER_KINDS, Andrea
 from andrea_lab.runs.directory import finite_or_none
 
@@ -78,8 +78,10 @@ def heldout_lens(model: Andrea, dataset: HeldOutDataset, batch_size: int = 16) -
     model.eval()
     try:
         for first in range(0, len(dataset), batch_size):
-            x, y, units = (torch.stack(parts).to(device) for parts in
-                           zip(*(dataset[i] for i in range(first, min(first + batch_size, len(dataset))))))
+            x, y, units = (
+                torch.stack(parts).to(device)
+                for parts in zip(*(dataset[i] for i in range(first, min(first + batch_size, len(dataset)))))
+            )
             losses = lens_losses(model, x, y).double().flatten(1)  # (depths, B·T)
             sums.index_add_(1, units.flatten(), losses)
             counts.index_add_(0, units.flatten(), torch.ones_like(losses[0]))
@@ -91,9 +93,15 @@ def heldout_lens(model: Andrea, dataset: HeldOutDataset, batch_size: int = 16) -
         loss, se = clustered_mean(row, tokens)
         _, gap_se = clustered_mean(row - per_unit[-1], tokens)
         layers.append(LayerLoss(label, finite_or_none(loss), finite_or_none(se), finite_or_none(gap_se)))
-    scored = {"tokens": int(counts.sum().item()), "documents": int((counts > 0).sum().item()),
-              "windows": len(dataset), "split_tokens": plan.split_tokens, "sampled": plan.sampled,
-              "se_unit": plan.se_unit, "seed": plan.seed}
+    scored = {
+        "tokens": int(counts.sum().item()),
+        "documents": int((counts > 0).sum().item()),
+        "windows": len(dataset),
+        "split_tokens": plan.split_tokens,
+        "sampled": plan.sampled,
+        "se_unit": plan.se_unit,
+        "seed": plan.seed,
+    }
     return layers, scored
 
 
@@ -108,9 +116,16 @@ def blocks_to_final(layers: list[LayerLoss], tolerance: float = TOLERANCE) -> Op
 
 def lens_record(layers: list[LayerLoss], scored: dict, checkpoint: str, step: int, decoded: str) -> dict[str, Any]:
     """``lens.json``: the per-depth losses, what was scored, and the depth that gets close to the final loss."""
-    return {"schema": LENS_SCHEMA, "checkpoint": checkpoint, "step": step, "decoded_through": decoded,
-            "layers": [asdict(layer) for layer in layers], "tolerance": TOLERANCE,
-            BLOCKS_TO_FINAL: blocks_to_final(layers), "heldout": scored}
+    return {
+        "schema": LENS_SCHEMA,
+        "checkpoint": checkpoint,
+        "step": step,
+        "decoded_through": decoded,
+        "layers": [asdict(layer) for layer in layers],
+        "tolerance": TOLERANCE,
+        BLOCKS_TO_FINAL: blocks_to_final(layers),
+        "heldout": scored,
+    }
 
 
 def lens_columns(run_dir: str | Path) -> dict[str, Any]:
@@ -143,8 +158,13 @@ def plot_layers(layers: list[LayerLoss], path: str | Path, title: str) -> Path:
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     xs = list(range(len(layers)))
-    axes.errorbar(xs, [float("nan") if one.loss is None else one.loss for one in layers],
-                  yerr=[0.0 if one.se is None else 2 * one.se for one in layers], marker="o", capsize=3)
+    axes.errorbar(
+        xs,
+        [float("nan") if one.loss is None else one.loss for one in layers],
+        yerr=[0.0 if one.se is None else 2 * one.se for one in layers],
+        marker="o",
+        capsize=3,
+    )
     axes.set_xticks(xs, [one.layer for one in layers], rotation=45 if len(layers) > 8 else 0)
     axes.set_ylabel("held-out cross-entropy of the lens (nats/token)")
     axes.set_xlabel("stream after")

@@ -32,11 +32,17 @@ def _save(figure, path: Union[str, Path]) -> Path:
 
 def _short(text: str, width: int = 6) -> str:
     shown = repr(text)[1:-1].replace(" ", "␣")  # a leading space is most of what tells BPE tokens apart
-    return shown if len(shown) <= width else shown[:width - 1] + "…"
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
 
 
-def plot_lens_grid(grid: LensGrid, tokens: Sequence[str], decode: Callable[[int], str], path: Union[str, Path],
-                   next_ids: Optional[Sequence[int]] = None, title: str = "") -> Path:
+def plot_lens_grid(
+    grid: LensGrid,
+    tokens: Sequence[str],
+    decode: Callable[[int], str],
+    path: Union[str, Path],
+    next_ids: Optional[Sequence[int]] = None,
+    title: str = "",
+) -> Path:
     """Depth (rows, embedding at the bottom) × position (columns): each cell the lens's top-1 next token,
     coloured by its probability; a cell whose top-1 is the text's actual next token is framed."""
     depths, positions = len(grid.labels), len(tokens)
@@ -48,8 +54,15 @@ def plot_lens_grid(grid: LensGrid, tokens: Sequence[str], decode: Callable[[int]
         for d in range(depths):
             for t in range(positions):
                 prob = grid.top_probs[d][t]
-                axes.text(t, d, _short(decode(grid.top_ids[d][t])), ha="center", va="center", fontsize=6,
-                          color="white" if prob > 0.6 else "black")
+                axes.text(
+                    t,
+                    d,
+                    _short(decode(grid.top_ids[d][t])),
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if prob > 0.6 else "black",
+                )
                 if next_ids is not None and t < len(next_ids) and grid.top_ids[d][t] == next_ids[t]:
                     axes.add_patch(_frame(t, d))
     axes.set_yticks(range(depths), grid.labels, fontsize=7)
@@ -83,7 +96,10 @@ def plot_attribution(attribution: Attribution, target: str, path: Union[str, Pat
     if attribution.softcap is not None:  # on a line of their own: the title would not fit a small model's figure
         gap, cap = "\n", attribution.softcap
         scale += f"; the model outputs {cap:g}·tanh(pre-cap/{cap:g}) = {attribution.output_logit:.3f}"
-    axes.set_title(title or f"direct logit attribution: sum {attribution.total:.3f} = {which} "
-                            f"{attribution.logit:.3f}{gap}({scale})", fontsize=9)
+    axes.set_title(
+        title
+        or f"direct logit attribution: sum {attribution.total:.3f} = {which} {attribution.logit:.3f}{gap}({scale})",
+        fontsize=9,
+    )
     axes.grid(True, axis="y", alpha=0.3)
     return _save(figure, path)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from andrea_lab.model.components import mlp_hidden, resolved_mlp_ratio
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.model.contracts import Norm
 from andrea_lab.model.transformer import Andrea
-from andrea_lab.model.components import mlp_hidden, resolved_mlp_ratio
 
 #: The figures of the ANDREA-120M spec table (shared/design/ANDREA.md), checked by `andrea params`.
 SPEC_120M = {
@@ -102,9 +102,12 @@ def parameter_breakdown(config: AndreaConfig) -> ParameterBreakdown:
 
 def format_breakdown(b: ParameterBreakdown, name: str) -> str:
     c = b.config
-    lines = [f"{name}: d_model {c.d_model}, {c.n_layer} layers, {c.n_head} heads, context {c.block_size}, "
-             f"vocab {c.vocab_size}, norm placement {c.norm_placement}, activation {c.activation}, "
-             f"MLP hidden {mlp_hidden(c)} (ratio {resolved_mlp_ratio(c):g}), backend {c.kernel_backend}", ""]
+    lines = [
+        f"{name}: d_model {c.d_model}, {c.n_layer} layers, {c.n_head} heads, context {c.block_size}, "
+        f"vocab {c.vocab_size}, norm placement {c.norm_placement}, activation {c.activation}, "
+        f"MLP hidden {mlp_hidden(c)} (ratio {resolved_mlp_ratio(c):g}), backend {c.kernel_backend}",
+        "",
+    ]
     row = "{:<34}{:>14}"
     first = b.blocks[0] if b.blocks else BlockBreakdown(0, 0, 0, 0)
     same = all(vars(x) == vars(first) for x in b.blocks)
@@ -138,9 +141,10 @@ def spec_check(b: ParameterBreakdown) -> str:
         mark = "ok" if measured[key] == expected else "DIFFERS"
         lines.append(f"  {key:<24}{measured[key]:>14,}  spec {expected:>12,}  {mark}")
     untied = b.total + b.token_embedding
-    lines += ["",
-              f'"120M" is a name, not the count: the model has {b.total:,} parameters. The original',
-              "description's embedding figure (8449x768x2, ~13M) counts the tied input/output matrix",
-              f"twice; even counted twice the total would be {untied:,}, still not 120M.",
-              ]
+    lines += [
+        "",
+        f'"120M" is a name, not the count: the model has {b.total:,} parameters. The original',
+        "description's embedding figure (8449x768x2, ~13M) counts the tied input/output matrix",
+        f"twice; even counted twice the total would be {untied:,}, still not 120M.",
+    ]
     return "\n".join(lines)

@@ -59,9 +59,15 @@ class TokenTrace:
     next_token_prob: float = 0.0
 
     def as_dict(self) -> dict:
-        return {"position": self.position, "length": self.length, "token_id": self.token_id,
-                "rows": [row.as_dict() for row in self.rows], "final_stream_norm": self.final_stream_norm,
-                "next_token_id": self.next_token_id, "next_token_prob": self.next_token_prob}
+        return {
+            "position": self.position,
+            "length": self.length,
+            "token_id": self.token_id,
+            "rows": [row.as_dict() for row in self.rows],
+            "final_stream_norm": self.final_stream_norm,
+            "next_token_id": self.next_token_id,
+            "next_token_prob": self.next_token_prob,
+        }
 
 
 def resolve_position(position: int, length: int) -> int:
@@ -70,8 +76,9 @@ def resolve_position(position: int, length: int) -> int:
         raise ValueError("the text encodes to no tokens; give a non-empty --text")
     resolved = position + length if position < 0 else position
     if not 0 <= resolved < length:
-        raise ValueError(f"position {position} is outside the text's {length} tokens "
-                         f"(valid: {-length} .. {length - 1})")
+        raise ValueError(
+            f"position {position} is outside the text's {length} tokens (valid: {-length} .. {length - 1})"
+        )
     return resolved
 
 
@@ -99,8 +106,10 @@ def trace_token(model: Andrea, ids: Union[Sequence[int], torch.Tensor], position
     pos = resolve_position(position, length)
     block_size = model.config.block_size
     if length > block_size:
-        raise ValueError(f"the text is {length} tokens, longer than the model's context "
-                         f"(block_size {block_size}); shorten it to at most {block_size} tokens")
+        raise ValueError(
+            f"the text is {length} tokens, longer than the model's context "
+            f"(block_size {block_size}); shorten it to at most {block_size} tokens"
+        )
     device = next(model.parameters()).device
     idx = idx.to(device)
 
@@ -119,9 +128,15 @@ def trace_token(model: Andrea, ids: Union[Sequence[int], torch.Tensor], position
     probs = torch.softmax(logits[0, pos].float(), dim=-1)
     best = int(probs.argmax())
     stream = captured[-1][2] if captured else None  # the stream leaving the last block
-    return TokenTrace(position=pos, length=length, token_id=int(idx[0, pos]), rows=rows,
-                      final_stream_norm=0.0 if stream is None else float(torch.linalg.vector_norm(stream)),
-                      next_token_id=best, next_token_prob=float(probs[best]))
+    return TokenTrace(
+        position=pos,
+        length=length,
+        token_id=int(idx[0, pos]),
+        rows=rows,
+        final_stream_norm=0.0 if stream is None else float(torch.linalg.vector_norm(stream)),
+        next_token_id=best,
+        next_token_prob=float(probs[best]),
+    )
 
 
 def format_table(trace: TokenTrace) -> str:
@@ -129,8 +144,10 @@ def format_table(trace: TokenTrace) -> str:
     header = f"{'block':>5}  {'sublayer':<8}  {'|stream|':>10}  {'|delta|':>10}  {'|delta|/|stream|':>16}  {'cos(delta,stream)':>17}"
     lines = [header, "-" * len(header)]
     for row in trace.rows:
-        lines.append(f"{row.block:>5}  {row.sublayer:<8}  {row.stream_norm:>10.4g}  {row.delta_norm:>10.4g}  "
-                     f"{row.ratio:>16.4g}  {row.cosine:>17.3f}")
+        lines.append(
+            f"{row.block:>5}  {row.sublayer:<8}  {row.stream_norm:>10.4g}  {row.delta_norm:>10.4g}  "
+            f"{row.ratio:>16.4g}  {row.cosine:>17.3f}"
+        )
     lines.append(f"{'':>5}  {'out':<8}  {trace.final_stream_norm:>10.4g}")
     return "\n".join(lines)
 

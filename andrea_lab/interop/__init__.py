@@ -27,5 +27,7 @@ HF_EXTRA_HINT = "pip install -e '.[hf]'"
 def require_transformers() -> None:
     """Raise a :class:`UsageError` that says how to install ``transformers`` when it is missing."""
     if importlib.util.find_spec("transformers") is None:
-        raise UsageError(f"the Hugging Face interop needs the `transformers` package, which is not installed; "
-                         f"install the extra with: {HF_EXTRA_HINT}")
+        raise UsageError(
+            f"the Hugging Face interop needs the `transformers` package, which is not installed; "
+            f"install the extra with: {HF_EXTRA_HINT}"
+        )

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from andrea_lab.errors import UsageError
 from andrea_lab.model.builtin.activations import GELU, ReLU
 from andrea_lab.model.builtin.norms import LayerNorm
 from andrea_lab.model.builtin.placements import PreNorm
-from andrea_lab.model.config import AndreaConfig, ConfigError, mlp_hidden_size
-from andrea_lab.errors import UsageError
-from andrea_lab.model.registry import PluginError, resolve
 from andrea_lab.model.components import mlp_hidden
+from andrea_lab.model.config import AndreaConfig, ConfigError, mlp_hidden_size
+from andrea_lab.model.registry import PluginError, resolve
 
 #: ANDREA's activation classes and the GPT2Config ``activation_function`` that computes the same.
 #: ``gelu_new`` is GPT-2's own name for the tanh GELU, which every GPT-2 consumer knows.
@@ -27,13 +27,18 @@ EXPORTED_ACTIVATIONS: dict[type, str] = {GELU: "gelu_new", ReLU: "relu"}
 #: GPT2Config activations ANDREA computes, and the ANDREA activation for each. The four tanh-GELU
 #: names are one function (transformers' own implementations of the same formula).
 IMPORTED_ACTIVATIONS: dict[str, str] = {
-    "gelu_new": "andrea-lab:gelu", "gelu_pytorch_tanh": "andrea-lab:gelu", "gelu_python_tanh": "andrea-lab:gelu",
-    "gelu_fast": "andrea-lab:gelu", "relu": "andrea-lab:relu",
+    "gelu_new": "andrea-lab:gelu",
+    "gelu_pytorch_tanh": "andrea-lab:gelu",
+    "gelu_python_tanh": "andrea-lab:gelu",
+    "gelu_fast": "andrea-lab:gelu",
+    "relu": "andrea-lab:relu",
 }
 
 #: What an export needs of a config, said once in every refusal.
-EXPORTABLE = ("norm_placement pre, norm layernorm, qk_norm false, activation gelu (tanh) or relu, bias true, "
-              "attn_logit_softcap and final_logit_softcap null; any size, context, vocabulary and mlp_ratio")
+EXPORTABLE = (
+    "norm_placement pre, norm layernorm, qk_norm false, activation gelu (tanh) or relu, bias true, "
+    "attn_logit_softcap and final_logit_softcap null; any size, context, vocabulary and mlp_ratio"
+)
 
 #: GPT-2 architectures whose weights are the language model (GPT2Model: the same trunk, tied head).
 IMPORTABLE_ARCHITECTURES = ("GPT2LMHeadModel", "GPT2Model")
@@ -64,8 +69,11 @@ def unexportable_fields(config: AndreaConfig) -> list[str]:
         problems.append(f"norm_placement {config.norm_placement!r} ({why})")
     activation = _plugin("activation", config.activation)
     if activation not in EXPORTED_ACTIVATIONS:
-        why = ("not installed here" if activation is None
-               else "GPT-2's activation_function has andrea-lab's gelu (tanh) and relu, ungated")
+        why = (
+            "not installed here"
+            if activation is None
+            else "GPT-2's activation_function has andrea-lab's gelu (tanh) and relu, ungated"
+        )
         problems.append(f"activation {config.activation!r} ({why})")
     norm = _plugin("norm", config.norm)
     if norm is not LayerNorm:
@@ -85,8 +93,10 @@ def check_exportable(config: AndreaConfig) -> None:
     """Raise one :class:`NotExportableError` naming every field GPT2Config cannot express."""
     problems = unexportable_fields(config)
     if problems:
-        raise NotExportableError(f"this ANDREA variant cannot be exported as a transformers GPT-2: "
-                                 f"{'; '.join(problems)}. Exportable: {EXPORTABLE}")
+        raise NotExportableError(
+            f"this ANDREA variant cannot be exported as a transformers GPT-2: "
+            f"{'; '.join(problems)}. Exportable: {EXPORTABLE}"
+        )
 
 
 def gpt2_config_kwargs(config: AndreaConfig, eot_id: Optional[int]) -> dict[str, Any]:
@@ -94,22 +104,42 @@ def gpt2_config_kwargs(config: AndreaConfig, eot_id: Optional[int]) -> dict[str,
     check_exportable(config)
     hidden = mlp_hidden(config)
     return dict(
-        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.d_model,
-        n_layer=config.n_layer, n_head=config.n_head, n_inner=None if hidden == 4 * config.d_model else hidden,
+        vocab_size=config.vocab_size,
+        n_positions=config.block_size,
+        n_embd=config.d_model,
+        n_layer=config.n_layer,
+        n_head=config.n_head,
+        n_inner=None if hidden == 4 * config.d_model else hidden,
         activation_function=EXPORTED_ACTIVATIONS[resolve("activation", config.activation)],
-        resid_pdrop=config.dropout, embd_pdrop=config.dropout, attn_pdrop=config.dropout,
-        layer_norm_epsilon=config.layer_norm_eps, initializer_range=config.init_std,
-        tie_word_embeddings=True, bos_token_id=eot_id, eos_token_id=eot_id,
+        resid_pdrop=config.dropout,
+        embd_pdrop=config.dropout,
+        attn_pdrop=config.dropout,
+        layer_norm_epsilon=config.layer_norm_eps,
+        initializer_range=config.init_std,
+        tie_word_embeddings=True,
+        bos_token_id=eot_id,
+        eos_token_id=eot_id,
     )
 
 
 def _unsupported_options(gpt2: Any) -> list[str]:
     """Each GPT-2 option set to something ANDREA does not compute, as ``name value (why)``."""
     checks = [
-        ("activation_function", gpt2.activation_function in IMPORTED_ACTIVATIONS,
-         f"valid: {', '.join(IMPORTED_ACTIVATIONS)}"),
-        ("scale_attn_by_inverse_layer_idx", not gpt2.scale_attn_by_inverse_layer_idx, "ANDREA scales by 1/sqrt(head size) only"),
-        ("reorder_and_upcast_attn", not gpt2.reorder_and_upcast_attn, "ANDREA's attention is scaled_dot_product_attention"),
+        (
+            "activation_function",
+            gpt2.activation_function in IMPORTED_ACTIVATIONS,
+            f"valid: {', '.join(IMPORTED_ACTIVATIONS)}",
+        ),
+        (
+            "scale_attn_by_inverse_layer_idx",
+            not gpt2.scale_attn_by_inverse_layer_idx,
+            "ANDREA scales by 1/sqrt(head size) only",
+        ),
+        (
+            "reorder_and_upcast_attn",
+            not gpt2.reorder_and_upcast_attn,
+            "ANDREA's attention is scaled_dot_product_attention",
+        ),
         ("scale_attn_weights", gpt2.scale_attn_weights, "ANDREA always scales attention by 1/sqrt(head size)"),
         ("add_cross_attention", not gpt2.add_cross_attention, "ANDREA is decoder-only"),
         ("tie_word_embeddings", gpt2.tie_word_embeddings, "ANDREA's output head is the token embedding"),
@@ -132,8 +162,10 @@ def andrea_config_from_gpt2(gpt2: Any, origin: str) -> AndreaConfig:
     """The AndreaConfig that computes what ``gpt2`` (a GPT2Config) does, or one error naming every option
     that stands in the way. ``origin`` names the config file in messages."""
     if getattr(gpt2, "model_type", None) != "gpt2":
-        raise NotImportableError(f"{origin} has model_type {getattr(gpt2, 'model_type', None)!r}; andrea imports "
-                                 f"GPT-2 models only (model_type 'gpt2')")
+        raise NotImportableError(
+            f"{origin} has model_type {getattr(gpt2, 'model_type', None)!r}; andrea imports "
+            f"GPT-2 models only (model_type 'gpt2')"
+        )
     other = [name for name in (getattr(gpt2, "architectures", None) or []) if name not in IMPORTABLE_ARCHITECTURES]
     problems = [f"architectures {other!r} (importable: {', '.join(IMPORTABLE_ARCHITECTURES)})"] if other else []
     problems += _unsupported_options(gpt2)
@@ -143,9 +175,18 @@ def andrea_config_from_gpt2(gpt2: Any, origin: str) -> AndreaConfig:
         raise NotImportableError(f"{origin} uses GPT-2 options ANDREA does not compute: {'; '.join(problems)}")
     try:
         return AndreaConfig(
-            vocab_size=gpt2.vocab_size, block_size=gpt2.n_positions, d_model=gpt2.n_embd, n_layer=gpt2.n_layer,
-            n_head=gpt2.n_head, mlp_ratio=ratio, norm_placement="andrea-lab:pre",
-            activation=IMPORTED_ACTIVATIONS[gpt2.activation_function], bias=True, dropout=float(gpt2.resid_pdrop),
-            layer_norm_eps=float(gpt2.layer_norm_epsilon), init_std=float(gpt2.initializer_range))
+            vocab_size=gpt2.vocab_size,
+            block_size=gpt2.n_positions,
+            d_model=gpt2.n_embd,
+            n_layer=gpt2.n_layer,
+            n_head=gpt2.n_head,
+            mlp_ratio=ratio,
+            norm_placement="andrea-lab:pre",
+            activation=IMPORTED_ACTIVATIONS[gpt2.activation_function],
+            bias=True,
+            dropout=float(gpt2.resid_pdrop),
+            layer_norm_eps=float(gpt2.layer_norm_epsilon),
+            init_std=float(gpt2.initializer_range),
+        )
     except ConfigError as exc:
         raise NotImportableError(f"{origin}: {exc}") from None

@@ -20,24 +20,37 @@ from andrea_lab.runs.checkpoint_io import load_weights
 
 #: (ANDREA name inside a block, GPT-2 name inside ``h.<i>``, transposed?)
 BLOCK_NAMES = (
-    ("attn.norm.weight", "ln_1.weight", False), ("attn.norm.bias", "ln_1.bias", False),
-    ("attn.sublayer.qkv.weight", "attn.c_attn.weight", True), ("attn.sublayer.qkv.bias", "attn.c_attn.bias", False),
-    ("attn.sublayer.proj.weight", "attn.c_proj.weight", True), ("attn.sublayer.proj.bias", "attn.c_proj.bias", False),
-    ("mlp.norm.weight", "ln_2.weight", False), ("mlp.norm.bias", "ln_2.bias", False),
-    ("mlp.sublayer.fc.weight", "mlp.c_fc.weight", True), ("mlp.sublayer.fc.bias", "mlp.c_fc.bias", False),
-    ("mlp.sublayer.proj.weight", "mlp.c_proj.weight", True), ("mlp.sublayer.proj.bias", "mlp.c_proj.bias", False),
+    ("attn.norm.weight", "ln_1.weight", False),
+    ("attn.norm.bias", "ln_1.bias", False),
+    ("attn.sublayer.qkv.weight", "attn.c_attn.weight", True),
+    ("attn.sublayer.qkv.bias", "attn.c_attn.bias", False),
+    ("attn.sublayer.proj.weight", "attn.c_proj.weight", True),
+    ("attn.sublayer.proj.bias", "attn.c_proj.bias", False),
+    ("mlp.norm.weight", "ln_2.weight", False),
+    ("mlp.norm.bias", "ln_2.bias", False),
+    ("mlp.sublayer.fc.weight", "mlp.c_fc.weight", True),
+    ("mlp.sublayer.fc.bias", "mlp.c_fc.bias", False),
+    ("mlp.sublayer.proj.weight", "mlp.c_proj.weight", True),
+    ("mlp.sublayer.proj.bias", "mlp.c_proj.bias", False),
 )
 #: (ANDREA name, GPT-2 name, transposed?) outside the blocks.
 MODEL_NAMES = (
-    ("token_embed.weight", "wte.weight", False), ("position_embed.weight", "wpe.weight", False),
-    ("final_norm.weight", "ln_f.weight", False), ("final_norm.bias", "ln_f.bias", False),
+    ("token_embed.weight", "wte.weight", False),
+    ("position_embed.weight", "wpe.weight", False),
+    ("final_norm.weight", "ln_f.weight", False),
+    ("final_norm.bias", "ln_f.bias", False),
 )
 ANDREA_PREFIX, HF_PREFIX = "model.", "transformer."
 TIED_ANDREA, TIED_HF = "model.lm_head.weight", "lm_head.weight"
 #: GPT-2's causal-mask buffers, stored in older checkpoints (the public ``gpt2`` among them): not weights.
 _MASK_BUFFER = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
 #: A directory's weights, in the order transformers itself looks for them.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 def name_table(n_layer: int) -> list[tuple[str, str, bool]]:
@@ -53,26 +66,31 @@ def to_hf(state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tenso
     return {HF_PREFIX + h: (state[a].t() if t else state[a]).contiguous() for a, h, t in name_table(n_layer)}
 
 
-def from_hf(weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], origin: str
-            ) -> dict[str, torch.Tensor]:
+def from_hf(weights: dict[str, torch.Tensor], expected: dict[str, torch.Size], origin: str) -> dict[str, torch.Tensor]:
     """AndreaLM's state dict from a GPT-2 state dict (with or without ``transformer.``), checked against the
     shapes of the model its config.json describes (``expected``: AndreaLM's state-dict shapes)."""
-    plain = {key.removeprefix(HF_PREFIX): value for key, value in weights.items() if not _MASK_BUFFER.match(
-        key.removeprefix(HF_PREFIX))}
+    plain = {
+        key.removeprefix(HF_PREFIX): value
+        for key, value in weights.items()
+        if not _MASK_BUFFER.match(key.removeprefix(HF_PREFIX))
+    }
     head = plain.pop(TIED_HF, None)
     n_layer = sum(1 for key in expected if key.endswith(".attn.norm.weight"))
     table = name_table(n_layer)
     _check_names_and_shapes(plain, table, expected, origin)
     state = {a: (plain[h].t() if t else plain[h]).contiguous().float() for a, h, t in table}
     if head is not None and not torch.equal(head.float(), state[ANDREA_PREFIX + "token_embed.weight"]):
-        raise NotImportableError(f"{origin}: lm_head.weight differs from the token embedding (wte.weight); "
-                                 f"ANDREA's output head is tied to it, so an untied head cannot be imported")
+        raise NotImportableError(
+            f"{origin}: lm_head.weight differs from the token embedding (wte.weight); "
+            f"ANDREA's output head is tied to it, so an untied head cannot be imported"
+        )
     state[TIED_ANDREA] = state[ANDREA_PREFIX + "token_embed.weight"]
     return state
 
 
-def _check_names_and_shapes(plain: dict[str, torch.Tensor], table: list[tuple[str, str, bool]],
-                            expected: dict[str, torch.Size], origin: str) -> None:
+def _check_names_and_shapes(
+    plain: dict[str, torch.Tensor], table: list[tuple[str, str, bool]], expected: dict[str, torch.Size], origin: str
+) -> None:
     """One error listing missing, unexpected and misshapen tensors (the first few of each)."""
     wanted = {h for _, h, _ in table}
     missing = sorted(wanted - plain.keys())
@@ -83,9 +101,11 @@ def _check_names_and_shapes(plain: dict[str, torch.Tensor], table: list[tuple[st
             shape = tuple(expected[a])[::-1] if t else tuple(expected[a])
             if tuple(plain[h].shape) != shape:
                 misshapen.append(f"{h} {tuple(plain[h].shape)} (config.json implies {shape})")
-    problems = [f"{label}: {', '.join(items[:5])}{' ...' if len(items) > 5 else ''} ({len(items)} in all)"
-                for label, items in (("missing", missing), ("unexpected", unexpected), ("shapes that disagree",
-                                                                                      misshapen)) if items]
+    problems = [
+        f"{label}: {', '.join(items[:5])}{' ...' if len(items) > 5 else ''} ({len(items)} in all)"
+        for label, items in (("missing", missing), ("unexpected", unexpected), ("shapes that disagree", misshapen))
+        if items
+    ]
     if problems:
         raise NotImportableError(f"{origin} does not hold the GPT-2 its config.json describes: {'; '.join(problems)}")
 

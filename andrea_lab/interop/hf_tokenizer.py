@@ -31,8 +31,12 @@ def save_fast_tokenizer(tokenizer: Tokenizer, directory: Path, model_max_length:
 
     fast = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(tokenizer.to_str()),  # a copy: transformers may adjust its object
-        bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, model_max_length=model_max_length,
-        split_special_tokens=True, clean_up_tokenization_spaces=False)
+        bos_token=END_OF_TEXT,
+        eos_token=END_OF_TEXT,
+        model_max_length=model_max_length,
+        split_special_tokens=True,
+        clean_up_tokenization_spaces=False,
+    )
     fast.save_pretrained(directory)
     # tokenizer.json is the run's own, byte for byte: transformers 5 adds a (no-op) post-processor to the
     # object it wraps, and an import of the directory must give back exactly the tokenizer that was exported.
@@ -62,6 +66,7 @@ def read_tokenizer(path: Path) -> tuple[Optional[Tokenizer], str]:
         fast = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         text = fast.backend_tokenizer.to_str()
     except Exception as exc:  # transformers raises many kinds on a malformed vocab.json/merges.txt
-        raise TokenizerError(f"{path}: transformers could not build its tokenizer from vocab.json: "
-                             f"{type(exc).__name__}: {exc}") from None
+        raise TokenizerError(
+            f"{path}: transformers could not build its tokenizer from vocab.json: {type(exc).__name__}: {exc}"
+        ) from None
     return tokenizer_from_json(text), f"{path / 'vocab.json'} (converted to a fast tokenizer)"

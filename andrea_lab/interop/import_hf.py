@@ -16,18 +16,17 @@ from typing import Any, Optional
 import torch
 from tokenizers import Tokenizer
 
-from andrea_lab.model.config import AndreaConfig
 from andrea_lab.data.checkpoint_state import DATA_STATE_KEY, data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.files import load_json
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.interop import require_transformers
 from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights
 from andrea_lab.interop.hf_tokenizer import read_tokenizer
+from andrea_lab.model.config import AndreaConfig
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
-from andrea_lab.fit.module import AndreaLM
-
 
 
 @dataclass(frozen=True)
@@ -50,13 +49,16 @@ def read_gpt2_config(directory: Path) -> AndreaConfig:
     """The AndreaConfig of the GPT-2 a directory's config.json describes (or one error naming what is not)."""
     path = directory / "config.json"
     if not path.is_file():
-        raise MissingFileError(f"{directory} has no config.json; pass a directory saved by transformers' "
-                               f"save_pretrained (config.json and model.safetensors or pytorch_model.bin)")
+        raise MissingFileError(
+            f"{directory} has no config.json; pass a directory saved by transformers' "
+            f"save_pretrained (config.json and model.safetensors or pytorch_model.bin)"
+        )
     data = load_json(path, "config.json")
     if not isinstance(data, dict) or data.get("model_type") != "gpt2":
         found = data.get("model_type") if isinstance(data, dict) else None
-        raise NotImportableError(f"{path} has model_type {found!r}; andrea imports GPT-2 models only "
-                                 f"(model_type 'gpt2')")
+        raise NotImportableError(
+            f"{path} has model_type {found!r}; andrea imports GPT-2 models only (model_type 'gpt2')"
+        )
     from transformers import GPT2Config
 
     return andrea_config_from_gpt2(GPT2Config.from_dict(data), str(path))
@@ -74,8 +76,10 @@ def _checked_tokenizer(source: Path, explicit: bool, config: AndreaConfig) -> tu
     if tokenizer is None and explicit:
         raise UsageError(f"--tokenizer {source}: {described}")
     if tokenizer is not None and tokenizer.get_vocab_size() > config.vocab_size:
-        raise NotImportableError(f"the tokenizer ({described}) has {tokenizer.get_vocab_size()} ids but the model "
-                                 f"only {config.vocab_size} (vocab_size in config.json); they do not belong together")
+        raise NotImportableError(
+            f"the tokenizer ({described}) has {tokenizer.get_vocab_size()} ids but the model "
+            f"only {config.vocab_size} (vocab_size in config.json); they do not belong together"
+        )
     return tokenizer, described
 
 
@@ -84,7 +88,10 @@ def _checkpoint(module: Any, tokenizer: Optional[Tokenizer], directory: Path, de
     import lightning
 
     return {
-        "state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams), "epoch": 0, "global_step": 0,
+        "state_dict": module.state_dict(),
+        "hyper_parameters": dict(module.hparams),
+        "epoch": 0,
+        "global_step": 0,
         "pytorch-lightning_version": lightning.__version__,
         DATA_STATE_KEY: data_checkpoint_state(tokenizer, module.config.vocab_size, corpus=None),
         "andrea_import": {"from_hf": str(directory), "tokenizer": described},

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from andrea_lab.model.components import mlp_hidden, resolved_mlp_ratio
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.runs.checkpoint_io import stored_data_state
 from andrea_lab.runs.directory import read_record
-from andrea_lab.model.components import mlp_hidden, resolved_mlp_ratio
 
 #: The run summary callback's state in a checkpoint (``RunSummary.state_dict``, keyed by its class name).
 SUMMARY_STATE_KEY = "RunSummary"
@@ -24,8 +24,15 @@ def card_facts(checkpoint: dict[str, Any], ckpt_path: Path) -> dict[str, Any]:
     step = int(checkpoint.get("global_step", 0))
     summary = (checkpoint.get("callbacks") or {}).get(SUMMARY_STATE_KEY) or {}
     history = summary.get("val_history") or []
-    facts: dict[str, Any] = {"checkpoint": str(ckpt_path), "step": step, "tokens_seen": summary.get("tokens_seen"),
-                             "val_loss": None, "val_step": None, "heldout_loss": None, "corpus": None}
+    facts: dict[str, Any] = {
+        "checkpoint": str(ckpt_path),
+        "step": step,
+        "tokens_seen": summary.get("tokens_seen"),
+        "val_loss": None,
+        "val_step": None,
+        "heldout_loss": None,
+        "corpus": None,
+    }
     if history:
         facts["val_step"], facts["val_loss"] = int(history[-1][0]), float(history[-1][1])
     facts["corpus"] = stored_data_state(checkpoint).get("corpus")
@@ -42,16 +49,33 @@ def _number(value: Optional[float], unit: str = "") -> str:
 def render(facts: dict[str, Any], config: AndreaConfig, activation_function: str, directory_name: str) -> str:
     """README.md: Hub metadata, the numbers, the architecture, and how to load it."""
     tokens = facts["tokens_seen"]
-    val = (f"{facts['val_loss']:.4f} (in-training validation at step {facts['val_step']})"
-           if facts["val_loss"] is not None else "not recorded")
-    rows = [("source checkpoint", f"`{facts['checkpoint']}`"), ("optimizer steps", str(facts["step"])),
-            ("tokens seen", "not recorded" if tokens is None else f"{tokens:,}"),
-            ("validation loss (nats/token)", val),
-            ("held-out loss (nats/token, end-of-fit evaluation)", _number(facts["heldout_loss"])),
-            ("training corpus", f"`{facts['corpus']}`" if facts["corpus"] else "not recorded")]
-    arch = [(name, f"`{getattr(config, name)}`") for name in (
-        "vocab_size", "block_size", "d_model", "n_layer", "n_head", "norm_placement", "activation", "bias",
-        "layer_norm_eps")]
+    val = (
+        f"{facts['val_loss']:.4f} (in-training validation at step {facts['val_step']})"
+        if facts["val_loss"] is not None
+        else "not recorded"
+    )
+    rows = [
+        ("source checkpoint", f"`{facts['checkpoint']}`"),
+        ("optimizer steps", str(facts["step"])),
+        ("tokens seen", "not recorded" if tokens is None else f"{tokens:,}"),
+        ("validation loss (nats/token)", val),
+        ("held-out loss (nats/token, end-of-fit evaluation)", _number(facts["heldout_loss"])),
+        ("training corpus", f"`{facts['corpus']}`" if facts["corpus"] else "not recorded"),
+    ]
+    arch = [
+        (name, f"`{getattr(config, name)}`")
+        for name in (
+            "vocab_size",
+            "block_size",
+            "d_model",
+            "n_layer",
+            "n_head",
+            "norm_placement",
+            "activation",
+            "bias",
+            "layer_norm_eps",
+        )
+    ]
     arch.insert(5, ("mlp_ratio", f"`{resolved_mlp_ratio(config):g}` (MLP width {mlp_hidden(config)})"))
     table = "\n".join(f"| {name} | {value} |" for name, value in [*rows, *arch])
     return f"""---

@@ -16,8 +16,12 @@ import importlib
 __all__ = ["Andrea", "AndreaConfig", "ConfigError", "preset"]
 
 #: Imported on first use: ``import andrea_lab.model.registry`` (``andrea plugins``) must not build torch modules.
-_LAZY = {"Andrea": "andrea_lab.model.transformer", "AndreaConfig": "andrea_lab.model.config",
-         "ConfigError": "andrea_lab.model.config", "preset": "andrea_lab.model.config"}
+_LAZY = {
+    "Andrea": "andrea_lab.model.transformer",
+    "AndreaConfig": "andrea_lab.model.config",
+    "ConfigError": "andrea_lab.model.config",
+    "preset": "andrea_lab.model.config",
+}
 
 
 def __getattr__(name: str):

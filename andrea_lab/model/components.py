@@ -55,22 +55,32 @@ def architecture_differences(config: AndreaConfig, saved: Optional[dict]) -> lis
         return []
     current = asdict(config)
     saved = {**asdict(AndreaConfig()), **saved}
-    return [f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
-            for name in ARCHITECTURE_FIELDS if not _same_field(name, saved.get(name), current[name])]
+    return [
+        f"{name}: checkpoint {saved.get(name)!r}, config {current[name]!r}"
+        for name in ARCHITECTURE_FIELDS
+        if not _same_field(name, saved.get(name), current[name])
+    ]
 
 
 def check_same_architecture(config: AndreaConfig, saved: Optional[dict]) -> None:
     """Refuse a checkpoint of another architecture with the differing fields, not a shape traceback."""
     differences = architecture_differences(config, saved)
     if differences:
-        raise ConfigError("the checkpoint was trained with a different architecture than model.config ("
-                          + "; ".join(differences) + "); use the run's own config.yaml with this "
-                          "checkpoint, or start a new fit without ckpt_path")
+        raise ConfigError(
+            "the checkpoint was trained with a different architecture than model.config ("
+            + "; ".join(differences)
+            + "); use the run's own config.yaml with this "
+            "checkpoint, or start a new fit without ckpt_path"
+        )
 
 
 def _same_field(name: str, saved: Any, current: Any) -> bool:
     """Equal values; for a plugin, names that select the same entry point."""
     if saved == current:
         return True
-    return name in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
-        name, saved, current)
+    return (
+        name in PLUGIN_KINDS
+        and isinstance(saved, str)
+        and isinstance(current, str)
+        and same_plugin(name, saved, current)
+    )

@@ -103,12 +103,16 @@ class AndreaConfig:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_head:
             divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
-            raise ConfigError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
-                              f"valid n_head for this d_model include {', '.join(map(str, divisors))}")
-        if self.mlp_ratio is not None and not (isinstance(self.mlp_ratio, (int, float))
-                                               and math.isfinite(self.mlp_ratio) and self.mlp_ratio > 0):
-            raise ConfigError(f"mlp_ratio must be a number > 0 (or null for the activation's default), "
-                              f"got {self.mlp_ratio!r}")
+            raise ConfigError(
+                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head}); "
+                f"valid n_head for this d_model include {', '.join(map(str, divisors))}"
+            )
+        if self.mlp_ratio is not None and not (
+            isinstance(self.mlp_ratio, (int, float)) and math.isfinite(self.mlp_ratio) and self.mlp_ratio > 0
+        ):
+            raise ConfigError(
+                f"mlp_ratio must be a number > 0 (or null for the activation's default), got {self.mlp_ratio!r}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not self.layer_norm_eps > 0:
@@ -120,14 +124,18 @@ class AndreaConfig:
         _check_softcap("attn_logit_softcap", self.attn_logit_softcap, 50)
         _check_softcap("final_logit_softcap", self.final_logit_softcap, 30)
         if self.attn_logit_softcap is not None and self.dropout > 0:
-            raise ConfigError(f"attn_logit_softcap {self.attn_logit_softcap!r} with dropout {self.dropout!r}: the "
-                              f"capped attention (flex_attention) has no attention dropout; set dropout 0 or "
-                              f"attn_logit_softcap null")
+            raise ConfigError(
+                f"attn_logit_softcap {self.attn_logit_softcap!r} with dropout {self.dropout!r}: the "
+                f"capped attention (flex_attention) has no attention dropout; set dropout 0 or "
+                f"attn_logit_softcap null"
+            )
         for kind in PLUGIN_FIELDS:
             name = getattr(self, kind)
             if not isinstance(name, str) or not name.strip():
-                raise ConfigError(f"{kind} must be a plugin name (e.g. {getattr(AndreaConfig, kind)!r}), "
-                                  f"got {name!r}; `andrea plugins` lists the installed ones")
+                raise ConfigError(
+                    f"{kind} must be a plugin name (e.g. {getattr(AndreaConfig, kind)!r}), "
+                    f"got {name!r}; `andrea plugins` lists the installed ones"
+                )
 
     @property
     def head_size(self) -> int:
@@ -147,8 +155,19 @@ class AndreaConfig:
 
 #: Fields that decide the shapes and meaning of the weights; the others (kernel backend, dropout, ...)
 #: may change between a checkpoint and the run that resumes from it.
-ARCHITECTURE_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
-                       "norm_placement", "activation", "bias", "norm", "qk_norm")
+ARCHITECTURE_FIELDS = (
+    "vocab_size",
+    "block_size",
+    "d_model",
+    "n_layer",
+    "n_head",
+    "mlp_ratio",
+    "norm_placement",
+    "activation",
+    "bias",
+    "norm",
+    "qk_norm",
+)
 
 
 def _check_softcap(name: str, cap: Optional[float], example: float) -> None:

@@ -63,12 +63,14 @@ class KernelBackend:
         """Say whether this backend can run on this machine; the reason is shown when it cannot."""
         return Availability(True)
 
-    def layer_norm(self, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                   eps: float) -> torch.Tensor:
+    def layer_norm(
+        self, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+    ) -> torch.Tensor:
         return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
-    def add_layer_norm(self, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor | None,
-                       bias: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def add_layer_norm(
+        self, x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Residual add and LayerNorm of the sum in one call: returns ``(x + delta, LN(x + delta))``.
 
         A fused kernel reads ``x`` and ``delta`` once and writes both outputs in one pass.
@@ -203,12 +205,20 @@ class NormPlacement(nn.Module):
     final_norm: ClassVar[bool] = True
     description: ClassVar[str] = ""
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True, norm: NormFactory | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        sublayer: nn.Module,
+        backend: KernelBackend,
+        eps: float = 1e-5,
+        bias: bool = True,
+        norm: NormFactory | None = None,
+    ):
         super().__init__()
         self.sublayer = sublayer
-        self.make_norm: NormFactory = norm if norm is not None else partial(LayerNorm, backend=backend, eps=eps,
-                                                                            bias=bias)
+        self.make_norm: NormFactory = (
+            norm if norm is not None else partial(LayerNorm, backend=backend, eps=eps, bias=bias)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -239,15 +249,28 @@ class Contract:
 
 
 GROUP_CONTRACTS: dict[str, Contract] = {
-    "norm_placement": Contract(NormPlacement, ("contract_version", "final_norm", "forward"),
-                               "(d_model, sublayer, backend, eps=..., bias=...)",
-                               (8, None, None), (("eps", 1e-5), ("bias", True))),
-    "activation": Contract(Activation, ("contract_version", "gated", "default_mlp_ratio", "forward"),
-                           "(backend)", (None,)),
+    "norm_placement": Contract(
+        NormPlacement,
+        ("contract_version", "final_norm", "forward"),
+        "(d_model, sublayer, backend, eps=..., bias=...)",
+        (8, None, None),
+        (("eps", 1e-5), ("bias", True)),
+    ),
+    "activation": Contract(
+        Activation, ("contract_version", "gated", "default_mlp_ratio", "forward"), "(backend)", (None,)
+    ),
     # rms_norm is not required: a backend written before it lacks it, and the norms fall back to the reference.
-    "kernel_backend": Contract(KernelBackend, ("contract_version", "availability", "layer_norm", "add_layer_norm",
-                                               "gelu_tanh", "relu", "swiglu"), "()"),
-    "norm": Contract(Norm, ("contract_version", "forward", "add_and_norm"), "(dim, backend, eps=..., bias=...)",
-                     (8, None), (("eps", 1e-5), ("bias", True))),
+    "kernel_backend": Contract(
+        KernelBackend,
+        ("contract_version", "availability", "layer_norm", "add_layer_norm", "gelu_tanh", "relu", "swiglu"),
+        "()",
+    ),
+    "norm": Contract(
+        Norm,
+        ("contract_version", "forward", "add_and_norm"),
+        "(dim, backend, eps=..., bias=...)",
+        (8, None),
+        (("eps", 1e-5), ("bias", True)),
+    ),
 }
 assert tuple(GROUP_CONTRACTS) == PLUGIN_KINDS

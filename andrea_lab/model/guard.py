@@ -74,8 +74,9 @@ def verify_plugins(model: nn.Module, plugins: dict[str, type], own: tuple[type, 
     weight = model.token_embed.weight
     if weight.device.type == "meta":
         return
-    idx = torch.zeros(CHECK_BATCH[0], min(CHECK_BATCH[1], model.config.block_size), dtype=torch.long,
-                      device=weight.device)
+    idx = torch.zeros(
+        CHECK_BATCH[0], min(CHECK_BATCH[1], model.config.block_size), dtype=torch.long, device=weight.device
+    )
     handles = _contract_hooks(model)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
@@ -110,7 +111,9 @@ def _stream_check(name: str):
             raise PluginRuntimeError(
                 f"{describe_selection('norm_placement', name)} returned shape {shape_text(output.shape)} "
                 f"for a residual stream of shape {shape_text(x.shape)}; a placement must return the stream's "
-                f"shape (batch, tokens, d_model)")
+                f"shape (batch, tokens, d_model)"
+            )
+
     return check
 
 
@@ -119,6 +122,7 @@ def _width_check(name: str, hidden: int):
         h = inputs[0]
         if a.shape != (*h.shape[:-1], hidden):
             raise _width_error(name, type(activation).gated, hidden, h, a)
+
     return check
 
 
@@ -131,4 +135,5 @@ def _width_error(name: str, gated: bool, hidden: int, h: torch.Tensor, a: torch.
     return PluginRuntimeError(
         f"{describe_selection('activation', name)} returned shape {shape_text(a.shape)} "
         f"for an input of shape {shape_text(h.shape)}; expected width {hidden} (the MLP hidden size, "
-        f"{'gated' if gated else 'ungated'}: input width {h.shape[-1]}){hint}")
+        f"{'gated' if gated else 'ungated'}: input width {h.shape[-1]}){hint}"
+    )

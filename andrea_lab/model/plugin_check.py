@@ -17,14 +17,13 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from andrea_lab.errors import AndreaError
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.config import preset
 from andrea_lab.model.contracts import PLUGIN_KINDS, Availability, KernelBackend
-from andrea_lab.errors import AndreaError
-from andrea_lab.model.transformer import Andrea, NormFactory, accepts, placement_kwargs
 from andrea_lab.model.guard import shape_text
-from andrea_lab.model.registry import (PluginInfo, check_availability, list_plugins, resolve,
-                                         with_article)
+from andrea_lab.model.registry import PluginInfo, check_availability, list_plugins, resolve, with_article
+from andrea_lab.model.transformer import Andrea, NormFactory, accepts, placement_kwargs
 
 #: The micro model the checks build: small enough that every combination takes milliseconds.
 MICRO = dict(vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2)
@@ -52,21 +51,26 @@ def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _shape_kept_with_gradients(module: nn.Module, x: torch.Tensor, generator: torch.Generator, what: str,
-                               shape_rule: str) -> torch.Tensor:
+def _shape_kept_with_gradients(
+    module: nn.Module, x: torch.Tensor, generator: torch.Generator, what: str, shape_rule: str
+) -> torch.Tensor:
     """What a norm and a placement must both do with a tensor ``x`` (a leaf that requires grad): return a
     finite tensor of its shape that is attached to it, through which a random projection backpropagates a
     finite gradient to ``x``. ``what`` names ``x`` in the messages, ``shape_rule`` why its shape must stay.
     Returns the output (``x.grad`` holds the gradient)."""
     y = module(x)
     _require(isinstance(y, torch.Tensor), f"forward returned {type(y).__name__}, not a tensor")
-    _require(y.shape == x.shape, f"forward returned shape {shape_text(y.shape)} for {with_article(what)} "
-                                 f"of shape {shape_text(x.shape)}; {shape_rule}")
+    _require(
+        y.shape == x.shape,
+        f"forward returned shape {shape_text(y.shape)} for {with_article(what)} "
+        f"of shape {shape_text(x.shape)}; {shape_rule}",
+    )
     _require(_finite(y), f"forward returned NaN or inf for a normal {what}")
     _require(y.requires_grad, f"no gradient reaches the {what}: the output is detached from it")
     (y * torch.randn(y.shape, generator=generator)).sum().backward()
-    _require(x.grad is not None and _finite(x.grad),
-             f"the gradient with respect to the {what} is missing or not finite")
+    _require(
+        x.grad is not None and _finite(x.grad), f"the gradient with respect to the {what} is missing or not finite"
+    )
     return y
 
 
@@ -75,8 +79,10 @@ def check_activation(cls: type, backend: KernelBackend | None = None, width: int
     ``(2, 5, 2·width)`` when ``gated``; finite output and input gradient. Returns what was checked."""
     _require(isinstance(cls.gated, bool), f"gated must be True or False, got {cls.gated!r}")
     ratio = cls.default_mlp_ratio
-    _require(isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0,
-             f"default_mlp_ratio must be a number > 0, got {ratio!r}")
+    _require(
+        isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0,
+        f"default_mlp_ratio must be a number > 0, got {ratio!r}",
+    )
     activation = cls(backend if backend is not None else TorchBackend())
     generator = torch.Generator().manual_seed(0)
     width_in = 2 * width if cls.gated else width
@@ -89,9 +95,11 @@ def check_activation(cls: type, backend: KernelBackend | None = None, width: int
             hint = "; it halves its input like a gated activation: declare `gated = True` on the class"
         elif cls.gated and out.shape[-1] == width_in:
             hint = "; it declares `gated = True`, so it receives [gate | value] and must return half of it"
-        raise CheckFailed(f"forward returned shape {shape_text(out.shape)} for an input of shape "
-                          f"{shape_text(h.shape)}; expected {shape_text((2, 5, width))} "
-                          f"({'gated' if cls.gated else 'ungated'}){hint}")
+        raise CheckFailed(
+            f"forward returned shape {shape_text(out.shape)} for an input of shape "
+            f"{shape_text(h.shape)}; expected {shape_text((2, 5, width))} "
+            f"({'gated' if cls.gated else 'ungated'}){hint}"
+        )
     _require(_finite(out), "forward returned NaN or inf for a standard-normal input")
     _require(out.requires_grad, "no gradient reaches the input: the output is detached from it")
     (out * torch.randn(out.shape, generator=generator)).sum().backward()
@@ -112,14 +120,19 @@ def check_placement(cls: type, backend: KernelBackend | None = None, d_model: in
     norm = NormFactory(resolve("norm", config.norm), backend, 1e-5, True, config.norm)
     placement = cls(d_model, sublayer, backend, **placement_kwargs(cls, config, norm))
     _require(isinstance(placement, nn.Module), "a placement must be an nn.Module (subclass NormPlacement)")
-    _require(any(module is sublayer for module in placement.modules()),
-             "the sublayer is not a submodule of the placement, so its parameters would not be trained or "
-             "saved; assign it to an attribute (NormPlacement.__init__ does: self.sublayer = sublayer)")
+    _require(
+        any(module is sublayer for module in placement.modules()),
+        "the sublayer is not a submodule of the placement, so its parameters would not be trained or "
+        "saved; assign it to an attribute (NormPlacement.__init__ does: self.sublayer = sublayer)",
+    )
     x = torch.randn(2, 5, d_model, generator=generator).requires_grad_()
-    y = _shape_kept_with_gradients(placement, x, generator, "residual stream",
-                                   "a placement must return the stream's shape")
-    _require(sublayer.weight.grad is not None and bool(sublayer.weight.grad.abs().sum() > 0),
-             "the sublayer receives no gradient: forward does not use it")
+    y = _shape_kept_with_gradients(
+        placement, x, generator, "residual stream", "a placement must return the stream's shape"
+    )
+    _require(
+        sublayer.weight.grad is not None and bool(sublayer.weight.grad.abs().sum() > 0),
+        "the sublayer receives no gradient: forward does not use it",
+    )
     return f"alone around a Linear: {shape_text(y.shape)}, finite, sublayer trained"
 
 
@@ -135,13 +148,17 @@ def check_norm(cls: type, backend: KernelBackend | None = None, dim: int = 16) -
         _shape_kept_with_gradients(norm, x, generator, "input", "a norm must keep the shape")
         _require(bool(x.grad.abs().sum() > 0), "the gradient with respect to the input is zero everywhere")
         for name, parameter in norm.named_parameters():
-            _require(parameter.grad is not None and _finite(parameter.grad),
-                     f"parameter {name} receives no finite gradient (unused in forward?)")
+            _require(
+                parameter.grad is not None and _finite(parameter.grad),
+                f"parameter {name} receives no finite gradient (unused in forward?)",
+            )
         delta = torch.randn(x.shape, generator=generator)
         summed, normed = norm.add_and_norm(x.detach(), delta)
         _require(torch.equal(summed, x.detach() + delta), "add_and_norm's first output is not x + delta")
-        _require(torch.allclose(normed, norm(x.detach() + delta), rtol=1e-4, atol=1e-5),
-                 "add_and_norm's second output differs from norm(x + delta)")
+        _require(
+            torch.allclose(normed, norm(x.detach() + delta), rtol=1e-4, atol=1e-5),
+            "add_and_norm's second output differs from norm(x + delta)",
+        )
     return f"alone at widths {dim} and {dim // 4}: shape kept, finite, gradients finite, add_and_norm consistent"
 
 
@@ -184,25 +201,37 @@ def check_backend(cls: type, rtol: float = 1e-4, atol: float = 1e-5, device: tor
             (out * torch.linspace(-1, 1, out.numel(), device=device).view_as(out)).sum().backward()
             grads.append([None if t.grad is None else t.grad.clone() for t in inputs])
         got, want = outputs
-        _require(got.shape == want.shape, f"{op} returned shape {shape_text(got.shape)}, the reference "
-                                          f"{shape_text(want.shape)}")
+        _require(
+            got.shape == want.shape,
+            f"{op} returned shape {shape_text(got.shape)}, the reference {shape_text(want.shape)}",
+        )
         _require(_finite(got), f"{op} returned NaN or inf where the reference is finite")
         error = (got.detach() - want.detach()).abs().max().item()
-        _require(torch.allclose(got.detach(), want.detach(), rtol=rtol, atol=atol),
-                 f"{op} differs from the eager reference by up to {error:.3g} (rtol {rtol}, atol {atol})")
+        _require(
+            torch.allclose(got.detach(), want.detach(), rtol=rtol, atol=atol),
+            f"{op} differs from the eager reference by up to {error:.3g} (rtol {rtol}, atol {atol})",
+        )
         for tensor_grad, reference_grad in zip(*grads):
             if reference_grad is None:
                 continue
-            _require(tensor_grad is not None, f"{op}: no gradient where the reference has one "
-                                              f"(wrap a custom kernel in a torch.autograd.Function)")
-            _require(torch.allclose(tensor_grad, reference_grad, rtol=rtol, atol=atol),
-                     f"{op}: gradient differs from the eager reference by up to "
-                     f"{(tensor_grad - reference_grad).abs().max().item():.3g}")
+            _require(
+                tensor_grad is not None,
+                f"{op}: no gradient where the reference has one (wrap a custom kernel in a torch.autograd.Function)",
+            )
+            _require(
+                torch.allclose(tensor_grad, reference_grad, rtol=rtol, atol=atol),
+                f"{op}: gradient differs from the eager reference by up to "
+                f"{(tensor_grad - reference_grad).abs().max().item():.3g}",
+            )
     return f"ops match the eager reference on {device.type} ({', '.join(cases)})"
 
 
-UNIT_CHECKS = {"activation": check_activation, "norm_placement": check_placement, "kernel_backend": check_backend,
-               "norm": check_norm}
+UNIT_CHECKS = {
+    "activation": check_activation,
+    "norm_placement": check_placement,
+    "kernel_backend": check_backend,
+    "norm": check_norm,
+}
 
 
 def check_in_model(**names) -> None:
@@ -237,8 +266,11 @@ class Verdict:
 
 
 def _builtins(kind: str) -> list[str]:
-    return [info.qualified_name for info in list_plugins(kind, availability=False)
-            if info.distribution == BUILTIN_DISTRIBUTION and not info.error]
+    return [
+        info.qualified_name
+        for info in list_plugins(kind, availability=False)
+        if info.distribution == BUILTIN_DISTRIBUTION and not info.error
+    ]
 
 
 def check_in_models(kind: str, name: str) -> str:
@@ -248,16 +280,20 @@ def check_in_models(kind: str, name: str) -> str:
     combinations.append({"qk_norm": True})
     if kind == "norm_placement" and not accepts(resolve(kind, name), "norm"):
         # Written before the norm kind: it builds LayerNorms itself, and the model refuses other norms with it.
-        combinations = [others for others in combinations if others.get("norm", "andrea-lab:layernorm")
-                        == "andrea-lab:layernorm"]
+        combinations = [
+            others for others in combinations if others.get("norm", "andrea-lab:layernorm") == "andrea-lab:layernorm"
+        ]
     for others in combinations:
         try:
             check_in_model(**{kind: name}, **others)
         except (CheckFailed, AndreaError) as exc:
             with_text = ", ".join(f"{other} {value}" for other, value in others.items()) or "the defaults"
             raise CheckFailed(f"micro model with {with_text}: {exc}") from exc
-    with_text = ", ".join(value.partition(":")[2] if isinstance(value, str) else f"{other} {value}"
-                          for others in combinations[1:] for other, value in others.items())
+    with_text = ", ".join(
+        value.partition(":")[2] if isinstance(value, str) else f"{other} {value}"
+        for others in combinations[1:]
+        for other, value in others.items()
+    )
     return f"micro model forward + backward, alone and with {with_text or 'no built-ins'}"
 
 

@@ -36,8 +36,15 @@ from importlib import metadata
 
 from packaging.utils import canonicalize_name
 
-from andrea_lab.model.contracts import BACKEND_OPS, CONTRACT_VERSION, GROUP_CONTRACTS, PLUGIN_KINDS, Availability, eager_fallbacks
 from andrea_lab.errors import UsageError
+from andrea_lab.model.contracts import (
+    BACKEND_OPS,
+    CONTRACT_VERSION,
+    GROUP_CONTRACTS,
+    PLUGIN_KINDS,
+    Availability,
+    eager_fallbacks,
+)
 
 KINDS = PLUGIN_KINDS  # the name this module has always exported
 STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
@@ -156,29 +163,40 @@ def _check_contract(kind: str, obj: object, label: str) -> None:
     contract = GROUP_CONTRACTS[kind]
     base = contract.base
     if not inspect.isclass(obj):
-        raise PluginError(f"{label} is not a class (got {type(obj).__name__}); "
-                          f"{with_article(kind)} plugin must be a class implementing {base.__module__}.{base.__name__}")
+        raise PluginError(
+            f"{label} is not a class (got {type(obj).__name__}); "
+            f"{with_article(kind)} plugin must be a class implementing {base.__module__}.{base.__name__}"
+        )
     missing = [attr for attr in contract.required if not hasattr(obj, attr)]
     if missing:
-        raise PluginError(f"{label} does not satisfy the {kind} contract: missing {', '.join(missing)} "
-                          f"(subclass {base.__module__}.{base.__name__} to inherit them)")
-    version = getattr(obj, "contract_version")
+        raise PluginError(
+            f"{label} does not satisfy the {kind} contract: missing {', '.join(missing)} "
+            f"(subclass {base.__module__}.{base.__name__} to inherit them)"
+        )
+    version = obj.contract_version
     if version != CONTRACT_VERSION:
-        raise PluginError(f"{label} was written for plugin contract version {version}, but this andrea-lab "
-                          f"provides contract version {CONTRACT_VERSION}; upgrade the plugin or andrea-lab")
+        raise PluginError(
+            f"{label} was written for plugin contract version {version}, but this andrea-lab "
+            f"provides contract version {CONTRACT_VERSION}; upgrade the plugin or andrea-lab"
+        )
     try:
         inspect.signature(obj).bind(*contract.probe_args, **dict(contract.probe_kwargs))
     except TypeError as exc:
-        raise PluginError(f"{label} has the wrong constructor signature for {with_article(kind)} plugin: "
-                          f"{exc}; expected {contract.constructor}") from None
+        raise PluginError(
+            f"{label} has the wrong constructor signature for {with_article(kind)} plugin: "
+            f"{exc}; expected {contract.constructor}"
+        ) from None
     if kind == "kernel_backend":
         check = inspect.getattr_static(obj, "availability")
-        if not callable(getattr(obj, "availability")):
-            raise PluginError(f"{label} has no callable availability() check; a kernel backend must say "
-                              f"whether it can run here")
+        if not callable(obj.availability):
+            raise PluginError(
+                f"{label} has no callable availability() check; a kernel backend must say whether it can run here"
+            )
         if not isinstance(check, (classmethod, staticmethod)):
-            raise PluginError(f"{label}: availability() must be a @classmethod (it is asked before any "
-                              f"instance exists), got {type(check).__name__} {check!r}")
+            raise PluginError(
+                f"{label}: availability() must be a @classmethod (it is asked before any "
+                f"instance exists), got {type(check).__name__} {check!r}"
+            )
 
 
 def _load_entry_point(kind: str, ep: metadata.EntryPoint) -> type:
@@ -200,8 +218,10 @@ def _load_import_path(kind: str, spec: str) -> type:
     label = f"{kind} plugin {spec!r}"
 
     def not_importable(exc: Exception) -> _NotImportable:
-        return _NotImportable(f"{label}: cannot import it ({type(exc).__name__}: {exc}); an import path "
-                              f"must be 'module:Attribute' on the Python path")
+        return _NotImportable(
+            f"{label}: cannot import it ({type(exc).__name__}: {exc}); an import path "
+            f"must be 'module:Attribute' on the Python path"
+        )
 
     try:
         obj = importlib.import_module(module_name)
@@ -241,15 +261,21 @@ def selected_entry_point(kind: str, name: str) -> metadata.EntryPoint | None:
 def same_plugin(kind: str, a: str, b: str) -> bool:
     """Whether two names select the same entry point (``pre`` and ``andrea-lab:pre``), without loading it."""
     first, second = selected_entry_point(kind, a), selected_entry_point(kind, b)
-    return (first is not None and second is not None
-            and (first.value, first.dist and first.dist.name) == (second.value, second.dist and second.dist.name))
+    return (
+        first is not None
+        and second is not None
+        and (first.value, first.dist and first.dist.name) == (second.value, second.dist and second.dist.name)
+    )
 
 
 def _warn_or_raise_broken(kind: str, selected: metadata.EntryPoint) -> None:
     """Warn about (strict mode: refuse) the broken plugins of a group, except the one being selected,
     whose own error is raised when it is loaded."""
-    broken = [info for info in list_plugins(kind, availability=False) if info.error
-              and (info.name, info.distribution) != (selected.name, _dist_name(selected))]
+    broken = [
+        info
+        for info in list_plugins(kind, availability=False)
+        if info.error and (info.name, info.distribution) != (selected.name, _dist_name(selected))
+    ]
     if not broken:
         return
     text = "; ".join(f"{info.qualified_name}: {info.error}" for info in broken)
@@ -266,16 +292,23 @@ def resolve(kind: str, name: str) -> type:
     is missing when it does not satisfy the contract. An import path is refused (before anything is
     imported) unless :func:`import_paths_allowed`.
     """
-    if isinstance(name, str) and ":" in name and not import_paths_allowed() and not _matching_entry_points(kind, name)[0]:
+    if (
+        isinstance(name, str)
+        and ":" in name
+        and not import_paths_allowed()
+        and not _matching_entry_points(kind, name)[0]
+    ):
         dist, _, plain = name.partition(":")
         if _is_distribution(dist):
             raise UnregisteredPluginError(
                 f"distribution {dist!r} registers no {kind} named {plain!r}; {_suggestion(kind, name)}installed in "
-                f"{group_name(kind)}: {', '.join(_qualified(kind)) or '(none)'}")
+                f"{group_name(kind)}: {', '.join(_qualified(kind)) or '(none)'}"
+            )
         raise UnregisteredPluginError(
             f"{kind} {name!r} is not a registered plugin; an import path 'module:Class' runs that module's code, "
             f"so it is only followed with {IMPORT_PATHS_ENV_VAR}=1 (docs/plugins.md). "
-            f"{_suggestion(kind, name)}installed in {group_name(kind)}: {_choices(kind)}")
+            f"{_suggestion(kind, name)}installed in {group_name(kind)}: {_choices(kind)}"
+        )
     return _resolve(kind, name)
 
 
@@ -292,20 +325,24 @@ def require_registered(plugins: Mapping[str, object], source: str) -> None:
             raise UnregisteredPluginError(
                 f"{source} names {kind} {name!r}, which selects no registered plugin; a checkpoint may only "
                 f"name installed entry-point plugins (never an import path). Installed in {group_name(kind)}: "
-                f"{_choices(kind)}")
+                f"{_choices(kind)}"
+            )
 
 
 @cache
 def _resolve(kind: str, name: str) -> type:
     group = group_name(kind)
     if not isinstance(name, str) or not name.strip():
-        raise PluginError(f"{kind} must be a non-empty name; installed in {group}: "
-                          f"{', '.join(registered_names(kind)) or '(none)'}")
+        raise PluginError(
+            f"{kind} must be a non-empty name; installed in {group}: {', '.join(registered_names(kind)) or '(none)'}"
+        )
     matches, dist = _matching_entry_points(kind, name)
     if len(matches) > 1:
         sources = " and ".join(f"{_dist_name(ep)} {_dist_version(ep)} ({ep.value})" for ep in matches)
-        raise PluginError(f"{kind} {name!r} is registered by more than one distribution: {sources}; "
-                          f"select one explicitly, e.g. '{_dist_name(matches[0])}:{name}'")
+        raise PluginError(
+            f"{kind} {name!r} is registered by more than one distribution: {sources}; "
+            f"select one explicitly, e.g. '{_dist_name(matches[0])}:{name}'"
+        )
     if matches:
         _warn_or_raise_broken(kind, matches[0])
         return _load_entry_point(kind, matches[0])
@@ -315,17 +352,21 @@ def _resolve(kind: str, name: str) -> type:
         try:
             return _load_import_path(kind, name)
         except _NotImportable:
-            raise PluginError(f"distribution {dist!r} registers no {kind} named {name.partition(':')[2]!r}; "
-                              f"{_suggestion(kind, name)}installed in {group}: "
-                              f"{', '.join(_qualified(kind)) or '(none)'}") from None
+            raise PluginError(
+                f"distribution {dist!r} registers no {kind} named {name.partition(':')[2]!r}; "
+                f"{_suggestion(kind, name)}installed in {group}: "
+                f"{', '.join(_qualified(kind)) or '(none)'}"
+            ) from None
     if ":" in name:
         return _load_import_path(kind, name)
-    raise PluginError(f"unknown {kind} {name!r}; {_suggestion(kind, name)}installed in {group}: "
-                      f"{_choices(kind)} (or an import path 'module:Class' with {IMPORT_PATHS_ENV_VAR}=1)")
+    raise PluginError(
+        f"unknown {kind} {name!r}; {_suggestion(kind, name)}installed in {group}: "
+        f"{_choices(kind)} (or an import path 'module:Class' with {IMPORT_PATHS_ENV_VAR}=1)"
+    )
 
 
 def suggest(name: str, candidates: list[str]) -> str:
-    """"did you mean 'gelu'? " for a name close to one of ``candidates``, else ""."""
+    """ "did you mean 'gelu'? " for a name close to one of ``candidates``, else ""."""
     close = difflib.get_close_matches(name, candidates, n=2, cutoff=0.6)
     return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
 
@@ -363,7 +404,7 @@ def list_plugins(kind: str | None = None, availability: bool = True) -> list[Plu
     may be slow (the CUDA backend compiles its kernels on the first call).
     """
     infos = []
-    for k in ([kind] if kind else KINDS):
+    for k in [kind] if kind else KINDS:
         for ep in _entry_points(k):
             description, error, unavailable, eager = "", None, None, ()
             try:
@@ -377,8 +418,11 @@ def list_plugins(kind: str | None = None, availability: bool = True) -> list[Plu
                     unavailable = None if availability else availability.reason or "(no reason given)"
             except PluginError as exc:
                 error = str(exc)
-            infos.append(PluginInfo(k, ep.name, ep.value, _dist_name(ep), _dist_version(ep), description, error,
-                                    unavailable, eager))
+            infos.append(
+                PluginInfo(
+                    k, ep.name, ep.value, _dist_name(ep), _dist_version(ep), description, error, unavailable, eager
+                )
+            )
     return infos
 
 
@@ -400,8 +444,10 @@ def check_availability(backend: type, label: str) -> Availability:
     if isinstance(result, bool):
         return Availability(result, "" if result else "availability() returned False without a reason")
     if not isinstance(result, Availability):
-        raise PluginRuntimeError(f"{label}: availability() returned {result!r}; it must return "
-                                 f"andrea_lab.model.contracts.Availability(available, reason)")
+        raise PluginRuntimeError(
+            f"{label}: availability() returned {result!r}; it must return "
+            f"andrea_lab.model.contracts.Availability(available, reason)"
+        )
     return result
 
 

@@ -40,11 +40,14 @@ def _compiled_flex_attention():
     return torch.compile(flex_attention, dynamic=False)
 
 
-def flex_softcapped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cap: float,
-                              compiled: bool = True) -> torch.Tensor:
+def flex_softcapped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cap: float, compiled: bool = True
+) -> torch.Tensor:
     """The same attention by flex_attention: the cap and the causal mask in one ``score_mod``."""
-    def capped_causal(score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor,
-                      kv_idx: torch.Tensor) -> torch.Tensor:
+
+    def capped_causal(
+        score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+    ) -> torch.Tensor:
         return torch.where(q_idx >= kv_idx, softcap(score, cap), -math.inf)
 
     attend = _compiled_flex_attention() if compiled and not torch.compiler.is_compiling() else flex_attention

@@ -90,8 +90,9 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.project(x)  # (B, nh, T, hs)
         if self.softcap is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                               dropout_p=self.dropout if self.training else 0.0)  # (B, nh, T, hs)
+            y = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            )  # (B, nh, T, hs)
         else:  # the config refuses attention dropout with a cap
             y = softcapped_attention(q, k, v, self.softcap)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
@@ -107,14 +108,16 @@ class CausalSelfAttention(nn.Module):
     def heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Split the qkv projection (B, T, 3C) into q, k, v, each (B, nh, T, hs)."""
         B, T, three_c = qkv.shape
-        return tuple(t.view(B, T, self.n_head, three_c // (3 * self.n_head)).transpose(1, 2)
-                     for t in qkv.split(three_c // 3, dim=2))
+        return tuple(
+            t.view(B, T, self.n_head, three_c // (3 * self.n_head)).transpose(1, 2)
+            for t in qkv.split(three_c // 3, dim=2)
+        )
 
     def value_path_weights(self) -> list[torch.Tensor]:
         """The value projection (the last third of qkv's rows) and the output projection: the weights
         a value passes through, as opposed to q and k, which only shape the attention pattern."""
         C = self.proj.weight.shape[0]
-        return [self.qkv.weight[2 * C:], self.proj.weight]
+        return [self.qkv.weight[2 * C :], self.proj.weight]
 
 
 class MLP(nn.Module):
@@ -146,8 +149,14 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Two sublayers, attention then MLP, each wired to its norm and the residual by the placement plugin."""
 
-    def __init__(self, config: AndreaConfig, components: Components, backend: KernelBackend, norm: NormFactory,
-                 placement_kwargs: dict):
+    def __init__(
+        self,
+        config: AndreaConfig,
+        components: Components,
+        backend: KernelBackend,
+        norm: NormFactory,
+        placement_kwargs: dict,
+    ):
         super().__init__()
         placement = components.norm_placement
         attention, mlp = CausalSelfAttention(config, norm), MLP(config, components.activation, backend)
@@ -171,9 +180,11 @@ def placement_kwargs(placement: type, config: AndreaConfig, norm: NormFactory) -
     kwargs = {"eps": config.layer_norm_eps, "bias": config.bias}
     kwargs.update({key: value for key, value in offered.items() if accepts(placement, key)})
     if "norm" not in kwargs and not _same_norm(config.norm, AndreaConfig.norm):
-        raise ConfigError(f"{describe_selection('norm_placement', config.norm_placement)} takes no norm= "
-                          f"factory (it builds its LayerNorms itself), so norm {config.norm!r} cannot reach its "
-                          f"norms; use norm {AndreaConfig.norm!r} with it, or a placement that accepts norm=")
+        raise ConfigError(
+            f"{describe_selection('norm_placement', config.norm_placement)} takes no norm= "
+            f"factory (it builds its LayerNorms itself), so norm {config.norm!r} cannot reach its "
+            f"norms; use norm {AndreaConfig.norm!r} with it, or a placement that accepts norm="
+        )
     return kwargs
 
 
@@ -194,11 +205,13 @@ class Andrea(nn.Module):
         super().__init__()
         self.config = config
         components = resolve_components(config)  # the one place the names are resolved
-        availability = check_availability(components.kernel_backend,
-                                          describe_selection("kernel_backend", config.kernel_backend))
+        availability = check_availability(
+            components.kernel_backend, describe_selection("kernel_backend", config.kernel_backend)
+        )
         if not availability:
-            raise BackendUnavailableError(f"kernel backend {config.kernel_backend!r} is not available here: "
-                                          f"{availability.reason}")
+            raise BackendUnavailableError(
+                f"kernel backend {config.kernel_backend!r} is not available here: {availability.reason}"
+            )
         with raised_by("kernel_backend", config.kernel_backend, "its constructor"):
             backend = components.kernel_backend()
         self.token_embed = nn.Embedding(config.vocab_size, config.d_model)
@@ -237,12 +250,15 @@ class Andrea(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=std)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
         if T > self.config.block_size:
-            raise ValueError(f"sequence length {T} exceeds the model's context (block_size "
-                             f"{self.config.block_size}); use at most {self.config.block_size} tokens")
+            raise ValueError(
+                f"sequence length {T} exceeds the model's context (block_size "
+                f"{self.config.block_size}); use at most {self.config.block_size} tokens"
+            )
         positions = torch.arange(T, device=idx.device)
         x = self.embed_dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, C)
         for block in self.blocks:
@@ -265,13 +281,19 @@ class Andrea(nn.Module):
 
     def sublayers(self) -> list[Sublayer]:
         """Every sublayer of the trunk in forward order: block 0 attention, block 0 MLP, block 1 ..."""
-        return [Sublayer(i, kind, module, wiring) for i, block in enumerate(self.blocks)
-                for kind, wiring, module in zip(SUBLAYER_KINDS, (block.attn, block.mlp), block.inner)]
+        return [
+            Sublayer(i, kind, module, wiring)
+            for i, block in enumerate(self.blocks)
+            for kind, wiring, module in zip(SUBLAYER_KINDS, (block.attn, block.mlp), block.inner)
+        ]
 
     @contextmanager
-    def tap(self, on_stream: Callable[[Sublayer, torch.Tensor, torch.Tensor], None] | None = None,
-            on_attention: Callable[[Sublayer, AttentionLogits], None] | None = None,
-            on_hidden: Callable[[Sublayer, torch.Tensor], None] | None = None) -> Iterator[list[Sublayer]]:
+    def tap(
+        self,
+        on_stream: Callable[[Sublayer, torch.Tensor, torch.Tensor], None] | None = None,
+        on_attention: Callable[[Sublayer, AttentionLogits], None] | None = None,
+        on_hidden: Callable[[Sublayer, torch.Tensor], None] | None = None,
+    ) -> Iterator[list[Sublayer]]:
         """Inside the ``with``, every forward pass calls back, sublayer by sublayer:
 
         * ``on_stream(sublayer, before, after)``: the residual stream (B, T, C) entering and leaving the
@@ -287,14 +309,18 @@ class Andrea(nn.Module):
         def watch(module: nn.Module, s: Sublayer, call: Callable) -> None:
             def hook(m: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
                 call(s, inputs[0], output)  # returns None: a hook's return value would replace the output
+
             handles.append(module.register_forward_hook(hook))
 
         for s in sublayers:
             if on_stream is not None:
                 watch(s.wiring, s, on_stream)
             if on_attention is not None and s.kind == "attn":  # q and k as the logits are made of them
-                watch(s.module.logit_inputs, s, lambda s, q, qk: on_attention(
-                    s, AttentionLogits(*qk, softcap=s.module.softcap)))
+                watch(
+                    s.module.logit_inputs,
+                    s,
+                    lambda s, q, qk: on_attention(s, AttentionLogits(*qk, softcap=s.module.softcap)),
+                )
             if on_hidden is not None and s.kind == "mlp":
                 watch(s.module.proj, s, lambda s, hidden, y: on_hidden(s, hidden))
         try:
@@ -308,15 +334,21 @@ class Andrea(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Sample ``max_new_tokens`` tokens after ``idx`` (B, T); keeps the last block_size as context."""
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
         if top_k is not None and top_k <= 0:
             raise ValueError(f"top_k must be a positive integer or None, got {top_k}")
         for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size:]
+            context = idx[:, -self.config.block_size :]
             logits, _ = self(context)
             logits = logits[:, -1, :].float()
             if temperature == 0:
@@ -339,10 +371,10 @@ SUBLAYER_KINDS = ("attn", "mlp")
 class Sublayer:
     """One sublayer of the trunk as seen from outside (:meth:`Andrea.sublayers`)."""
 
-    block: int            # index of its block, from 0 at the input
-    kind: str             # "attn" or "mlp" (SUBLAYER_KINDS)
-    module: nn.Module     # the sublayer itself: CausalSelfAttention or MLP
-    wiring: nn.Module     # the norm placement around it: stream before → stream after
+    block: int  # index of its block, from 0 at the input
+    kind: str  # "attn" or "mlp" (SUBLAYER_KINDS)
+    module: nn.Module  # the sublayer itself: CausalSelfAttention or MLP
+    wiring: nn.Module  # the norm placement around it: stream before → stream after
 
 
 class AttentionLogits:

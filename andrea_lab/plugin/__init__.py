@@ -20,10 +20,29 @@ import importlib
 
 from andrea_lab.files import atomic_write
 from andrea_lab.model.builtin.backends import TorchBackend
-from andrea_lab.model.contracts import (BACKEND_OPS, CONTRACT_VERSION, PLUGIN_KINDS, Activation, Availability,
-                                        KernelBackend, LayerNorm, Norm, NormFactory, NormPlacement, eager_fallbacks)
-from andrea_lab.model.registry import (BackendUnavailableError, PluginError, PluginInfo, PluginRuntimeError,
-                                       UnregisteredPluginError, clear_cache, list_plugins, resolve)
+from andrea_lab.model.contracts import (
+    BACKEND_OPS,
+    CONTRACT_VERSION,
+    PLUGIN_KINDS,
+    Activation,
+    Availability,
+    KernelBackend,
+    LayerNorm,
+    Norm,
+    NormFactory,
+    NormPlacement,
+    eager_fallbacks,
+)
+from andrea_lab.model.registry import (
+    BackendUnavailableError,
+    PluginError,
+    PluginInfo,
+    PluginRuntimeError,
+    UnregisteredPluginError,
+    clear_cache,
+    list_plugins,
+    resolve,
+)
 
 #: Imported on first use: the kit needs pytest, the model a few hundred ms more than a plugin's own import.
 _LAZY = {
@@ -42,12 +61,42 @@ _LAZY = {
     "REQUIRE_GPU_ENV_VAR": "andrea_lab.plugin.pytest_plugin",
 }
 
-__all__ = ["Activation", "Andrea", "AndreaConfig", "Availability", "BACKEND_OPS", "BackendUnavailableError",
-           "CONTRACT_VERSION", "ConfigError", "KernelBackend", "LayerNorm", "Norm", "NormFactory", "NormPlacement",
-           "PLUGIN_KINDS", "PluginError", "PluginInfo", "PluginRuntimeError", "REQUIRE_GPU_ENV_VAR",
-           "RecordingBackend", "TorchBackend", "UnregisteredPluginError", "atomic_write", "check_activation",
-           "check_backend", "check_norm", "check_placement", "clear_cache", "eager_fallbacks", "forget_modules",
-           "list_plugins", "preset", "require_gpu", "resolve", "write_distribution"]
+__all__ = [
+    "Activation",
+    "Andrea",
+    "AndreaConfig",
+    "Availability",
+    "BACKEND_OPS",
+    "BackendUnavailableError",
+    "CONTRACT_VERSION",
+    "ConfigError",
+    "KernelBackend",
+    "LayerNorm",
+    "Norm",
+    "NormFactory",
+    "NormPlacement",
+    "PLUGIN_KINDS",
+    "PluginError",
+    "PluginInfo",
+    "PluginRuntimeError",
+    "REQUIRE_GPU_ENV_VAR",
+    "RecordingBackend",
+    "TorchBackend",
+    "UnregisteredPluginError",
+    "atomic_write",
+    "check_activation",
+    "check_backend",
+    "check_norm",
+    "check_placement",
+    "clear_cache",
+    "eager_fallbacks",
+    "forget_modules",
+    "list_plugins",
+    "preset",
+    "require_gpu",
+    "resolve",
+    "write_distribution",
+]
 
 
 def __getattr__(name: str):

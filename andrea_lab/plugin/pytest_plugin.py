@@ -31,13 +31,18 @@ def require_gpu() -> bool:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("andrea_keep_plugins", type="linelist", default=[],
-                  help="plugin distributions the isolated_plugins fixture keeps visible (e.g. the package under test)")
+    parser.addini(
+        "andrea_keep_plugins",
+        type="linelist",
+        default=[],
+        help="plugin distributions the isolated_plugins fixture keeps visible (e.g. the package under test)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"gpu: needs a CUDA device (skipped without one; {REQUIRE_GPU_ENV_VAR}=1 "
-                                       f"makes that skip a failure)")
+    config.addinivalue_line(
+        "markers", f"gpu: needs a CUDA device (skipped without one; {REQUIRE_GPU_ENV_VAR}=1 makes that skip a failure)"
+    )
 
 
 def _no_gpu_reason() -> str | None:
@@ -88,8 +93,12 @@ def make_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_reg
     monkeypatch.syspath_prepend(str(site))
     written: set[str] = set()
 
-    def make(name: str, version: str = "1.0", entry_points: dict[str, dict[str, str]] | None = None,
-             files: dict[str, str] | None = None) -> Path:
+    def make(
+        name: str,
+        version: str = "1.0",
+        entry_points: dict[str, dict[str, str]] | None = None,
+        files: dict[str, str] | None = None,
+    ) -> Path:
         top_level = {Path(relative).parts[0].removesuffix(".py") for relative in (files or {})}
         written.update(top_level)
         forget_modules(top_level)
@@ -102,8 +111,12 @@ def make_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_reg
 
 
 @pytest.fixture
-def isolated_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
-                     request: pytest.FixtureRequest, fresh_registry) -> None:
+def isolated_plugins(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+    fresh_registry,
+) -> None:
     from packaging.utils import canonicalize_name
 
     from andrea_lab.model import registry  # torch: only for a test that uses the fixture

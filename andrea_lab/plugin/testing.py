@@ -36,19 +36,30 @@ from pathlib import Path
 
 import pytest
 
+from andrea_lab.errors import AndreaError
 from andrea_lab.model import plugin_check
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.contracts import KernelBackend
-from andrea_lab.errors import AndreaError
 from andrea_lab.model.registry import allow_import_paths, resolve
 
-__all__ = ["RecordingBackend", "check_activation", "check_backend", "check_norm", "check_placement",
-           "forget_modules", "write_distribution"]
+__all__ = [
+    "RecordingBackend",
+    "check_activation",
+    "check_backend",
+    "check_norm",
+    "check_placement",
+    "forget_modules",
+    "write_distribution",
+]
 
 
-def write_distribution(root: Path, name: str, version: str = "1.0",
-                       entry_points: dict[str, dict[str, str]] | None = None,
-                       files: dict[str, str] | None = None) -> Path:
+def write_distribution(
+    root: Path,
+    name: str,
+    version: str = "1.0",
+    entry_points: dict[str, dict[str, str]] | None = None,
+    files: dict[str, str] | None = None,
+) -> Path:
     """Write an installed distribution into ``root`` (a directory on ``sys.path``); return its dist-info.
 
     ``entry_points`` maps a group (``andrea_lab.activation``, or just ``activation``) to

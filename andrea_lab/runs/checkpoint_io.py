@@ -33,8 +33,10 @@ _verified: set[tuple] = set()
 
 
 def _stat_identity(*files: Path) -> tuple:
-    return tuple((os.fspath(f.resolve()), s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns)
-                 for f, s in ((f, f.stat()) for f in files))
+    return tuple(
+        (os.fspath(f.resolve()), s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns)
+        for f, s in ((f, f.stat()) for f in files)
+    )
 
 
 def verify_checkpoint(path: str | os.PathLike) -> None:
@@ -42,26 +44,37 @@ def verify_checkpoint(path: str | os.PathLike) -> None:
     Hashed once per process while neither the file nor its manifest changes (``_verified``)."""
     file = Path(path)
     if not file.is_file():
-        raise MissingFileError(f"checkpoint {os.fspath(path)!r} does not exist; pass the path of a .ckpt file, "
-                               f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt")
+        raise MissingFileError(
+            f"checkpoint {os.fspath(path)!r} does not exist; pass the path of a .ckpt file, "
+            f"e.g. runs/quickstart/version_0/checkpoints/last.ckpt"
+        )
     manifest = manifest_path(file)
     if not manifest.is_file():
         return  # written elsewhere (plain Lightning): nothing to check against
     expected = load_json(manifest, "checkpoint manifest")
-    if not (isinstance(expected, dict) and isinstance(expected.get("bytes"), int)
-            and isinstance(expected.get("sha256"), str)):
-        raise UsageError(f"checkpoint manifest {manifest} is damaged (it needs an integer 'bytes' and a string "
-                         f"'sha256'); remove it to load {file.name} unchecked, or use an earlier checkpoint")
+    if not (
+        isinstance(expected, dict)
+        and isinstance(expected.get("bytes"), int)
+        and isinstance(expected.get("sha256"), str)
+    ):
+        raise UsageError(
+            f"checkpoint manifest {manifest} is damaged (it needs an integer 'bytes' and a string "
+            f"'sha256'); remove it to load {file.name} unchecked, or use an earlier checkpoint"
+        )
     size = file.stat().st_size
     if size != expected["bytes"]:
-        raise UsageError(f"checkpoint {file} is damaged: {size} bytes, but {expected['bytes']} were written "
-                         f"(truncated or overwritten); use an earlier checkpoint of the run")
+        raise UsageError(
+            f"checkpoint {file} is damaged: {size} bytes, but {expected['bytes']} were written "
+            f"(truncated or overwritten); use an earlier checkpoint of the run"
+        )
     identity = _stat_identity(file, manifest)
     if identity in _verified:
         return
     if sha256_file(file) != expected["sha256"]:
-        raise UsageError(f"checkpoint {file} is damaged: its sha256 differs from the one recorded when it was "
-                         f"written; use an earlier checkpoint of the run")
+        raise UsageError(
+            f"checkpoint {file} is damaged: its sha256 differs from the one recorded when it was "
+            f"written; use an earlier checkpoint of the run"
+        )
     _verified.add(identity)
 
 
@@ -94,8 +107,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
             "loads that way. Use a checkpoint from a run you trust, or convert this one where you trust it"
         ) from None
     except Exception as exc:
-        raise UsageError(f"{os.fspath(path)} is not a readable PyTorch checkpoint: {type(exc).__name__}: "
-                         f"{_refusal(exc)}") from None
+        raise UsageError(
+            f"{os.fspath(path)} is not a readable PyTorch checkpoint: {type(exc).__name__}: {_refusal(exc)}"
+        ) from None
     stored = stored_model_config(checkpoint)
     if stored is not None:
         require_registered(stored, f"checkpoint {os.fspath(path)}")
@@ -160,8 +174,9 @@ def load_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
         try:
             state = load_file(file, device="cpu")
         except Exception as exc:  # safetensors raises its own SafetensorError, or OSError, on a damaged file
-            raise UsageError(f"{file} is not a readable safetensors file: {type(exc).__name__}: "
-                             f"{_refusal(exc)}") from None
+            raise UsageError(
+                f"{file} is not a readable safetensors file: {type(exc).__name__}: {_refusal(exc)}"
+            ) from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UsageError(f"{file} holds no state dict (a mapping of names to tensors)")
     return state
@@ -187,8 +202,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except DiskFullError as exc:
             last = target.parent / "last.ckpt"
             hint = f" (e.g. {last})" if last.is_file() else ""
-            raise DiskFullError(f"{exc}; the run's earlier checkpoints are intact: resume from one with "
-                                f"--ckpt_path{hint}") from None
+            raise DiskFullError(
+                f"{exc}; the run's earlier checkpoints are intact: resume from one with --ckpt_path{hint}"
+            ) from None
         # Both files are complete on disk before either is renamed (files.publish), so only a crash between
         # the two renames can pair a new checkpoint with the old manifest: its load then says "damaged".
         try:

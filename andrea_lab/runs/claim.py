@@ -49,8 +49,10 @@ def resumes(run_dir: Path, ckpt_path: Optional[str]) -> bool:
 def refuse_links(run_dir: Path) -> None:
     """Refuse a run directory that is, or contains, a symbolic link (checked without following any)."""
     if run_dir.is_symlink():
-        raise RunDirectoryError(f"the run directory {run_dir} is a symbolic link (to {os.readlink(run_dir)}); "
-                                "andrea writes runs only into real directories: copy the run instead of linking it")
+        raise RunDirectoryError(
+            f"the run directory {run_dir} is a symbolic link (to {os.readlink(run_dir)}); "
+            "andrea writes runs only into real directories: copy the run instead of linking it"
+        )
     if not run_dir.is_dir():
         return
     for root, dirs, files in os.walk(run_dir, followlinks=False):
@@ -60,7 +62,8 @@ def refuse_links(run_dir: Path) -> None:
                 raise RunDirectoryError(
                     f"{path} is a symbolic link (to {os.readlink(path)}); andrea never writes through links in a "
                     f"run directory, since a handed run could point one anywhere. Remove the link (or resume a copy "
-                    f"of the run made with `cp -rL`)")
+                    f"of the run made with `cp -rL`)"
+                )
 
 
 def claim_run_directory(run_dir: str | os.PathLike, ckpt_path: Optional[str]) -> FileLock:
@@ -72,12 +75,15 @@ def claim_run_directory(run_dir: str | os.PathLike, ckpt_path: Optional[str]) ->
         raise RunDirectoryError(
             f"{run_dir} already holds a run, and a fit never writes into an existing run: to continue it, "
             f"`andrea fit --resume {run_dir}`; to rerun its config as a new run, leave the logger's version "
-            f"unset (--trainer.logger.init_args.version null) or choose an unused one")
+            f"unset (--trainer.logger.init_args.version null) or choose an unused one"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / RUN_LOCK_FILE)
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        raise RunDirectoryError(f"{run_dir} is being written by another fit right now (it holds "
-                                f"{run_dir / RUN_LOCK_FILE}); wait for it to end, or stop it first") from None
+        raise RunDirectoryError(
+            f"{run_dir} is being written by another fit right now (it holds "
+            f"{run_dir / RUN_LOCK_FILE}); wait for it to end, or stop it first"
+        ) from None
     return lock

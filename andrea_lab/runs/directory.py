@@ -77,7 +77,6 @@ def package_versions() -> dict[str, Optional[str]]:
     return versions
 
 
-
 def finite_or_none(value: Any) -> Optional[float]:
     """A finite float, or None: a record stores no NaN/inf (a non-finite loss is a divergence)."""
     if value is None:
@@ -201,8 +200,10 @@ def write_record(run_dir: str | Path, record: RunRecord) -> Path:
     """Write ``summary.json`` atomically; a status or divergence kind outside the schema's lists is a bug
     in the writer, refused here rather than found by a reader (readers stay lenient: :meth:`RunRecord.from_json`)."""
     if record.status not in STATUSES or record.divergence_kind not in (None, *DIVERGENCE_KINDS):
-        raise ValueError(f"run record with status {record.status!r} and divergence kind {record.divergence_kind!r}; "
-                         f"valid: statuses {', '.join(STATUSES)}, kinds {', '.join(DIVERGENCE_KINDS)} or none")
+        raise ValueError(
+            f"run record with status {record.status!r} and divergence kind {record.divergence_kind!r}; "
+            f"valid: statuses {', '.join(STATUSES)}, kinds {', '.join(DIVERGENCE_KINDS)} or none"
+        )
     path = Path(run_dir) / SUMMARY_FILE
     write_json_atomic(path, record.to_json())
     return path
@@ -335,8 +336,11 @@ def settings_difference(run_dir: str | Path, command: list[str]) -> Optional[str
     recorded = (read_json(Path(run_dir) / START_MARKER) or {}).get("command")
     if not isinstance(recorded, list) or "fit" not in recorded or "fit" not in command:
         return None
-    before = _options([str(a) for a in recorded[recorded.index("fit") + 1:]])
-    after = _options(list(command[command.index("fit") + 1:]))
-    changed = [f"{flag} {' '.join(before.get(flag, ('(unset)',)))} -> {' '.join(after.get(flag, ('(unset)',)))}"
-               for flag in sorted(set(before) | set(after)) if before.get(flag) != after.get(flag)]
+    before = _options([str(a) for a in recorded[recorded.index("fit") + 1 :]])
+    after = _options(list(command[command.index("fit") + 1 :]))
+    changed = [
+        f"{flag} {' '.join(before.get(flag, ('(unset)',)))} -> {' '.join(after.get(flag, ('(unset)',)))}"
+        for flag in sorted(set(before) | set(after))
+        if before.get(flag) != after.get(flag)
+    ]
     return "; ".join(changed) or None

@@ -30,8 +30,12 @@ def _same(name: str, saved: Any, current: Any) -> bool:
     if saved == current:
         return True
     kind = name.rsplit(".", 1)[-1]
-    return kind in PLUGIN_KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(
-        kind, saved, current)
+    return (
+        kind in PLUGIN_KINDS
+        and isinstance(saved, str)
+        and isinstance(current, str)
+        and same_plugin(kind, saved, current)
+    )
 
 
 def _as_dict(value: Any) -> Any:
@@ -61,4 +65,5 @@ def check_resume(ckpt_path: str, checkpoint: Mapping[str, Any], model: Any, data
         raise ResumeOverrideError(
             f"--ckpt_path {ckpt_path} continues a run, which keeps the checkpoint's settings, but this fit sets "
             f"{'; '.join(refused)}; drop the override to continue the run, or start a new run "
-            f"(without --ckpt_path/--resume; --model.init_from {ckpt_path} starts it from these weights)")
+            f"(without --ckpt_path/--resume; --model.init_from {ckpt_path} starts it from these weights)"
+        )

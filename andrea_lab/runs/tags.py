@@ -9,9 +9,9 @@ any of these strings.
 TRAIN_LOSS = "train/loss"
 TRAIN_LR = "train/lr"
 TRAIN_TOKENS = "train/tokens"
-TRAIN_GRAD_NORM = "train/grad_norm"          # global norm before clipping
+TRAIN_GRAD_NORM = "train/grad_norm"  # global norm before clipping
 TRAIN_SKIPPED_STEPS = "train/skipped_steps"  # non-finite steps dropped (on_nonfinite: skip)
-TRAIN_Z_LOSS = "train/z_loss"                # model.z_loss · mean(log² Z), added to the optimised loss
+TRAIN_Z_LOSS = "train/z_loss"  # model.z_loss · mean(log² Z), added to the optimised loss
 
 #: The evaluation loss and perplexity of each evaluation stage (``validate`` logs val/, ``test`` test/).
 STAGE_LOSS = {"val": "val/loss", "test": "test/loss"}
@@ -30,5 +30,18 @@ DIVERGED = "stability/diverged"
 FLAG_SCALE = "stability/flag_scale"
 
 #: Every tag above (tests/runs/test_tags.py).
-ALL = (TRAIN_LOSS, TRAIN_LR, TRAIN_TOKENS, TRAIN_GRAD_NORM, TRAIN_SKIPPED_STEPS, TRAIN_Z_LOSS, *STAGE_LOSS.values(),
-       *STAGE_PERPLEXITY.values(), LOSS_EMA, SPIKES, NONFINITE, DIVERGED, FLAG_SCALE)
+ALL = (
+    TRAIN_LOSS,
+    TRAIN_LR,
+    TRAIN_TOKENS,
+    TRAIN_GRAD_NORM,
+    TRAIN_SKIPPED_STEPS,
+    TRAIN_Z_LOSS,
+    *STAGE_LOSS.values(),
+    *STAGE_PERPLEXITY.values(),
+    LOSS_EMA,
+    SPIKES,
+    NONFINITE,
+    DIVERGED,
+    FLAG_SCALE,
+)

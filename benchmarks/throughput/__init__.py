@@ -59,4 +59,3 @@ The package: ``variants`` (what is trained, and each ablation as one row of a ta
 ratios, targets, the printed table) and ``cli`` (arguments and the rounds). ``benchmarks/throughput.py``
 is the documented entry point; ``python -m benchmarks.throughput`` runs the same.
 """
-

@@ -29,24 +29,45 @@ from .variants import ABLATIONS, BASE, VARIANTS, hf_unavailable
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=PACKAGE_DOC.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=PACKAGE_DOC.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="andrea-tiny", choices=list(PRESETS))
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help=f"windows per step (default: CPU {CPU_DEFAULTS}, CUDA {CUDA_DEFAULT_BATCH})")
-    parser.add_argument("--block-size", type=int, default=None,
-                        help="tokens per window, also the model's context (default: CPU as above, CUDA the preset's)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"windows per step (default: CPU {CPU_DEFAULTS}, CUDA {CUDA_DEFAULT_BATCH})",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="tokens per window, also the model's context (default: CPU as above, CUDA the preset's)",
+    )
     parser.add_argument("--steps", type=int, default=4, help="timed steps per variant per round")
-    parser.add_argument("--warmup", type=int, default=2,
-                        help="untimed steps before them (>= 1; with --compile enough to cover compilation)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="rounds, each with fresh models and (a)/(b)/(c) in a rotated order")
-    parser.add_argument("--schedule", default="steps", choices=["steps", "runs"],
-                        help="steps: (a), (b), (c) alternate step by step (bare steps run between Lightning "
-                             "steps, outside their timing), memory measured in a short pass per variant "
-                             "afterwards; runs: each variant runs its steps alone, in rotating order")
-    parser.add_argument("--no-memory-pass", action="store_true",
-                        help="--schedule steps: skip the per-variant memory pass (peak memory then not reported)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="untimed steps before them (>= 1; with --compile enough to cover compilation)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="rounds, each with fresh models and (a)/(b)/(c) in a rotated order"
+    )
+    parser.add_argument(
+        "--schedule",
+        default="steps",
+        choices=["steps", "runs"],
+        help="steps: (a), (b), (c) alternate step by step (bare steps run between Lightning "
+        "steps, outside their timing), memory measured in a short pass per variant "
+        "afterwards; runs: each variant runs its steps alone, in rotating order",
+    )
+    parser.add_argument(
+        "--no-memory-pass",
+        action="store_true",
+        help="--schedule steps: skip the per-variant memory pass (peak memory then not reported)",
+    )
     add_setup_arguments(parser)
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.steps < 1 or args.rounds < 1:
@@ -59,18 +80,29 @@ def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     parser.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"])
     parser.add_argument("--compile", action="store_true", help="torch.compile the model in every variant")
-    parser.add_argument("--variants", default="lightning,bare,hf",
-                        help="comma-separated subset of lightning,bare,hf")
-    parser.add_argument("--ablations", default="",
-                        help="comma-separated extra variants: " + ", ".join(ABLATIONS))
+    parser.add_argument("--variants", default="lightning,bare,hf", help="comma-separated subset of lightning,bare,hf")
+    parser.add_argument("--ablations", default="", help="comma-separated extra variants: " + ", ".join(ABLATIONS))
     parser.add_argument("--num-workers", type=int, default=0, help="DataLoader workers (AndreaDataModule's default: 0)")
-    parser.add_argument("--logger", default="tensorboard", choices=["tensorboard", "none"],
-                        help="(a)'s logger: andrea fit's TensorBoard logger (to a temp dir) or none")
-    parser.add_argument("--log-every-n-steps", type=int, default=10, help="(a)'s Trainer setting (andrea fit's default)")
-    parser.add_argument("--corpus", default="synthetic",
-                        help="'synthetic' (random ids in a token file, the default) or any AndreaDataModule corpus")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch.set_num_threads for the whole run (default: torch's, = the usable cores)")
+    parser.add_argument(
+        "--logger",
+        default="tensorboard",
+        choices=["tensorboard", "none"],
+        help="(a)'s logger: andrea fit's TensorBoard logger (to a temp dir) or none",
+    )
+    parser.add_argument(
+        "--log-every-n-steps", type=int, default=10, help="(a)'s Trainer setting (andrea fit's default)"
+    )
+    parser.add_argument(
+        "--corpus",
+        default="synthetic",
+        help="'synthetic' (random ids in a token file, the default) or any AndreaDataModule corpus",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads for the whole run (default: torch's, = the usable cores)",
+    )
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file")
 
@@ -90,11 +122,24 @@ def settings_from_args(args: argparse.Namespace, device: torch.device) -> BenchS
         if a not in ABLATIONS:
             raise SystemExit(f"unknown ablation {a!r}; valid: {', '.join(ABLATIONS)}")
     return BenchSettings(
-        preset=args.preset, batch_size=args.batch_size or batch, block_size=args.block_size or block,
-        steps=args.steps, warmup=args.warmup, rounds=args.rounds, device=str(device), precision=args.precision,
-        compile=args.compile, num_workers=args.num_workers, logger=args.logger,
-        log_every_n_steps=args.log_every_n_steps, corpus=args.corpus, seed=args.seed, variants=variants,
-        ablations=ablations, schedule=args.schedule, memory_pass=not args.no_memory_pass,
+        preset=args.preset,
+        batch_size=args.batch_size or batch,
+        block_size=args.block_size or block,
+        steps=args.steps,
+        warmup=args.warmup,
+        rounds=args.rounds,
+        device=str(device),
+        precision=args.precision,
+        compile=args.compile,
+        num_workers=args.num_workers,
+        logger=args.logger,
+        log_every_n_steps=args.log_every_n_steps,
+        corpus=args.corpus,
+        seed=args.seed,
+        variants=variants,
+        ablations=ablations,
+        schedule=args.schedule,
+        memory_pass=not args.no_memory_pass,
     )
 
 
@@ -125,9 +170,11 @@ def _prepare(settings: BenchSettings, echo: Callable[[str], None]) -> tuple[torc
     machine = machine_info(device)
     load, cores = machine["load_average_start"][0], machine["cpus_usable"] or 1
     if device.type == "cpu" and load > cores and torch.get_num_threads() > 1:
-        echo(f"note: load average {load:.1f} on {cores} cores with {torch.get_num_threads()} torch threads: "
-             "OpenMP threads that spin-wait on an oversubscribed CPU can slow every op several-fold; "
-             "consider --threads 1 (docs/performance.md)")
+        echo(
+            f"note: load average {load:.1f} on {cores} cores with {torch.get_num_threads()} torch threads: "
+            "OpenMP threads that spin-wait on an oversubscribed CPU can slow every op several-fold; "
+            "consider --threads 1 (docs/performance.md)"
+        )
     return device, machine
 
 
@@ -153,25 +200,44 @@ class Measurements:
     peaks: list[dict] = field(default_factory=list)
 
 
-def _round_alone(r: int, active: list[str], settings: BenchSettings, config: AndreaConfig, device: torch.device,
-                 workdir: Path, out: Measurements, echo: Callable[[str], None]) -> None:
+def _round_alone(
+    r: int,
+    active: list[str],
+    settings: BenchSettings,
+    config: AndreaConfig,
+    device: torch.device,
+    workdir: Path,
+    out: Measurements,
+    echo: Callable[[str], None],
+) -> None:
     """``--schedule runs``: each variant alone, in an order rotated by round."""
     for name in _rotated(active, r):
         result = run_variant(name, settings, config, device, workdir)
         out.results[name].append(result)
-        echo(f"round {r + 1}/{settings.rounds} {name:<10} "
-             f"{statistics.median(result.step_s) * 1e3:9.1f} ms/step (load {_fmt_load(result.load_average)})")
+        echo(
+            f"round {r + 1}/{settings.rounds} {name:<10} "
+            f"{statistics.median(result.step_s) * 1e3:9.1f} ms/step (load {_fmt_load(result.load_average)})"
+        )
 
 
-def _round_stepped(r: int, active: list[str], settings: BenchSettings, config: AndreaConfig, device: torch.device,
-                   workdir: Path, out: Measurements, echo: Callable[[str], None]) -> None:
+def _round_stepped(
+    r: int,
+    active: list[str],
+    settings: BenchSettings,
+    config: AndreaConfig,
+    device: torch.device,
+    workdir: Path,
+    out: Measurements,
+    echo: Callable[[str], None],
+) -> None:
     """``--schedule steps``: every Lightning fit carries bare runners that step right after each of its
     steps -- the main fit all of them, an ablation's fit (b) as its reference."""
     hosts = [n for n in active if VARIANTS[n].kind == "lightning"]
     bare_names = [n for n in active if VARIANTS[n].kind != "lightning"]
     main = "lightning" if "lightning" in hosts else (hosts[0] if hosts and not bare_names else None)
     fits = [(main, _rotated(bare_names, r))] + [
-        (h, ["bare"] if "bare" in bare_names else []) for h in hosts if h != main]
+        (h, ["bare"] if "bare" in bare_names else []) for h in hosts if h != main
+    ]
     for host, passengers in _rotated(fits, r):
         results = run_interleaved(host, passengers, settings, config, device, workdir)
         for name, result in results.items():
@@ -180,20 +246,29 @@ def _round_stepped(r: int, active: list[str], settings: BenchSettings, config: A
             else:
                 out.results[name].append(result)
         if results:
-            echo(f"round {r + 1}/{settings.rounds} " + ", ".join(
-                f"{name} {statistics.median(res.step_s) * 1e3:.1f}" for name, res in results.items())
-                + f" ms/step (load {_fmt_load(os.getloadavg())})")
+            echo(
+                f"round {r + 1}/{settings.rounds} "
+                + ", ".join(f"{name} {statistics.median(res.step_s) * 1e3:.1f}" for name, res in results.items())
+                + f" ms/step (load {_fmt_load(os.getloadavg())})"
+            )
 
 
-def _measure(settings: BenchSettings, active: list[str], config: AndreaConfig, device: torch.device,
-             dtype: torch.dtype, echo: Callable[[str], None]) -> Measurements:
+def _measure(
+    settings: BenchSettings,
+    active: list[str],
+    config: AndreaConfig,
+    device: torch.device,
+    dtype: torch.dtype,
+    echo: Callable[[str], None],
+) -> Measurements:
     """The rounds, with a matmul peak before each and after the last, then the memory pass."""
     out = Measurements({n: [] for n in active}, memory_runs={n: [] for n in active})
     with tempfile.TemporaryDirectory(prefix="andrea-throughput-") as tmp:
         workdir = Path(tmp)
         if settings.corpus == "synthetic":
-            settings = _with_corpus(settings, write_synthetic_tokens(workdir, config.vocab_size,
-                                                                     settings.block_size, settings.seed))
+            settings = _with_corpus(
+                settings, write_synthetic_tokens(workdir, config.vocab_size, settings.block_size, settings.seed)
+            )
         for r in range(settings.rounds):
             out.peaks.append(measure_matmul_peak(device, dtype))
             one_round = _round_alone if settings.schedule == "runs" else _round_stepped
@@ -220,15 +295,17 @@ def _ratios(settings: BenchSettings, m: Measurements) -> dict[str, Any]:
             continue
         if settings.schedule == "steps" and baseline == "lightning" and name in m.references:
             if ratios["lightning_over_bare"]:
-                ratios["ablations"][name] = _double_ratio(pair_ratio(results[name], m.references[name]),
-                                                          ratios["lightning_over_bare"])
+                ratios["ablations"][name] = _double_ratio(
+                    pair_ratio(results[name], m.references[name]), ratios["lightning_over_bare"]
+                )
         else:
             ratios["ablations"][name] = pair_ratio(results[name], results[baseline])
     return ratios
 
 
-def _variant_figures(names: list[str], skipped: dict[str, str], settings: BenchSettings, m: Measurements,
-                     flops_token: float) -> dict[str, dict]:
+def _variant_figures(
+    names: list[str], skipped: dict[str, str], settings: BenchSettings, m: Measurements, flops_token: float
+) -> dict[str, dict]:
     peak_flops = statistics.median(p["flops_per_s"] for p in m.peaks)
     peak_cpu_flops = statistics.median(p["flops_per_cpu_s"] for p in m.peaks)
     variants: dict[str, dict] = {}
@@ -236,8 +313,9 @@ def _variant_figures(names: list[str], skipped: dict[str, str], settings: BenchS
         if name in skipped:
             variants[name] = {"skipped": skipped[name]}
         else:
-            variants[name] = summarize(m.results[name], settings, flops_token, peak_flops, peak_cpu_flops,
-                                       m.memory_runs.get(name, []))
+            variants[name] = summarize(
+                m.results[name], settings, flops_token, peak_flops, peak_cpu_flops, m.memory_runs.get(name, [])
+            )
             variants[name]["label"] = VARIANTS[name].label
     return variants
 
@@ -253,17 +331,22 @@ def run(settings: BenchSettings, echo: Callable[[str], None] = print) -> dict:
     machine["load_average_end"] = list(os.getloadavg())
     peaks = measured.peaks
     report = {
-        "settings": {**asdict(settings), "corpus": settings.corpus if not settings.corpus.endswith("synthetic.bin")
-                     else "synthetic"},
+        "settings": {
+            **asdict(settings),
+            "corpus": settings.corpus if not settings.corpus.endswith("synthetic.bin") else "synthetic",
+        },
         "model_config": config.to_dict(),
         "machine": machine,
         "flops_per_token": fl,
         "tokens_per_step": settings.batch_size * settings.block_size,
-        "matmul_peak": {"dtype": str(dtype).removeprefix("torch."),
-                        "flops_per_s": statistics.median(p["flops_per_s"] for p in peaks),
-                        "size": peaks[-1]["size"], "measurements": [p["flops_per_s"] for p in peaks],
-                        "flops_per_cpu_s": statistics.median(p["flops_per_cpu_s"] for p in peaks),
-                        "details": peaks},
+        "matmul_peak": {
+            "dtype": str(dtype).removeprefix("torch."),
+            "flops_per_s": statistics.median(p["flops_per_s"] for p in peaks),
+            "size": peaks[-1]["size"],
+            "measurements": [p["flops_per_s"] for p in peaks],
+            "flops_per_cpu_s": statistics.median(p["flops_per_cpu_s"] for p in peaks),
+            "details": peaks,
+        },
         "variants": _variant_figures(names, skipped, settings, measured, fl["total"]),
         "ratios": _ratios(settings, measured),
     }
@@ -281,6 +364,7 @@ def _rotated(items: list, r: int) -> list:
 def _import_everything() -> None:
     """Import what the variants import lazily, so no variant's memory or time pays for first imports."""
     import lightning.pytorch  # noqa: F401
+
     import andrea_lab.data  # noqa: F401
     import andrea_lab.fit.loggers  # noqa: F401
     import andrea_lab.fit.module  # noqa: F401
@@ -308,5 +392,3 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
         print(f"\nwrote {args.json}")
     return 0
-
-

@@ -66,7 +66,7 @@ class StepClock:
         else:
             steps = [end[0] - start[0] for start, end in pairs]
         cpu = [end[1] - start[1] for start, end in pairs]
-        return steps, self.waits[warmup:len(self.ends)], cpu
+        return steps, self.waits[warmup : len(self.ends)], cpu
 
 
 def make_datamodule(settings: BenchSettings, config: AndreaConfig, num_workers: int | None = None):

@@ -24,8 +24,11 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "thread_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY",
-                                                   "GOMP_SPINCOUNT", "KMP_BLOCKTIME") if k in os.environ},
+        "thread_env": {
+            k: os.environ[k]
+            for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+            if k in os.environ
+        },
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -160,6 +163,10 @@ def measure_matmul_peak(device: torch.device, dtype: torch.dtype, budget_s: floa
         cpu_rates[n] = 2 * n**3 / max(statistics.median(cpu_times), 1e-9)
         del a, b, out
     best = max(rates, key=rates.get)
-    return {"flops_per_s": rates[best], "size": best, "by_size": {str(k): v for k, v in rates.items()},
-            "flops_per_cpu_s": max(cpu_rates.values()),
-            "load_average": list(os.getloadavg())}
+    return {
+        "flops_per_s": rates[best],
+        "size": best,
+        "by_size": {str(k): v for k, v in rates.items()},
+        "flops_per_cpu_s": max(cpu_rates.values()),
+        "load_average": list(os.getloadavg()),
+    }

@@ -10,8 +10,14 @@ from .settings import TARGETS, BenchSettings
 from .variants import VARIANTS
 
 
-def summarize(results: list[RunResult], settings: BenchSettings, flops_token: float, peak_flops: float,
-              peak_cpu_flops: float, memory_runs: list[RunResult] = ()) -> dict:
+def summarize(
+    results: list[RunResult],
+    settings: BenchSettings,
+    flops_token: float,
+    peak_flops: float,
+    peak_cpu_flops: float,
+    memory_runs: list[RunResult] = (),
+) -> dict:
     measured = [r for r in (*results, *memory_runs) if r.peak_memory_bytes is not None]
     memory = [r.peak_memory_bytes for r in measured]
     memory_kind = measured[0].memory_kind if measured else ""
@@ -39,11 +45,17 @@ def summarize(results: list[RunResult], settings: BenchSettings, flops_token: fl
         # buffers) allocates once, in whichever variant comes first.
         "peak_memory_bytes": min(memory) if memory else None,
         "peak_memory_kind": memory_kind,
-        "rounds": [{"tokens_per_s": tokens_per_step / statistics.median(r.step_s),
-                    "cpu_ms_per_step": statistics.median(r.cpu_s) * 1e3,
-                    "ms_per_step": statistics.median(r.step_s) * 1e3,
-                    "peak_memory_bytes": r.peak_memory_bytes, "final_loss": r.final_loss,
-                    "load_average_end": r.load_average} for r in results],
+        "rounds": [
+            {
+                "tokens_per_s": tokens_per_step / statistics.median(r.step_s),
+                "cpu_ms_per_step": statistics.median(r.cpu_s) * 1e3,
+                "ms_per_step": statistics.median(r.step_s) * 1e3,
+                "peak_memory_bytes": r.peak_memory_bytes,
+                "final_loss": r.final_loss,
+                "load_average_end": r.load_average,
+            }
+            for r in results
+        ],
         **{key: statistics.median(r.extras[key] for r in results) for key in results[0].extras},
         "step_ms": [s * 1e3 for s in steps],
         "cpu_step_ms": [c * 1e3 for c in cpu],
@@ -87,23 +99,45 @@ def evaluate_targets(report: dict) -> list[dict]:
     if cpu:
         if ratios.get("lightning_over_bare"):
             r = ratios["lightning_over_bare"]
-            out.append({"target": "(a)/(b) >= 0.97 on CPU", "value": r["pooled_median"],
-                        "value_cpu_time": r["cpu_time"], "threshold": TARGETS["lightning_over_bare"]})
+            out.append(
+                {
+                    "target": "(a)/(b) >= 0.97 on CPU",
+                    "value": r["pooled_median"],
+                    "value_cpu_time": r["cpu_time"],
+                    "threshold": TARGETS["lightning_over_bare"],
+                }
+            )
         if ratios.get("bare_over_hf") and cfg["d_model"] >= 512:
             r = ratios["bare_over_hf"]
-            out.append({"target": "(b)/(c) >= 1.2 on CPU, mid-sized preset", "value": r["pooled_median"],
-                        "value_cpu_time": r["cpu_time"], "threshold": TARGETS["bare_over_hf"]})
+            out.append(
+                {
+                    "target": "(b)/(c) >= 1.2 on CPU, mid-sized preset",
+                    "value": r["pooled_median"],
+                    "value_cpu_time": r["cpu_time"],
+                    "threshold": TARGETS["bare_over_hf"],
+                }
+            )
         if s["precision"] == "32-true" and cfg["d_model"] >= 512:
             for name in ("bare", "lightning"):
                 if "tokens_per_s" in variants.get(name, {}):
-                    out.append({"target": f"CPU fp32 MFU >= 35 % (d_model >= 512), {name}",
-                                "value": variants[name]["mfu"], "value_cpu_time": variants[name]["mfu_cpu_time"],
-                                "threshold": TARGETS["cpu_fp32_mfu"]})
+                    out.append(
+                        {
+                            "target": f"CPU fp32 MFU >= 35 % (d_model >= 512), {name}",
+                            "value": variants[name]["mfu"],
+                            "value_cpu_time": variants[name]["mfu_cpu_time"],
+                            "threshold": TARGETS["cpu_fp32_mfu"],
+                        }
+                    )
     elif s["device"].startswith("cuda") and s["precision"] == "bf16-mixed" and s["preset"] == "andrea-120m":
         for name in ("lightning", "bare"):
             if "tokens_per_s" in variants.get(name, {}):
-                out.append({"target": f"GPU bf16 MFU >= 45 % (andrea-120m{', compile' if s['compile'] else ''}), {name}",
-                            "value": variants[name]["mfu"], "threshold": TARGETS["cuda_bf16_mfu"]})
+                out.append(
+                    {
+                        "target": f"GPU bf16 MFU >= 45 % (andrea-120m{', compile' if s['compile'] else ''}), {name}",
+                        "value": variants[name]["mfu"],
+                        "threshold": TARGETS["cuda_bf16_mfu"],
+                    }
+                )
     for item in out:
         item["met"] = item["value"] >= item["threshold"]
         if "value_cpu_time" in item:
@@ -129,8 +163,11 @@ def _header(report: dict) -> list[str]:
         f"{m['date']}; load average {_fmt_load(m['load_average_start'])} at start, "
         f"{_fmt_load(m['load_average_end'])} at end",
         f"{s['rounds']} rounds x ({s['warmup']} warm-up + {s['steps']} timed steps); "
-        + ("(a), (b), (c) alternating step by step within each round, peak memory from a separate short run each"
-           if s["schedule"] == "steps" else "each variant alone, order rotated each round")
+        + (
+            "(a), (b), (c) alternating step by step within each round, peak memory from a separate short run each"
+            if s["schedule"] == "steps"
+            else "each variant alone, order rotated each round"
+        )
         + "; medians of all timed steps",
         "",
     ]
@@ -145,8 +182,10 @@ def _variant_rows(report: dict, cpu: bool) -> list[str]:
             lines.append(f"{label:<36} skipped: {v['skipped']}")
             continue
         memory = "n/a" if v["peak_memory_bytes"] is None else _fmt_bytes(v["peak_memory_bytes"])
-        row = (f"{label:<36} {v['tokens_per_s']:>9,.0f} {v['ms_per_step']:>9,.1f} "
-               f"{memory:>9} {v['mfu']:>6.1%} {v['data_wait_fraction']:>9.2%}")
+        row = (
+            f"{label:<36} {v['tokens_per_s']:>9,.0f} {v['ms_per_step']:>9,.1f} "
+            f"{memory:>9} {v['mfu']:>6.1%} {v['data_wait_fraction']:>9.2%}"
+        )
         if cpu:
             row += f" {v['cpu_ms_per_step']:>11,.1f} {v['mfu_cpu_time']:>11.1%}"
         lines.append(row)
@@ -155,16 +194,20 @@ def _variant_rows(report: dict, cpu: bool) -> list[str]:
 
 def _ratio_rows(report: dict, cpu: bool) -> list[str]:
     lines = [f"{'ratio of tokens/s':<30} {'wall':>6} {'paired':>7} {'CPU time' if cpu else '':>9}   per round (wall)"]
-    rows = [("(a)/(b) Lightning / bare", report["ratios"].get("lightning_over_bare")),
-            ("(b)/(c) ANDREA / HF GPT-2", report["ratios"].get("bare_over_hf"))]
+    rows = [
+        ("(a)/(b) Lightning / bare", report["ratios"].get("lightning_over_bare")),
+        ("(b)/(c) ANDREA / HF GPT-2", report["ratios"].get("bare_over_hf")),
+    ]
     rows += [(f"{name} / {VARIANTS[name].kind}", r) for name, r in report["ratios"].get("ablations", {}).items()]
     for text, r in rows:
         if r:
             rounds = ", ".join(f"{x:.3f}" for x in r["per_round"])
             cpu_col = f"{r['cpu_time']:>9.3f}" if cpu else f"{'':>9}"
             lines.append(f"{text:<30} {r['pooled_median']:>6.3f} {r['paired_steps']:>7.3f} {cpu_col}   {rounds}")
-    lines.append("(wall: ratio of the pooled median step times; paired: median of step-by-step ratios; "
-                 "Lightning ablations: relative to (a), each through the (b) stepped beside it)")
+    lines.append(
+        "(wall: ratio of the pooled median step times; paired: median of step-by-step ratios; "
+        "Lightning ablations: relative to (a), each through the (b) stepped beside it)"
+    )
     return lines
 
 
@@ -181,11 +224,15 @@ def _notes(report: dict, cpu: bool) -> list[str]:
     ]
     check = report["variants"].get("bare", {}).get("nonfinite_check_ms")
     if check is not None:
-        lines.append(f"AndreaLM's per-step grad-norm + non-finite check, timed alone on (b)'s gradients: {check:.1f} ms "
-                     f"= {check / report['variants']['bare']['ms_per_step']:.1%} of (b)'s step")
+        lines.append(
+            f"AndreaLM's per-step grad-norm + non-finite check, timed alone on (b)'s gradients: {check:.1f} ms "
+            f"= {check / report['variants']['bare']['ms_per_step']:.1%} of (b)'s step"
+        )
     if cpu:
-        lines.append(f"CPU-time columns: the same per CPU-second of this process (peak {_fmt_flops(peak['flops_per_cpu_s'])} "
-                     "per CPU-second), insensitive to other processes taking the cores")
+        lines.append(
+            f"CPU-time columns: the same per CPU-second of this process (peak {_fmt_flops(peak['flops_per_cpu_s'])} "
+            "per CPU-second), insensitive to other processes taking the cores"
+        )
     first = next((v for v in report["variants"].values() if v.get("peak_memory_kind")), None)
     if first:
         lines.append(f"peak memory: {first['peak_memory_kind']}, the smallest measurement")

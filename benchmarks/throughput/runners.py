@@ -15,8 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from andrea_lab.model.config import AndreaConfig
 from andrea_lab.fit.nonfinite import NonFiniteTally, global_grad_norm
+from andrea_lab.model.config import AndreaConfig
 
 from .clock import StepClock, bare_batches, make_datamodule
 from .machine import PeakMemory, _sync
@@ -56,6 +56,7 @@ def _bare_model(variant: Ablation, settings: BenchSettings, config: AndreaConfig
     def loss_of(x, y):  # cross-entropy of the fp32 logits, as Andrea computes it
         logits = model(input_ids=x, use_cache=False).logits
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.reshape(-1))
+
     return model, optimizer, scheduler, loss_of
 
 
@@ -152,8 +153,9 @@ def _lightning_timers(clock: StepClock, passengers: list[BareRunner]) -> tuple[A
     return StepEnds(), FetchTimer()
 
 
-def _trainer(variant: Ablation, settings: BenchSettings, device: torch.device, workdir: Path, step_ends: Any,
-             profiler: Any):
+def _trainer(
+    variant: Ablation, settings: BenchSettings, device: torch.device, workdir: Path, step_ends: Any, profiler: Any
+):
     """(a)'s Trainer: as andrea fit's, without checkpoints and validation; the variant's logger, bar, callbacks."""
     import lightning as L
 
@@ -170,17 +172,31 @@ def _trainer(variant: Ablation, settings: BenchSettings, device: torch.device, w
     return L.Trainer(
         accelerator="cuda" if device.type == "cuda" else "cpu",
         devices=[device.index] if device.type == "cuda" and device.index is not None else 1,
-        precision=settings.precision, max_steps=settings.warmup + settings.steps, logger=logger,
-        log_every_n_steps=settings.log_every_n_steps, enable_checkpointing=False,
-        enable_progress_bar=variant.progress_bar, enable_model_summary=False, limit_val_batches=0,
-        num_sanity_val_steps=0, gradient_clip_val=variant.clip,
+        precision=settings.precision,
+        max_steps=settings.warmup + settings.steps,
+        logger=logger,
+        log_every_n_steps=settings.log_every_n_steps,
+        enable_checkpointing=False,
+        enable_progress_bar=variant.progress_bar,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        gradient_clip_val=variant.clip,
         use_distributed_sampler=False,  # as andrea fit: the data module shards by rank itself
-        callbacks=callbacks, profiler=profiler, default_root_dir=str(workdir),
+        callbacks=callbacks,
+        profiler=profiler,
+        default_root_dir=str(workdir),
     )
 
 
-def run_lightning(variant: str, settings: BenchSettings, config: AndreaConfig, device: torch.device,
-                  workdir: Path, passengers: list[BareRunner] = ()) -> RunResult:
+def run_lightning(
+    variant: str,
+    settings: BenchSettings,
+    config: AndreaConfig,
+    device: torch.device,
+    workdir: Path,
+    passengers: list[BareRunner] = (),
+) -> RunResult:
     """(a): ``Trainer.fit`` of AndreaLM with AndreaDataModule; a callback stamps step ends and a
     profiler times Lightning's own ``train_dataloader_next``.
 
@@ -197,20 +213,28 @@ def run_lightning(variant: str, settings: BenchSettings, config: AndreaConfig, d
         peak = None if passengers else memory.peak_bytes()
     steps, waits, cpu = clock.timed(settings.warmup)
     loss = lm.nonfinite.last_loss
-    return RunResult(steps, waits, cpu, {}, peak, memory.kind, list(os.getloadavg()),
-                     float(loss) if loss is not None else math.nan)
+    return RunResult(
+        steps, waits, cpu, {}, peak, memory.kind, list(os.getloadavg()), float(loss) if loss is not None else math.nan
+    )
 
 
-def run_variant(variant: str, settings: BenchSettings, config: AndreaConfig, device: torch.device,
-                workdir: Path) -> RunResult:
+def run_variant(
+    variant: str, settings: BenchSettings, config: AndreaConfig, device: torch.device, workdir: Path
+) -> RunResult:
     """One variant alone (``--schedule runs``, and the memory pass of ``--schedule steps``)."""
     if VARIANTS[variant].kind == "lightning":
         return run_lightning(variant, settings, config, device, workdir)
     return run_bare(variant, settings, config, device)
 
 
-def run_interleaved(host: str | None, passengers: list[str], settings: BenchSettings, config: AndreaConfig,
-                    device: torch.device, workdir: Path) -> dict[str, RunResult]:
+def run_interleaved(
+    host: str | None,
+    passengers: list[str],
+    settings: BenchSettings,
+    config: AndreaConfig,
+    device: torch.device,
+    workdir: Path,
+) -> dict[str, RunResult]:
     """``host`` (a Lightning variant, or None) and bare ``passengers`` alternating step by step."""
     runners = [BareRunner(name, settings, config, device) for name in passengers]
     results: dict[str, RunResult] = {}

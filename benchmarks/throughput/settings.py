@@ -6,12 +6,7 @@ from dataclasses import dataclass, field
 
 #: Batch size and block size when not given: one CPU step of tiny/small takes about a second or
 #: a few seconds on 2 cores (so tiny + small finish in a few minutes); on CUDA the experiment's.
-CPU_DEFAULTS = {
-    "andrea-micro": (8, 64),
-    "andrea-tiny": (8, 128),
-    "andrea-small": (2, 256),
-    "andrea-120m": (1, 256),
-}
+CPU_DEFAULTS = {"andrea-micro": (8, 64), "andrea-tiny": (8, 128), "andrea-small": (2, 256), "andrea-120m": (1, 256)}
 CUDA_DEFAULT_BATCH = 16
 
 #: The targets of the issue, checked against this run where they apply.

@@ -43,8 +43,16 @@ def test_dry_run_writes_a_section_for_every_part(tmp_path):
     report = json.loads((out / "gpu_check.json").read_text())
     names = [p.name for p in gc.plan(work, dry_run=False)]
     assert names == list(report["parts"]) == [p.name for p in gc.plan(work, dry_run=True)]
-    assert {"gpu_tests", "sanitizer_memcheck", "sanitizer_racecheck", "kernels_bf16", "kernels_fp32",
-            "fit_cuda_vs_torch", "throughput_eager", "throughput_compiled"} <= set(names)
+    assert {
+        "gpu_tests",
+        "sanitizer_memcheck",
+        "sanitizer_racecheck",
+        "kernels_bf16",
+        "kernels_fp32",
+        "fit_cuda_vs_torch",
+        "throughput_eager",
+        "throughput_compiled",
+    } <= set(names)
     assert report["mode"] == "dry_run" and report["ok"]
     for name, section in report["parts"].items():
         assert section["status"] in ("ok", "dry_run"), (name, section["reason"], section["log_tail"])
@@ -62,14 +70,19 @@ def test_dry_run_writes_a_section_for_every_part(tmp_path):
 
 def test_a_part_past_its_cap_is_stopped_with_its_children_and_the_rest_go_on(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
-    sleeper = gc.Part("sleeper", "sleeps past its cap", _python(f"""
+    sleeper = gc.Part(
+        "sleeper",
+        "sleeps past its cap",
+        _python(f"""
         import subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
                                   "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
         open({str(pid_file)!r}, "w").write(str(child.pid))
         print("started", flush=True)
         time.sleep(120)
-    """), cap_s=3)
+    """),
+        cap_s=3,
+    )
     after = gc.Part("after", "runs after the sleeper", _python("print('still ran')"), cap_s=30)
     start = time.monotonic()
     sections = gc.run_all([sleeper, after], tmp_path, budget_s=100)
@@ -127,11 +140,13 @@ def test_unknown_parts_are_refused_naming_the_valid_ones(tmp_path, capsys):
 def test_junit_counts_and_strict_gpu_skips(pytester, monkeypatch, tmp_path):
     """pytest's real JUnit XML: a gpu test skipped under ANDREA_REQUIRE_GPU=1 counts as an error."""
     monkeypatch.setenv("ANDREA_REQUIRE_GPU", "1")
-    pytester.makepyfile(test_optional="""
+    pytester.makepyfile(
+        test_optional="""
         import pytest
         pytest.importorskip("no_such_optional_package")
         def test_never_collected(): pass
-    """)
+    """
+    )
     pytester.makepyfile("""
         import pytest
         def test_passes(): pass
@@ -145,8 +160,12 @@ def test_junit_counts_and_strict_gpu_skips(pytester, monkeypatch, tmp_path):
     pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--junitxml={xml}")
     counts = parts.junit_counts(xml)
     gpu_error = 1 if not _has_cuda() else 0
-    assert (counts["passed"], counts["failed"], counts["skipped"], counts["errors"]) == (1 + 1 - gpu_error, 1, 1,
-                                                                                         gpu_error)
+    assert (counts["passed"], counts["failed"], counts["skipped"], counts["errors"]) == (
+        1 + 1 - gpu_error,
+        1,
+        1,
+        gpu_error,
+    )
     assert counts["skipped_at_collection"] == 1
     assert any("no_such_optional_package" in line for line in counts["not_passed"])
     part = gc.Part("gpu_tests", "", [], 1, result_json=xml)
@@ -159,24 +178,41 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-@pytest.mark.parametrize("code,log,status", [
-    (0, "ran 17 cases\n========= ERROR SUMMARY: 0 errors\n", "ok"),
-    (86, "========= Invalid __global__ read of size 16 bytes\n========= ERROR SUMMARY: 3 errors\n", "failed"),
-    (255, "========= Error: Device not supported\n", "refused"),
-    (1, "Traceback ...\nRuntimeError: boom\n", "failed"),
-])
+@pytest.mark.parametrize(
+    "code,log,status",
+    [
+        (0, "ran 17 cases\n========= ERROR SUMMARY: 0 errors\n", "ok"),
+        (86, "========= Invalid __global__ read of size 16 bytes\n========= ERROR SUMMARY: 3 errors\n", "failed"),
+        (255, "========= Error: Device not supported\n", "refused"),
+        (1, "Traceback ...\nRuntimeError: boom\n", "failed"),
+    ],
+)
 def test_sanitizer_outcomes(code, log, status):
     assert parts.read_sanitizer(gc.Part("sanitizer_memcheck", "", [], 1), code, log)[0] == status
 
 
 def test_kernels_reader_takes_each_ops_largest_size(tmp_path):
     kernels = _load("andrea_benchmark_kernels_for_gpu_check", ROOT / "benchmarks" / "kernels.py")
-    results = [kernels.Result("gelu_fwd", impl, n, 2 * n * 2, 1.0, 100.0, frac)
-               for n, impl, frac in ((1 << 20, "cuda", 0.5), (1 << 24, "cuda", 0.9), (1 << 24, "eager", 0.7))]
+    results = [
+        kernels.Result("gelu_fwd", impl, n, 2 * n * 2, 1.0, 100.0, frac)
+        for n, impl, frac in ((1 << 20, "cuda", 0.5), (1 << 24, "cuda", 0.9), (1 << 24, "eager", 0.7))
+    ]
     path = tmp_path / "k.json"
-    path.write_text(json.dumps(kernels.report_json(device="X", sms=132, l2_bytes=1, args=kernels.parse_args([]),
-                                                   backend="b", copy_gbps={1 << 24: 4000.0}, peak_copy=4000.0,
-                                                   verdicts=[], results=results)))
+    path.write_text(
+        json.dumps(
+            kernels.report_json(
+                device="X",
+                sms=132,
+                l2_bytes=1,
+                args=kernels.parse_args([]),
+                backend="b",
+                copy_gbps={1 << 24: 4000.0},
+                peak_copy=4000.0,
+                verdicts=[],
+                results=results,
+            )
+        )
+    )
     status, result = parts.read_kernels(gc.Part("kernels_bf16", "", [], 1, result_json=path), 0, "")
     assert status == "ok" and result["copy_peak_gbps"] == 4000.0
     assert result["fraction_of_copy_at_largest"] == {"gelu_fwd": {"elements": 1 << 24, "cuda": 0.9, "eager": 0.7}}

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("andrea_gpu_check_workloads", ROOT / "benchmarks" /
-                                                  "gpu_check_workloads.py")
+    spec = importlib.util.spec_from_file_location(
+        "andrea_gpu_check_workloads", ROOT / "benchmarks" / "gpu_check_workloads.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -80,6 +81,10 @@ def test_fit_command_is_the_flagship_config_with_one_backend(tmp_path):
     assert cmd[cmd.index("--config") + 1].endswith("experiments/andrea-120m.yaml")
     assert "--model.config.kernel_backend cuda" in joined and "--trainer.max_steps 200" in joined
     assert "--data.batch_size 16" in joined
-    for kept in ("--trainer.precision", "--trainer.gradient_clip_val", "--trainer.accumulate_grad_batches",
-                 "--model.config.d_model"):
+    for kept in (
+        "--trainer.precision",
+        "--trainer.gradient_clip_val",
+        "--trainer.accumulate_grad_batches",
+        "--model.config.d_model",
+    ):
         assert kept not in joined, f"{kept}: the flagship's own value is what the GPU check trains with"

@@ -9,16 +9,35 @@ import pytest
 
 from benchmarks import sweep_throughput
 
-TOY = ["model.config.d_model=32", "model.config.n_layer=1", "model.config.n_head=2", "data.batch_size=4",
-       "trainer.val_check_interval=3", "heldout.max_tokens=2048"]
+TOY = [
+    "model.config.d_model=32",
+    "model.config.n_layer=1",
+    "model.config.n_head=2",
+    "data.batch_size=4",
+    "trainer.val_check_interval=3",
+    "heldout.max_tokens=2048",
+]
 
 
 @pytest.mark.slow
 def test_toy_run_reports_both_paths_and_identical_training(text_corpus, tmp_path, capsys):
     sets = [f"--set={item}" for item in [f"data.corpus={text_corpus}", *TOY]]
     out = tmp_path / "totals.json"
-    code = sweep_throughput.main(["--steps", "3", "--variants", "pre", "--lrs", "1e-3", "--out", str(tmp_path / "runs"),
-                                  "--json", str(out), *sets])
+    code = sweep_throughput.main(
+        [
+            "--steps",
+            "3",
+            "--variants",
+            "pre",
+            "--lrs",
+            "1e-3",
+            "--out",
+            str(tmp_path / "runs"),
+            "--json",
+            str(out),
+            *sets,
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     totals = {row["path"]: row for row in json.loads(out.read_text())}

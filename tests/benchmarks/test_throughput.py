@@ -26,14 +26,14 @@ SCRIPT = ROOT / "benchmarks" / "throughput.py"
 def test_flops_per_token_of_andrea_micro_by_hand():
     # andrea-micro: vocab 257, d 64, 2 layers, 2 heads, block 64, MLP 4x = 256, biases.
     d, L, V, T, h = 64, 2, 257, 64, 256
-    layer_norms = 2 * (2 * d)                  # gain + bias, two per block
+    layer_norms = 2 * (2 * d)  # gain + bias, two per block
     attention = (d * 3 * d + 3 * d) + (d * d + d)
     mlp = (d * h + h) + (h * d + d)
     blocks = L * (layer_norms + attention + mlp)
     assert blocks == 99_968
-    N = V * d + blocks + 2 * d                 # tied embedding once + blocks + final LayerNorm; no positions
+    N = V * d + blocks + 2 * d  # tied embedding once + blocks + final LayerNorm; no positions
     assert N == 116_544
-    expected = 6 * N + 12 * L * d * T          # PaLM: 6N + 12·L·H·Q·T with H·Q = d
+    expected = 6 * N + 12 * L * d * T  # PaLM: 6N + 12·L·H·Q·T with H·Q = d
     assert expected == 797_568
 
     fl = flops.flops_per_token(preset("andrea-micro"), 64)
@@ -53,8 +53,16 @@ def test_flops_per_token_of_andrea_120m_by_hand():
     assert flops.flops_per_token(preset("andrea-120m"), 256)["attention"] == 12 * 12 * 768 * 256
 
 
-@pytest.mark.parametrize("changes", [{}, {"activation": "swiglu"}, {"norm_placement": "post"},
-                                     {"bias": False}, {"activation": "relu", "mlp_ratio": 2.0}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"activation": "swiglu"},
+        {"norm_placement": "post"},
+        {"bias": False},
+        {"activation": "relu", "mlp_ratio": 2.0},
+    ],
+)
 def test_parameter_counts_match_the_model(changes):
     config = preset("andrea-micro", **changes)
     counts = flops.parameter_counts(config)
@@ -77,13 +85,15 @@ def test_bare_loop_optimizer_is_andrea_lms():
         for key in ("lr", "betas", "eps", "weight_decay", "fused", "foreach", "amsgrad", "maximize"):
             assert mine[key] == ref[key], key
     ref_scheduler = theirs["lr_scheduler"]["scheduler"]
-    assert [f(s) for f in scheduler.lr_lambdas for s in range(12)] == \
-           [f(s) for f in ref_scheduler.lr_lambdas for s in range(12)]
+    assert [f(s) for f in scheduler.lr_lambdas for s in range(12)] == [
+        f(s) for f in ref_scheduler.lr_lambdas for s in range(12)
+    ]
 
 
 def test_hf_gpt2_has_andreas_shape():
-    pytest.importorskip("transformers", reason="transformers is not installed: (c) HF GPT-2 is skipped "
-                                               "(pip install -e '.[bench]')")
+    pytest.importorskip(
+        "transformers", reason="transformers is not installed: (c) HF GPT-2 is skipped (pip install -e '.[bench]')"
+    )
     config = preset("andrea-micro")
     model = variants.hf_gpt2(config)
     assert sum(p.numel() for p in model.parameters()) == Andrea(config).num_parameters()
@@ -98,8 +108,21 @@ def test_every_ablation_changes_one_of_the_three_variants():
     assert len({row.short for row in VARIANTS.values()}) == len(VARIANTS), "one printed label each"
     defaults = variants.Ablation("x", "bare", "", "")
     for name, row in ABLATIONS.items():
-        changed = [f for f in ("module", "fused", "hf_activation", "compile", "logger", "progress_bar",
-                               "num_workers", "model_config", "lm_args") if getattr(row, f) != getattr(defaults, f)]
+        changed = [
+            f
+            for f in (
+                "module",
+                "fused",
+                "hf_activation",
+                "compile",
+                "logger",
+                "progress_bar",
+                "num_workers",
+                "model_config",
+                "lm_args",
+            )
+            if getattr(row, f) != getattr(defaults, f)
+        ]
         assert len(row.model_config) + len(row.lm_args) <= 1, name
         assert len(changed) <= 1 or name == "a-cli", (name, changed)  # a-cli: andrea fit's callbacks and its bar
 
@@ -109,12 +132,16 @@ def test_unfused_ablations_train_with_the_librarys_foreach_adamw(name):
     lm = variants.andrea_lm(preset("andrea-micro"), _settings(), VARIANTS[name])
     optimizer = lm.configure_optimizers()["optimizer"]
     assert not optimizer.param_groups[0]["fused"]
-    assert variants.andrea_lm(preset("andrea-micro"), _settings()).configure_optimizers()["optimizer"] \
+    assert (
+        variants.andrea_lm(preset("andrea-micro"), _settings())
+        .configure_optimizers()["optimizer"]
         .param_groups[0]["fused"]
+    )
 
 
-@pytest.mark.parametrize("name, changed", [("attn_softcap", ("attn_logit_softcap", 50.0)),
-                                           ("final_softcap", ("final_logit_softcap", 30.0))])
+@pytest.mark.parametrize(
+    "name, changed", [("attn_softcap", ("attn_logit_softcap", 50.0)), ("final_softcap", ("final_logit_softcap", 30.0))]
+)
 def test_intervention_rows_train_the_changed_model(name, changed):
     lm = variants.andrea_lm(preset("andrea-micro"), _settings(), VARIANTS[name])
     assert getattr(lm.config, changed[0]) == changed[1] and lm.hparams.z_loss == 0
@@ -124,9 +151,12 @@ def test_intervention_rows_train_the_changed_model(name, changed):
 
 def test_a_row_setting_an_option_this_andrea_lab_lacks_is_skipped_saying_why():
     config = preset("andrea-micro")
-    unknown = variants.Ablation("x", "lightning", "", "", model_config=(("no_such_field", True),),
-                                lm_args=(("no_such_arg", 1),))
-    assert unknown.unavailable(config) == "model.config.no_such_field, model.no_such_arg: not an option of this andrea-lab"
+    unknown = variants.Ablation(
+        "x", "lightning", "", "", model_config=(("no_such_field", True),), lm_args=(("no_such_arg", 1),)
+    )
+    assert (
+        unknown.unavailable(config) == "model.config.no_such_field, model.no_such_arg: not an option of this andrea-lab"
+    )
     plugin = variants.Ablation("y", "lightning", "", "", model_config=(("activation", "andrea-lab:nope"),))
     assert "nope" in plugin.unavailable(config)
     from benchmarks.throughput.cli import _skipped
@@ -137,14 +167,36 @@ def test_a_row_setting_an_option_this_andrea_lab_lacks_is_skipped_saying_why():
 def _settings():
     from benchmarks.throughput.settings import BenchSettings
 
-    return BenchSettings(preset="andrea-micro", batch_size=2, block_size=32, steps=1, warmup=1, rounds=1,
-                         device="cpu", precision="32-true", compile=False, num_workers=0, logger="none",
-                         log_every_n_steps=1, corpus="synthetic", seed=0, variants=["bare"])
+    return BenchSettings(
+        preset="andrea-micro",
+        batch_size=2,
+        block_size=32,
+        steps=1,
+        warmup=1,
+        rounds=1,
+        device="cpu",
+        precision="32-true",
+        compile=False,
+        num_workers=0,
+        logger="none",
+        log_every_n_steps=1,
+        corpus="synthetic",
+        seed=0,
+        variants=["bare"],
+    )
 
 
-@pytest.mark.parametrize("changes, twin", [({}, True), ({"norm_placement": "pre"}, True),
-                                           ({"norm_placement": "post"}, False), ({"activation": "swiglu"}, False),
-                                           ({"activation": "relu"}, False), ({"bias": False}, False)])
+@pytest.mark.parametrize(
+    "changes, twin",
+    [
+        ({}, True),
+        ({"norm_placement": "pre"}, True),
+        ({"norm_placement": "post"}, False),
+        ({"activation": "swiglu"}, False),
+        ({"activation": "relu"}, False),
+        ({"bias": False}, False),
+    ],
+)
 def test_one_hf_twin_guard_reads_the_resolved_plugins(changes, twin):
     """Presets name plugins qualified (``andrea-lab:pre``): the guard compares classes, not spellings."""
     problem = variants.hf_twin_problem(preset("andrea-micro", **changes))
@@ -158,8 +210,11 @@ def documented_commands() -> list[str]:
     """The benchmark command lines docs/performance.md tells a reader to run (not the ``$ `` transcripts,
     some of which name ablations of older code that the page says are gone)."""
     text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").replace("\\\n", " ")
-    return [line.split("#")[0].split("python benchmarks/throughput.py", 1)[1]
-            for line in text.splitlines() if line.strip().startswith("python benchmarks/throughput.py")]
+    return [
+        line.split("#")[0].split("python benchmarks/throughput.py", 1)[1]
+        for line in text.splitlines()
+        if line.strip().startswith("python benchmarks/throughput.py")
+    ]
 
 
 def test_the_documented_command_lines_are_accepted():
@@ -178,17 +233,48 @@ def test_smoke_run_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny ops; also spares a shared machine
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--preset", "andrea-micro", "--batch-size", "2", "--block-size", "32",
-         "--steps", "2", "--warmup", "1", "--rounds", "1", "--ablations", "a-nocheck", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--preset",
+            "andrea-micro",
+            "--batch-size",
+            "2",
+            "--block-size",
+            "32",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--rounds",
+            "1",
+            "--ablations",
+            "a-nocheck",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "(a)/(b) Lightning / bare" in proc.stdout
     report = json.loads(out.read_text())
 
     machine = report["machine"]
-    for key in ("cpu_model", "cpu_count", "torch", "device", "device_name", "date", "load_average_start",
-                "load_average_end", "torch_threads"):
+    for key in (
+        "cpu_model",
+        "cpu_count",
+        "torch",
+        "device",
+        "device_name",
+        "date",
+        "load_average_start",
+        "load_average_end",
+        "torch_threads",
+    ):
         assert key in machine, key
     assert len(machine["load_average_start"]) == 3
 
@@ -197,8 +283,18 @@ def test_smoke_run_writes_every_figure(tmp_path):
     assert report["tokens_per_step"] == 2 * 32
     assert report["matmul_peak"]["flops_per_s"] > 0 and report["matmul_peak"]["dtype"] == "float32"
 
-    figures = ("tokens_per_s", "ms_per_step", "peak_memory_bytes", "mfu", "data_wait_fraction",
-               "cpu_ms_per_step", "mfu_cpu_time", "step_ms", "data_wait_ms", "rounds")
+    figures = (
+        "tokens_per_s",
+        "ms_per_step",
+        "peak_memory_bytes",
+        "mfu",
+        "data_wait_fraction",
+        "cpu_ms_per_step",
+        "mfu_cpu_time",
+        "step_ms",
+        "data_wait_ms",
+        "rounds",
+    )
     hf_available = importlib.util.find_spec("transformers") is not None
     measured = ["lightning", "bare", "a-nocheck"] + (["hf"] if hf_available else [])
     for name in measured:

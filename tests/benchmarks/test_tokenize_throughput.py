@@ -14,8 +14,25 @@ from benchmarks import tokenize_throughput
 @pytest.mark.slow
 def test_toy_run_reports_every_figure(tmp_path, capsys):
     out = tmp_path / "run.json"
-    assert tokenize_throughput.main(["--mb", "0.3", "--memory-mb", "0.3", "--workers", "2",
-                                     "--vocab-size", "300", "--loader-batches", "2", "--json", str(out)]) == 0
+    assert (
+        tokenize_throughput.main(
+            [
+                "--mb",
+                "0.3",
+                "--memory-mb",
+                "0.3",
+                "--workers",
+                "2",
+                "--vocab-size",
+                "300",
+                "--loader-batches",
+                "2",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     results = json.loads(out.read_text())
     assert set(results["tokens_per_s"]) == {"encode_batch", "pipeline_1w", "pipeline_2w"}
     assert all(rate > 0 for rate in results["tokens_per_s"].values())

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from andrea_testing import MICRO_OVERRIDES
 
 from andrea_lab.cli import main
-from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,10 +20,29 @@ def trained_micro_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("trained-micro")
     corpus = root / "pangram.txt"
     corpus.write_text("the quick brown fox jumps over the lazy dog; " * 2000, encoding="utf-8")
-    status = main(["fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
-                   "--data.corpus", str(corpus), "--data.cache_dir", str(root / "cache"),
-                   "--trainer.logger.init_args.save_dir", str(root / "runs"), "--model.lr", "5e-3",
-                   "--model.warmup_steps", "5", "--trainer.max_steps", "40", "--trainer.val_check_interval", "20",
-                   "--heldout.max_tokens", "4096"])
+    status = main(
+        [
+            "fit",
+            "--config",
+            str(REPO / "experiments/quickstart.yaml"),
+            *MICRO_OVERRIDES,
+            "--data.corpus",
+            str(corpus),
+            "--data.cache_dir",
+            str(root / "cache"),
+            "--trainer.logger.init_args.save_dir",
+            str(root / "runs"),
+            "--model.lr",
+            "5e-3",
+            "--model.warmup_steps",
+            "5",
+            "--trainer.max_steps",
+            "40",
+            "--trainer.val_check_interval",
+            "20",
+            "--heldout.max_tokens",
+            "4096",
+        ]
+    )
     assert status == 0
     return root / "runs" / "quickstart" / "version_0"

@@ -17,8 +17,12 @@ PROMPT = "the quick"
 @pytest.fixture(scope="module")
 def exported(trained_micro_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "micro-hf"
-    assert main(["export", "--ckpt", str(trained_micro_run / "checkpoints" / "last.ckpt"), "--to", "hf",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            ["export", "--ckpt", str(trained_micro_run / "checkpoints" / "last.ckpt"), "--to", "hf", "--out", str(out)]
+        )
+        == 0
+    )
     return out
 
 
@@ -36,17 +40,32 @@ def test_transformers_computes_the_checkpoints_logits(trained_micro_run, exporte
 
 @pytest.mark.slow
 def test_greedy_generate_gives_the_tokens_of_andrea_generate(trained_micro_run, exported, capsys):
-    assert main(["generate", "--ckpt", str(trained_micro_run / "checkpoints" / "last.ckpt"), "--prompt", PROMPT,
-                 "--temperature", "0", "--max_new_tokens", "40"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--ckpt",
+                str(trained_micro_run / "checkpoints" / "last.ckpt"),
+                "--prompt",
+                PROMPT,
+                "--temperature",
+                "0",
+                "--max_new_tokens",
+                "40",
+            ]
+        )
+        == 0
+    )
     ours = capsys.readouterr().out.removesuffix("\n")
     tokenizer = AutoTokenizer.from_pretrained(exported, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(exported, local_files_only=True).eval()
     prompt = tokenizer(PROMPT, return_tensors="pt")
     theirs = model.generate(**prompt, max_new_tokens=40, do_sample=False, pad_token_id=tokenizer.eos_token_id)
     assert tokenizer(ours)["input_ids"] == theirs[0].tolist()
-    assert len(set(theirs[0, len(PROMPT):].tolist())) > 2  # a continuation, not one repeated token
-    generated = pipeline("text-generation", model=model, tokenizer=tokenizer)(PROMPT, max_new_tokens=40,
-                                                                               do_sample=False)
+    assert len(set(theirs[0, len(PROMPT) :].tolist())) > 2  # a continuation, not one repeated token
+    generated = pipeline("text-generation", model=model, tokenizer=tokenizer)(
+        PROMPT, max_new_tokens=40, do_sample=False
+    )
     assert generated[0]["generated_text"] == ours
 
 

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from andrea_lab.inside.lens_loss import BLOCKS_TO_FINAL, LENS_FILE
-from andrea_lab.experiments.compare.runs_table import load_run
 from andrea_lab.cli import main
 from andrea_lab.commands.lens import TAG
+from andrea_lab.experiments.compare.runs_table import load_run
+from andrea_lab.inside.lens_loss import BLOCKS_TO_FINAL, LENS_FILE
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +43,10 @@ def test_tensorboard_text_and_image_and_the_compare_column(lensed_run, capsys):
     events = EventAccumulator(str(lensed_run), size_guidance={"images": 0, "tensors": 0})
     events.Reload()
     assert TAG in events.Tags()["images"] and any(TAG in tag for tag in events.Tags()["tensors"])
-    assert load_run(lensed_run, events=False)[BLOCKS_TO_FINAL] == json.loads(
-        (lensed_run / LENS_FILE).read_text())[BLOCKS_TO_FINAL]
+    assert (
+        load_run(lensed_run, events=False)[BLOCKS_TO_FINAL]
+        == json.loads((lensed_run / LENS_FILE).read_text())[BLOCKS_TO_FINAL]
+    )
     # a second lens replaces its event file instead of adding one
     before = sorted(p.name for p in lensed_run.glob("events.out.tfevents.*.lens"))
     assert main(["lens", "--ckpt", str(lensed_run / "checkpoints" / "last.ckpt"), "--json"]) == 0

@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 from andrea_lab.commands import plugins
 from andrea_lab.commands.new_plugin import compatible_range, main
@@ -29,24 +29,41 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
     assert pyproject["build-system"]["build-backend"] == "setuptools.build_meta"
     assert pyproject["project"]["dependencies"] == [f"andrea-lab{compatible_range()}"]
     package = f"andrea_lab_my_{kind}"
-    module = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends",
-              "norm": "norms"}[kind]
+    module = {
+        "activation": "activations",
+        "norm_placement": "placements",
+        "kernel_backend": "backends",
+        "norm": "norms",
+    }[kind]
     cls = "My" + "".join(part.capitalize() for part in kind.split("_"))
     assert pyproject["project"]["entry-points"][f"andrea_lab.{kind}"] == {name: f"{package}.{module}:{cls}"}
 
     site = tmp_path / "site-packages"
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-input",
-               "--disable-pip-version-check", "--target", str(site), str(root)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--target",
+        str(site),
+        str(root),
+    ]
     if importlib.util.find_spec("setuptools") is not None:
         command.insert(4, "--no-build-isolation")  # build with the installed setuptools, offline
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     monkeypatch.syspath_prepend(str(site))
     from andrea_lab.model import registry
+
     registry.clear_cache()
     try:
-        tests = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-c", str(root / "pyproject.toml"),
-                                             "--rootdir", str(root), str(root / "tests"))
+        tests = pytester.runpytest_inprocess(
+            "-p", "no:cacheprovider", "-c", str(root / "pyproject.toml"), "--rootdir", str(root), str(root / "tests")
+        )
         outcomes = tests.parseoutcomes()
         assert tests.ret == pytest.ExitCode.OK and outcomes.get("failed", 0) == 0, tests.stdout.str()
         assert outcomes["passed"] >= 1
@@ -58,10 +75,16 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
         registry.clear_cache()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["placement", "x"], "unknown plugin kind 'placement'; valid kinds: norm_placement, activation, kernel_backend"),
-    (["activation", "Squared-Tanh"], "plugin name 'Squared-Tanh' must be lower case .* e.g. 'squared_tanh'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["placement", "x"],
+            "unknown plugin kind 'placement'; valid kinds: norm_placement, activation, kernel_backend",
+        ),
+        (["activation", "Squared-Tanh"], "plugin name 'Squared-Tanh' must be lower case .* e.g. 'squared_tanh'"),
+    ],
+)
 def test_bad_kind_or_name(argv, message, tmp_path):
     with pytest.raises(UsageError, match=message):
         main([*argv, "--dir", str(tmp_path / "pkg")])
@@ -74,7 +97,9 @@ def test_refuses_to_write_into_a_non_empty_directory(tmp_path):
         main(["activation", "x", "--dir", str(tmp_path)])
 
 
-@pytest.mark.parametrize("version, expected", [("0.1.0", ">=0.1,<0.2"), ("0.4.2", ">=0.4,<0.5"),
-                                               ("1.2.0", ">=1.2,<2"), ("2.0.1", ">=2.0,<3")])
+@pytest.mark.parametrize(
+    "version, expected",
+    [("0.1.0", ">=0.1,<0.2"), ("0.4.2", ">=0.4,<0.5"), ("1.2.0", ">=1.2,<2"), ("2.0.1", ">=2.0,<3")],
+)
 def test_compatible_range(version, expected):
     assert compatible_range(version) == expected

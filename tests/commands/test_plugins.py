@@ -21,8 +21,12 @@ def _not_strict(monkeypatch):
 
 @pytest.fixture
 def broken(make_distribution):
-    make_distribution("andrea-lab-broken", "0.3", entry_points={"activation": {"boom": "boom_plugin:Boom"}},
-                      files={"boom_plugin.py": "print('plugin chatter')\nraise ImportError('needs libfoo.so')\n"})
+    make_distribution(
+        "andrea-lab-broken",
+        "0.3",
+        entry_points={"activation": {"boom": "boom_plugin:Boom"}},
+        files={"boom_plugin.py": "print('plugin chatter')\nraise ImportError('needs libfoo.so')\n"},
+    )
 
 
 @pytest.fixture
@@ -59,22 +63,33 @@ def test_json(capsys):
     assert data["contract_version"] == 1 and data["strict"] is False
     assert list(data["groups"]) == GROUPS and data["broken"] == [] and data["clashes"] == []
     (torch_backend,) = [p for p in data["groups"]["andrea_lab.kernel_backend"] if p["name"] == "torch"]
-    assert torch_backend == {"name": "torch", "qualified_name": "andrea-lab:torch", "distribution": "andrea-lab",
-                             "version": metadata.version("andrea-lab"),
-                             "target": "andrea_lab.model.builtin.backends:TorchBackend",
-                             "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
-                             "unavailable": None, "eager_fallback": []}
+    assert torch_backend == {
+        "name": "torch",
+        "qualified_name": "andrea-lab:torch",
+        "distribution": "andrea-lab",
+        "version": metadata.version("andrea-lab"),
+        "target": "andrea_lab.model.builtin.backends:TorchBackend",
+        "description": "eager PyTorch ops (runs everywhere; the reference for other backends)",
+        "unavailable": None,
+        "eager_fallback": [],
+    }
 
 
 def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_distribution):
-    make_distribution("andrea-lab-fpga", files={"fpga.py": (
-        "from andrea_lab.model.contracts import Availability, KernelBackend\n"
-        "class Fpga(KernelBackend):\n"
-        "    description = 'kernels on an FPGA'\n"
-        "    @classmethod\n"
-        "    def availability(cls):\n"
-        "        return Availability(False, 'no FPGA found')\n")},
-        entry_points={"kernel_backend": {"fpga": "fpga:Fpga"}})
+    make_distribution(
+        "andrea-lab-fpga",
+        files={
+            "fpga.py": (
+                "from andrea_lab.model.contracts import Availability, KernelBackend\n"
+                "class Fpga(KernelBackend):\n"
+                "    description = 'kernels on an FPGA'\n"
+                "    @classmethod\n"
+                "    def availability(cls):\n"
+                "        return Availability(False, 'no FPGA found')\n"
+            )
+        },
+        entry_points={"kernel_backend": {"fpga": "fpga:Fpga"}},
+    )
     code, out, _ = run(capsys)
     (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fpga"]]
     assert code == 0 and line.endswith("kernels on an FPGA [unavailable here: no FPGA found]")
@@ -85,18 +100,25 @@ def test_a_backend_that_cannot_run_here_is_listed_with_its_reason(capsys, make_d
 
 
 def test_a_backend_is_listed_with_the_ops_it_leaves_to_the_eager_reference(capsys, make_distribution):
-    make_distribution("andrea-lab-relu", files={"fastrelu.py": (
-        "import torch\n"
-        "from andrea_lab.model.contracts import KernelBackend\n"
-        "class FastReLU(KernelBackend):\n"
-        "    description = 'a faster relu'\n"
-        "    def relu(self, x):\n"
-        "        return torch.relu(x)\n")},
-        entry_points={"kernel_backend": {"fastrelu": "fastrelu:FastReLU"}})
+    make_distribution(
+        "andrea-lab-relu",
+        files={
+            "fastrelu.py": (
+                "import torch\n"
+                "from andrea_lab.model.contracts import KernelBackend\n"
+                "class FastReLU(KernelBackend):\n"
+                "    description = 'a faster relu'\n"
+                "    def relu(self, x):\n"
+                "        return torch.relu(x)\n"
+            )
+        },
+        entry_points={"kernel_backend": {"fastrelu": "fastrelu:FastReLU"}},
+    )
     code, out, _ = run(capsys)
     (line,) = [line for line in out.splitlines() if line.split()[:1] == ["fastrelu"]]
-    assert line.endswith("a faster relu [no native layer_norm, add_layer_norm, rms_norm, gelu_tanh, swiglu: "
-                         "eager fallback]")
+    assert line.endswith(
+        "a faster relu [no native layer_norm, add_layer_norm, rms_norm, gelu_tanh, swiglu: eager fallback]"
+    )
     (torch_line,) = [line for line in out.splitlines() if line.split()[:1] == ["torch"]]
     assert "eager fallback" not in torch_line, "the reference itself has nothing to fall back to"
     code, out, _ = run(capsys, "--json")
@@ -126,7 +148,11 @@ def test_broken_plugins_in_json_keep_stdout_parseable(capsys, broken):
     data = json.loads(out)
     (entry,) = data["broken"]
     assert entry["group"] == "andrea_lab.activation" and entry["name"] == "boom"
-    assert (entry["distribution"], entry["version"], entry["target"]) == ("andrea-lab-broken", "0.3", "boom_plugin:Boom")
+    assert (entry["distribution"], entry["version"], entry["target"]) == (
+        "andrea-lab-broken",
+        "0.3",
+        "boom_plugin:Boom",
+    )
     assert "ImportError: needs libfoo.so" in entry["error"]
     assert "boom" not in [p["name"] for p in data["groups"]["andrea_lab.activation"]]
 
@@ -151,8 +177,13 @@ def test_a_clash_is_shown_with_the_qualified_names(capsys, clash):
     assert code == 0
     assert "andrea_lab.norm_placement pre: 'andrea-lab:pre' or 'andrea-lab-alpha:pre' or 'andrea-lab-beta:pre'" in out
     code, out, _ = run(capsys, "--json")
-    assert json.loads(out)["clashes"] == [{"group": "andrea_lab.norm_placement", "name": "pre",
-                                           "distributions": ["andrea-lab", "andrea-lab-alpha", "andrea-lab-beta"]}]
+    assert json.loads(out)["clashes"] == [
+        {
+            "group": "andrea_lab.norm_placement",
+            "name": "pre",
+            "distributions": ["andrea-lab", "andrea-lab-alpha", "andrea-lab-beta"],
+        }
+    ]
 
 
 def test_help_and_bad_arguments(capsys):
@@ -208,10 +239,20 @@ class Fpga(KernelBackend):
 
 @pytest.fixture
 def checked(make_distribution):
-    make_distribution("andrea-lab-checked", "0.4", files={"checked.py": CHECKED}, entry_points={
-        "activation": {"softsign": "checked:Softsign", "forgot_gated": "checked:ForgotGated", "nans": "checked:NaNs"},
-        "norm_placement": {"unregistered": "checked:Unregistered"},
-        "kernel_backend": {"sloppy": "checked:Sloppy", "fpga": "checked:Fpga"}})
+    make_distribution(
+        "andrea-lab-checked",
+        "0.4",
+        files={"checked.py": CHECKED},
+        entry_points={
+            "activation": {
+                "softsign": "checked:Softsign",
+                "forgot_gated": "checked:ForgotGated",
+                "nans": "checked:NaNs",
+            },
+            "norm_placement": {"unregistered": "checked:Unregistered"},
+            "kernel_backend": {"sloppy": "checked:Sloppy", "fpga": "checked:Fpga"},
+        },
+    )
 
 
 def verdicts(out: str) -> dict[str, str]:
@@ -231,18 +272,25 @@ def test_check_passes_a_good_plugin_alone_and_with_every_builtin(capsys, checked
     assert code == 0
     (block,) = verdicts(out).values()
     assert block.startswith("PASS        andrea_lab.activation softsign  (andrea-lab-checked 0.4)")
-    assert ("micro model forward + backward, alone and with deepnorm, no_residual, peri, post, pre, reordered, "
-            "torch, layernorm, rmsnorm, qk_norm True") in block
+    assert (
+        "micro model forward + backward, alone and with deepnorm, no_residual, peri, post, pre, reordered, "
+        "torch, layernorm, rmsnorm, qk_norm True"
+    ) in block
     assert "1 passed, 0 failed, 0 not available here" in out
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("forgot_gated", "expected (2, 5, 16) (ungated); it halves its input like a gated activation: "
-                     "declare `gated = True`"),
-    ("nans", "forward returned NaN or inf for a standard-normal input"),
-    ("unregistered", "the sublayer is not a submodule of the placement"),
-    ("sloppy", "gelu_tanh differs from the eager reference by up to"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        (
+            "forgot_gated",
+            "expected (2, 5, 16) (ungated); it halves its input like a gated activation: declare `gated = True`",
+        ),
+        ("nans", "forward returned NaN or inf for a standard-normal input"),
+        ("unregistered", "the sublayer is not a submodule of the placement"),
+        ("sloppy", "gelu_tanh differs from the eager reference by up to"),
+    ],
+)
 def test_check_fails_a_plugin_that_misbehaves_with_exit_status_1(capsys, checked, name, reason):
     code, out, _ = run(capsys, "--check", name)
     assert code == 1

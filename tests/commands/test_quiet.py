@@ -12,8 +12,9 @@ def test_the_leafspec_deprecation_is_filtered_and_other_warnings_are_not():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         quiet_third_party()
-        warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)`",
-                      FutureWarning)
+        warnings.warn(
+            "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)`", FutureWarning
+        )
         warnings.warn("something else is deprecated", FutureWarning)
     assert [str(w.message) for w in caught] == ["something else is deprecated"]
 

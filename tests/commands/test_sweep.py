@@ -22,25 +22,38 @@ ANDREA = [sys.executable, "-m", "andrea_lab.cli"]
 
 #: MICRO_OVERRIDES (tests/conftest.py) as a suite's common overrides, on top of experiments/cpu-base.yaml.
 MICRO_COMMON = {
-    "model.config.d_model": 32, "model.config.n_layer": 2, "model.config.n_head": 2,
-    "data.batch_size": 8, "data.max_val_batches": 2,
-    "trainer.limit_val_batches": 2, "trainer.num_sanity_val_steps": 2,
-    "trainer.max_steps": 10, "trainer.val_check_interval": 5, "trainer.log_every_n_steps": 1,
+    "model.config.d_model": 32,
+    "model.config.n_layer": 2,
+    "model.config.n_head": 2,
+    "data.batch_size": 8,
+    "data.max_val_batches": 2,
+    "trainer.limit_val_batches": 2,
+    "trainer.num_sanity_val_steps": 2,
+    "trainer.max_steps": 10,
+    "trainer.val_check_interval": 5,
+    "trainer.log_every_n_steps": 1,
     "model.warmup_steps": 2,
 }
 
 
 def write_suite(directory: Path, corpus: Path) -> Path:
     path = directory / "micro.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "micro",
-        "base": str(REPO / "experiments" / "cpu-base.yaml"),
-        "common": {**MICRO_COMMON, "data.corpus": str(corpus)},
-        "lrs": [1.0e-3, 1.0e-2],
-        "seeds": [0],
-        "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
-                     {"name": "post", "overrides": {"model.config.norm_placement": "post"}}],
-    }, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "micro",
+                "base": str(REPO / "experiments" / "cpu-base.yaml"),
+                "common": {**MICRO_COMMON, "data.corpus": str(corpus)},
+                "lrs": [1.0e-3, 1.0e-2],
+                "seeds": [0],
+                "variants": [
+                    {"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
+                    {"name": "post", "overrides": {"model.config.norm_placement": "post"}},
+                ],
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 
@@ -50,8 +63,9 @@ def wait_for(condition, timeout: float, what: str, process: subprocess.Popen | N
         if condition():
             return
         if process is not None and process.poll() is not None:
-            raise AssertionError(f"the sweep exited ({process.returncode}) before {what}:\n"
-                                 f"{log.read_text() if log else ''}")
+            raise AssertionError(
+                f"the sweep exited ({process.returncode}) before {what}:\n{log.read_text() if log else ''}"
+            )
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}:\n{log.read_text() if log else ''}")
 
@@ -69,8 +83,9 @@ def test_sweep_killed_resumed_and_compared(tmp_path, text_corpus, capsys):
     # 1. Start, let the first run finish and the second one start, then kill the whole process group.
     log = tmp_path / "first.log"
     with log.open("w") as handle:
-        process = subprocess.Popen(sweep, cwd=tmp_path, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            sweep, cwd=tmp_path, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         wait_for(lambda: (first / DONE_MARKER).exists(), 300, "the first run to finish", process, log)
         # Killed as soon as it is launched: a warm worker's micro fit can end within the second it once waited.
@@ -82,8 +97,7 @@ def test_sweep_killed_resumed_and_compared(tmp_path, text_corpus, capsys):
     assert second.exists() and not (second / DONE_MARKER).exists()
 
     # 2. Resume (two fits at a time): the finished run is skipped, the killed one moved aside and redone.
-    result = subprocess.run([*sweep, "--jobs", "2"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([*sweep, "--jobs", "2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     out = result.stdout
     assert result.returncode == 0, f"{out}\n{result.stderr}"
     assert "[1/4] pre lr=1e-3 seed=0 ... skipped (finished before" in out
@@ -144,9 +158,9 @@ def test_preflight_names_the_variant_and_the_bad_override(tmp_path, text_corpus,
 
 def test_runs_made_with_other_settings_are_neither_done_nor_overwritten(tmp_path, text_corpus, capsys):
     from andrea_lab.cli import main as cli_main
-    from andrea_lab.runs.directory import START_MARKER, RunRecord, write_record
     from andrea_lab.experiments.sweep.plan import plan_sweep
     from andrea_lab.experiments.sweep.suite import load_suite
+    from andrea_lab.runs.directory import START_MARKER, RunRecord, write_record
 
     suite_file = write_suite(tmp_path, text_corpus)
     runs = tmp_path / "runs"

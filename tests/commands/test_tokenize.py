@@ -33,8 +33,21 @@ def _write_corpus(path: Path, copies: int) -> Path:
 
 def test_the_command_reports_tokens_shards_and_bad_records(tmp_path: Path, capsys) -> None:
     corpus = _write_corpus(tmp_path / "c.jsonl", 1)
-    argv = ["tokenize", str(corpus), "--out", str(tmp_path / "out"), "--vocab-size", "300", "--workers", "0",
-            "--shard-tokens", "50000", "--val-fraction", "0.1", "--no-progress"]
+    argv = [
+        "tokenize",
+        str(corpus),
+        "--out",
+        str(tmp_path / "out"),
+        "--vocab-size",
+        "300",
+        "--workers",
+        "0",
+        "--shard-tokens",
+        "50000",
+        "--val-fraction",
+        "0.1",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "shards written" in out and "bad records skipped: 1 of 61" in out and "missing field: e.g. c.jsonl:60" in out
@@ -60,8 +73,24 @@ def test_the_120m_experiment_names_a_shard_directory_and_says_how_to_make_it() -
 @pytest.mark.slow
 def test_sigterm_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
     corpus = _write_corpus(tmp_path / "c.jsonl", 3)
-    command = [sys.executable, "-m", "andrea_lab.cli", "tokenize", str(corpus), "--out", str(tmp_path / "out"),
-               "--vocab-size", "300", "--sample-docs", "20", "--workers", "1", "--shard-tokens", "20000", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "andrea_lab.cli",
+        "tokenize",
+        str(corpus),
+        "--out",
+        str(tmp_path / "out"),
+        "--vocab-size",
+        "300",
+        "--sample-docs",
+        "20",
+        "--workers",
+        "1",
+        "--shard-tokens",
+        "20000",
+        "--no-progress",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     manifest = tmp_path / "out" / "manifest.json"
     deadline = time.monotonic() + 120

@@ -9,20 +9,26 @@ import sys
 
 import lightning as L
 import pytest
+from andrea_testing import tiny_trainer
 
 from andrea_lab.commands import trace as trace_command
-from andrea_lab.model.config import preset
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.fit.module import AndreaLM
-from andrea_testing import tiny_trainer
+from andrea_lab.model.config import preset
 
 
 def fitted_checkpoint(root, text_corpus, **config):
     """A checkpoint written by a 3-step fit of the micro model (byte tokenizer, so it carries a tokenizer)."""
     L.seed_everything(3, verbose=False)
     module = AndreaLM(config=preset("andrea-micro", block_size=32, **config), lr=3e-3, warmup_steps=1)
-    data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
-                            batch_size=4, cache_dir=str(root / "cache"))
+    data = AndreaDataModule(
+        corpus=str(text_corpus),
+        tokenizer="byte",
+        vocab_size=257,
+        block_size=32,
+        batch_size=4,
+        cache_dir=str(root / "cache"),
+    )
     trainer = tiny_trainer(max_steps=3, limit_val_batches=0, num_sanity_val_steps=0)
     trainer.fit(module, datamodule=data)
     path = root / "micro.ckpt"
@@ -43,8 +49,10 @@ def capped_checkpoint(tmp_path_factory, text_corpus):
 
 def test_json_has_one_row_per_sublayer_with_finite_numbers(micro_checkpoint, capsys, tmp_path):
     png = tmp_path / "trace.png"
-    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "def main(argv):", "--json",
-                               "--plot", str(png)]) == 0
+    assert (
+        trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "def main(argv):", "--json", "--plot", str(png)])
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out)
     assert [(r["block"], r["sublayer"]) for r in payload["rows"]] == [(0, "attn"), (0, "mlp"), (1, "attn"), (1, "mlp")]
     for row in payload["rows"]:
@@ -69,16 +77,36 @@ def test_bad_position_is_one_message(micro_checkpoint, capsys):
 
 
 def test_missing_checkpoint_through_the_andrea_command(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", "trace", "--ckpt", str(tmp_path / "no.ckpt"),
-                             "--text", "x"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", "trace", "--ckpt", str(tmp_path / "no.ckpt"), "--text", "x"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
     assert "no.ckpt" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_json_carries_the_lens_and_the_attribution(micro_checkpoint, capsys, tmp_path):
     png = tmp_path / "t.png"
-    assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", "--position", "4", "--json",
-                               "--top_k", "3", "--plot", str(png)]) == 0
+    assert (
+        trace_command.main(
+            [
+                "--ckpt",
+                str(micro_checkpoint),
+                "--text",
+                "hello world",
+                "--position",
+                "4",
+                "--json",
+                "--top_k",
+                "3",
+                "--plot",
+                str(png),
+            ]
+        )
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out)
     lens = payload["lens"]
     assert [row["label"] for row in lens["rows"]] == ["embed", "0.attn", "0.mlp", "1.attn", "1.mlp"]
@@ -101,11 +129,14 @@ def test_a_given_target_and_the_tables(micro_checkpoint, capsys):
     assert "final norm bias" in out and "model logit" in out
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--position", "11"], "position 11 is outside the text's 11 tokens"),
-    (["--target", "ab"], "--target 'ab' is not one token: it encodes to 2"),
-    (["--top_k", "0"], "--top_k must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--position", "11"], "position 11 is outside the text's 11 tokens"),
+        (["--target", "ab"], "--target 'ab' is not one token: it encodes to 2"),
+        (["--top_k", "0"], "--top_k must be a positive number"),
+    ],
+)
 def test_bad_inputs_are_one_line_and_exit_2(micro_checkpoint, capsys, argv, message):
     assert trace_command.main(["--ckpt", str(micro_checkpoint), "--text", "hello world", *argv]) == 2
     err = capsys.readouterr().err
@@ -113,9 +144,14 @@ def test_bad_inputs_are_one_line_and_exit_2(micro_checkpoint, capsys, argv, mess
 
 
 def test_with_a_final_soft_cap_trace_attributes_the_pre_cap_logit_and_reports_the_capped_output(
-        capped_checkpoint, capsys):
-    assert trace_command.main(["--ckpt", str(capped_checkpoint), "--text", "hello world", "--position", "4",
-                               "--json", "--top_k", "3"]) == 0
+    capped_checkpoint, capsys
+):
+    assert (
+        trace_command.main(
+            ["--ckpt", str(capped_checkpoint), "--text", "hello world", "--position", "4", "--json", "--top_k", "3"]
+        )
+        == 0
+    )
     payload = json.loads(capsys.readouterr().out)
     assert payload["final_logit_softcap"] == 0.1
     attribution = payload["attribution"]

@@ -60,7 +60,7 @@ def stdlib_documents(count: int, offset: int = 0) -> list[str]:
     import sysconfig
 
     root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(root.glob("*.py"))[offset:offset + count]
+    files = sorted(root.glob("*.py"))[offset : offset + count]
     return [path.read_text(encoding="utf-8", errors="replace") for path in files]
 
 
@@ -85,8 +85,14 @@ def write_parquet(path: Path, texts: list, field: str = "text") -> Path:
 
 
 #: Lines that are not documents, one of each reason the reader reports.
-BAD_LINES = (b'{"other": "no text field"}', b'{"text": "   "}', b"this is not json", b'{"text": 5}',
-             b'{"text": "caf\xe9 is latin-1"}', b'{"text": "\\ud800 lone surrogate"}')
+BAD_LINES = (
+    b'{"other": "no text field"}',
+    b'{"text": "   "}',
+    b"this is not json",
+    b'{"text": 5}',
+    b'{"text": "caf\xe9 is latin-1"}',
+    b'{"text": "\\ud800 lone surrogate"}',
+)
 
 
 @pytest.fixture(scope="session")

@@ -66,8 +66,14 @@ def test_first_build_writes_a_complete_shard_directory(generated_corpus: Path, t
 
 def _earlier_key(corpus, cache_format: int) -> str:
     """The key the earlier cache (formats 1 and 2) gave these settings: its own dict, hashed."""
-    fields = {"format": cache_format, "corpus": corpus.fingerprint(), "tokenizer": "bpe", "vocab_size": VOCAB,
-              "val_fraction": repr(0.25), "split": 1}
+    fields = {
+        "format": cache_format,
+        "corpus": corpus.fingerprint(),
+        "tokenizer": "bpe",
+        "vocab_size": VOCAB,
+        "val_fraction": repr(0.25),
+        "split": 1,
+    }
     return sha256_text(json.dumps(fields, sort_keys=True))
 
 
@@ -75,7 +81,10 @@ def test_entries_of_earlier_layouts_are_not_found_read_or_deleted(generated_corp
     """Format 1 named an entry ``<key[:16]>/`` with train.bin / val.bin; format 2 ``tokens-<key[:16]>/``
     keyed by its own settings dict. Both are left as they are and a new entry is built beside them."""
     corpus = resolve_corpus(str(generated_corpus))
-    olds = [tmp_path / "cache" / _earlier_key(corpus, 1)[:16], tmp_path / "cache" / f"tokens-{_earlier_key(corpus, 2)[:16]}"]
+    olds = [
+        tmp_path / "cache" / _earlier_key(corpus, 1)[:16],
+        tmp_path / "cache" / f"tokens-{_earlier_key(corpus, 2)[:16]}",
+    ]
     for old in olds:
         old.mkdir(parents=True)
         (old / "manifest.json").write_text(json.dumps({"key": "an earlier entry", "format": "andrea-shards"}))
@@ -129,8 +138,9 @@ def test_damaged_entry_warns_and_is_rebuilt(generated_corpus: Path, tmp_path: Pa
     assert _build(generated_corpus, tmp_path / "cache").hit
 
 
-def test_an_interrupted_build_is_never_read_and_the_next_run_finishes_it(generated_corpus: Path, tmp_path: Path,
-                                                                        monkeypatch, recwarn) -> None:
+def test_an_interrupted_build_is_never_read_and_the_next_run_finishes_it(
+    generated_corpus: Path, tmp_path: Path, monkeypatch, recwarn
+) -> None:
     clean = _build(generated_corpus, tmp_path / "clean")
 
     def crash(*args, **kwargs):
@@ -201,8 +211,9 @@ def _held_elsewhere(directory: Path) -> bool:
 
 
 @pytest.mark.parametrize("kind", ["text", "records"])
-def test_an_entry_is_checked_and_built_under_its_lock(kind: str, generated_corpus: Path, tmp_path: Path, small_texts,
-                                                      jsonl_writer, monkeypatch) -> None:
+def test_an_entry_is_checked_and_built_under_its_lock(
+    kind: str, generated_corpus: Path, tmp_path: Path, small_texts, jsonl_writer, monkeypatch
+) -> None:
     held, real = [], cache.tokenize_corpus
 
     def tokenize(corpus, out, *rest):

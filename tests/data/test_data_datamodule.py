@@ -193,9 +193,7 @@ def test_state_dict_carries_the_tokenizer(dm: AndreaDataModule, corpus_dir: Path
 def test_byte_tokenizer_needs_vocab_257(corpus_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(DataConfigError) as caught:
         make_dm(corpus_dir, tmp_path, tokenizer="byte", vocab_size=300)
-    assert str(caught.value) == (
-        "tokenizer 'byte' has 257 ids but vocab_size is 300; set model.config.vocab_size: 257"
-    )
+    assert str(caught.value) == ("tokenizer 'byte' has 257 ids but vocab_size is 300; set model.config.vocab_size: 257")
     module = make_dm(corpus_dir, tmp_path, tokenizer="byte", vocab_size=257)
     module.prepare_data()
     module.setup("fit")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,5 +135,3 @@ def test_load_rejects_missing_and_eot_less_tokenizers(tmp_path: Path) -> None:
     garbage.write_text("{not json")
     with pytest.raises(TokenizerError, match="not a valid tokenizer.json"):
         load_tokenizer(garbage)
-
-

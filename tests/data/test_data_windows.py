@@ -83,8 +83,8 @@ def test_ranks_share_out_exactly_the_single_process_batch() -> None:
     ranks = [list(StepSampler(batch_size=2, batches_per_epoch=3, rank=r, world_size=3)) for r in range(3)]
     assert set(ranks[0]).isdisjoint(ranks[1]) and set(ranks[1]).isdisjoint(ranks[2])
     for step in range(3):
-        together = sorted(i for rank in ranks for i in rank[2 * step: 2 * step + 2])
-        assert together == single[6 * step: 6 * step + 6]
+        together = sorted(i for rank in ranks for i in rank[2 * step : 2 * step + 2])
+        assert together == single[6 * step : 6 * step + 6]
 
 
 def test_dataloader_batches_depend_only_on_seed_and_step() -> None:

@@ -74,7 +74,7 @@ def test_the_error_over_documents_covers_the_spread_between_documents():
     rng = np.random.default_rng(1)
     means, errors, naive = [], [], []
     for _ in range(400):
-        difficulty = rng.normal(3.0, 0.3, size=40)          # per-document mean loss
+        difficulty = rng.normal(3.0, 0.3, size=40)  # per-document mean loss
         counts = rng.integers(200, 2000, size=40).astype(float)
         token_sd = 1.0
         sums = difficulty * counts + rng.normal(0, token_sd * np.sqrt(counts))

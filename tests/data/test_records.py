@@ -10,7 +10,6 @@ from andrea_lab.data.corpus import CorpusError, resolve_corpus
 from andrea_lab.data.records import RecordFormatError, read_records
 
 
-
 def _texts(corpus) -> list:
     return [record.text for record in corpus.iter_records()]
 
@@ -21,8 +20,14 @@ def test_jsonl_records_and_every_bad_reason(tmp_path: Path, small_texts, jsonl_w
     records = list(resolve_corpus(str(path)).iter_records())
     assert [r.text for r in records[:5]] == small_texts[:5]
     assert [r.key for r in records[:2]] == [f"{name}:0", f"{name}:1"]
-    assert [r.problem for r in records[5:]] == ["missing field", "empty", "not JSON", "not a string",
-                                                "not UTF-8", "not UTF-8"]
+    assert [r.problem for r in records[5:]] == [
+        "missing field",
+        "empty",
+        "not JSON",
+        "not a string",
+        "not UTF-8",
+        "not UTF-8",
+    ]
     positions = [r.position for r in records]
     assert positions == sorted(positions) and positions[-1] == path.stat().st_size
 

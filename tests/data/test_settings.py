@@ -4,13 +4,25 @@ before any slow work, one DataConfigError naming the value."""
 from __future__ import annotations
 
 import inspect
+
 import pytest
 
 from andrea_lab.data.settings import DataConfigError, DataSettings
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
 
-ARGUMENTS = dict(corpus="stdlib", batch_size=4, block_size=32, vocab_size=257, val_fraction=0.1, seed=0,
-                 samples_per_epoch=None, max_val_batches=2, num_workers=0, cache_dir=None, text_field="text")
+ARGUMENTS = dict(
+    corpus="stdlib",
+    batch_size=4,
+    block_size=32,
+    vocab_size=257,
+    val_fraction=0.1,
+    seed=0,
+    samples_per_epoch=None,
+    max_val_batches=2,
+    num_workers=0,
+    cache_dir=None,
+    text_field="text",
+)
 
 
 def test_the_settings_hold_the_parsed_tokenizer() -> None:
@@ -20,13 +32,16 @@ def test_the_settings_hold_the_parsed_tokenizer() -> None:
         settings.seed = 1  # frozen: nothing changes a setting after it was checked
 
 
-@pytest.mark.parametrize("tokenizer, overrides, pattern", [
-    ("byte", {"batch_size": 0}, r"batch_size must be positive, got 0"),
-    ("byte", {"val_fraction": 1.0}, r"val_fraction must be strictly between 0 and 1, got 1.0"),
-    ("byte", {"vocab_size": 300}, r"tokenizer 'byte' has 257 ids but vocab_size is 300"),
-    ("nope.json", {}, r"tokenizer 'nope.json' is not 'bpe', 'byte', or an existing tokenizer.json file"),
-    ("byte", {"corpus": " "}, r"corpus must name the data, got ' '"),
-])
+@pytest.mark.parametrize(
+    "tokenizer, overrides, pattern",
+    [
+        ("byte", {"batch_size": 0}, r"batch_size must be positive, got 0"),
+        ("byte", {"val_fraction": 1.0}, r"val_fraction must be strictly between 0 and 1, got 1.0"),
+        ("byte", {"vocab_size": 300}, r"tokenizer 'byte' has 257 ids but vocab_size is 300"),
+        ("nope.json", {}, r"tokenizer 'nope.json' is not 'bpe', 'byte', or an existing tokenizer.json file"),
+        ("byte", {"corpus": " "}, r"corpus must name the data, got ' '"),
+    ],
+)
 def test_a_bad_value_is_one_data_config_error(tokenizer: str, overrides: dict, pattern: str) -> None:
     with pytest.raises(DataConfigError, match=pattern):
         DataSettings.of(tokenizer=tokenizer, **{**ARGUMENTS, **overrides})
@@ -40,5 +55,10 @@ def test_the_data_module_keeps_each_argument_once():
     arguments = set(inspect.signature(AndreaDataModule.__init__).parameters) - {"self"}
     assert not arguments & set(vars(data)), "an argument copied onto the instance"
     assert (data.batch_size, data.seed, data.vocab_size, data.corpus_spec, data.tokenizer_spec) == (
-        4, 7, 257, "stdlib", "byte")
+        4,
+        7,
+        257,
+        "stdlib",
+        "byte",
+    )
     assert data.settings.batch_size == data.hparams["batch_size"] == 4

@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from andrea_lab.data import AndreaDataModule, CorpusError
-from andrea_lab.data import shard_check
+from andrea_lab.data import AndreaDataModule, CorpusError, shard_check
 from andrea_lab.data.corpus import resolve_corpus
 from andrea_lab.data.token_file import HEADER_BYTES
 from andrea_lab.data.tokenize_corpus import tokenize_corpus
@@ -73,16 +72,27 @@ def test_ids_are_checked_on_the_data_even_when_the_manifest_agrees(copy):
         _fit_data(copy)
 
 
-@pytest.mark.parametrize("damage", [
-    lambda m: m.pop("shards"),
-    lambda m: m.update(shards={"a": 1}),
-    lambda m: m["shards"][0].update(bytes="many"),
-    lambda m: m["shards"][0].update(file="../elsewhere.bin"),
-    lambda m: m["shards"][0].update(split="test"),
-    lambda m: m["shards"].__setitem__(0, "train_000000.bin"),
-    lambda m: m.update(totals=[1]),
-], ids=["no-shards", "shards-a-mapping", "bytes-a-string", "file-outside", "unknown-split", "entry-a-string",
-        "totals-a-list"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda m: m.pop("shards"),
+        lambda m: m.update(shards={"a": 1}),
+        lambda m: m["shards"][0].update(bytes="many"),
+        lambda m: m["shards"][0].update(file="../elsewhere.bin"),
+        lambda m: m["shards"][0].update(split="test"),
+        lambda m: m["shards"].__setitem__(0, "train_000000.bin"),
+        lambda m: m.update(totals=[1]),
+    ],
+    ids=[
+        "no-shards",
+        "shards-a-mapping",
+        "bytes-a-string",
+        "file-outside",
+        "unknown-split",
+        "entry-a-string",
+        "totals-a-list",
+    ],
+)
 def test_a_malformed_manifest_is_one_error(copy, damage):
     manifest = json.loads((copy / "manifest.json").read_text())
     damage(manifest)
@@ -94,8 +104,11 @@ def test_a_malformed_manifest_is_one_error(copy, damage):
 def test_each_shard_is_read_once_per_process(copy, monkeypatch):
     reads: list[str] = []
     real = shard_check.header_token_count
-    monkeypatch.setattr(shard_check, "header_token_count",
-                        lambda raw, size, path: reads.append(Path(path).name) or real(raw, size, path))
+    monkeypatch.setattr(
+        shard_check,
+        "header_token_count",
+        lambda raw, size, path: reads.append(Path(path).name) or real(raw, size, path),
+    )
     dm = _fit_data(copy)
     dm.provenance()
     _fit_data(copy).provenance()

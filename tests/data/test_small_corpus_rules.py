@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from andrea_lab.data.cache import load_or_build
@@ -34,8 +33,9 @@ def _joined(tokenizer, texts: list[str]) -> list[int]:
 
 
 @pytest.mark.parametrize("tokenizer", ["bpe", "byte"])
-def test_a_small_corpus_entry_is_the_earlier_rule_byte_for_byte(tokenizer: str, generated_corpus: Path,
-                                                                  tmp_path: Path) -> None:
+def test_a_small_corpus_entry_is_the_earlier_rule_byte_for_byte(
+    tokenizer: str, generated_corpus: Path, tmp_path: Path
+) -> None:
     vocab = 300 if tokenizer == "bpe" else 257
     corpus = resolve_corpus(str(generated_corpus))
     entry = load_or_build(corpus, tokenizer, vocab, 0.25, str(tmp_path / "cache"), seed=99)
@@ -98,8 +98,16 @@ def test_the_stdlib_split_is_the_one_the_committed_suites_measured(stdlib) -> No
 def test_the_stdlib_batches_are_the_ones_the_committed_suites_measured(stdlib, tmp_path: Path) -> None:
     from andrea_lab.data.datamodule import AndreaDataModule
 
-    dm = AndreaDataModule(corpus="stdlib", tokenizer="byte", batch_size=32, block_size=64, vocab_size=257,
-                          seed=0, max_val_batches=4, cache_dir=str(tmp_path / "cache"))
+    dm = AndreaDataModule(
+        corpus="stdlib",
+        tokenizer="byte",
+        batch_size=32,
+        block_size=64,
+        vocab_size=257,
+        seed=0,
+        max_val_batches=4,
+        cache_dir=str(tmp_path / "cache"),
+    )
     dm.prepare_data()
     dm.setup("fit")
     assert (dm.train_tokens, dm.val_tokens) == (10_155_508, 1_199_323)

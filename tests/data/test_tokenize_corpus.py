@@ -18,8 +18,9 @@ from andrea_lab.data.tokenize_options import TokenizeError, TokenizeOptions
 from andrea_lab.data.tokenizer import byte_tokenizer, load_tokenizer, save_tokenizer
 from andrea_lab.files import sha256_file
 
-OPTIONS = TokenizeOptions(vocab_size=400, sample_docs=25, val_fraction=0.2, shard_tokens=20_000, workers=0,
-                          progress=False)
+OPTIONS = TokenizeOptions(
+    vocab_size=400, sample_docs=25, val_fraction=0.2, shard_tokens=20_000, workers=0, progress=False
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,8 @@ def test_shards_hold_every_document_once_with_eot_after_each(tmp_path: Path, cor
         stream = _stream(out, split)
         assert stream[-1] == 399 and (stream == 399).sum() == len(texts)
         assert tokenizer.decode(stream.tolist(), skip_special_tokens=False) == "".join(
-            t + "<|endoftext|>" for t in texts)
+            t + "<|endoftext|>" for t in texts
+        )
     totals = manifest["totals"]
     assert totals["bad_records"] == {"not UTF-8": 2, "not JSON": 1, "missing field": 1, "not a string": 1, "empty": 1}
     assert totals["records"] == len(small_texts) + 6
@@ -124,8 +126,9 @@ def test_an_existing_tokenizer_file_is_used_as_is(tmp_path: Path, parquet_writer
     assert len(stream) == sum(len(t.encode("utf-8")) + 1 for t in small_texts[:10])
 
 
-def test_the_bpe_sample_is_seeded_uniform_and_independent_of_file_order(tmp_path: Path, small_texts,
-                                                                        jsonl_writer) -> None:
+def test_the_bpe_sample_is_seeded_uniform_and_independent_of_file_order(
+    tmp_path: Path, small_texts, jsonl_writer
+) -> None:
     from andrea_lab.data.split import SplitRule, document_sides
     from andrea_lab.data.tokenize_corpus import training_documents
 
@@ -141,10 +144,15 @@ def test_the_bpe_sample_is_seeded_uniform_and_independent_of_file_order(tmp_path
     assert sample(corpus, seed=1) == first
     assert len(first) == 8 and set(first) <= set(small_texts)
     assert sample(corpus, seed=2) != first
-    val_keys = {f"{n}:{i}" for n, texts in (("a.jsonl", small_texts[:20]), ("b.jsonl", small_texts[20:]))
-                for i in range(len(texts)) if name_score(f"{n}:{i}") < 0.2}
-    assert val_keys and not set(first) & {small_texts[int(k.split(":")[1]) + (20 if k[0] == "b" else 0)]
-                                         for k in val_keys}
+    val_keys = {
+        f"{n}:{i}"
+        for n, texts in (("a.jsonl", small_texts[:20]), ("b.jsonl", small_texts[20:]))
+        for i in range(len(texts))
+        if name_score(f"{n}:{i}") < 0.2
+    }
+    assert val_keys and not set(first) & {
+        small_texts[int(k.split(":")[1]) + (20 if k[0] == "b" else 0)] for k in val_keys
+    }
 
 
 def test_a_tokenizing_worker_imports_neither_torch_nor_lightning() -> None:
@@ -153,8 +161,10 @@ def test_a_tokenizing_worker_imports_neither_torch_nor_lightning() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, andrea_lab.data.parallel_encode, andrea_lab.data.records, andrea_lab.data.shard_writer; "
-            "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))")
+    code = (
+        "import sys, andrea_lab.data.parallel_encode, andrea_lab.data.records, andrea_lab.data.shard_writer; "
+        "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -163,13 +173,17 @@ def test_a_corpus_that_is_already_tokens_is_refused(tmp_path: Path) -> None:
     from andrea_lab.data.token_file import write_token_file
 
     write_token_file(tmp_path / "t_train.bin", np.arange(2000) % 257)
-    with pytest.raises(TokenizeError, match=r"already token ids \(token file .*t_train.bin\): train on it as it is \(--data.corpus .*t_train.bin\)"):
+    with pytest.raises(
+        TokenizeError,
+        match=r"already token ids \(token file .*t_train.bin\): train on it as it is \(--data.corpus .*t_train.bin\)",
+    ):
         tokenize_corpus(resolve_corpus(str(tmp_path / "t_train.bin")), tmp_path / "out", OPTIONS)
     assert not (tmp_path / "out").exists()
 
 
-def test_a_directory_written_before_the_rules_were_settings_resumes_as_itself(tmp_path: Path, corpus_file,
-                                                                              monkeypatch) -> None:
+def test_a_directory_written_before_the_rules_were_settings_resumes_as_itself(
+    tmp_path: Path, corpus_file, monkeypatch
+) -> None:
     """A manifest without ``split`` / ``end_of_text`` (andrea tokenize before they were settings) was made
     by the records' rules: an interrupted run of it continues, it is not refused as 'other settings'."""
     corpus = resolve_corpus(str(corpus_file))
@@ -189,9 +203,13 @@ def test_a_directory_written_before_the_rules_were_settings_resumes_as_itself(tm
 def test_rules_that_cannot_work_are_one_error(tmp_path: Path, corpus_file) -> None:
     corpus = resolve_corpus(str(corpus_file))
     with pytest.raises(TokenizeError, match="'at least one on each side' decides over every document name"):
-        tokenize_corpus(corpus, tmp_path / "a", TokenizeOptions(**{**OPTIONS.__dict__, "split": "at least one on each side"}))
+        tokenize_corpus(
+            corpus, tmp_path / "a", TokenizeOptions(**{**OPTIONS.__dict__, "split": "at least one on each side"})
+        )
     with pytest.raises(TokenizeError, match="'between documents' needs one shard per split"):
-        tokenize_corpus(corpus, tmp_path / "b", TokenizeOptions(**{**OPTIONS.__dict__, "end_of_text": "between documents"}))
+        tokenize_corpus(
+            corpus, tmp_path / "b", TokenizeOptions(**{**OPTIONS.__dict__, "end_of_text": "between documents"})
+        )
     with pytest.raises(TokenizeError, match="'sideways' is not a valid SplitRule"):
         TokenizeOptions(split="sideways")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

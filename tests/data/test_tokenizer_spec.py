@@ -38,11 +38,14 @@ def test_identity_names_a_file_by_its_content_not_its_path(tokenizer_file: Path,
     assert TokenizerSpec.of(str(copy)).identity() == TokenizerSpec.of(str(tokenizer_file)).identity()
 
 
-@pytest.mark.parametrize("spec, vocab_size, pattern", [
-    ("byte", 300, r"tokenizer 'byte' has 257 ids but vocab_size is 300; set model.config.vocab_size: 257"),
-    ("bpe", 256, r"tokenizer 'bpe' needs vocab_size between 257 .* and 65536 .*, got 256"),
-    ("bpe", 65537, r"needs vocab_size between 257 .* got 65537"),
-])
+@pytest.mark.parametrize(
+    "spec, vocab_size, pattern",
+    [
+        ("byte", 300, r"tokenizer 'byte' has 257 ids but vocab_size is 300; set model.config.vocab_size: 257"),
+        ("bpe", 256, r"tokenizer 'bpe' needs vocab_size between 257 .* and 65536 .*, got 256"),
+        ("bpe", 65537, r"needs vocab_size between 257 .* got 65537"),
+    ],
+)
 def test_the_model_vocabulary_is_checked_once_per_kind(spec: str, vocab_size: int, pattern: str) -> None:
     with pytest.raises(TokenizerError, match=pattern):
         TokenizerSpec.of(spec).check_model_vocab(vocab_size)

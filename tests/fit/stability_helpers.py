@@ -8,14 +8,14 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
+from andrea_testing import tiny_trainer
 from torch.utils.data import DataLoader
 
-from andrea_lab.model.config import preset
-from andrea_lab.model.builtin.placements import PreNorm
-from andrea_lab.model.contracts import NormPlacement
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.fit.module import AndreaLM
-from andrea_testing import tiny_trainer
+from andrea_lab.model.builtin.placements import PreNorm
+from andrea_lab.model.config import preset
+from andrea_lab.model.contracts import NormPlacement
 
 
 class BareNoResidual(NormPlacement):
@@ -70,26 +70,50 @@ def micro_module(lr: float = 3e-3, warmup_steps: int = 2, **config: Any) -> Andr
     return AndreaLM(config=preset("andrea-micro", **{"block_size": 32, **config}), lr=lr, warmup_steps=warmup_steps)
 
 
-def micro_datamodule(corpus: Path, block_size: int = 32, batch_size: int = 4,
-                     cls: type = AndreaDataModule) -> AndreaDataModule:
-    return cls(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=block_size,
-                            batch_size=batch_size, max_val_batches=2)
+def micro_datamodule(
+    corpus: Path, block_size: int = 32, batch_size: int = 4, cls: type = AndreaDataModule
+) -> AndreaDataModule:
+    return cls(
+        corpus=str(corpus),
+        tokenizer="byte",
+        vocab_size=257,
+        block_size=block_size,
+        batch_size=batch_size,
+        max_val_batches=2,
+    )
 
 
-def fit(tmp_path: Path, corpus: Path, callbacks: list[L.Callback], max_steps: int = 6, seed: int = 7,
-        module: Optional[L.LightningModule] = None, logger: bool = True, val_check_interval: Optional[int] = None,
-        name: str = "run", datamodule_cls: type = AndreaDataModule, **trainer_kwargs: Any) -> L.Trainer:
+def fit(
+    tmp_path: Path,
+    corpus: Path,
+    callbacks: list[L.Callback],
+    max_steps: int = 6,
+    seed: int = 7,
+    module: Optional[L.LightningModule] = None,
+    logger: bool = True,
+    val_check_interval: Optional[int] = None,
+    name: str = "run",
+    datamodule_cls: type = AndreaDataModule,
+    **trainer_kwargs: Any,
+) -> L.Trainer:
     """A seeded in-process fit of the micro model on ``corpus`` (byte tokenizer, 32-token windows)."""
     L.seed_everything(seed, verbose=False)
     module = module if module is not None else micro_module()
-    datamodule = micro_datamodule(corpus, block_size=module.config.block_size if hasattr(module, "config") else 32,
-                                  cls=datamodule_cls)
+    datamodule = micro_datamodule(
+        corpus, block_size=module.config.block_size if hasattr(module, "config") else 32, cls=datamodule_cls
+    )
     trainer = tiny_trainer(
-        tmp_path if logger else None, name=name, max_steps=max_steps, callbacks=callbacks,
+        tmp_path if logger else None,
+        name=name,
+        max_steps=max_steps,
+        callbacks=callbacks,
         num_sanity_val_steps=trainer_kwargs.pop("num_sanity_val_steps", 1),
         limit_val_batches=trainer_kwargs.pop("limit_val_batches", 1),
-        val_check_interval=val_check_interval or max_steps, check_val_every_n_epoch=None,
-        log_every_n_steps=1, gradient_clip_val=1.0, **trainer_kwargs,
+        val_check_interval=val_check_interval or max_steps,
+        check_val_every_n_epoch=None,
+        log_every_n_steps=1,
+        gradient_clip_val=1.0,
+        **trainer_kwargs,
     )
     trainer.fit(module, datamodule=datamodule)
     return trainer

@@ -9,8 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_lab.fit.stability.events import (FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM, Divergence,
-                                         DivergenceDetector, SpikeDetector, unigram_entropy)
+from andrea_lab.fit.stability.events import (
+    FINAL_ABOVE_BEST,
+    NONFINITE,
+    STUCK_AT_UNIGRAM,
+    Divergence,
+    DivergenceDetector,
+    SpikeDetector,
+    unigram_entropy,
+)
 
 
 def falling_curve(steps: int, start: float = 5.5, end: float = 2.0, noise: float = 0.05, seed: int = 0) -> list[float]:
@@ -24,6 +31,7 @@ def feed(detector, losses, first_step: int = 0):
 
 
 # ----------------------------------------------------------------- spikes
+
 
 @pytest.mark.parametrize("decay", [0.9, 0.95, 0.99])
 def test_a_healthy_falling_curve_has_no_spikes(decay):
@@ -213,6 +221,7 @@ def test_divergence_detector_state_round_trips():
 
 
 # --------------------------------------------------------------- unigram
+
 
 def test_unigram_entropy_of_uniform_and_degenerate_distributions():
     assert unigram_entropy([5] * 257) == pytest.approx(math.log(257))

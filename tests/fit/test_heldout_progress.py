@@ -9,7 +9,9 @@ from andrea_lab.fit.heldout import Progress, record_path
 
 
 def test_the_record_goes_into_the_checkpoints_run_or_beside_a_loose_checkpoint():
-    assert record_path("runs/quickstart/version_2/checkpoints/last.ckpt") == Path("runs/quickstart/version_2/validate.json")
+    assert record_path("runs/quickstart/version_2/checkpoints/last.ckpt") == Path(
+        "runs/quickstart/version_2/validate.json"
+    )
     assert record_path("models/micro.ckpt") == Path("models/micro.validate.json")
     assert record_path(None) is None
 
@@ -21,6 +23,8 @@ def test_progress_prints_at_the_start_every_interval_and_at_the_end(caplog):
         for batch in range(1, 5):
             progress.step(batch)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("held-out")]
-    assert lines == ["held-out evaluation of 64 windows: 4 batches ...",
-                     "held-out evaluation of 64 windows: 2/4 batches (50 %), 11 s",
-                     "held-out evaluation of 64 windows: 4/4 batches (100 %), 25 s"]
+    assert lines == [
+        "held-out evaluation of 64 windows: 4 batches ...",
+        "held-out evaluation of 64 windows: 2/4 batches (50 %), 11 s",
+        "held-out evaluation of 64 windows: 4/4 batches (100 %), 25 s",
+    ]

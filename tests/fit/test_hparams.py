@@ -9,25 +9,47 @@ import math
 import torch
 from tensorboard.plugins.hparams import api_pb2, metadata
 
-from andrea_lab.fit.hparams import (flatten, hparam_value, run_hparams, run_metrics, session_summaries,
-                                         trial_name)
+from andrea_lab.fit.hparams import flatten, hparam_value, run_hparams, run_metrics, session_summaries, trial_name
 from andrea_lab.runs.directory import HeldOut, RunRecord
 
 
 def record(**changes) -> RunRecord:
     values = dict(
-        status="finished", lr=3e-3, seed=7, final_val_loss=2.5, best_val_loss=2.4, initial_val_loss=5.5,
-        steps=100, spike_count=1, grad_norm_max=3.0,
+        status="finished",
+        lr=3e-3,
+        seed=7,
+        final_val_loss=2.5,
+        best_val_loss=2.4,
+        initial_val_loss=5.5,
+        steps=100,
+        spike_count=1,
+        grad_norm_max=3.0,
         heldout=HeldOut(2.6, 0.02, 4096, 12, 64, 100_000, True, "documents", 0),
         config={"d_model": 64, "bias": True, "mlp_ratio": None, "norm_placement": "andrea-lab:pre"},
-        training={"lr": 3e-3, "warmup_steps": 40, "decay_steps": None, "betas": [0.9, 0.95], "compile": False,
-                  "_instantiator": "lightning.pytorch.cli.instantiate_module"},
-        data={"corpus": "stdlib", "corpus_sha256": "abc", "tokenizer_sha256": "def", "python_version": "3.11.7",
-              "train_tokens": 123},
-        plugins={"norm_placement": {"name": "pre", "distribution": "andrea-lab", "version": "0.1.0",
-                                    "target": "andrea_lab.model.builtin.placements:PreNorm"},
-                 "activation": {"name": "my_module:Act", "distribution": None, "version": None,
-                                "target": "my_module:Act"}},
+        training={
+            "lr": 3e-3,
+            "warmup_steps": 40,
+            "decay_steps": None,
+            "betas": [0.9, 0.95],
+            "compile": False,
+            "_instantiator": "lightning.pytorch.cli.instantiate_module",
+        },
+        data={
+            "corpus": "stdlib",
+            "corpus_sha256": "abc",
+            "tokenizer_sha256": "def",
+            "python_version": "3.11.7",
+            "train_tokens": 123,
+        },
+        plugins={
+            "norm_placement": {
+                "name": "pre",
+                "distribution": "andrea-lab",
+                "version": "0.1.0",
+                "target": "andrea_lab.model.builtin.placements:PreNorm",
+            },
+            "activation": {"name": "my_module:Act", "distribution": None, "version": None, "target": "my_module:Act"},
+        },
         versions={"torch": "2.5.0", "lightning": None},
     )
     values.update(changes)
@@ -47,12 +69,20 @@ def test_values_keep_the_types_tensorboard_filters_and_sorts_by():
 
 def test_nested_config_flattens_to_the_override_keys():
     assert flatten("model", {"config": {"d_model": 64, "bias": True}, "lr": 1e-3, "_instantiator": "x"}) == {
-        "model.config.d_model": 64, "model.config.bias": True, "model.lr": 1e-3}
+        "model.config.d_model": 64,
+        "model.config.bias": True,
+        "model.lr": 1e-3,
+    }
 
 
 def test_every_knob_is_named_by_its_config_key():
-    trainer = {"max_steps": 100, "precision": "bf16-mixed", "gradient_clip_val": None, "accumulate_grad_batches": 4,
-               "devices": 2}
+    trainer = {
+        "max_steps": 100,
+        "precision": "bf16-mixed",
+        "gradient_clip_val": None,
+        "accumulate_grad_batches": 4,
+        "devices": 2,
+    }
     data = {"batch_size": 32, "tokenizer": "byte"}
     hparams = run_hparams(record(), trainer, data, suite="norm_placement", variant="pre-nowarmup")
     assert hparams["Suite"] == "norm_placement" and hparams["Variant"] == "pre-nowarmup"
@@ -84,8 +114,9 @@ def test_metrics_hold_the_heldout_loss_its_se_and_the_divergence_step():
 
 
 def test_session_summaries_read_back_through_tensorboards_parser():
-    start, end = session_summaries({"model.lr": 3e-3, "model.compile": False, "Variant": "pre"}, "diverged",
-                                   "tiny/pre/lr3e-3-seed0")
+    start, end = session_summaries(
+        {"model.lr": 3e-3, "model.compile": False, "Variant": "pre"}, "diverged", "tiny/pre/lr3e-3-seed0"
+    )
     (value,) = start.value
     assert value.tag == metadata.SESSION_START_INFO_TAG
     info = metadata.parse_session_start_info_plugin_data(value.metadata.plugin_data.content)
@@ -95,13 +126,15 @@ def test_session_summaries_read_back_through_tensorboards_parser():
     assert info.group_name == "tiny/pre/lr3e-3-seed0", "the dashboard's trial id says which run it is"
     (value,) = end.value
     assert value.tag == metadata.SESSION_END_INFO_TAG
-    assert metadata.parse_session_end_info_plugin_data(value.metadata.plugin_data.content).status == \
-        api_pb2.STATUS_FAILURE
+    assert (
+        metadata.parse_session_end_info_plugin_data(value.metadata.plugin_data.content).status == api_pb2.STATUS_FAILURE
+    )
     for status, expected in (("finished", api_pb2.STATUS_SUCCESS), ("interrupted", api_pb2.STATUS_UNKNOWN)):
         (value,) = session_summaries({}, status)[1].value
         assert metadata.parse_session_end_info_plugin_data(value.metadata.plugin_data.content).status == expected
-    assert not any(v.tag == metadata.EXPERIMENT_TAG for s in (start, end) for v in s.value), \
+    assert not any(v.tag == metadata.EXPERIMENT_TAG for s in (start, end) for v in s.value), (
         "a run writes no experiment summary: TensorBoard derives it (and differs) from all runs"
+    )
 
 
 def test_trial_names_say_which_run_it_is():

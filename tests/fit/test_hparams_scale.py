@@ -32,8 +32,9 @@ def logged_hparams(save_dir, marker):
 
 
 def test_a_scaled_runs_scale_is_an_hparam_from_the_sweeps_marker(tmp_path):
-    hparams = logged_hparams(tmp_path / "st" / "d64", {"suite": "st", "variant": "qk", "scale": "d64",
-                                                        "scale_index": 0})
+    hparams = logged_hparams(
+        tmp_path / "st" / "d64", {"suite": "st", "variant": "qk", "scale": "d64", "scale_index": 0}
+    )
     assert hparams[SCALE].string_value == "d64"
     assert hparams["Suite"].string_value == "st" and hparams["Variant"].string_value == "qk"
 

@@ -7,17 +7,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_lab.model.config import preset
 from andrea_lab.data import byte_tokenizer, train_bpe_tokenizer
 from andrea_lab.errors import UsageError
-from andrea_lab.fit.module import AndreaLM
-from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, UnsafeCheckpointError
 from andrea_lab.fit.initial_weights import InitialWeights
+from andrea_lab.fit.module import AndreaLM
+from andrea_lab.model.config import preset
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, UnsafeCheckpointError
 
 
 def saved(path: Path, module: AndreaLM, tokenizer_json=None) -> Path:
-    AtomicCheckpointIO().save_checkpoint({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                                          "AndreaDataModule": {"tokenizer_json": tokenizer_json}}, path)
+    AtomicCheckpointIO().save_checkpoint(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "AndreaDataModule": {"tokenizer_json": tokenizer_json},
+        },
+        path,
+    )
     return path
 
 
@@ -31,8 +37,11 @@ def test_the_weights_are_loaded_and_not_kept_as_a_hyperparameter(tmp_path):
 
 def test_another_architecture_is_named_field_by_field(tmp_path):
     path = saved(tmp_path / "a.ckpt", AndreaLM(config=preset("andrea-micro")))
-    with pytest.raises(UsageError, match=r"model.init_from .*a.ckpt holds a model of another architecture than "
-                                         r"model.config \(d_model: checkpoint 64, config 32; n_head"):
+    with pytest.raises(
+        UsageError,
+        match=r"model.init_from .*a.ckpt holds a model of another architecture than "
+        r"model.config \(d_model: checkpoint 64, config 32; n_head",
+    ):
         AndreaLM(config=preset("andrea-micro", d_model=32, n_head=4), init_from=str(path))
 
 
@@ -62,12 +71,16 @@ def test_a_checkpoint_that_runs_code_is_refused_unrun(tmp_path):
 
 
 def test_data_with_another_tokenizer_is_refused_and_the_same_vocabulary_accepted(tmp_path, text_corpus):
-    initial = InitialWeights(str(saved(tmp_path / "a.ckpt", AndreaLM(config=preset("andrea-micro")),
-                                       byte_tokenizer().to_str())))
+    initial = InitialWeights(
+        str(saved(tmp_path / "a.ckpt", AndreaLM(config=preset("andrea-micro")), byte_tokenizer().to_str()))
+    )
     initial.check_tokenizer(byte_tokenizer(), "byte")
     documents = [path.read_text(encoding="utf-8") for path in sorted(text_corpus.iterdir())]
-    with pytest.raises(UsageError, match=r"trained with another tokenizer than the data's \(data.tokenizer 'bpe'\): "
-                                         r"\d+ of its 257 tokens have other ids"):
+    with pytest.raises(
+        UsageError,
+        match=r"trained with another tokenizer than the data's \(data.tokenizer 'bpe'\): "
+        r"\d+ of its 257 tokens have other ids",
+    ):
         initial.check_tokenizer(train_bpe_tokenizer(documents, vocab_size=300), "bpe")
 
 
@@ -76,5 +89,7 @@ def test_reading_init_from_does_not_import_the_data_module():
     import sys
 
     code = "import sys, andrea_lab.fit.initial_weights; print('andrea_lab.data.datamodule' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

@@ -3,15 +3,15 @@ import math
 import lightning as L
 import pytest
 import torch
+from andrea_testing import tiny_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from andrea_lab import preset
-from andrea_lab.model.config import ConfigError
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.nonfinite import NonFiniteGuard
 from andrea_lab.model.components import resolved_mlp_ratio
-from andrea_testing import tiny_trainer
+from andrea_lab.model.config import ConfigError
 
 
 def test_weight_decay_only_on_matrices():
@@ -35,15 +35,18 @@ def test_weight_decay_groups_survive_flattened_parameters():
     assert sum(p.numel() for p in decayed["params"]) == matrices
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    ({"lr": 0.0}, "lr must be a finite number > 0"),
-    ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
-    ({"min_lr_ratio": 2.0}, "min_lr_ratio must be in [0, 1]"),
-    ({"betas": (0.9, 1.5)}, "betas must be two numbers in [0, 1)"),
-    ({"on_nonfinite": "ignore"}, "on_nonfinite must be 'stop' or 'skip'"),
-    ({"z_loss": float("nan")}, "z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got nan"),
-    ({"z_loss": -1e-4}, "z_loss must be a finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        ({"lr": 0.0}, "lr must be a finite number > 0"),
+        ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
+        ({"min_lr_ratio": 2.0}, "min_lr_ratio must be in [0, 1]"),
+        ({"betas": (0.9, 1.5)}, "betas must be two numbers in [0, 1)"),
+        ({"on_nonfinite": "ignore"}, "on_nonfinite must be 'stop' or 'skip'"),
+        ({"z_loss": float("nan")}, "z_loss must be a finite number >= 0 (0 = off; PaLM uses 1e-4), got nan"),
+        ({"z_loss": -1e-4}, "z_loss must be a finite number >= 0"),
+    ],
+)
 def test_invalid_training_arguments(kwargs, fragment):
     with pytest.raises(ConfigError) as info:
         AndreaLM(config=preset("andrea-micro"), **kwargs)
@@ -130,8 +133,9 @@ def test_a_bare_trainer_gets_the_modules_guard_once_after_the_users_callbacks(tm
     data = torch.randint(0, 257, (4, 17))
     loader = DataLoader(TensorDataset(data[:, :-1], data[:, 1:]), batch_size=2)
     mine = CountingCallback()
-    trainer = tiny_trainer(max_steps=2, limit_val_batches=0, callbacks=[mine], enable_checkpointing=True,
-                           default_root_dir=str(tmp_path))
+    trainer = tiny_trainer(
+        max_steps=2, limit_val_batches=0, callbacks=[mine], enable_checkpointing=True, default_root_dir=str(tmp_path)
+    )
     trainer.fit(module, loader)
     trainer.validate(module, loader)  # every run attaches the module's callbacks again: still one guard
     guards = [c for c in trainer.callbacks if isinstance(c, NonFiniteGuard)]

@@ -20,9 +20,15 @@ def _names_the_module(node: ast.expr) -> bool:
 
 def hasattr_on_the_module(source: str) -> list[int]:
     """The lines of ``hasattr(<the LightningModule>, ...)`` calls in ``source``."""
-    return [node.lineno for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr"
-            and node.args and _names_the_module(node.args[0])]
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "hasattr"
+        and node.args
+        and _names_the_module(node.args[0])
+    ]
 
 
 def test_no_callback_calls_hasattr_on_the_lightning_module():
@@ -33,8 +39,10 @@ def test_no_callback_calls_hasattr_on_the_lightning_module():
 
 
 def test_the_check_sees_hasattr_on_the_module():
-    source = ("def hook(trainer, pl_module, writer):\n"
-              "    a = hasattr(pl_module, 'last_grad_norm')\n"
-              "    b = hasattr(trainer.lightning_module, 'x')\n"
-              "    c = hasattr(writer, 'add_custom_scalars')\n")
+    source = (
+        "def hook(trainer, pl_module, writer):\n"
+        "    a = hasattr(pl_module, 'last_grad_norm')\n"
+        "    b = hasattr(trainer.lightning_module, 'x')\n"
+        "    c = hasattr(writer, 'add_custom_scalars')\n"
+    )
     assert hasattr_on_the_module(source) == [2, 3]

@@ -7,6 +7,7 @@ import math
 import lightning as L
 import pytest
 import torch
+from andrea_testing import NaNAtStep, tiny_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -14,7 +15,6 @@ from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import DivergenceError
 from andrea_lab.fit.nonfinite import NonFiniteTally, takes_found_inf
 from andrea_lab.fit.optim import fused_adamw
-from andrea_testing import NaNAtStep, tiny_trainer
 
 NAN = float("nan")
 
@@ -54,10 +54,19 @@ def test_fused_adamw_takes_the_skip_flag_and_skips_on_the_device():
 
 def run(tmp_path, corpus, module, max_steps=12, log_every=5):
     L.seed_everything(0, verbose=False)
-    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32,
-                            batch_size=4, max_val_batches=1)
-    trainer = tiny_trainer(tmp_path, max_steps=max_steps, log_every_n_steps=log_every, limit_val_batches=1, num_sanity_val_steps=0, val_check_interval=max_steps,
-                        check_val_every_n_epoch=None, gradient_clip_val=1.0)
+    data = AndreaDataModule(
+        corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4, max_val_batches=1
+    )
+    trainer = tiny_trainer(
+        tmp_path,
+        max_steps=max_steps,
+        log_every_n_steps=log_every,
+        limit_val_batches=1,
+        num_sanity_val_steps=0,
+        val_check_interval=max_steps,
+        check_val_every_n_epoch=None,
+        gradient_clip_val=1.0,
+    )
     trainer.fit(module, datamodule=data)
     return trainer
 
@@ -118,8 +127,10 @@ def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, te
     trainer = run(tmp_path, text_corpus, NaNAtStep(bad_steps=()), max_steps=12, log_every=5)
     events = EventAccumulator(trainer.logger.log_dir)
     events.Reload()
-    steps = {tag: [e.step for e in events.Scalars(tag)] for tag in ("train/loss", "train/lr", "train/grad_norm",
-                                                                  "train/tokens")}
+    steps = {
+        tag: [e.step for e in events.Scalars(tag)]
+        for tag in ("train/loss", "train/lr", "train/grad_norm", "train/tokens")
+    }
     assert steps["train/loss"] == [4, 9], steps
     assert steps["train/lr"] == steps["train/grad_norm"] == steps["train/tokens"] == steps["train/loss"], steps
     tokens = dict((e.step, e.value) for e in events.Scalars("train/tokens"))
@@ -127,9 +138,9 @@ def test_per_step_scalars_are_logged_on_the_steps_the_logger_writes(tmp_path, te
 
 
 def test_callbacks_find_the_guard_only_where_a_module_publishes_one():
-    from andrea_lab.model.config import preset
     from andrea_lab.fit.module import AndreaLM
     from andrea_lab.fit.nonfinite import NonFiniteGuard, guard_of
+    from andrea_lab.model.config import preset
 
     module = AndreaLM(config=preset("andrea-micro"), on_nonfinite="skip")
     assert guard_of(module) is module.nonfinite and guard_of(module).skips
@@ -158,12 +169,21 @@ def fit_with_checkpoints(tmp_path, corpus, module, weights_only, max_steps=12):
     """A fit that saves a checkpoint every 5 steps while the tally is read only at the end (log every 50
     steps): whatever is settled before step 10 is settled by the checkpoint itself."""
     L.seed_everything(0, verbose=False)
-    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4,
-                            max_val_batches=1)
-    checkpoints = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1,
-                                  save_weights_only=weights_only)
-    trainer = tiny_trainer(tmp_path, max_steps=max_steps, log_every_n_steps=50, limit_val_batches=0,
-                           num_sanity_val_steps=0, enable_checkpointing=True, callbacks=[checkpoints])
+    data = AndreaDataModule(
+        corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4, max_val_batches=1
+    )
+    checkpoints = ModelCheckpoint(
+        dirpath=tmp_path / "ckpt", every_n_train_steps=5, save_top_k=-1, save_weights_only=weights_only
+    )
+    trainer = tiny_trainer(
+        tmp_path,
+        max_steps=max_steps,
+        log_every_n_steps=50,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        enable_checkpointing=True,
+        callbacks=[checkpoints],
+    )
     trainer.fit(module, datamodule=data)
     return list((tmp_path / "ckpt").glob("*.ckpt"))
 
@@ -193,11 +213,18 @@ def test_under_a_grad_scaler_an_overflowing_step_is_the_scalers_not_a_divergence
 
     L.seed_everything(0, verbose=False)
     module = NaNAtStep(bad_steps=(3,))
-    data = AndreaDataModule(corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32,
-                            batch_size=4, max_val_batches=1)
-    trainer = tiny_trainer(tmp_path, max_steps=6, log_every_n_steps=2, limit_val_batches=0, num_sanity_val_steps=0,
-                           gradient_clip_val=clip,
-                           plugins=[MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))])
+    data = AndreaDataModule(
+        corpus=str(text_corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4, max_val_batches=1
+    )
+    trainer = tiny_trainer(
+        tmp_path,
+        max_steps=6,
+        log_every_n_steps=2,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        gradient_clip_val=clip,
+        plugins=[MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))],
+    )
     trainer.fit(module, datamodule=data)
     assert trainer.global_step == 6 and module.nonfinite.skipped_steps == 0 and all_finite(module)
     assert trainer.precision_plugin.scaler.get_scale() < 65536.0, "the scaler saw the overflow"
@@ -214,10 +241,18 @@ def first_logged_grad_norms(tmp_path, corpus, precision_plugins):
             seen.append(float(pl_module.nonfinite.last_grad_norm))
 
     L.seed_everything(0, verbose=False)
-    data = AndreaDataModule(corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4,
-                            max_val_batches=1)
-    trainer = tiny_trainer(tmp_path, max_steps=2, log_every_n_steps=1, limit_val_batches=0, num_sanity_val_steps=0,
-                           callbacks=[Record()], plugins=precision_plugins)
+    data = AndreaDataModule(
+        corpus=str(corpus), tokenizer="byte", vocab_size=257, block_size=32, batch_size=4, max_val_batches=1
+    )
+    trainer = tiny_trainer(
+        tmp_path,
+        max_steps=2,
+        log_every_n_steps=1,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        callbacks=[Record()],
+        plugins=precision_plugins,
+    )
     trainer.fit(NaNAtStep(bad_steps=()), datamodule=data)
     return seen
 
@@ -227,8 +262,9 @@ def test_under_a_grad_scaler_the_fused_adamws_gradient_norm_is_logged_unscaled(t
     from lightning.pytorch.plugins.precision import MixedPrecision
 
     fp32 = first_logged_grad_norms(tmp_path / "fp32", text_corpus, [])
-    fp16 = first_logged_grad_norms(tmp_path / "fp16", text_corpus,
-                                   [MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))])
+    fp16 = first_logged_grad_norms(
+        tmp_path / "fp16", text_corpus, [MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))]
+    )
     assert len(fp32) == len(fp16) == 2
     # The same init and batch in fp16 autocast: the same norm up to fp16 rounding (the bug was a factor 65536).
     assert fp16[0] == pytest.approx(fp32[0], rel=0.05), (fp16, fp32)

@@ -1,7 +1,7 @@
 """The optimizer and schedule (andrea_lab/fit/optim.py), usable without the LightningModule."""
 
-import sys
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -35,5 +35,7 @@ def test_any_model_gets_decay_on_its_matrices_and_the_per_step_schedule():
 
 def test_the_optimizer_module_imports_without_lightning():
     code = "import sys, andrea_lab.fit.optim; print('lightning' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

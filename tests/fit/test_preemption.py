@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from andrea_testing import MICRO_OVERRIDES
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from andrea_lab.errors import PreemptedError
 from andrea_lab.runs.checkpoint_io import load_checkpoint
-from andrea_testing import MICRO_OVERRIDES
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = str(REPO / "experiments" / "quickstart.yaml")
@@ -23,11 +23,34 @@ ANDREA = [sys.executable, "-m", "andrea_lab.cli"]
 
 
 def fit_args(save_dir: Path, corpus: Path, max_steps: int) -> list[str]:
-    return ["fit", "--config", QUICKSTART, *MICRO_OVERRIDES, "--data.corpus", str(corpus),
-            "--trainer.logger.init_args.save_dir", str(save_dir), "--trainer.max_steps", str(max_steps),
-            "--trainer.accumulate_grad_batches", "2", "--model.decay_steps", "100", "--model.warmup_steps", "3",
-            "--model.config.dropout", "0.1", "--trainer.limit_val_batches", "0", "--trainer.log_every_n_steps", "1",
-            "--trainer.deterministic", "true", "--checkpoint.monitor", "null"]
+    return [
+        "fit",
+        "--config",
+        QUICKSTART,
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(corpus),
+        "--trainer.logger.init_args.save_dir",
+        str(save_dir),
+        "--trainer.max_steps",
+        str(max_steps),
+        "--trainer.accumulate_grad_batches",
+        "2",
+        "--model.decay_steps",
+        "100",
+        "--model.warmup_steps",
+        "3",
+        "--model.config.dropout",
+        "0.1",
+        "--trainer.limit_val_batches",
+        "0",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--trainer.deterministic",
+        "true",
+        "--checkpoint.monitor",
+        "null",
+    ]
 
 
 def andrea(args: list[str], cache: Path) -> subprocess.CompletedProcess:
@@ -44,8 +67,9 @@ def train_losses(run_dir: Path) -> dict[int, float]:
 def preempt(runs: Path, corpus: Path, cache: Path, signum: str) -> Path:
     """A fit that signals itself at batch index 4, the first micro-batch of optimizer step 3 (two micro-batches
     per step): the signal lands mid-step. Checks the exit and returns the run directory."""
-    signal_at = json.dumps([{"class_path": "preemption_helpers.SignalAtBatch",
-                             "init_args": {"batch_idx": 4, "signum": signum}}])
+    signal_at = json.dumps(
+        [{"class_path": "preemption_helpers.SignalAtBatch", "init_args": {"batch_idx": 4, "signum": signum}}]
+    )
     victim = andrea([*fit_args(runs, corpus, 1000), "--trainer.callbacks", signal_at], cache)
     run_dir = runs / "quickstart" / "version_0"
     checkpoint = run_dir / "checkpoints" / "preempted.ckpt"
@@ -71,8 +95,7 @@ def test_sigterm_mid_accumulation_checkpoints_the_step_and_resumes_exactly(tmp_p
     assert reference.returncode == 0, reference.stderr
     run_dir = preempt(runs, text_corpus, cache, "SIGTERM")
 
-    resumed = andrea(["fit", "--resume", str(run_dir), "--trainer.max_steps", "12", "--trainer.callbacks", "[]"],
-                     cache)
+    resumed = andrea(["fit", "--resume", str(run_dir), "--trainer.max_steps", "12", "--trainer.callbacks", "[]"], cache)
     assert resumed.returncode == 0, resumed.stderr
     assert not (runs / "quickstart" / "version_1").exists(), "resumed in the run's own directory"
     expected, got = train_losses(runs / "reference" / "version_0"), train_losses(run_dir)
@@ -90,8 +113,8 @@ def test_resume_needs_a_run_directory(tmp_path, capsys):
 
 
 def test_an_unknown_signal_name_is_a_usage_error():
-    from andrea_lab.fit import PreemptionCheckpoint
     from andrea_lab.errors import UsageError
+    from andrea_lab.fit import PreemptionCheckpoint
 
     with pytest.raises(UsageError, match="preemption.signals: 'SIGNOPE' is not a signal here; e.g. SIGTERM, SIGUSR1"):
         PreemptionCheckpoint(signals=("SIGNOPE",))

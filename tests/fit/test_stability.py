@@ -9,18 +9,18 @@ import re
 
 import pytest
 import torch
+from andrea_testing import NaNAtStep
+from stability_helpers import GlobalRNGValLoader, LossRecorder, fit, micro_module
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from andrea_lab.errors import DivergenceError
 from andrea_lab.fit import RunSummary, StabilityMonitor
+from andrea_lab.fit.stability import probe
 from andrea_lab.fit.stability.monitor import CUSTOM_SCALARS_LAYOUT, measure_probe
 from andrea_lab.fit.stability.unigram import sample_unigram_loss
 from andrea_lab.model.config import preset
-from andrea_lab.errors import DivergenceError
 from andrea_lab.model.transformer import Andrea, AttentionLogits
 from andrea_lab.runs import tags as andrea_tags
-from andrea_lab.fit.stability import probe
-from andrea_testing import NaNAtStep
-from stability_helpers import GlobalRNGValLoader, LossRecorder, fit, micro_module
 
 
 def micro(seed: int = 0, **overrides) -> Andrea:
@@ -41,12 +41,19 @@ def scalars(run_dir, tag: str) -> list[tuple[int, float]]:
 
 # --------------------------------------------------------- known properties
 
+
 def test_probe_reports_every_metric_for_every_block():
     values = measure_probe(micro(), *batch())
     for i in range(2):
         tag = f"block_{i:02d}"
-        for name in (f"grad_norm/{tag}", f"stream_rms/{tag}", f"delta_ratio/{tag}_attn", f"delta_ratio/{tag}_mlp",
-                     f"attn_logit_max/{tag}", f"dead_fraction/{tag}"):
+        for name in (
+            f"grad_norm/{tag}",
+            f"stream_rms/{tag}",
+            f"delta_ratio/{tag}_attn",
+            f"delta_ratio/{tag}_mlp",
+            f"attn_logit_max/{tag}",
+            f"dead_fraction/{tag}",
+        ):
             assert name in values and math.isfinite(values[name]), name
     for name in ("grad_norm/embeddings", "grad_norm/head", "logit_max", "log_z", "probe_loss"):
         assert math.isfinite(values[name]), name
@@ -78,9 +85,13 @@ def test_tied_embedding_gradient_is_split_into_input_and_head_shares():
     values = measure_probe(tied, x, y)
     _, loss = untied.eval()(x, y)
     loss.backward()
-    embeddings = math.hypot(untied.token_embed.weight.grad.norm().item(), untied.position_embed.weight.grad.norm().item())
-    head = math.sqrt(untied.lm_head.weight.grad.norm().item() ** 2
-                     + sum(p.grad.norm().item() ** 2 for p in untied.final_norm.parameters()))
+    embeddings = math.hypot(
+        untied.token_embed.weight.grad.norm().item(), untied.position_embed.weight.grad.norm().item()
+    )
+    head = math.sqrt(
+        untied.lm_head.weight.grad.norm().item() ** 2
+        + sum(p.grad.norm().item() ** 2 for p in untied.final_norm.parameters())
+    )
     assert values["grad_norm/embeddings"] == pytest.approx(embeddings, rel=1e-4)
     assert values["grad_norm/head"] == pytest.approx(head, rel=1e-4)
     assert measure_probe(untied, x, y)["grad_norm/embeddings"] == pytest.approx(embeddings, rel=1e-4)
@@ -132,10 +143,15 @@ def test_attention_entropy_of_uniform_attention_is_log_of_the_allowed_positions(
 
 
 def test_attention_extremes_are_the_largest_logit_and_the_lowest_head_entropy():
-    logged = {"stability/attn_logit_max/block_00": 2.0, "stability/attn_logit_max/block_01": 5.0,
-              "stability/attn_entropy/block_00": 1.5, "stability/attn_entropy/block_00_min": 0.7,
-              "stability/attn_entropy/block_01": 1.2, "stability/attn_entropy/block_01_min": 0.9,
-              "stability/log_z": 9.0}
+    logged = {
+        "stability/attn_logit_max/block_00": 2.0,
+        "stability/attn_logit_max/block_01": 5.0,
+        "stability/attn_entropy/block_00": 1.5,
+        "stability/attn_entropy/block_00_min": 0.7,
+        "stability/attn_entropy/block_01": 1.2,
+        "stability/attn_entropy/block_01_min": 0.9,
+        "stability/log_z": 9.0,
+    }
     assert probe.attention_extremes(logged) == {"attn_logit_max_final": 5.0, "attn_entropy_min_final": 0.7}
     logged["stability/attn_logit_max/block_01"] = math.inf
     assert probe.attention_extremes(logged)["attn_logit_max_final"] is None
@@ -145,8 +161,9 @@ def test_attention_extremes_are_the_largest_logit_and_the_lowest_head_entropy():
 def test_log_z_is_charted_beside_the_z_loss_curve():
     charts = list(CUSTOM_SCALARS_LAYOUT[probe.LOGITS].items())
     titles = [title for title, _ in charts]
-    log_z_chart = next(i for i, (_, (_, regexes)) in enumerate(charts)
-                       if any(re.search(r, probe.log_z.tag) for r in regexes))
+    log_z_chart = next(
+        i for i, (_, (_, regexes)) in enumerate(charts) if any(re.search(r, probe.log_z.tag) for r in regexes)
+    )
     assert any(re.search(r, andrea_tags.TRAIN_Z_LOSS) for r in charts[log_z_chart + 1][1][1]), titles
 
 
@@ -205,25 +222,37 @@ def test_probe_leaves_grads_mode_and_rng_untouched():
 
 def test_unigram_loss_from_a_token_sample():
     tokens = torch.tensor([0, 1] * 500 + [2] * 1000).numpy()
-    assert sample_unigram_loss(tokens, vocab_size=3) == pytest.approx(-(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)))
+    assert sample_unigram_loss(tokens, vocab_size=3) == pytest.approx(
+        -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))
+    )
     uniform = torch.arange(257).repeat(40).numpy()
     assert sample_unigram_loss(uniform, 257, max_tokens=257 * 8, chunks=8) == pytest.approx(math.log(257))
 
 
 # ------------------------------------------------------------- in a fit
 
+
 def test_monitor_does_not_change_training(tmp_path, text_corpus):
     """Dropout on, and a validation loader that draws from the global RNG when iterated, so that any RNG
     draw by the monitor (e.g. fetching the probe batch) would change the masks; probes at steps 0, 2, 4, 6
     with their backward passes."""
+
     def run(with_monitor: bool):
         recorder = LossRecorder()
         monitor = StabilityMonitor(interval=2, flush_every=3)
         callbacks = [recorder] + ([monitor] if with_monitor else [])
         torch.manual_seed(0)
         module = micro_module(dropout=0.1)
-        fit(tmp_path, text_corpus, callbacks, max_steps=8, module=module, logger=False, name=str(with_monitor),
-            datamodule_cls=GlobalRNGValLoader)
+        fit(
+            tmp_path,
+            text_corpus,
+            callbacks,
+            max_steps=8,
+            module=module,
+            logger=False,
+            name=str(with_monitor),
+            datamodule_cls=GlobalRNGValLoader,
+        )
         return recorder.losses, monitor, module
 
     plain, _, plain_module = run(False)
@@ -246,10 +275,20 @@ def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_cor
     events.Reload()
     tags = events.Tags()
     stability_tags = [t for t in tags["scalars"] if t.startswith("stability/")]
-    assert {"stability/grad_norm/block_00", "stability/grad_norm/embeddings", "stability/update_ratio/block_01",
-            "stability/stream_rms/block_01", "stability/delta_ratio/block_00_attn", "stability/delta_ratio/block_01_mlp",
-            "stability/attn_logit_max/block_00", "stability/logit_max", "stability/log_z",
-            "stability/dead_fraction/block_00", "stability/nonfinite", "stability/spikes"} <= set(stability_tags)
+    assert {
+        "stability/grad_norm/block_00",
+        "stability/grad_norm/embeddings",
+        "stability/update_ratio/block_01",
+        "stability/stream_rms/block_01",
+        "stability/delta_ratio/block_00_attn",
+        "stability/delta_ratio/block_01_mlp",
+        "stability/attn_logit_max/block_00",
+        "stability/logit_max",
+        "stability/log_z",
+        "stability/dead_fraction/block_00",
+        "stability/nonfinite",
+        "stability/spikes",
+    } <= set(stability_tags)
     assert [s for s, _ in scalars(run_dir, "stability/grad_norm/block_00")] == [0, 3]  # step 0 before any update
     # Each per-layer curve lands on one custom-scalars chart.
     assert "custom_scalars__config__" in tags["tensors"]
@@ -267,10 +306,12 @@ def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_cor
     # summary.json keeps the last probe's attention extremes (andrea compare reports them).
     recorded = json.loads(summary.path.read_text())["probe"]
     assert recorded["step"] == 3
-    assert recorded["attn_logit_max_final"] == pytest.approx(max(
-        dict(scalars(run_dir, f"stability/attn_logit_max/block_{i:02d}"))[3] for i in range(2)), rel=1e-6)
-    assert recorded["attn_entropy_min_final"] == pytest.approx(min(
-        dict(scalars(run_dir, f"stability/attn_entropy/block_{i:02d}_min"))[3] for i in range(2)), rel=1e-6)
+    assert recorded["attn_logit_max_final"] == pytest.approx(
+        max(dict(scalars(run_dir, f"stability/attn_logit_max/block_{i:02d}"))[3] for i in range(2)), rel=1e-6
+    )
+    assert recorded["attn_entropy_min_final"] == pytest.approx(
+        min(dict(scalars(run_dir, f"stability/attn_entropy/block_{i:02d}_min"))[3] for i in range(2)), rel=1e-6
+    )
 
 
 def test_a_nonfinite_loss_that_stops_the_run_is_a_divergence(tmp_path, text_corpus):
@@ -300,8 +341,9 @@ def test_a_skipped_nonfinite_step_is_flagged_but_not_a_divergence(tmp_path, text
 
 def test_stuck_at_unigram_stops_the_run_when_asked(tmp_path, text_corpus):
     # A unigram level below any loss the model reaches here: every step counts as "stuck".
-    monitor = StabilityMonitor(interval=0, flush_every=1, unigram_loss=0.5, stuck_after=0, stuck_patience=3,
-                               stop_on_divergence=True)
+    monitor = StabilityMonitor(
+        interval=0, flush_every=1, unigram_loss=0.5, stuck_after=0, stuck_patience=3, stop_on_divergence=True
+    )
     summary = RunSummary()
     trainer = fit(tmp_path, text_corpus, [monitor, summary], max_steps=20)
     assert (monitor.divergence.step, monitor.divergence.kind) == (0, "stuck_at_unigram")
@@ -318,8 +360,17 @@ def test_disabled_monitor_does_nothing(tmp_path, text_corpus):
     assert monitor.grad_norms == [] and monitor.last_probe == {}
 
 
-@pytest.mark.parametrize("kwargs", [dict(interval=-1), dict(flush_every=0), dict(probe="test"),
-                                    dict(spike_threshold=0.0), dict(stuck_patience=0), dict(final_margin=0)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(interval=-1),
+        dict(flush_every=0),
+        dict(probe="test"),
+        dict(spike_threshold=0.0),
+        dict(stuck_patience=0),
+        dict(final_margin=0),
+    ],
+)
 def test_bad_settings_fail_at_construction(kwargs):
     with pytest.raises(ValueError):
         StabilityMonitor(**kwargs)

@@ -15,16 +15,16 @@ import lightning as L
 import pytest
 import torch
 import yaml
+from andrea_testing import MICRO_OVERRIDES
+from stability_helpers import fit
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from andrea_lab.fit import RunSummary, StabilityMonitor
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.summary import plugin_provenance
 from andrea_lab.model.config import preset
-from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.directory import RunRecord
-from andrea_testing import MICRO_OVERRIDES
-from stability_helpers import fit
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 40
@@ -36,12 +36,38 @@ def cli_run(tmp_path_factory, text_corpus) -> Path:
     """One short micro fit through the real `andrea` command, with the stability keys set from the command line."""
     workdir = tmp_path_factory.mktemp("summary-fit")
     env = {**os.environ, "ANDREA_LAB_CACHE": str(workdir / "cache")}
-    args = ["fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES,
-            "--data.corpus", str(text_corpus), "--model.lr", "3e-3", "--model.warmup_steps", "5",
-            "--trainer.max_steps", str(STEPS), "--trainer.val_check_interval", "20",
-            "--stability.interval", "20", "--stability.flush_every", "5", "--heldout.max_tokens", "1024", "--data.val_fraction", "0.5"]
-    result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=workdir, capture_output=True,
-                            text=True, env=env, timeout=600)
+    args = [
+        "fit",
+        "--config",
+        str(REPO / "experiments/quickstart.yaml"),
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(text_corpus),
+        "--model.lr",
+        "3e-3",
+        "--model.warmup_steps",
+        "5",
+        "--trainer.max_steps",
+        str(STEPS),
+        "--trainer.val_check_interval",
+        "20",
+        "--stability.interval",
+        "20",
+        "--stability.flush_every",
+        "5",
+        "--heldout.max_tokens",
+        "1024",
+        "--data.val_fraction",
+        "0.5",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, f"andrea fit failed:\n{result.stdout}\n{result.stderr}"
     return workdir / "runs" / "quickstart" / "version_0"
 
@@ -68,14 +94,30 @@ def test_summary_json_has_exactly_the_schema(cli_run):
     assert summary["config"]["d_model"] == 64 and summary["config"]["vocab_size"] == 257
     version = metadata.version("andrea-lab")
     assert summary["plugins"] == {
-        "norm_placement": {"name": "pre", "distribution": "andrea-lab", "version": version,
-                           "target": "andrea_lab.model.builtin.placements:PreNorm"},
-        "activation": {"name": "gelu", "distribution": "andrea-lab", "version": version,
-                       "target": "andrea_lab.model.builtin.activations:GELU"},
-        "kernel_backend": {"name": "torch", "distribution": "andrea-lab", "version": version,
-                           "target": "andrea_lab.model.builtin.backends:TorchBackend"},
-        "norm": {"name": "layernorm", "distribution": "andrea-lab", "version": version,
-                 "target": "andrea_lab.model.builtin.norms:LayerNorm"},
+        "norm_placement": {
+            "name": "pre",
+            "distribution": "andrea-lab",
+            "version": version,
+            "target": "andrea_lab.model.builtin.placements:PreNorm",
+        },
+        "activation": {
+            "name": "gelu",
+            "distribution": "andrea-lab",
+            "version": version,
+            "target": "andrea_lab.model.builtin.activations:GELU",
+        },
+        "kernel_backend": {
+            "name": "torch",
+            "distribution": "andrea-lab",
+            "version": version,
+            "target": "andrea_lab.model.builtin.backends:TorchBackend",
+        },
+        "norm": {
+            "name": "layernorm",
+            "distribution": "andrea-lab",
+            "version": version,
+            "target": "andrea_lab.model.builtin.norms:LayerNorm",
+        },
     }
     assert not [p for p in cli_run.iterdir() if p.name.endswith(".tmp")], "no temporary file left behind"
     # The keys are YAML config keys: the run's saved config has them.
@@ -107,11 +149,22 @@ def test_validate_writes_its_own_heldout_record(cli_run, text_corpus):
     """`andrea validate` of the run's checkpoint scores the same held-out windows as the fit's end, and
     writes its record into that run: no new version beside it, no config.yaml of its own."""
     env = {**os.environ, "ANDREA_LAB_CACHE": str(cli_run.parents[2] / "cache")}
-    args = ["validate", "--config", str(cli_run / "config.yaml"), "--ckpt_path",
-            str(cli_run / "checkpoints" / "last.ckpt")]
+    args = [
+        "validate",
+        "--config",
+        str(cli_run / "config.yaml"),
+        "--ckpt_path",
+        str(cli_run / "checkpoints" / "last.ckpt"),
+    ]
     runs_before = sorted(cli_run.parent.iterdir())
-    result = subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=cli_run.parents[2],
-                            capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", *args],
+        cwd=cli_run.parents[2],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(cli_run.parent.iterdir()) == runs_before, "validate starts no run"
     printed = result.stdout + result.stderr
@@ -169,6 +222,7 @@ def test_tensorboard_hparams_hold_the_real_final_metrics(cli_run):
 
 # ------------------------------------------------------------ in-process
 
+
 class RaiseAt(L.Callback):
     def __init__(self, step: int, exception: BaseException):
         self.step, self.exception = step, exception
@@ -181,8 +235,12 @@ class RaiseAt(L.Callback):
 def test_keyboard_interrupt_writes_an_interrupted_summary(tmp_path, text_corpus):
     summary = RunSummary()
     with pytest.raises(SystemExit):  # Lightning turns Ctrl-C into a graceful shutdown and exit status 1
-        fit(tmp_path, text_corpus, [StabilityMonitor(interval=2), summary, RaiseAt(3, KeyboardInterrupt())],
-            max_steps=10)
+        fit(
+            tmp_path,
+            text_corpus,
+            [StabilityMonitor(interval=2), summary, RaiseAt(3, KeyboardInterrupt())],
+            max_steps=10,
+        )
     written = json.loads(summary.path.read_text())
     assert written["status"] == "interrupted" and written["steps"] == 3
     assert written["tokens_seen"] == 3 * 4 * 32 and written["initial_val_loss"] is not None
@@ -213,8 +271,9 @@ class ScriptedValLoss(AndreaLM):
 def test_final_validation_far_above_the_best_is_diverged(tmp_path, text_corpus):
     module = ScriptedValLoss(config=preset("andrea-micro", block_size=32))
     summary = RunSummary()
-    trainer = fit(tmp_path, text_corpus, [StabilityMonitor(interval=0), summary], max_steps=4, module=module,
-                  val_check_interval=2)
+    trainer = fit(
+        tmp_path, text_corpus, [StabilityMonitor(interval=0), summary], max_steps=4, module=module, val_check_interval=2
+    )
     written = json.loads(summary.path.read_text())
     assert (written["initial_val_loss"], written["best_val_loss"], written["final_val_loss"]) == (5.0, 2.0, 3.5)
     assert written["best_step"] == 2
@@ -238,10 +297,17 @@ def test_disabled_summary_writes_nothing(tmp_path, text_corpus):
 
 def test_plugin_provenance_for_names_qualified_names_and_import_paths():
     version = metadata.version("andrea-lab")
-    expected = {"name": "post", "distribution": "andrea-lab", "version": version,
-                "target": "andrea_lab.model.builtin.placements:PostNorm"}
+    expected = {
+        "name": "post",
+        "distribution": "andrea-lab",
+        "version": version,
+        "target": "andrea_lab.model.builtin.placements:PostNorm",
+    }
     assert plugin_provenance("norm_placement", "post") == expected
     assert plugin_provenance("norm_placement", "andrea-lab:post") == expected
     assert plugin_provenance("norm_placement", "stability_helpers:BareNoResidual") == {
-        "name": "stability_helpers:BareNoResidual", "distribution": None, "version": None,
-        "target": "stability_helpers:BareNoResidual"}
+        "name": "stability_helpers:BareNoResidual",
+        "distribution": None,
+        "version": None,
+        "target": "stability_helpers:BareNoResidual",
+    }

@@ -9,13 +9,13 @@ import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
+from andrea_testing import tiny_trainer
 from torch.utils.data import DataLoader, TensorDataset
 
-from andrea_lab.model.config import preset
 from andrea_lab.fit.module import AndreaLM
-from andrea_lab.runs import tags
 from andrea_lab.fit.z_loss import cross_entropy_and_z_loss, log_z
-from andrea_testing import tiny_trainer
+from andrea_lab.model.config import preset
+from andrea_lab.runs import tags
 
 
 def test_cross_entropy_and_z_loss_share_one_log_normaliser():
@@ -62,8 +62,8 @@ def test_the_module_optimises_cross_entropy_plus_z_loss_and_logs_both_apart():
 
 
 def test_training_objective_is_the_models_own_loss_without_a_z_loss_and_the_sum_with_one():
-    from andrea_lab.model.transformer import Andrea
     from andrea_lab.fit.z_loss import training_objective
+    from andrea_lab.model.transformer import Andrea
 
     torch.manual_seed(0)
     model = Andrea(preset("andrea-micro", block_size=16))

@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from andrea_lab.data.heldout import HeldOutDataset, clustered_mean, plan_heldout
+from andrea_lab.errors import UsageError
 from andrea_lab.inside import lens
 from andrea_lab.inside.lens_loss import LayerLoss, blocks_to_final, heldout_lens, lens_losses
 from andrea_lab.inside.lens_plots import plot_attribution, plot_lens_grid
 from andrea_lab.model.config import preset
-from andrea_lab.data.heldout import HeldOutDataset, clustered_mean, plan_heldout
-from andrea_lab.errors import UsageError
 from andrea_lab.model.transformer import Andrea
 
 #: Every built-in placement and the third-party one of plugins/andrea-lab-example.
@@ -106,8 +106,9 @@ def test_the_last_depths_held_out_loss_is_the_models_own():
     per_token = lens_losses(model, x, y)
     assert per_token.shape == (4, 4, 32)  # embedding + 3 blocks
     logits, _ = model(x)
-    assert torch.allclose(per_token[-1], F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none")
-                          .view(y.shape), atol=1e-5)
+    assert torch.allclose(
+        per_token[-1], F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape), atol=1e-5
+    )
     layers, scored = heldout_lens(model, dataset, batch_size=3)
     assert [layer.layer for layer in layers] == ["embed", "block 0", "block 1", "block 2"]
     sums, counts = np.zeros(plan.unit_count), np.zeros(plan.unit_count)
@@ -122,8 +123,10 @@ def test_the_last_depths_held_out_loss_is_the_models_own():
 
 
 def test_blocks_to_final_is_the_first_depth_within_the_tolerance():
-    layers = [LayerLoss(name, loss, 0.01) for name, loss in
-              [("embed", 7.0), ("block 0", 5.0), ("block 1", 4.05), ("block 2", 4.2), ("block 3", 4.0)]]
+    layers = [
+        LayerLoss(name, loss, 0.01)
+        for name, loss in [("embed", 7.0), ("block 0", 5.0), ("block 1", 4.05), ("block 2", 4.2), ("block 3", 4.0)]
+    ]
     assert blocks_to_final(layers) == 2
     assert blocks_to_final(layers, tolerance=0.01) == 4
     assert blocks_to_final([LayerLoss("embed", 1.0, None)]) == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from gpt2_testing import TINY_GPT2, random_gpt2
 
 

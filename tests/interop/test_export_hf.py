@@ -10,13 +10,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import GPT2Config
 
-from andrea_lab.model.config import preset
 from andrea_lab.errors import UsageError
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.interop import require_transformers
 from andrea_lab.interop.export_hf import export_checkpoint
 from andrea_lab.interop.gpt2_config import NotExportableError
 from andrea_lab.interop.import_hf import import_directory
-from andrea_lab.fit.module import AndreaLM
+from andrea_lab.model.config import preset
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 
 
@@ -27,19 +27,39 @@ def test_gpt2_to_andrea_to_gpt2_gives_back_the_same_tensors_and_config(gpt2_dir,
     original, back = load_file(directory / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
     assert original.keys() == back.keys() and all(torch.equal(original[k], back[k]) for k in original)
     before, after = (GPT2Config.from_pretrained(d) for d in (directory, tmp_path / "back"))
-    for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "activation_function",
-                "layer_norm_epsilon", "bos_token_id", "eos_token_id", "tie_word_embeddings", "model_type"):
+    for key in (
+        "vocab_size",
+        "n_positions",
+        "n_embd",
+        "n_layer",
+        "n_head",
+        "n_inner",
+        "activation_function",
+        "layer_norm_epsilon",
+        "bos_token_id",
+        "eos_token_id",
+        "tie_word_embeddings",
+        "model_type",
+    ):
         assert getattr(before, key) == getattr(after, key), key
-    assert exported.files == ["README.md", "config.json", "generation_config.json", "model.safetensors",
-                              "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+    assert exported.files == [
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert json.loads((tmp_path / "back" / "generation_config.json").read_text())["eos_token_id"] == 256
     assert "| optimizer steps | 0 |" in (tmp_path / "back" / "README.md").read_text()
 
 
 def _checkpoint(path, **config):
     module = AndreaLM(config=preset("andrea-micro", **config))
-    AtomicCheckpointIO().save_checkpoint({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                                          "global_step": 0}, path)
+    AtomicCheckpointIO().save_checkpoint(
+        {"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams), "global_step": 0}, path
+    )
     return path
 
 
@@ -47,8 +67,10 @@ def test_a_variant_gpt2_cannot_express_is_refused_and_nothing_is_written(tmp_pat
     ckpt = _checkpoint(tmp_path / "post.ckpt", norm_placement="post", activation="swiglu")
     with pytest.raises(NotExportableError, match="norm_placement 'post' .*; activation 'swiglu'"):
         export_checkpoint(ckpt, tmp_path / "out")
-    assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["post.ckpt",
-                                                                                        "post.ckpt.sha256.json"]
+    assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == [
+        "post.ckpt",
+        "post.ckpt.sha256.json",
+    ]
 
 
 def test_an_existing_directory_is_never_replaced_and_a_tokenizer_is_required(tmp_path):

@@ -8,9 +8,15 @@ import torch.nn.functional as F
 from transformers import GPT2Config
 from transformers.activations import ACT2FN
 
+from andrea_lab.interop.gpt2_config import (
+    IMPORTED_ACTIVATIONS,
+    NotExportableError,
+    NotImportableError,
+    andrea_config_from_gpt2,
+    gpt2_config_kwargs,
+    unexportable_fields,
+)
 from andrea_lab.model.config import preset
-from andrea_lab.interop.gpt2_config import (IMPORTED_ACTIVATIONS, NotExportableError, NotImportableError,
-                                            andrea_config_from_gpt2, gpt2_config_kwargs, unexportable_fields)
 
 
 def test_andrea_120m_maps_to_gpt2_small_with_its_own_end_of_text():
@@ -47,13 +53,17 @@ def test_one_refusal_names_every_field_gpt2_cannot_express():
 
 def test_soft_caps_are_refused_by_name():
     problems = unexportable_fields(preset("andrea-micro", attn_logit_softcap=50.0, final_logit_softcap=30.0))
-    assert problems == ["attn_logit_softcap 50.0 (GPT2Config has no soft cap of the logits)",
-                        "final_logit_softcap 30.0 (GPT2Config has no soft cap of the logits)"]
+    assert problems == [
+        "attn_logit_softcap 50.0 (GPT2Config has no soft cap of the logits)",
+        "final_logit_softcap 30.0 (GPT2Config has no soft cap of the logits)",
+    ]
 
 
 def test_third_party_plugins_and_no_residual_are_refused():
     problems = unexportable_fields(preset("andrea-micro", activation="squared_relu", norm_placement="no_residual"))
-    assert problems[0].startswith("norm_placement 'no_residual'") and problems[1].startswith("activation 'squared_relu'")
+    assert problems[0].startswith("norm_placement 'no_residual'") and problems[1].startswith(
+        "activation 'squared_relu'"
+    )
     assert "not installed here" in unexportable_fields(preset("andrea-micro", activation="mish"))[0]
 
 
@@ -63,15 +73,18 @@ def test_gpt2_maps_back_to_the_same_andrea_config():
     assert back.to_dict() == {**config.to_dict(), "norm_placement": "andrea-lab:pre", "activation": "andrea-lab:relu"}
 
 
-@pytest.mark.parametrize("option, value, fragment", [
-    ("scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx True"),
-    ("reorder_and_upcast_attn", True, "reorder_and_upcast_attn True"),
-    ("activation_function", "gelu", "activation_function 'gelu' (valid: gelu_new, gelu_pytorch_tanh"),
-    ("n_inner", 100, "n_inner 100 (ANDREA's MLP width is a multiple of 8)"),
-    ("tie_word_embeddings", False, "tie_word_embeddings False"),
-    ("add_cross_attention", True, "add_cross_attention True"),
-    ("scale_attn_weights", False, "scale_attn_weights False"),
-])
+@pytest.mark.parametrize(
+    "option, value, fragment",
+    [
+        ("scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx True"),
+        ("reorder_and_upcast_attn", True, "reorder_and_upcast_attn True"),
+        ("activation_function", "gelu", "activation_function 'gelu' (valid: gelu_new, gelu_pytorch_tanh"),
+        ("n_inner", 100, "n_inner 100 (ANDREA's MLP width is a multiple of 8)"),
+        ("tie_word_embeddings", False, "tie_word_embeddings False"),
+        ("add_cross_attention", True, "add_cross_attention True"),
+        ("scale_attn_weights", False, "scale_attn_weights False"),
+    ],
+)
 def test_gpt2_options_andrea_lacks_are_named(option, value, fragment):
     with pytest.raises(NotImportableError, match="config.json uses GPT-2 options ANDREA does not compute") as caught:
         andrea_config_from_gpt2(GPT2Config(**{option: value}), "config.json")
@@ -92,13 +105,16 @@ def test_every_unsupported_option_is_named_at_once_and_other_models_are_refused(
         andrea_config_from_gpt2(GPT2Config(n_embd=30, n_head=4), "c.json")
 
 
-@pytest.mark.parametrize("overrides, fragment", [
-    (dict(norm="rmsnorm"), "norm 'rmsnorm' (GPT-2's norms are LayerNorms)"),
-    (dict(qk_norm=True), "qk_norm True (GPT-2 has no norm on queries and keys)"),
-    (dict(norm_placement="peri"), "norm_placement 'peri'"),
-    (dict(norm_placement="reordered"), "norm_placement 'reordered'"),
-    (dict(norm_placement="deepnorm"), "norm_placement 'deepnorm'"),
-])
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (dict(norm="rmsnorm"), "norm 'rmsnorm' (GPT-2's norms are LayerNorms)"),
+        (dict(qk_norm=True), "qk_norm True (GPT-2 has no norm on queries and keys)"),
+        (dict(norm_placement="peri"), "norm_placement 'peri'"),
+        (dict(norm_placement="reordered"), "norm_placement 'reordered'"),
+        (dict(norm_placement="deepnorm"), "norm_placement 'deepnorm'"),
+    ],
+)
 def test_the_stability_interventions_are_refused_naming_each(overrides, fragment):
     with pytest.raises(NotExportableError) as caught:
         gpt2_config_kwargs(preset("andrea-micro", **overrides), eot_id=256)

@@ -6,15 +6,14 @@ import json
 
 import pytest
 import torch
+from gpt2_testing import TINY_GPT2, random_gpt2
 from safetensors.torch import load_file, save_file
 
-from andrea_lab.model.config import preset
 from andrea_lab.errors import MissingFileError
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.interop.gpt2_config import NotImportableError
 from andrea_lab.interop.gpt2_weights import from_hf, read_directory_weights, to_hf
-from andrea_lab.fit.module import AndreaLM
-
-from gpt2_testing import TINY_GPT2, random_gpt2
+from andrea_lab.model.config import preset
 
 TINY_ANDREA = preset("andrea-micro", vocab_size=257, block_size=32, d_model=32, n_layer=2, n_head=4)
 
@@ -69,7 +68,9 @@ def test_sharded_safetensors_are_read_through_their_index(tmp_path):
 
 
 def test_a_shard_index_pointing_outside_the_directory_is_refused(tmp_path):
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"wte.weight": "../x.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"wte.weight": "../x.safetensors"}})
+    )
     with pytest.raises(Exception, match="names shard files outside its directory"):
         read_directory_weights(tmp_path)
 

@@ -11,7 +11,7 @@ from andrea_lab.data import byte_tokenizer, train_bpe_tokenizer
 from andrea_lab.data.tokenizer import TokenizerError, eot_id
 from andrea_lab.interop.hf_tokenizer import TOKENIZER_CLASS, read_tokenizer, save_fast_tokenizer
 
-TEXTS = ["def main(argv):\n    return 0\n", "naïve café ✓ 日本語 \U0001F600", "x <|endoftext|> y", "", "   \t\n"]
+TEXTS = ["def main(argv):\n    return 0\n", "naïve café ✓ 日本語 \U0001f600", "x <|endoftext|> y", "", "   \t\n"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,9 @@ def test_the_files_name_a_class_transformers_4_and_5_both_know(tmp_path):
     save_fast_tokenizer(byte_tokenizer(), tmp_path, model_max_length=32)
     assert json.loads((tmp_path / "tokenizer_config.json").read_text())["tokenizer_class"] == TOKENIZER_CLASS
     assert json.loads((tmp_path / "special_tokens_map.json").read_text()) == {
-        "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+        "bos_token": "<|endoftext|>",
+        "eos_token": "<|endoftext|>",
+    }
 
 
 def test_a_directory_tokenizer_is_read_back_identically(bpe, tmp_path):

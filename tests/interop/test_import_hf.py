@@ -7,9 +7,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from andrea_lab.errors import UsageError
+from andrea_lab.fit.module import AndreaLM
 from andrea_lab.interop.gpt2_config import NotImportableError
 from andrea_lab.interop.import_hf import import_directory
-from andrea_lab.fit.module import AndreaLM
 from andrea_lab.runs.checkpoint_io import load_checkpoint, manifest_path, stored_tokenizer
 
 
@@ -47,8 +47,11 @@ def test_weights_without_a_tokenizer_import_and_say_so(gpt2_dir, tmp_path):
     assert not (tmp_path / "bare.tokenizer.json").exists()
     assert load_checkpoint(tmp_path / "bare.ckpt")["AndreaDataModule"]["tokenizer_json"] is None
     # ... and a tokenizer given separately is carried.
-    with_tokenizer = import_directory(gpt2_dir(tokenizer=False, name="b"), tmp_path / "b.ckpt",
-                                      tokenizer_source=gpt2_dir(name="with-tokenizer") / "tokenizer.json")
+    with_tokenizer = import_directory(
+        gpt2_dir(tokenizer=False, name="b"),
+        tmp_path / "b.ckpt",
+        tokenizer_source=gpt2_dir(name="with-tokenizer") / "tokenizer.json",
+    )
     assert with_tokenizer.tokenizer_file.is_file()
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="--tokenizer .*empty: .*has no tokenizer files"):

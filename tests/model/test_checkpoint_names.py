@@ -13,11 +13,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from andrea_lab.model.config import AndreaConfig, preset
-from andrea_lab.model.transformer import Andrea
 from andrea_lab.fit.module import AndreaLM
+from andrea_lab.model.config import AndreaConfig, preset
 from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import resolve, selected_entry_point
+from andrea_lab.model.transformer import Andrea
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO, load_checkpoint, stored_model_config
 
 DATA = Path(__file__).parent / "data"
@@ -33,8 +33,16 @@ def write_micro_checkpoint(path: Path) -> None:
     torch.manual_seed(0)
     config = preset("andrea-micro", vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2, **PLUGINS)
     data = DataLoader(TensorDataset(TOKENS[:, :-1], TOKENS[:, 1:]), batch_size=2)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, plugins=[AtomicCheckpointIO()])
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        plugins=[AtomicCheckpointIO()],
+    )
     trainer.fit(AndreaLM(config=config, warmup_steps=0), data)
     trainer.save_checkpoint(path, weights_only=True)
 
@@ -83,4 +91,3 @@ def test_a_checkpoint_from_before_the_move_resolves_to_the_moved_classes_and_the
     with torch.no_grad():
         _, loss = model(TOKENS[:, :-1], TOKENS[:, 1:])
     assert loss.item() == pytest.approx(PRE_MOVE_LOSS, abs=1e-6)
-

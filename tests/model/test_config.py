@@ -7,8 +7,13 @@ import pytest
 from andrea_lab.model.builtin.activations import GELU
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.placements import PreNorm
-from andrea_lab.model.components import (architecture_differences, check_same_architecture, mlp_hidden,
-                                         resolve_components, resolved_mlp_ratio)
+from andrea_lab.model.components import (
+    architecture_differences,
+    check_same_architecture,
+    mlp_hidden,
+    resolve_components,
+    resolved_mlp_ratio,
+)
 from andrea_lab.model.config import PLUGIN_FIELDS, PRESETS, AndreaConfig, ConfigError, mlp_hidden_size, preset
 from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import PluginError, resolve
@@ -22,7 +27,13 @@ def test_defaults_are_the_120m_spec():
     # Qualified, so that the defaults keep selecting the built-ins when another distribution
     # registers the same names (tests/plugin/test_third_party_plugins.py installs one).
     assert (c.norm_placement, c.activation, c.kernel_backend, c.norm, c.qk_norm, c.bias) == (
-        "andrea-lab:pre", "andrea-lab:gelu", "andrea-lab:torch", "andrea-lab:layernorm", False, True)
+        "andrea-lab:pre",
+        "andrea-lab:gelu",
+        "andrea-lab:torch",
+        "andrea-lab:layernorm",
+        False,
+        True,
+    )
     assert mlp_hidden(c) == 3072 and c.head_size == 64
 
 
@@ -31,24 +42,34 @@ def test_every_preset_builds(name):
     assert preset(name).d_model % preset(name).n_head == 0
 
 
-@pytest.mark.parametrize("field,value,fragment", [
-    ("d_model", 0, "d_model must be a positive integer, got 0"),
-    ("n_layer", -1, "n_layer must be a positive integer, got -1"),
-    ("vocab_size", 2.5, "vocab_size must be a positive integer"),
-    ("block_size", True, "block_size must be a positive integer"),
-    ("mlp_ratio", 0.0, "mlp_ratio must be a number > 0"),
-    ("mlp_ratio", float("nan"), "mlp_ratio must be a number > 0"),
-    ("dropout", 1.0, "dropout must be in [0, 1)"),
-    ("layer_norm_eps", 0.0, "layer_norm_eps must be > 0"),
-    ("attn_logit_softcap", 0.0, "attn_logit_softcap must be a finite number > 0 (e.g. 50) or null for no cap, got 0.0"),
-    ("attn_logit_softcap", float("inf"), "attn_logit_softcap must be a finite number > 0"),
-    ("final_logit_softcap", -30.0, "final_logit_softcap must be a finite number > 0 (e.g. 30) or null for no cap, "
-                                   "got -30.0"),
-    ("final_logit_softcap", float("nan"), "got nan"),
-    ("qk_norm", "maybe", "qk_norm must be true or false, got 'maybe'"),
-    ("qk_norm", 1, "qk_norm must be true or false, got 1"),
-    ("norm", "", "norm must be a plugin name (e.g. 'andrea-lab:layernorm')"),
-])
+@pytest.mark.parametrize(
+    "field,value,fragment",
+    [
+        ("d_model", 0, "d_model must be a positive integer, got 0"),
+        ("n_layer", -1, "n_layer must be a positive integer, got -1"),
+        ("vocab_size", 2.5, "vocab_size must be a positive integer"),
+        ("block_size", True, "block_size must be a positive integer"),
+        ("mlp_ratio", 0.0, "mlp_ratio must be a number > 0"),
+        ("mlp_ratio", float("nan"), "mlp_ratio must be a number > 0"),
+        ("dropout", 1.0, "dropout must be in [0, 1)"),
+        ("layer_norm_eps", 0.0, "layer_norm_eps must be > 0"),
+        (
+            "attn_logit_softcap",
+            0.0,
+            "attn_logit_softcap must be a finite number > 0 (e.g. 50) or null for no cap, got 0.0",
+        ),
+        ("attn_logit_softcap", float("inf"), "attn_logit_softcap must be a finite number > 0"),
+        (
+            "final_logit_softcap",
+            -30.0,
+            "final_logit_softcap must be a finite number > 0 (e.g. 30) or null for no cap, got -30.0",
+        ),
+        ("final_logit_softcap", float("nan"), "got nan"),
+        ("qk_norm", "maybe", "qk_norm must be true or false, got 'maybe'"),
+        ("qk_norm", 1, "qk_norm must be true or false, got 1"),
+        ("norm", "", "norm must be a plugin name (e.g. 'andrea-lab:layernorm')"),
+    ],
+)
 def test_invalid_values_are_named(field, value, fragment):
     with pytest.raises(ConfigError, match=None) as info:
         AndreaConfig(**{field: value})
@@ -63,12 +84,15 @@ def test_heads_must_divide_d_model_and_valid_choices_are_listed():
     assert "4, 5, 10" in message
 
 
-@pytest.mark.parametrize("kind,installed", [
-    ("activation", ["gelu", "relu", "swiglu"]),
-    ("norm_placement", ["post", "pre"]),
-    ("kernel_backend", ["torch"]),
-    ("norm", ["layernorm", "rmsnorm"]),
-])
+@pytest.mark.parametrize(
+    "kind,installed",
+    [
+        ("activation", ["gelu", "relu", "swiglu"]),
+        ("norm_placement", ["post", "pre"]),
+        ("kernel_backend", ["torch"]),
+        ("norm", ["layernorm", "rmsnorm"]),
+    ],
+)
 def test_unknown_plugin_name_lists_installed_ones(kind, installed):
     config = AndreaConfig(**{kind: "no_such_variant"})  # names are selected when the model is built
     with pytest.raises(PluginError) as info:
@@ -82,7 +106,10 @@ def test_unknown_plugin_name_lists_installed_ones(kind, installed):
 def test_components_are_the_classes_the_names_select():
     components = resolve_components(AndreaConfig())
     assert (components.norm_placement, components.activation, components.kernel_backend) == (
-        PreNorm, GELU, TorchBackend)
+        PreNorm,
+        GELU,
+        TorchBackend,
+    )
 
 
 def test_building_a_config_loads_no_plugin():
@@ -106,9 +133,9 @@ def test_mlp_ratio_defaults_to_the_activation():
 
 def test_hidden_size_rounds_to_nearest_multiple_of_8():
     assert mlp_hidden_size(768, 8 / 3) == 2048  # exact
-    assert mlp_hidden_size(128, 8 / 3) == 344   # 341.33 -> 344
+    assert mlp_hidden_size(128, 8 / 3) == 344  # 341.33 -> 344
     assert mlp_hidden_size(100, 4.0) == 400
-    assert mlp_hidden_size(4, 0.5) == 8         # never below one multiple
+    assert mlp_hidden_size(4, 0.5) == 8  # never below one multiple
 
 
 def test_unknown_preset():
@@ -143,7 +170,8 @@ def test_the_architecture_diff_names_each_field_and_accepts_the_same_plugin_spel
     c = preset("andrea-micro")
     assert architecture_differences(c, None) == []
     assert architecture_differences(c, {**c.to_dict(), "norm_placement": "pre", "dropout": 0.5}) == []
-    assert architecture_differences(c, {"d_model": 32, "vocab_size": 257, "block_size": 64, "n_layer": 2,
-                                        "n_head": 2}) == ["d_model: checkpoint 32, config 64"]
+    assert architecture_differences(
+        c, {"d_model": 32, "vocab_size": 257, "block_size": 64, "n_layer": 2, "n_head": 2}
+    ) == ["d_model: checkpoint 32, config 64"]
     with pytest.raises(ConfigError, match=r"different architecture than model.config \(qk_norm: checkpoint True"):
         check_same_architecture(c, {**c.to_dict(), "qk_norm": True})

@@ -74,12 +74,20 @@ class InitRaises(KernelBackend):
         raise RuntimeError("no device context")
 '''
 ENTRY_POINTS = {
-    "activation": {"forgot_gated": "faulty:ForgotGated", "gated_whole": "faulty:GatedWhole",
-                   "one_short": "faulty:OneShort", "fails_in_init": "faulty:FailsInInit",
-                   "fails_in_forward": "faulty:FailsInForward"},
+    "activation": {
+        "forgot_gated": "faulty:ForgotGated",
+        "gated_whole": "faulty:GatedWhole",
+        "one_short": "faulty:OneShort",
+        "fails_in_init": "faulty:FailsInInit",
+        "fails_in_forward": "faulty:FailsInForward",
+    },
     "norm_placement": {"drops_tokens": "faulty:DropsTokens", "placement_fails_in_init": "faulty:PlacementFailsInInit"},
-    "kernel_backend": {"unavailable": "faulty:Unavailable", "availability_raises": "faulty:AvailabilityRaises",
-                       "op_raises": "faulty:OpRaises", "init_raises": "faulty:InitRaises"},
+    "kernel_backend": {
+        "unavailable": "faulty:Unavailable",
+        "availability_raises": "faulty:AvailabilityRaises",
+        "op_raises": "faulty:OpRaises",
+        "init_raises": "faulty:InitRaises",
+    },
 }
 KIND = {name: kind for kind, names in ENTRY_POINTS.items() for name in names}
 
@@ -95,24 +103,32 @@ def build_and_run(name: str) -> None:
     model(idx, idx)
 
 
-@pytest.mark.parametrize("name, where, cause", [
-    ("fails_in_init", "its constructor", "OSError: libfoo.so: cannot open shared object file"),
-    ("fails_in_forward", "forward", "ValueError: bad input scale"),
-    ("placement_fails_in_init", "its constructor", "TypeError: expected a norm factory"),
-    ("op_raises", "forward", "RuntimeError: kernel launch failed"),
-    ("init_raises", "its constructor", "RuntimeError: no device context"),
-])
+@pytest.mark.parametrize(
+    "name, where, cause",
+    [
+        ("fails_in_init", "its constructor", "OSError: libfoo.so: cannot open shared object file"),
+        ("fails_in_forward", "forward", "ValueError: bad input scale"),
+        ("placement_fails_in_init", "its constructor", "TypeError: expected a norm factory"),
+        ("op_raises", "forward", "RuntimeError: kernel launch failed"),
+        ("init_raises", "its constructor", "RuntimeError: no device context"),
+    ],
+)
 def test_an_exception_inside_a_plugin_names_the_plugin(name, where, cause):
     with pytest.raises(PluginRuntimeError) as caught:
         build_and_run(name)
-    assert str(caught.value) == (f"{KIND[name]} plugin '{name}' from andrea-lab-faulty 0.2 "
-                                 f"({ENTRY_POINTS[KIND[name]][name]}) raised in {where}: {cause}")
+    assert str(caught.value) == (
+        f"{KIND[name]} plugin '{name}' from andrea-lab-faulty 0.2 "
+        f"({ENTRY_POINTS[KIND[name]][name]}) raised in {where}: {cause}"
+    )
     assert caught.value.__cause__ is not None and type(caught.value.__cause__).__name__ == cause.split(":")[0]
 
 
 def test_availability_that_raises_names_the_backend():
-    with pytest.raises(PluginRuntimeError, match=r"kernel_backend plugin 'availability_raises' from andrea-lab-faulty "
-                                                 r"0.2 .*: availability\(\) raised KeyError: 'CUDA_HOME'"):
+    with pytest.raises(
+        PluginRuntimeError,
+        match=r"kernel_backend plugin 'availability_raises' from andrea-lab-faulty "
+        r"0.2 .*: availability\(\) raised KeyError: 'CUDA_HOME'",
+    ):
         build_and_run("availability_raises")
     (info,) = [i for i in list_plugins("kernel_backend") if i.name == "availability_raises"]
     assert "KeyError" in info.error  # listed as broken, not as healthy
@@ -126,15 +142,24 @@ def test_an_unavailable_backend_is_one_line_with_its_reason():
     assert (info.error, info.unavailable) == (None, "needs an FPGA (none found)")
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("forgot_gated", "returned shape (2, 8, 128) for an input of shape (2, 8, 256); expected width 256 "
-                     "(the MLP hidden size, ungated: input width 256); it halves its input like a gated "
-                     "activation: declare `gated = True` on the class"),
-    ("gated_whole", "returned shape (2, 8, 512) for an input of shape (2, 8, 512); expected width 256 "
-                    "(the MLP hidden size, gated: input width 512); it declares `gated = True`, so it receives "
-                    "[gate | value] and must return half of it"),
-    ("one_short", "returned shape (2, 8, 255) for an input of shape (2, 8, 256); expected width 256"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (
+            "forgot_gated",
+            "returned shape (2, 8, 128) for an input of shape (2, 8, 256); expected width 256 "
+            "(the MLP hidden size, ungated: input width 256); it halves its input like a gated "
+            "activation: declare `gated = True` on the class",
+        ),
+        (
+            "gated_whole",
+            "returned shape (2, 8, 512) for an input of shape (2, 8, 512); expected width 256 "
+            "(the MLP hidden size, gated: input width 512); it declares `gated = True`, so it receives "
+            "[gate | value] and must return half of it",
+        ),
+        ("one_short", "returned shape (2, 8, 255) for an input of shape (2, 8, 256); expected width 256"),
+    ],
+)
 def test_an_activation_of_the_wrong_width_says_what_width_was_expected(name, expected):
     with pytest.raises(PluginRuntimeError) as caught:
         build_and_run(name)
@@ -143,9 +168,12 @@ def test_an_activation_of_the_wrong_width_says_what_width_was_expected(name, exp
 
 
 def test_a_placement_that_drops_tokens_is_named():
-    with pytest.raises(PluginRuntimeError, match=r"norm_placement plugin 'drops_tokens' from andrea-lab-faulty 0.2 .*"
-                                                 r"returned shape \(2, 7, 64\) for a residual stream of shape "
-                                                 r"\(2, 8, 64\)"):
+    with pytest.raises(
+        PluginRuntimeError,
+        match=r"norm_placement plugin 'drops_tokens' from andrea-lab-faulty 0.2 .*"
+        r"returned shape \(2, 7, 64\) for a residual stream of shape "
+        r"\(2, 8, 64\)",
+    ):
         build_and_run("drops_tokens")
 
 
@@ -158,8 +186,15 @@ def test_an_error_of_the_model_itself_is_not_blamed_on_a_plugin():
 
 def _params_config(tmp_path: Path, **plugins: str) -> str:
     path = tmp_path / "model.yaml"
-    path.write_text(yaml.safe_dump({"model": {"config": {"vocab_size": 257, "d_model": 32, "n_layer": 1,
-                                                         "n_head": 2, "block_size": 16, **plugins}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "model": {
+                    "config": {"vocab_size": 257, "d_model": 32, "n_layer": 1, "n_head": 2, "block_size": 16, **plugins}
+                }
+            }
+        )
+    )
     return str(path)
 
 
@@ -171,7 +206,8 @@ def test_the_cli_prints_one_line_and_exits_2_unless_debugging(tmp_path, capsys, 
     assert err.splitlines() == [
         "andrea params: error: activation plugin 'fails_in_init' from andrea-lab-faulty 0.2 (faulty:FailsInInit) "
         "raised in its constructor: OSError: libfoo.so: cannot open shared object file",
-        f"(set {DEBUG_ENV_VAR}=1 for the full traceback)"]
+        f"(set {DEBUG_ENV_VAR}=1 for the full traceback)",
+    ]
     monkeypatch.setenv(DEBUG_ENV_VAR, "1")
     with pytest.raises(PluginRuntimeError):
         andrea(["params", "--config", config])
@@ -180,23 +216,54 @@ def test_the_cli_prints_one_line_and_exits_2_unless_debugging(tmp_path, capsys, 
 def _fit(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a plugin that fails is named in one line; " * 300)
-    args = ["fit", "--data.corpus", str(corpus), "--data.tokenizer", "byte", "--data.batch_size", "2",
-            "--model.config.vocab_size", "257", "--model.config.block_size", "16", "--model.config.d_model", "32",
-            "--model.config.n_layer", "1", "--model.config.n_head", "2", "--trainer.max_steps", "1",
-            "--trainer.limit_val_batches", "1", "--trainer.enable_progress_bar", "false",
-            "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), *extra]
+    args = [
+        "fit",
+        "--data.corpus",
+        str(corpus),
+        "--data.tokenizer",
+        "byte",
+        "--data.batch_size",
+        "2",
+        "--model.config.vocab_size",
+        "257",
+        "--model.config.block_size",
+        "16",
+        "--model.config.d_model",
+        "32",
+        "--model.config.n_layer",
+        "1",
+        "--model.config.n_head",
+        "2",
+        "--trainer.max_steps",
+        "1",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+        *extra,
+    ]
     env = {k: v for k, v in os.environ.items() if k != DEBUG_ENV_VAR}
     env.update(PYTHONPATH=os.pathsep.join(sys.path), ANDREA_LAB_CACHE=str(tmp_path / "cache"))
-    return subprocess.run([sys.executable, "-m", "andrea_lab.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
 def test_fit_with_an_unavailable_backend_is_one_line_exit_2(tmp_path):
     result = _fit(tmp_path, "--model.config.kernel_backend", "andrea-lab-faulty:unavailable")
     assert result.returncode == 2, result.stderr[-3000:]
-    assert ("andrea fit: error: kernel backend 'andrea-lab-faulty:unavailable' is not available here: "
-            "needs an FPGA (none found)") in result.stderr.splitlines()
+    assert (
+        "andrea fit: error: kernel backend 'andrea-lab-faulty:unavailable' is not available here: "
+        "needs an FPGA (none found)"
+    ) in result.stderr.splitlines()
     assert "Traceback" not in result.stderr
 
 

@@ -6,8 +6,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab import Andrea, preset
-from andrea_lab.model.transformer import CausalSelfAttention
 from andrea_lab.model.registry import PluginError
+from andrea_lab.model.transformer import CausalSelfAttention
 
 
 def tiny(**overrides):
@@ -79,7 +79,9 @@ def test_norm_counts_pre_and_post():
 
 
 def test_unknown_backend_fails_when_the_model_is_built():
-    with pytest.raises(PluginError, match="unknown kernel_backend .triton.; installed in andrea_lab.kernel_backend: .*torch"):
+    with pytest.raises(
+        PluginError, match="unknown kernel_backend .triton.; installed in andrea_lab.kernel_backend: .*torch"
+    ):
         Andrea(tiny(kernel_backend="triton"))
 
 
@@ -88,20 +90,26 @@ def test_each_plugin_is_resolved_once_per_model_and_handed_down(monkeypatch):
     from andrea_lab.model.registry import resolve
 
     calls = []
-    monkeypatch.setattr(andrea_lab.model.components, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name))
+    monkeypatch.setattr(
+        andrea_lab.model.components, "resolve", lambda kind, name: calls.append(kind) or resolve(kind, name)
+    )
     Andrea(preset("andrea-micro", n_layer=3))
     assert sorted(calls) == ["activation", "kernel_backend", "norm", "norm_placement"]
 
 
 # ---------------------------------------------------------------- looking inside: sublayers() and tap()
 
+
 def test_sublayers_list_every_block_in_forward_order():
     from andrea_lab.model.transformer import MLP, CausalSelfAttention
 
     model = Andrea(tiny(n_layer=3, norm_placement="post"))
     found = [(s.block, s.kind, type(s.module), s.wiring) for s in model.sublayers()]
-    assert found == [(i, kind, cls, getattr(model.blocks[i], kind)) for i in range(3)
-                     for kind, cls in (("attn", CausalSelfAttention), ("mlp", MLP))]
+    assert found == [
+        (i, kind, cls, getattr(model.blocks[i], kind))
+        for i in range(3)
+        for kind, cls in (("attn", CausalSelfAttention), ("mlp", MLP))
+    ]
     assert not any(".inner" in key for key in model.state_dict()), "the state dict keeps its names"
 
 
@@ -158,6 +166,7 @@ def test_tap_hidden_is_the_activation_output_and_hooks_go_away():
 
 
 # ------------------------------------------------------------------ the defaults stay the parent commit's
+
 
 def _parent_attention(self, x):
     """CausalSelfAttention.forward as it was before the soft cap (commit b7e4515), verbatim."""
@@ -218,13 +227,17 @@ def test_final_logit_softcap_squashes_the_logits_the_loss_sees():
 
 # ------------------------------------------------------------ defaults: today's model, bit for bit
 
+
 def gpt2_keys(n_layer: int) -> set[str]:
     """The default model's state-dict keys, as every checkpoint written so far has them."""
     per_block = [f"{s}.norm.{p}" for s in ("attn", "mlp") for p in ("weight", "bias")] + [
-        f"{s}.sublayer.{m}.{p}" for s, m in (("attn", "qkv"), ("attn", "proj"), ("mlp", "fc"), ("mlp", "proj"))
-        for p in ("weight", "bias")]
-    return ({"token_embed.weight", "position_embed.weight", "final_norm.weight", "final_norm.bias",
-             "lm_head.weight"} | {f"blocks.{i}.{key}" for i in range(n_layer) for key in per_block})
+        f"{s}.sublayer.{m}.{p}"
+        for s, m in (("attn", "qkv"), ("attn", "proj"), ("mlp", "fc"), ("mlp", "proj"))
+        for p in ("weight", "bias")
+    ]
+    return {"token_embed.weight", "position_embed.weight", "final_norm.weight", "final_norm.bias", "lm_head.weight"} | {
+        f"blocks.{i}.{key}" for i in range(n_layer) for key in per_block
+    }
 
 
 def reference_forward(w: dict, idx: torch.Tensor, n_head: int) -> torch.Tensor:
@@ -271,13 +284,15 @@ def test_default_model_is_todays_bit_for_bit_logits_and_a_20_step_loss_curve():
 
 # ------------------------------------------------------------ QK norm, and placements of the first contract
 
+
 def test_qk_norm_adds_one_norm_for_q_and_one_for_k_over_the_head_size():
     model = Andrea(tiny(qk_norm=True))
     attention = model.blocks[0].inner[0]
     hs = model.config.head_size
     assert attention.q_norm.weight.shape == attention.k_norm.weight.shape == (hs,)
     assert set(model.state_dict()) - gpt2_keys(model.config.n_layer) == {
-        f"blocks.{i}.attn.sublayer.{qk}_norm.{p}" for i in range(2) for qk in "qk" for p in ("weight", "bias")}
+        f"blocks.{i}.attn.sublayer.{qk}_norm.{p}" for i in range(2) for qk in "qk" for p in ("weight", "bias")
+    }
     q, k, _ = attention.project(torch.randn(2, 5, model.config.d_model))
     # LayerNorm at its initial gain 1: each head's query has mean 0 and variance 1 over the head size.
     torch.testing.assert_close(q.mean(-1), torch.zeros_like(q.mean(-1)), atol=1e-5, rtol=0)

@@ -18,17 +18,55 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from andrea_lab.cli import main
 
 CPU_BASE = Path(__file__).resolve().parents[2] / "experiments" / "cpu-base.yaml"
-PROXY = ["--model.config.d_model", "128", "--model.config.n_layer", "4", "--model.lr", "3e-2",
-         "--model.warmup_steps", "20", "--trainer.max_steps", "100", "--data.batch_size", "8",
-         "--stability.interval", "25", "--heldout.enabled", "false", "--trainer.limit_val_batches", "1",
-         "--trainer.num_sanity_val_steps", "0", "--data.num_workers", "0",
-         "--checkpoint.save_top_k", "0", "--checkpoint.save_last", "false"]
+PROXY = [
+    "--model.config.d_model",
+    "128",
+    "--model.config.n_layer",
+    "4",
+    "--model.lr",
+    "3e-2",
+    "--model.warmup_steps",
+    "20",
+    "--trainer.max_steps",
+    "100",
+    "--data.batch_size",
+    "8",
+    "--stability.interval",
+    "25",
+    "--heldout.enabled",
+    "false",
+    "--trainer.limit_val_batches",
+    "1",
+    "--trainer.num_sanity_val_steps",
+    "0",
+    "--data.num_workers",
+    "0",
+    "--checkpoint.save_top_k",
+    "0",
+    "--checkpoint.save_last",
+    "false",
+]
 
 
 def max_attention_logit(tmp_path: Path, corpus: Path, qk_norm: bool) -> float:
     save_dir = tmp_path / f"qk_norm_{qk_norm}"
-    assert main(["fit", "--config", str(CPU_BASE), *PROXY, "--model.config.qk_norm", str(qk_norm).lower(),
-                 "--data.corpus", str(corpus), "--trainer.logger.init_args.save_dir", str(save_dir)]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--config",
+                str(CPU_BASE),
+                *PROXY,
+                "--model.config.qk_norm",
+                str(qk_norm).lower(),
+                "--data.corpus",
+                str(corpus),
+                "--trainer.logger.init_args.save_dir",
+                str(save_dir),
+            ]
+        )
+        == 0
+    )
     (run,) = {path.parent for path in save_dir.rglob("events.out.tfevents.*")}
     events = EventAccumulator(str(run), size_guidance={"scalars": 0})
     events.Reload()

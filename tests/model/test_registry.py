@@ -4,11 +4,11 @@ Failure cases that need other distributions installed (broken, clashing, off-con
 are in test_third_party_plugins.py.
 """
 
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,14 +17,29 @@ from andrea_lab.model.builtin.activations import GELU, ReLU, SwiGLU
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.norms import LayerNorm, RMSNorm
 from andrea_lab.model.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
-from andrea_lab.model.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
 from andrea_lab.model.components import resolve_components
-from andrea_lab.model.registry import (KINDS, STRICT_ENV_VAR, PluginError, PluginInfo, clear_cache, group_name,
-                                 list_plugins, registered_names, resolve, strict_mode)
+from andrea_lab.model.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from andrea_lab.model.registry import (
+    KINDS,
+    STRICT_ENV_VAR,
+    PluginError,
+    PluginInfo,
+    clear_cache,
+    group_name,
+    list_plugins,
+    registered_names,
+    resolve,
+    strict_mode,
+)
 
 BUILTINS = {
-    "norm_placement": {"pre": PreNorm, "post": PostNorm, "peri": PeriNorm, "reordered": ReorderedNorm,
-                       "deepnorm": DeepNorm},
+    "norm_placement": {
+        "pre": PreNorm,
+        "post": PostNorm,
+        "peri": PeriNorm,
+        "reordered": ReorderedNorm,
+        "deepnorm": DeepNorm,
+    },
     "activation": {"gelu": GELU, "relu": ReLU, "swiglu": SwiGLU},
     "kernel_backend": {"torch": TorchBackend},
     "norm": {"layernorm": LayerNorm, "rmsnorm": RMSNorm},
@@ -95,11 +110,19 @@ def test_empty_or_non_string_name_is_refused(name):
         resolve("kernel_backend", name)
 
 
-@pytest.mark.parametrize("call", [lambda: group_name("nonlinearity"), lambda: resolve("nonlinearity", "gelu"),
-                                  lambda: list_plugins("nonlinearity"), lambda: registered_names("nonlinearity")])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: group_name("nonlinearity"),
+        lambda: resolve("nonlinearity", "gelu"),
+        lambda: list_plugins("nonlinearity"),
+        lambda: registered_names("nonlinearity"),
+    ],
+)
 def test_unknown_kind_lists_the_valid_kinds(call):
-    with pytest.raises(PluginError, match="unknown plugin kind 'nonlinearity'; valid kinds: "
-                                          "norm_placement, activation, kernel_backend"):
+    with pytest.raises(
+        PluginError, match="unknown plugin kind 'nonlinearity'; valid kinds: norm_placement, activation, kernel_backend"
+    ):
         call()
 
 
@@ -109,8 +132,11 @@ def test_distribution_qualified_name(spec):
 
 
 def test_distribution_qualified_unknown_name_lists_what_it_registers():
-    with pytest.raises(PluginError, match=r"distribution 'andrea-lab' registers no activation named 'geLU'.*"
-                                          r"andrea-lab:gelu, andrea-lab:relu"):
+    with pytest.raises(
+        PluginError,
+        match=r"distribution 'andrea-lab' registers no activation named 'geLU'.*"
+        r"andrea-lab:gelu, andrea-lab:relu",
+    ):
         resolve("activation", "andrea-lab:geLU")
 
 
@@ -120,10 +146,13 @@ def test_import_path_selects_an_unregistered_class():
     assert resolve("norm_placement", "andrea_lab.model.builtin.placements:PostNorm") is PostNorm
 
 
-@pytest.mark.parametrize("spec, reason", [
-    ("no_such_module_xyz:Thing", "No module named 'no_such_module_xyz'"),
-    ("andrea_lab.model.builtin.activations:Nope", "has no attribute 'Nope'"),
-])
+@pytest.mark.parametrize(
+    "spec, reason",
+    [
+        ("no_such_module_xyz:Thing", "No module named 'no_such_module_xyz'"),
+        ("andrea_lab.model.builtin.activations:Nope", "has no attribute 'Nope'"),
+    ],
+)
 @pytest.mark.usefixtures("import_paths")
 def test_import_path_that_does_not_import(spec, reason):
     with pytest.raises(PluginError, match=f"activation plugin '{spec}': cannot import it .*{reason}.*module:Attribute"):
@@ -149,8 +178,10 @@ def test_resolve_is_cached_until_cleared():
     assert resolve.cache_info().currsize == 0
 
 
-@pytest.mark.parametrize("value, strict", [("1", True), ("true", True), (" YES ", True), ("on", True),
-                                           ("0", False), ("", False), ("no", False)])
+@pytest.mark.parametrize(
+    "value, strict",
+    [("1", True), ("true", True), (" YES ", True), ("on", True), ("0", False), ("", False), ("no", False)],
+)
 def test_strict_mode_from_the_environment(monkeypatch, value, strict):
     monkeypatch.setenv(STRICT_ENV_VAR, value)
     assert strict_mode() is strict
@@ -167,13 +198,17 @@ def test_plugin_info_names():
 
 
 def test_config_reports_an_unknown_name_with_the_installed_ones():
-    with pytest.raises(PluginError, match="unknown norm_placement 'prre'; did you mean 'pre'\\? installed in "
-                                          "andrea_lab.norm_placement: .*post, pre"):
+    with pytest.raises(
+        PluginError,
+        match="unknown norm_placement 'prre'; did you mean 'pre'\\? installed in "
+        "andrea_lab.norm_placement: .*post, pre",
+    ):
         resolve_components(AndreaConfig(norm_placement="prre"))
 
 
-@pytest.mark.parametrize("spec, suggestion", [("geluu", "'gelu'"), ("andrea-lab:swigl", "'andrea-lab:swiglu'"),
-                                              ("Relu", "'relu'")])
+@pytest.mark.parametrize(
+    "spec, suggestion", [("geluu", "'gelu'"), ("andrea-lab:swigl", "'andrea-lab:swiglu'"), ("Relu", "'relu'")]
+)
 def test_a_misspelt_name_gets_a_suggestion(spec, suggestion):
     with pytest.raises(PluginError, match=f"did you mean {suggestion}"):
         resolve("activation", spec)

@@ -8,8 +8,12 @@ import warnings
 import pytest
 import torch
 
-from andrea_lab.model.softcap import (explicit_softcapped_attention, flex_softcapped_attention, softcap,
-                                softcapped_attention)
+from andrea_lab.model.softcap import (
+    explicit_softcapped_attention,
+    flex_softcapped_attention,
+    softcap,
+    softcapped_attention,
+)
 
 
 def reference_attention(q, k, v, cap):
@@ -17,8 +21,10 @@ def reference_attention(q, k, v, cap):
     q, k, v = q.double(), k.double(), v.double()
     rows = []
     for t in range(q.shape[-2]):
-        scores = cap * torch.tanh(q[..., t:t + 1, :] @ k[..., :t + 1, :].transpose(-1, -2) / math.sqrt(q.shape[-1]) / cap)
-        rows.append(torch.softmax(scores, dim=-1) @ v[..., :t + 1, :])
+        scores = cap * torch.tanh(
+            q[..., t : t + 1, :] @ k[..., : t + 1, :].transpose(-1, -2) / math.sqrt(q.shape[-1]) / cap
+        )
+        rows.append(torch.softmax(scores, dim=-1) @ v[..., : t + 1, :])
     return torch.cat(rows, dim=-2)
 
 
@@ -56,6 +62,7 @@ def test_flex_attention_score_mod_equals_the_reference(qkv):
 @pytest.mark.gpu
 def test_compiled_flex_attention_trains_like_the_explicit_attention_on_cuda(qkv):
     """The CUDA path (compiled flex_attention): forward and gradients equal the explicit computation's."""
+
     def run(attend):
         q, k, v = (t.cuda().requires_grad_() for t in qkv)
         out = attend(q, k, v, 2.0)

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from andrea_testing import MICRO_OVERRIDES
 from import_graph import PACKAGE, imported_modules, module_names
 
 from andrea_lab import _moved, plugin
 from andrea_lab.cli import main
 from andrea_lab.commands import new_plugin
-from andrea_testing import MICRO_OVERRIDES
 
 pytest_plugins = ["pytester"]
 REPO = PACKAGE.parent
@@ -55,15 +55,24 @@ def test_every_front_door_name_is_the_defining_modules_own_object():
 
 
 def test_the_front_door_lists_what_docs_plugins_md_documents():
-    documented = set(re.findall(r"`(\w+)`", (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
-                                .split("## The one import", 1)[1].split("\n\n**Paths of release 0.1.**")[0]))
+    documented = set(
+        re.findall(
+            r"`(\w+)`",
+            (REPO / "docs" / "plugins.md")
+            .read_text(encoding="utf-8")
+            .split("## The one import", 1)[1]
+            .split("\n\n**Paths of release 0.1.**")[0],
+        )
+    )
     assert set(plugin.__all__) <= documented, sorted(set(plugin.__all__) - documented)
 
 
 def plugin_package_sources() -> dict[str, str]:
     """The bundled plugins' sources and tests, and every file the new-plugin template writes."""
-    sources = {str(path.relative_to(REPO)): path.read_text(encoding="utf-8")
-               for path in sorted((REPO / "plugins").glob("andrea-lab-*/**/*.py"))}
+    sources = {
+        str(path.relative_to(REPO)): path.read_text(encoding="utf-8")
+        for path in sorted((REPO / "plugins").glob("andrea-lab-*/**/*.py"))
+    }
     for table in (new_plugin.CLASSES, new_plugin.TESTS):
         sources.update({f"new-plugin {kind}": textwrap.dedent(text) for kind, text in table.items()})
     return sources
@@ -86,10 +95,15 @@ def test_plugin_packages_import_only_the_front_door():
 
 
 def test_the_check_sees_a_deeper_import_however_it_is_written():
-    assert deeper_imports({"a": "from andrea_lab.plugin import Activation\n", "b": "import andrea_lab\n",
-                           "c": "    from andrea_lab.model.contracts import Norm\n", "d": "import andrea_lab.plugin\n",
-                           "e": "from andrea_lab import plugin\n"}) == {
-        "b": {"andrea_lab"}, "c": {"andrea_lab.model.contracts"}, "e": {"andrea_lab"}}
+    assert deeper_imports(
+        {
+            "a": "from andrea_lab.plugin import Activation\n",
+            "b": "import andrea_lab\n",
+            "c": "    from andrea_lab.model.contracts import Norm\n",
+            "d": "import andrea_lab.plugin\n",
+            "e": "from andrea_lab import plugin\n",
+        }
+    ) == {"b": {"andrea_lab"}, "c": {"andrea_lab.model.contracts"}, "e": {"andrea_lab"}}
 
 
 def _import_fresh(old: str):
@@ -108,7 +122,8 @@ def test_an_old_plugin_path_is_the_new_module_and_warns_naming_the_front_door(ol
     assert module is importlib.import_module(new)
     assert [str(w.message) for w in caught if old + " moved" in str(w.message)] == [
         f"{old} moved; import from andrea_lab.plugin instead (the one import for plugin packages, "
-        "docs/plugins.md). The old path goes in the next release."]
+        "docs/plugins.md). The old path goes in the next release."
+    ]
 
 
 def test_every_old_module_path_still_imports_its_new_module():
@@ -158,14 +173,31 @@ class OldCube(Activation):
 
 @pytest.mark.slow  # a real fit, a few seconds
 def test_a_plugin_written_against_the_old_paths_still_trains(make_distribution, text_corpus, tmp_path, monkeypatch):
-    make_distribution("andrea-lab-old-cube", "0.1", entry_points={"activation": {"old_cube": "old_cube:OldCube"}},
-                      files={"old_cube.py": OLD_PLUGIN})
+    make_distribution(
+        "andrea-lab-old-cube",
+        "0.1",
+        entry_points={"activation": {"old_cube": "old_cube:OldCube"}},
+        files={"old_cube.py": OLD_PLUGIN},
+    )
     sys.modules.pop("andrea_lab.contracts", None)
     monkeypatch.chdir(tmp_path)
     with pytest.warns(DeprecationWarning, match=r"andrea_lab\.contracts moved; import from andrea_lab\.plugin"):
-        code = main(["fit", "--config", str(REPO / "experiments" / "quickstart.yaml"), *MICRO_OVERRIDES,
-                     "--data.corpus", str(text_corpus), "--model.config.activation", "old_cube",
-                     "--trainer.max_steps", "3", "--heldout.enabled", "false"])
+        code = main(
+            [
+                "fit",
+                "--config",
+                str(REPO / "experiments" / "quickstart.yaml"),
+                *MICRO_OVERRIDES,
+                "--data.corpus",
+                str(text_corpus),
+                "--model.config.activation",
+                "old_cube",
+                "--trainer.max_steps",
+                "3",
+                "--heldout.enabled",
+                "false",
+            ]
+        )
     assert code == 0
     (run_dir,) = (tmp_path / "runs").glob("*/version_0")
     assert "activation: old_cube" in (run_dir / "config.yaml").read_text()
@@ -176,14 +208,17 @@ def test_a_plugin_written_against_the_old_paths_still_trains(make_distribution, 
 def test_andrea_lab_itself_imports_no_old_path():
     names = module_names(PACKAGE)
     known = set(names) | {"andrea_lab." + old for old in _moved.MOVED}
-    found = {name: {m for m in imported_modules(name, path, known) if m[len("andrea_lab."):] in _moved.MOVED}
-             for name, path in names.items()}
+    found = {
+        name: {m for m in imported_modules(name, path, known) if m[len("andrea_lab.") :] in _moved.MOVED}
+        for name, path in names.items()
+    }
     assert {name: old for name, old in found.items() if old} == {}
 
 
 @pytest.mark.slow  # a pytest subprocess (a few seconds)
 def test_the_old_pytest_plugin_path_loads_the_fixtures_with_autoloading_off(pytester, monkeypatch):
-    pytester.makepyfile(test_uses_the_kit="""
+    pytester.makepyfile(
+        test_uses_the_kit="""
         import pytest
 
         def test_fixture(recording_backend, make_distribution):
@@ -193,9 +228,17 @@ def test_the_old_pytest_plugin_path_loads_the_fixtures_with_autoloading_off(pyte
         @pytest.mark.gpu
         def test_marker():
             pass
-    """)
+    """
+    )
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    result = pytester.runpytest_subprocess("-p", "andrea_lab.testing.pytest_plugin", "--strict-markers",
-                                           "-p", "no:cacheprovider", "-W", "default::DeprecationWarning")
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "andrea_lab.testing.pytest_plugin",
+        "--strict-markers",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "default::DeprecationWarning",
+    )
     cuda = torch.cuda.is_available()  # the gpu marker is known (strict) and skips without a device
     result.assert_outcomes(passed=1 + cuda, skipped=0 if cuda else 1)

@@ -9,8 +9,8 @@ from torch import nn
 
 from andrea_lab.model.builtin.activations import GELU, SwiGLU
 from andrea_lab.model.builtin.backends import TorchBackend
-from andrea_lab.model.builtin.placements import PostNorm, PreNorm
 from andrea_lab.model.builtin.norms import RMSNorm
+from andrea_lab.model.builtin.placements import PostNorm, PreNorm
 from andrea_lab.model.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
 from andrea_lab.plugin.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
 
@@ -82,25 +82,40 @@ class DetachedNorm(RMSNorm):
         return super().forward(x).detach()
 
 
-@pytest.mark.parametrize("check, plugin", [(check_activation, GELU), (check_activation, "andrea-lab:swiglu"),
-                                           (check_placement, PreNorm), (check_placement, "post"),
-                                           (check_backend, TorchBackend), (check_norm, RMSNorm)])
+@pytest.mark.parametrize(
+    "check, plugin",
+    [
+        (check_activation, GELU),
+        (check_activation, "andrea-lab:swiglu"),
+        (check_placement, PreNorm),
+        (check_placement, "post"),
+        (check_backend, TorchBackend),
+        (check_norm, RMSNorm),
+    ],
+)
 def test_the_builtins_pass(check, plugin):
     check(plugin)
 
 
-@pytest.mark.parametrize("check, plugin, message", [
-    (check_activation, ForgotGated, "declare `gated = True`"),
-    (check_activation, Detached, "no gradient reaches the input"),
-    (check_placement, Unregistered, "the sublayer is not a submodule"),
-    (check_backend, OffByOne, "relu differs from the eager reference by up to 0.001"),
-    (check_placement, Truncates, r"forward returned shape \(2, 5, 8\) for a residual stream of shape \(2, 5, 16\); "
-                                 r"a placement must return the stream's shape"),
-    (check_norm, MeanPool, r"forward returned shape \(2, 5, 1\) for an input of shape \(2, 5, 16\)"),
-    (check_norm, DetachedNorm, "no gradient reaches the input: the output is detached from it"),
-    (check_norm, UnusedGain, "parameter weight receives no finite gradient"),
-    (check_norm, InconsistentAdd, "add_and_norm's second output differs from norm"),
-])
+@pytest.mark.parametrize(
+    "check, plugin, message",
+    [
+        (check_activation, ForgotGated, "declare `gated = True`"),
+        (check_activation, Detached, "no gradient reaches the input"),
+        (check_placement, Unregistered, "the sublayer is not a submodule"),
+        (check_backend, OffByOne, "relu differs from the eager reference by up to 0.001"),
+        (
+            check_placement,
+            Truncates,
+            r"forward returned shape \(2, 5, 8\) for a residual stream of shape \(2, 5, 16\); "
+            r"a placement must return the stream's shape",
+        ),
+        (check_norm, MeanPool, r"forward returned shape \(2, 5, 1\) for an input of shape \(2, 5, 16\)"),
+        (check_norm, DetachedNorm, "no gradient reaches the input: the output is detached from it"),
+        (check_norm, UnusedGain, "parameter weight receives no finite gradient"),
+        (check_norm, InconsistentAdd, "add_and_norm's second output differs from norm"),
+    ],
+)
 def test_a_misbehaving_plugin_fails_with_what_was_expected(check, plugin, message):
     with pytest.raises(AssertionError, match=message):
         check(plugin)

@@ -59,10 +59,15 @@ def _error_of(kind: str, name: str) -> str | None:
 
 # --- a plugin whose import raises ------------------------------------------------------------------
 
+
 @pytest.fixture
 def broken_plugin(make_distribution):
-    make_distribution("andrea-lab-broken", "0.3", entry_points={"activation": {"boom": "boom_plugin:Boom"}},
-                      files={"boom_plugin.py": "raise RuntimeError('kaboom: CUDA toolkit not found')\n"})
+    make_distribution(
+        "andrea-lab-broken",
+        "0.3",
+        entry_points={"activation": {"boom": "boom_plugin:Boom"}},
+        files={"boom_plugin.py": "raise RuntimeError('kaboom: CUDA toolkit not found')\n"},
+    )
 
 
 def test_broken_plugin_is_listed_with_its_error_and_others_still_load(broken_plugin):
@@ -97,19 +102,26 @@ def test_selecting_the_broken_plugin_in_a_config(broken_plugin):
 
 def test_strict_mode_makes_any_broken_plugin_an_error(broken_plugin, monkeypatch):
     monkeypatch.setenv(STRICT_ENV_VAR, "1")
-    with pytest.raises(PluginError, match=f"broken activation plugins \\({STRICT_ENV_VAR} is set\\): "
-                                          "andrea-lab-broken:boom: .*kaboom"):
+    with pytest.raises(
+        PluginError, match=f"broken activation plugins \\({STRICT_ENV_VAR} is set\\): andrea-lab-broken:boom: .*kaboom"
+    ):
         resolve("activation", "gelu")
     assert resolve("norm_placement", "pre")  # a group without broken plugins is unaffected
 
 
-@pytest.mark.parametrize("files, target, expected", [
-    ({"needs_dep.py": "import a_dependency_that_is_not_installed\n"}, "needs_dep:Act",
-     "ModuleNotFoundError: No module named 'a_dependency_that_is_not_installed'"),
-    ({"typo_plugin.py": "class Act: pass\n"}, "typo_plugin:Actt", "AttributeError"),
-    ({"syntax_plugin.py": "def broken(:\n"}, "syntax_plugin:Act", "SyntaxError"),
-    ({}, "not_a_module_at_all:Act", "ModuleNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "files, target, expected",
+    [
+        (
+            {"needs_dep.py": "import a_dependency_that_is_not_installed\n"},
+            "needs_dep:Act",
+            "ModuleNotFoundError: No module named 'a_dependency_that_is_not_installed'",
+        ),
+        ({"typo_plugin.py": "class Act: pass\n"}, "typo_plugin:Actt", "AttributeError"),
+        ({"syntax_plugin.py": "def broken(:\n"}, "syntax_plugin:Act", "SyntaxError"),
+        ({}, "not_a_module_at_all:Act", "ModuleNotFoundError"),
+    ],
+)
 def test_every_kind_of_import_failure_is_reported(make_distribution, files, target, expected):
     make_distribution("andrea-lab-fragile", "2.0", entry_points={"kernel_backend": {"fragile": target}}, files=files)
     assert expected in _error_of("kernel_backend", "fragile")
@@ -119,12 +131,16 @@ def test_every_kind_of_import_failure_is_reported(make_distribution, files, targ
 
 # --- two distributions registering the same name ---------------------------------------------------
 
+
 @pytest.fixture
 def clashing_plugins(make_distribution):
     for who in ("alpha", "beta"):
-        make_distribution(f"andrea-lab-{who}", "1.0" if who == "alpha" else "2.5",
-                          entry_points={"activation": {"cube": f"{who}_cube:Cube"}},
-                          files={f"{who}_cube.py": CUBE.format(who=who)})
+        make_distribution(
+            f"andrea-lab-{who}",
+            "1.0" if who == "alpha" else "2.5",
+            entry_points={"activation": {"cube": f"{who}_cube:Cube"}},
+            files={f"{who}_cube.py": CUBE.format(who=who)},
+        )
 
 
 def test_a_clash_names_both_distributions(clashing_plugins):
@@ -140,7 +156,9 @@ def test_a_clash_is_settled_by_naming_the_distribution(clashing_plugins):
     alpha, beta = resolve("activation", "andrea-lab-alpha:cube"), resolve("activation", "andrea_lab_beta:cube")
     assert (alpha.__module__, beta.__module__) == ("alpha_cube", "beta_cube")
     assert [(i.distribution, i.description) for i in list_plugins("activation") if i.name == "cube"] == [
-        ("andrea-lab-alpha", "alpha's cube"), ("andrea-lab-beta", "beta's cube")]
+        ("andrea-lab-alpha", "alpha's cube"),
+        ("andrea-lab-beta", "beta's cube"),
+    ]
     model = Andrea(preset("andrea-micro", activation="andrea-lab-beta:cube"))
     assert model.blocks[0].mlp.sublayer.activation.__class__ is beta
 
@@ -153,27 +171,41 @@ def test_a_clash_in_a_config_fails_when_the_model_is_built(clashing_plugins):
 # --- plugins that do not satisfy the contract ------------------------------------------------------
 
 OFF_CONTRACT = {
-    "no_gated": ("activation", """
+    "no_gated": (
+        "activation",
+        """
         class Act:
             contract_version = 1
             default_mlp_ratio = 4.0
             def forward(self, h): return h
-        """, "does not satisfy the activation contract: missing gated"),
-    "two_args": ("activation", """
+        """,
+        "does not satisfy the activation contract: missing gated",
+    ),
+    "two_args": (
+        "activation",
+        """
         from andrea_lab.model.contracts import Activation
         class Act(Activation):
             def __init__(self, backend, width):
                 super().__init__(backend)
             def forward(self, h): return h
-        """, r"wrong constructor signature for an activation plugin: .*width.*; expected \(backend\)"),
-    "no_eps": ("norm_placement", """
+        """,
+        r"wrong constructor signature for an activation plugin: .*width.*; expected \(backend\)",
+    ),
+    "no_eps": (
+        "norm_placement",
+        """
         from andrea_lab.model.contracts import NormPlacement
         class Act(NormPlacement):
             def __init__(self, d_model, sublayer, backend):
                 super().__init__(d_model, sublayer, backend)
             def forward(self, x): return x + self.sublayer(x)
-        """, r"wrong constructor signature .*expected \(d_model, sublayer, backend, eps=..., bias=...\)"),
-    "no_availability": ("kernel_backend", """
+        """,
+        r"wrong constructor signature .*expected \(d_model, sublayer, backend, eps=..., bias=...\)",
+    ),
+    "no_availability": (
+        "kernel_backend",
+        """
         class Act:
             contract_version = 1
             def layer_norm(self, x, w, b, eps): ...
@@ -181,29 +213,47 @@ OFF_CONTRACT = {
             def gelu_tanh(self, x): ...
             def relu(self, x): ...
             def swiglu(self, g, u): ...
-        """, "does not satisfy the kernel_backend contract: missing availability"),
-    "availability_none": ("kernel_backend", """
+        """,
+        "does not satisfy the kernel_backend contract: missing availability",
+    ),
+    "availability_none": (
+        "kernel_backend",
+        """
         from andrea_lab.model.contracts import KernelBackend
         class Act(KernelBackend):
             availability = None
-        """, r"has no callable availability\(\) check"),
-    "availability_instance_method": ("kernel_backend", """
+        """,
+        r"has no callable availability\(\) check",
+    ),
+    "availability_instance_method": (
+        "kernel_backend",
+        """
         from andrea_lab.model.contracts import Availability, KernelBackend
         class Act(KernelBackend):
             def availability(self):
                 return Availability(True)
-        """, r"availability\(\) must be a @classmethod .*got function"),
-    "a_function": ("activation", """
+        """,
+        r"availability\(\) must be a @classmethod .*got function",
+    ),
+    "a_function": (
+        "activation",
+        """
         def Act(backend): return None
-        """, "is not a class"),
+        """,
+        "is not a class",
+    ),
 }
 
 
 @pytest.mark.parametrize("plugin", list(OFF_CONTRACT))
 def test_off_contract_plugin_is_rejected_at_selection_naming_what_is_missing(make_distribution, plugin):
     kind, source, reason = OFF_CONTRACT[plugin]
-    make_distribution("andrea-lab-sloppy", "0.0.1", entry_points={kind: {plugin: f"sloppy_{plugin}:Act"}},
-                      files={f"sloppy_{plugin}.py": textwrap.dedent(source)})
+    make_distribution(
+        "andrea-lab-sloppy",
+        "0.0.1",
+        entry_points={kind: {plugin: f"sloppy_{plugin}:Act"}},
+        files={f"sloppy_{plugin}.py": textwrap.dedent(source)},
+    )
     with pytest.raises(PluginError, match=reason) as caught:
         resolve(kind, plugin)
     assert f"{kind} plugin '{plugin}' (sloppy_{plugin}:Act) from andrea-lab-sloppy 0.0.1" in str(caught.value)
@@ -212,15 +262,24 @@ def test_off_contract_plugin_is_rejected_at_selection_naming_what_is_missing(mak
 
 # --- contract versions ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("version", [2, 0])
 def test_plugin_for_another_contract_version_is_refused_naming_both(make_distribution, version):
-    make_distribution("andrea-lab-future", "3.0", entry_points={"activation": {"future": "future_act:Act"}},
-                      files={"future_act.py": f"from andrea_lab.model.contracts import Activation\n"
-                                              f"class Act(Activation):\n    contract_version = {version}\n"})
+    make_distribution(
+        "andrea-lab-future",
+        "3.0",
+        entry_points={"activation": {"future": "future_act:Act"}},
+        files={
+            "future_act.py": f"from andrea_lab.model.contracts import Activation\n"
+            f"class Act(Activation):\n    contract_version = {version}\n"
+        },
+    )
     with pytest.raises(PluginError) as caught:
         resolve("activation", "future")
-    assert (f"'future' (future_act:Act) from andrea-lab-future 3.0 was written for plugin contract version {version}, "
-            f"but this andrea-lab provides contract version 1") in str(caught.value)
+    assert (
+        f"'future' (future_act:Act) from andrea-lab-future 3.0 was written for plugin contract version {version}, "
+        f"but this andrea-lab provides contract version 1"
+    ) in str(caught.value)
 
 
 # --- import paths: variants that are not packaged (yet) ---------------------------------------------
@@ -261,8 +320,12 @@ def test_import_path_selects_an_unpackaged_class(tmp_path, monkeypatch):
 def test_import_path_into_a_module_that_shares_a_distributions_name(make_distribution):
     # The usual layout: distribution my-plugin, import package my_plugin; an unregistered class in
     # it is still selectable by its import path.
-    make_distribution("my-plugin", "1.0", entry_points={"activation": {"soft": "my_plugin:MyActivation"}},
-                      files={"my_plugin.py": MY_ACTIVATION + "\nclass Unregistered(MyActivation):\n    pass\n"})
+    make_distribution(
+        "my-plugin",
+        "1.0",
+        entry_points={"activation": {"soft": "my_plugin:MyActivation"}},
+        files={"my_plugin.py": MY_ACTIVATION + "\nclass Unregistered(MyActivation):\n    pass\n"},
+    )
     assert resolve("activation", "my_plugin:Unregistered").__name__ == "Unregistered"
     assert resolve("activation", "my-plugin:soft").__name__ == "MyActivation"
     with pytest.raises(PluginError, match="distribution 'my-plugin' registers no activation named 'Missing'"):
@@ -275,8 +338,9 @@ def test_import_path_into_a_module_that_shares_a_distributions_name(make_distrib
 def test_import_path_into_a_module_whose_dependency_is_missing(make_distribution):
     # The module exists (and is named like a distribution): its own error is shown, not "registers no".
     make_distribution("needs-dep", files={"needs_dep.py": "import not_installed_xyz\n"})
-    with pytest.raises(PluginError, match="'needs_dep:Act' failed to import: ModuleNotFoundError: "
-                                          "No module named 'not_installed_xyz'"):
+    with pytest.raises(
+        PluginError, match="'needs_dep:Act' failed to import: ModuleNotFoundError: No module named 'not_installed_xyz'"
+    ):
         resolve("activation", "needs_dep:Act")
 
 
@@ -290,6 +354,7 @@ def test_import_path_whose_module_raises_is_a_plugin_error(make_distribution):
 
 # --- the example package, installed with pip ------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def example_install(tmp_path_factory) -> Path:
     """plugins/andrea-lab-example installed by pip into a fresh directory (built from a copy of the
@@ -297,8 +362,19 @@ def example_install(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("andrea-lab-example")
     source, target = work / "src", work / "site-packages"
     shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*"))
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-input",
-               "--disable-pip-version-check", "--target", str(target), str(source)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--target",
+        str(target),
+        str(source),
+    ]
     if importlib.util.find_spec("setuptools") is not None:
         command.insert(4, "--no-build-isolation")  # build with the installed setuptools, offline
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -351,16 +427,28 @@ def _env_with(path: Path, **extra: str) -> dict[str, str]:
 
 def test_example_packages_own_tests_pass_against_the_install(example_on_path, pytester):
     # In-process (torch is imported already), with the example's own pytest settings.
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-c", str(EXAMPLE / "pyproject.toml"),
-                                          "--rootdir", str(EXAMPLE), str(EXAMPLE / "tests"))
+    result = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        str(EXAMPLE / "pyproject.toml"),
+        "--rootdir",
+        str(EXAMPLE),
+        str(EXAMPLE / "tests"),
+    )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert result.parseoutcomes()["passed"] >= 8
 
 
 def _broken_site(root: Path) -> Path:
     site = root / "broken-site-packages"
-    write_distribution(site, "andrea-lab-broken", "0.3", entry_points={"activation": {"boom": "boom_plugin:Boom"}},
-                       files={"boom_plugin.py": "raise RuntimeError('kaboom')\n"})
+    write_distribution(
+        site,
+        "andrea-lab-broken",
+        "0.3",
+        entry_points={"activation": {"boom": "boom_plugin:Boom"}},
+        files={"boom_plugin.py": "raise RuntimeError('kaboom')\n"},
+    )
     return site
 
 
@@ -374,8 +462,9 @@ def test_andrea_plugins_cli_lists_the_example_and_the_broken(example_install, tm
     listing, broken = result.stdout.split("Broken plugins")
     assert "squared_relu" in listing and "sandwich" in listing and "andrea-lab-example 0.1.0" in listing
     assert "andrea-lab-broken 0.3" in broken and "RuntimeError: kaboom" in broken
-    strict = subprocess.run([*command, "--json"], env={**env, STRICT_ENV_VAR: "1"}, capture_output=True, text=True,
-                            timeout=300)
+    strict = subprocess.run(
+        [*command, "--json"], env={**env, STRICT_ENV_VAR: "1"}, capture_output=True, text=True, timeout=300
+    )
     assert strict.returncode == 1
     assert "andrea-lab-broken" in [entry["distribution"] for entry in json.loads(strict.stdout)["broken"]]
 
@@ -385,21 +474,63 @@ def _quick_fit_args(tmp_path: Path) -> list[str]:
     a one-layer model, 3 steps, and everything written under tmp_path."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a plugin is found through its entry point; " * 600)
-    return ["fit", "--config", str(QUICKSTART),
-            "--data.corpus", str(corpus), "--data.tokenizer", "byte", "--model.config.vocab_size", "257",
-            "--data.batch_size", "4", "--data.cache_dir", str(tmp_path / "cache"),
-            "--model.config.block_size", "32", "--model.config.d_model", "32", "--model.config.n_layer", "1",
-            "--model.config.n_head", "2", "--trainer.max_steps", "3", "--trainer.val_check_interval", "3",
-            "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0",
-            "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(tmp_path / "runs")]
+    return [
+        "fit",
+        "--config",
+        str(QUICKSTART),
+        "--data.corpus",
+        str(corpus),
+        "--data.tokenizer",
+        "byte",
+        "--model.config.vocab_size",
+        "257",
+        "--data.batch_size",
+        "4",
+        "--data.cache_dir",
+        str(tmp_path / "cache"),
+        "--model.config.block_size",
+        "32",
+        "--model.config.d_model",
+        "32",
+        "--model.config.n_layer",
+        "1",
+        "--model.config.n_head",
+        "2",
+        "--trainer.max_steps",
+        "3",
+        "--trainer.val_check_interval",
+        "3",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.num_sanity_val_steps",
+        "0",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+    ]
 
 
 @pytest.mark.slow
 def test_andrea_fit_with_the_example_plugins(example_install, tmp_path):
-    command = [sys.executable, "-m", "andrea_lab.cli", *_quick_fit_args(tmp_path),
-               "--model.config.activation", "squared_relu", "--model.config.norm_placement", "sandwich"]
-    result = subprocess.run(command, cwd=tmp_path, env=_env_with(example_install, ANDREA_LAB_CACHE=str(tmp_path)),
-                            capture_output=True, text=True, timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "andrea_lab.cli",
+        *_quick_fit_args(tmp_path),
+        "--model.config.activation",
+        "squared_relu",
+        "--model.config.norm_placement",
+        "sandwich",
+    ]
+    result = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=_env_with(example_install, ANDREA_LAB_CACHE=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").glob("*/version_0")
     saved = (run_dir / "config.yaml").read_text()
@@ -414,8 +545,14 @@ def test_andrea_fit_with_the_example_plugins(example_install, tmp_path):
 def test_andrea_fit_selecting_a_broken_plugin_fails_with_one_message(tmp_path):
     site = _broken_site(tmp_path)
     command = [sys.executable, "-m", "andrea_lab.cli", *_quick_fit_args(tmp_path), "--model.config.activation", "boom"]
-    result = subprocess.run(command, cwd=tmp_path, env=_env_with(site, ANDREA_LAB_CACHE=str(tmp_path)),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=_env_with(site, ANDREA_LAB_CACHE=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
     assert "from andrea-lab-broken 0.3 failed to load: RuntimeError: kaboom" in result.stderr
     assert "Traceback" not in result.stderr
@@ -450,11 +587,28 @@ class SilentActivation(DocumentedActivation):
 
 
 def test_description_is_the_classs_own_for_every_kind(make_distribution):
-    make_distribution("andrea-lab-described", files={"described.py": DESCRIBED}, entry_points={
-        "kernel_backend": {"documented": "described:Documented", "silent": "described:Silent",
-                           "explicit": "described:Explicit"},
-        "activation": {"documented_act": "described:DocumentedActivation", "silent_act": "described:SilentActivation"}})
-    descriptions = {info.name: info.description for info in list_plugins()
-                    if info.distribution == "andrea-lab-described"}
-    assert descriptions == {"documented": "Kernels written in Triton.", "silent": "", "explicit": "this line",
-                            "documented_act": "Softsign, x / (1 + |x|).", "silent_act": ""}
+    make_distribution(
+        "andrea-lab-described",
+        files={"described.py": DESCRIBED},
+        entry_points={
+            "kernel_backend": {
+                "documented": "described:Documented",
+                "silent": "described:Silent",
+                "explicit": "described:Explicit",
+            },
+            "activation": {
+                "documented_act": "described:DocumentedActivation",
+                "silent_act": "described:SilentActivation",
+            },
+        },
+    )
+    descriptions = {
+        info.name: info.description for info in list_plugins() if info.distribution == "andrea-lab-described"
+    }
+    assert descriptions == {
+        "documented": "Kernels written in Triton.",
+        "silent": "",
+        "explicit": "this line",
+        "documented_act": "Softsign, x / (1 + |x|).",
+        "silent_act": "",
+    }

@@ -97,8 +97,10 @@ def test_the_stored_config_hyperparameters_and_tokenizer_have_one_reader_each():
     from andrea_lab.data.tokenizer import byte_tokenizer
 
     tokenizer = byte_tokenizer()
-    checkpoint = {"hyper_parameters": {"config": {"d_model": 16}, "lr": 1e-3, "_instantiator": "x"},
-                  checkpoint_state.DATA_STATE_KEY: {checkpoint_state.TOKENIZER_STATE_KEY: tokenizer.to_str()}}
+    checkpoint = {
+        "hyper_parameters": {"config": {"d_model": 16}, "lr": 1e-3, "_instantiator": "x"},
+        checkpoint_state.DATA_STATE_KEY: {checkpoint_state.TOKENIZER_STATE_KEY: tokenizer.to_str()},
+    }
     assert checkpoint_io.stored_hyperparameters(checkpoint) == {"config": {"d_model": 16}, "lr": 1e-3}
     assert checkpoint_io.stored_model_config(checkpoint) == {"d_model": 16}
     assert checkpoint_io.stored_tokenizer(checkpoint).to_str() == tokenizer.to_str()
@@ -124,6 +126,9 @@ def test_no_reader_of_a_checkpoint_indexes_hyper_parameters_by_hand():
     from pathlib import Path
 
     package = Path(checkpoint_io.__file__).parents[1]  # andrea_lab/, not runs/
-    readers = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
-               if '["hyper_parameters"]' in p.read_text(encoding="utf-8")]
+    readers = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if '["hyper_parameters"]' in p.read_text(encoding="utf-8")
+    ]
     assert readers == []

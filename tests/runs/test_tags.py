@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import andrea_lab
-from andrea_lab.runs import tags
 from andrea_lab.fit.stability import probe
+from andrea_lab.runs import tags
 
 PACKAGE = Path(andrea_lab.__file__).parent
 
@@ -72,4 +72,3 @@ def test_the_check_finds_a_second_spelling():
     assert spellings("stability/grad_norm", fake) == ["x.py:1"]
     assert spellings(tags.VAL_LOSS, fake)[-1] == "y.py:2"
     assert spellings(tags.TRAIN_GRAD_NORM, [("z.py", 3, "train/grad_norm_max")]) == []
-

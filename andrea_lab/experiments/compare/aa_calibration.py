@@ -85,8 +85,9 @@ def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibrati
     pooled, lrs = pooled_losses(runs, a, b, loss_column)
     half = pooled.shape[0] // 2
     if half < 2:
-        raise ValueError(f"A/A calibration of {a!r} and {b!r} needs at least 4 complete seed sets, got "
-                         f"{pooled.shape[0]}")
+        raise ValueError(
+            f"A/A calibration of {a!r} and {b!r} needs at least 4 complete seed sets, got {pooled.shape[0]}"
+        )
     units = range(2 * half)  # an odd one out (the last seed set) is left out
     in_sample, cross_fitted, same_lr, differs = [], [], [], 0
     for first in itertools.combinations(units, half):
@@ -100,25 +101,45 @@ def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibrati
         rows = np.arange(half)
         cross_fitted.append(one[rows, _held_out_picks(one)] - two[rows, _held_out_picks(two)])
         same_lr.extend(one[:, j] - two[:, j] for j in range(len(lrs)))
-    found = {"cross_fitted": _rejects(np.array(cross_fitted)), "in_sample": _rejects(np.array(in_sample)),
-             "same_lr": _rejects(np.array(same_lr))}
-    return Calibration(a, b, pooled.shape[0], half, len(in_sample), lrs,
-                       {method: int(found[method].size) for method in METHODS},
-                       {method: int(found[method].sum()) for method in METHODS}, differs)
+    found = {
+        "cross_fitted": _rejects(np.array(cross_fitted)),
+        "in_sample": _rejects(np.array(in_sample)),
+        "same_lr": _rejects(np.array(same_lr)),
+    }
+    return Calibration(
+        a,
+        b,
+        pooled.shape[0],
+        half,
+        len(in_sample),
+        lrs,
+        {method: int(found[method].size) for method in METHODS},
+        {method: int(found[method].sum()) for method in METHODS},
+        differs,
+    )
 
 
 def calibration_block(calibration: Calibration, runs: int) -> str:
     """The Markdown that docs/results.md quotes: the false-positive rates beside the nominal 5 %."""
     c = calibration
-    lines = [f"A/A calibration from {runs} runs: the seed sets of `{c.a}` and `{c.b}` (one configuration) pooled "
-             f"({c.seed_sets}, each with its runs at LRs {', '.join(format_lr(lr) for lr in c.lrs)}) and split "
-             f"every way into two halves of {c.half}, paired in seed order: {c.splits} splits, each one A/A "
-             "comparison. A false positive is a 95 % interval that excludes 0.", "",
-             "| comparison | tests | false positives | rate | nominal |", "|---|---|---|---|---|"]
+    lines = [
+        f"A/A calibration from {runs} runs: the seed sets of `{c.a}` and `{c.b}` (one configuration) pooled "
+        f"({c.seed_sets}, each with its runs at LRs {', '.join(format_lr(lr) for lr in c.lrs)}) and split "
+        f"every way into two halves of {c.half}, paired in seed order: {c.splits} splits, each one A/A "
+        "comparison. A false positive is a 95 % interval that excludes 0.",
+        "",
+        "| comparison | tests | false positives | rate | nominal |",
+        "|---|---|---|---|---|",
+    ]
     for method in METHODS:
-        lines.append(f"| {METHOD_LABELS[method]} | {c.tests[method]} | {c.false_positives[method]} | "
-                     f"{c.rate(method):.1%} | {NOMINAL:.0%} |".replace("%", " %"))
-    lines += ["", f"The two halves' in-sample best LRs differ in {c.selection_differs} of {c.splits} splits (where "
-              "they agree, the selection step is not exercised). The splits share runs, so the rates are not "
-              "independent trials: a calibration check, not an estimate with a binomial interval."]
+        lines.append(
+            f"| {METHOD_LABELS[method]} | {c.tests[method]} | {c.false_positives[method]} | "
+            f"{c.rate(method):.1%} | {NOMINAL:.0%} |".replace("%", " %")
+        )
+    lines += [
+        "",
+        f"The two halves' in-sample best LRs differ in {c.selection_differs} of {c.splits} splits (where "
+        "they agree, the selection step is not exercised). The splits share runs, so the rates are not "
+        "independent trials: a calibration check, not an estimate with a binomial interval.",
+    ]
     return "\n".join(lines)

@@ -57,10 +57,10 @@ def attention_columns(variants: Sequence[HasRuns]) -> list[tuple[str, str, Calla
 #: The legend's line of each attention column (appended to the report's legend only when the column is shown).
 ATTENTION_LEGEND = {
     ATTN_LOGIT_MAX_FINAL: "- **final max attn logit**: the largest attention logit over blocks at the run's last "
-                          "probe, mean ± sd over seeds; its runaway growth at high LR is what QK-layernorm and "
-                          "z-loss address.",
+    "probe, mean ± sd over seeds; its runaway growth at high LR is what QK-layernorm and "
+    "z-loss address.",
     ATTN_ENTROPY_MIN_FINAL: "- **min attn entropy**: the lowest attention entropy (nats) over blocks at the run's "
-                            "last probe, mean ± sd over seeds; near 0 is a one-hot softmax (attention collapse).",
+    "last probe, mean ± sd over seeds; near 0 is a one-hot softmax (attention collapse).",
 }
 
 

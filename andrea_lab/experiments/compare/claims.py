@@ -58,8 +58,11 @@ class Claim:
         where = ""
         if self.lrs is not None:
             lr_a, lr_b = self.lrs
-            where = (f" @ {format_lr(lr_a)}" if lr_a == lr_b
-                     else f" @ {self.a} {format_lr(lr_a)}, {self.b} {format_lr(lr_b)}")
+            where = (
+                f" @ {format_lr(lr_a)}"
+                if lr_a == lr_b
+                else f" @ {self.a} {format_lr(lr_a)}, {self.b} {format_lr(lr_b)}"
+            )
         return f"{self.kind}: {self.a} vs {self.b}{where}" + (" (exploratory)" if self.exploratory else "")
 
 
@@ -79,9 +82,12 @@ class ClaimResult:
 
 # ---------------------------------------------------------------------------------------------- parsing
 
+
 def _bad(item: Any, why: str) -> ValueError:
-    return ValueError(f"bad claim {item!r}: {why}; expected one of {', '.join(CLAIM_KINDS)} with two variant "
-                      f"names, e.g. {{lower_loss: [A, B]}}, and optional {', '.join(CLAIM_OPTIONS)}")
+    return ValueError(
+        f"bad claim {item!r}: {why}; expected one of {', '.join(CLAIM_KINDS)} with two variant "
+        f"names, e.g. {{lower_loss: [A, B]}}, and optional {', '.join(CLAIM_OPTIONS)}"
+    )
 
 
 def _lr(value: Any, item: Any) -> float:
@@ -118,8 +124,13 @@ def parse_claims(raw: list) -> list[Claim]:
     for item in raw:
         kinds = [key for key in item if key not in CLAIM_OPTIONS] if isinstance(item, Mapping) else []
         pair = item.get(kinds[0]) if len(kinds) == 1 else None
-        if (len(kinds) != 1 or kinds[0] not in CLAIM_KINDS or not isinstance(pair, (list, tuple))
-                or len(pair) != 2 or not all(isinstance(name, str) for name in pair)):
+        if (
+            len(kinds) != 1
+            or kinds[0] not in CLAIM_KINDS
+            or not isinstance(pair, (list, tuple))
+            or len(pair) != 2
+            or not all(isinstance(name, str) for name in pair)
+        ):
             raise _bad(item, "not one claim kind with two variant names")
         kind, (a, b) = kinds[0], pair
         exploratory = item.get("exploratory", False)
@@ -133,6 +144,7 @@ def parse_claims(raw: list) -> list[Claim]:
 
 
 # ---------------------------------------------------------------------------------------------- evidence
+
 
 @dataclass(frozen=True)
 class _Evidence:
@@ -153,8 +165,11 @@ def _seeds_note(difference: stats.PairedDifference) -> str:
 
 def _fixed_where(claim: Claim) -> str:
     lr_a, lr_b = claim.lrs
-    return (f"at LR {format_lr(lr_a)}" if lr_a == lr_b else
-            f"at LRs {claim.a} {format_lr(lr_a)}, {claim.b} {format_lr(lr_b)}") + " (fixed in advance)"
+    return (
+        f"at LR {format_lr(lr_a)}"
+        if lr_a == lr_b
+        else f"at LRs {claim.a} {format_lr(lr_a)}, {claim.b} {format_lr(lr_b)}"
+    ) + " (fixed in advance)"
 
 
 def _picks(claim: Claim, comparison: stats.Comparison, seeds: Sequence[int]) -> tuple[dict, dict, str]:
@@ -163,8 +178,14 @@ def _picks(claim: Claim, comparison: stats.Comparison, seeds: Sequence[int]) -> 
         lr_a, lr_b = claim.lrs
         return selection.fixed_lrs(lr_a, seeds), selection.fixed_lrs(lr_b, seeds), _fixed_where(claim)
     picks_a, picks_b = comparison.cross_fitted_lrs
-    return picks_a, picks_b, (f"at LRs chosen on the other seeds: {selection.describe_picks(claim.a, picks_a)} · "
-                              f"{selection.describe_picks(claim.b, picks_b)}")
+    return (
+        picks_a,
+        picks_b,
+        (
+            f"at LRs chosen on the other seeds: {selection.describe_picks(claim.a, picks_a)} · "
+            f"{selection.describe_picks(claim.b, picks_b)}"
+        ),
+    )
 
 
 def _edge_note(claim: Claim, counted: pd.DataFrame, comparison: stats.Comparison) -> str:
@@ -183,23 +204,29 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
     seeds = sorted(set(table_a.columns) & set(table_b.columns))
     picks_a, picks_b, where = _picks(claim, comparison, seeds)
     difference = selection.difference_at(table_a, table_b, picks_a, picks_b)
-    text = (f"{claim.a} − {claim.b} = {difference.describe()} {where}" if difference.n else
-            f"{claim.a} − {claim.b}: no seed to pair (n=0) {where}")
+    text = (
+        f"{claim.a} − {claim.b} = {difference.describe()} {where}"
+        if difference.n
+        else f"{claim.a} − {claim.b}: no seed to pair (n=0) {where}"
+    )
     if values == "trained":
-        capped = selection.difference_at(stats.loss_table(counted, claim.a), stats.loss_table(counted, claim.b),
-                                         picks_a, picks_b)
+        capped = selection.difference_at(
+            stats.loss_table(counted, claim.a), stats.loss_table(counted, claim.b), picks_a, picks_b
+        )
         text += f"; {capped.n - difference.n} of {capped.n} pairs left out (a run diverged)"
     in_sample, p_in_sample = "", None
     if claim.lrs is None:
         text += _edge_note(claim, counted, comparison)
         best = {claim.a: comparison.variant_best_lr, claim.b: comparison.reference_best_lr}
-        at_best = selection.difference_at(table_a, table_b, selection.fixed_lrs(best[claim.a], seeds),
-                                          selection.fixed_lrs(best[claim.b], seeds))
-        in_sample = (f"{at_best.describe()} at {format_lr(best[claim.a])} / {format_lr(best[claim.b])}; "
-                     f"p = {_p(at_best.p_value)}")
+        at_best = selection.difference_at(
+            table_a, table_b, selection.fixed_lrs(best[claim.a], seeds), selection.fixed_lrs(best[claim.b], seeds)
+        )
+        in_sample = (
+            f"{at_best.describe()} at {format_lr(best[claim.a])} / {format_lr(best[claim.b])}; "
+            f"p = {_p(at_best.p_value)}"
+        )
         p_in_sample = at_best.p_value
-    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference), in_sample,
-                     p_in_sample)
+    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference), in_sample, p_in_sample)
 
 
 def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Evidence:
@@ -237,8 +264,9 @@ def outcome_of(favours_a: Optional[bool], p: float) -> str:
     return "reproduced" if favours_a else "contradicted"
 
 
-def evaluate_claims(claims: Sequence[Any], runs: pd.DataFrame,
-                    loss_column: str = "final_val_loss") -> list[ClaimResult]:
+def evaluate_claims(
+    claims: Sequence[Any], runs: pd.DataFrame, loss_column: str = "final_val_loss"
+) -> list[ClaimResult]:
     """Every claim (parsed, or as written in a suite file) judged on ``runs``: the non-exploratory ones as
     one Holm-adjusted family."""
     parsed = list(claims) if all(isinstance(c, Claim) for c in claims) else parse_claims(list(claims))
@@ -254,8 +282,17 @@ def evaluate_claims(claims: Sequence[Any], runs: pd.DataFrame,
     for index, (claim, evidence) in enumerate(zip(parsed, found)):
         p_used = adjusted.get(index, evidence.p)
         p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
-        results.append(ClaimResult(claim, outcome_of(evidence.favours_a, p_used), evidence.text, evidence.p,
-                                   adjusted.get(index), evidence.in_sample, p_in_sample))
+        results.append(
+            ClaimResult(
+                claim,
+                outcome_of(evidence.favours_a, p_used),
+                evidence.text,
+                evidence.p,
+                adjusted.get(index),
+                evidence.in_sample,
+                p_in_sample,
+            )
+        )
     return results
 
 

@@ -54,9 +54,9 @@ class Variant:
     """What the columns aggregate: one variant's counted runs and its comparison with the reference."""
 
     name: str
-    rows: pd.DataFrame                        # counted runs, with ``capped`` and ``diverged``
-    capped: pd.DataFrame                      # capped loss: index lr, columns seed
-    comparison: Optional[stats.Comparison]    # None for the reference itself
+    rows: pd.DataFrame  # counted runs, with ``capped`` and ``diverged``
+    capped: pd.DataFrame  # capped loss: index lr, columns seed
+    comparison: Optional[stats.Comparison]  # None for the reference itself
     best_lr: float
     is_reference: bool = False
     notes: list[str] = field(default_factory=list)
@@ -120,32 +120,63 @@ VARIANT_COLUMNS = [
     Column("runs", "runs", lambda v: len(v.rows)),
     Column("seeds", "seeds", lambda v: int(v.rows["seed"].nunique())),
     Column("best_lr", "best LR (all seeds)", lambda v: v.best_lr, format_lr),
-    Column("loss_at_best_mean", "capped loss at best LR", lambda v: float(v.at_best.mean()),
-           lambda x: fmt(x)),
+    Column("loss_at_best_mean", "capped loss at best LR", lambda v: float(v.at_best.mean()), lambda x: fmt(x)),
     Column("loss_at_best_sd", "sd over seeds", lambda v: float(v.at_best.std(ddof=1)), fmt),
-    Column("vs_reference", "− reference, LRs chosen on the other seeds [95 % CI]",
-           lambda v: _versus(v.comparison and v.comparison.cross_fitted)),
-    Column("vs_reference_in_sample", "− reference at in-sample best LRs (secondary)",
-           lambda v: _versus(v.comparison and v.comparison.at_best)),
+    Column(
+        "vs_reference",
+        "− reference, LRs chosen on the other seeds [95 % CI]",
+        lambda v: _versus(v.comparison and v.comparison.cross_fitted),
+    ),
+    Column(
+        "vs_reference_in_sample",
+        "− reference at in-sample best LRs (secondary)",
+        lambda v: _versus(v.comparison and v.comparison.at_best),
+    ),
     Column("lr_sensitivity", "LR sensitivity", lambda v: mean_sd(v.sensitivity)),
-    Column("sensitivity_vs_reference", "sensitivity − reference [95 % CI]",
-           lambda v: _versus(v.comparison and v.comparison.sensitivity)),
+    Column(
+        "sensitivity_vs_reference",
+        "sensitivity − reference [95 % CI]",
+        lambda v: _versus(v.comparison and v.comparison.sensitivity),
+    ),
     Column("diverged_per_lr", "diverged per LR", lambda v: v.diverged_per_lr()),
     Column("grad_norm_median", "grad norm median", lambda v: v.rows["grad_norm_median"].median(), _grad),
-    Column("grad_norm_max_after_warmup", "grad norm max after warmup",
-           lambda v: v.rows["grad_norm_max_after_warmup"].max(), _grad),
+    Column(
+        "grad_norm_max_after_warmup",
+        "grad norm max after warmup",
+        lambda v: v.rows["grad_norm_max_after_warmup"].max(),
+        _grad,
+    ),
     Column("spikes", "spikes", lambda v: int(v.rows["spike_count"].fillna(0).sum())),
-    Column("lens_blocks_to_final", "blocks to final (lens)",  # median at the best LR, from `andrea lens`
-           lambda v: v.rows[v.rows["lr"] == v.best_lr].get("lens_blocks_to_final", pd.Series(dtype=float)).median(),
-           lambda x: fmt(x, 1)),
+    Column(
+        "lens_blocks_to_final",
+        "blocks to final (lens)",  # median at the best LR, from `andrea lens`
+        lambda v: v.rows[v.rows["lr"] == v.best_lr].get("lens_blocks_to_final", pd.Series(dtype=float)).median(),
+        lambda x: fmt(x, 1),
+    ),
     Column("flags", "flags", lambda v: "; ".join(v.flags())),
 ]
 #: The variant table in Markdown is two narrower tables (one wide one wraps its numbers on a page):
 #: the loss and its comparison, then the stability columns. The CSV keeps all columns in one frame.
-VARIANT_LOSS_KEYS = ("variant", "runs", "seeds", "best_lr", "loss_at_best_mean", "loss_at_best_sd", "vs_reference",
-                     "vs_reference_in_sample")
-VARIANT_STABILITY_KEYS = ("variant", "lr_sensitivity", "sensitivity_vs_reference", "diverged_per_lr",
-                          "grad_norm_median", "grad_norm_max_after_warmup", "spikes", "flags")
+VARIANT_LOSS_KEYS = (
+    "variant",
+    "runs",
+    "seeds",
+    "best_lr",
+    "loss_at_best_mean",
+    "loss_at_best_sd",
+    "vs_reference",
+    "vs_reference_in_sample",
+)
+VARIANT_STABILITY_KEYS = (
+    "variant",
+    "lr_sensitivity",
+    "sensitivity_vs_reference",
+    "diverged_per_lr",
+    "grad_norm_median",
+    "grad_norm_max_after_warmup",
+    "spikes",
+    "flags",
+)
 
 
 def variant_columns(keys: Sequence[str]) -> list[Column]:
@@ -176,12 +207,18 @@ PER_LR_COLUMNS = [
     Column("lr", "LR", lambda c: format_lr(c.lr) + (" ←best" if c.lr == c.variant.best_lr else "")),
     Column("seeds", "seeds", lambda c: len(c.rows)),
     Column("capped_loss", "capped loss (diverged = loss at init)", lambda c: mean_sd(c.rows["capped"])),
-    Column("vs_reference", "− reference, same LR [95 % CI, unadjusted]",
-           lambda c: "reference" if c.variant.is_reference else ("n/a" if c.paired is None else _versus(c.paired))),
+    Column(
+        "vs_reference",
+        "− reference, same LR [95 % CI, unadjusted]",
+        lambda c: "reference" if c.variant.is_reference else ("n/a" if c.paired is None else _versus(c.paired)),
+    ),
     Column("diverged", "diverged [exact 95 %]", lambda c: describe_rate(int(c.rows["diverged"].sum()), len(c.rows))),
     Column("trained_loss", "loss of the runs that trained", lambda c: _trained(c.rows["trained"])),
-    Column("divergence_p", "Fisher p vs reference (unadjusted)", lambda c: (
-        "" if c.variant.comparison is None else fmt(c.variant.comparison.divergence_p.get(c.lr, math.nan), 2))),
+    Column(
+        "divergence_p",
+        "Fisher p vs reference (unadjusted)",
+        lambda c: "" if c.variant.comparison is None else fmt(c.variant.comparison.divergence_p.get(c.lr, math.nan), 2),
+    ),
     Column("spikes", "spikes", lambda c: int(c.rows["spike_count"].fillna(0).sum())),
 ]
 
@@ -192,8 +229,9 @@ def _trained(values: pd.Series) -> str:
     return "none" if values.empty else f"{mean_sd(values)} (n={len(values)})"
 
 
-def build_variants(runs: pd.DataFrame, reference: Optional[str] = None,
-                   loss_column: Optional[str] = None) -> list[Variant]:
+def build_variants(
+    runs: pd.DataFrame, reference: Optional[str] = None, loss_column: Optional[str] = None
+) -> list[Variant]:
     """One :class:`Variant` per variant with counted runs, in suite order; the reference first-listed by
     default. Variants with no counted run are left out (the report lists their runs)."""
     loss_column = loss_column or scored_loss_column(runs)
@@ -203,8 +241,9 @@ def build_variants(runs: pd.DataFrame, reference: Optional[str] = None,
         return []
     reference = reference or names[0]
     if reference not in names:
-        raise ValueError(f"reference variant {reference!r} has no finished or diverged run; variants with runs: "
-                         f"{', '.join(names)}")
+        raise ValueError(
+            f"reference variant {reference!r} has no finished or diverged run; variants with runs: {', '.join(names)}"
+        )
     comparisons = stats.compare_variants(runs[runs["lr"].notna()], reference, loss_column)
     variants = []
     for name in names:
@@ -242,7 +281,9 @@ CLAIM_COLUMNS = [
     Column("outcome", "outcome", lambda r: f"**{r.outcome}**"),
     Column("evidence", "evidence (95 % CI, unadjusted, or exact test)", lambda r: r.evidence),
     Column("p", "p", lambda r: claims_module.format_p(r.p)),
-    Column("p_holm", "Holm p", lambda r: "exploratory" if r.p_adjusted is None else claims_module.format_p(r.p_adjusted)),
+    Column(
+        "p_holm", "Holm p", lambda r: "exploratory" if r.p_adjusted is None else claims_module.format_p(r.p_adjusted)
+    ),
     Column("in_sample", "in-sample best LR (secondary, biased)", lambda r: r.in_sample),
 ]
 

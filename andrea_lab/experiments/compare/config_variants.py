@@ -29,7 +29,8 @@ SUPERSEDED = "superseded"
 AXES_AND_PLUMBING = re.compile(
     r"^(seed_everything|model\.lr|data\.seed|ckpt_path|config|print_config|summary\..*|checkpoint\.dirpath"
     r"|data\.(cache_dir|num_workers)|trainer\.(logger|callbacks|default_root_dir|enable_progress_bar"
-    r"|enable_model_summary|log_every_n_steps|profiler)(\..*)?)$")
+    r"|enable_model_summary|log_every_n_steps|profiler)(\..*)?)$"
+)
 
 
 def _flatten(prefix: str, values: Any) -> dict[str, Any]:

@@ -57,13 +57,16 @@ class PairedDivergences:
         return mcnemar_exact_p(self.only_a, self.only_b)
 
     def describe(self, a: str, b: str) -> str:
-        return (f"diverged {a} {self.diverged_a}/{self.pairs}, {b} {self.diverged_b}/{self.pairs} paired by "
-                f"{self.unit}; discordant pairs {self.only_a + self.only_b} ({a} only {self.only_a}, "
-                f"{b} only {self.only_b}); exact McNemar")
+        return (
+            f"diverged {a} {self.diverged_a}/{self.pairs}, {b} {self.diverged_b}/{self.pairs} paired by "
+            f"{self.unit}; discordant pairs {self.only_a + self.only_b} ({a} only {self.only_a}, "
+            f"{b} only {self.only_b}); exact McNemar"
+        )
 
 
-def paired_divergences(counted: pd.DataFrame, a: str, b: str,
-                       lrs: Optional[Mapping[str, float]] = None) -> PairedDivergences:
+def paired_divergences(
+    counted: pd.DataFrame, a: str, b: str, lrs: Optional[Mapping[str, float]] = None
+) -> PairedDivergences:
     """Over the whole grid (pairs by (lr, seed)), or with ``lrs`` ({a: lr, b: lr}) each variant at its fixed
     LR, paired by seed."""
     if lrs is None:
@@ -71,13 +74,21 @@ def paired_divergences(counted: pd.DataFrame, a: str, b: str,
         flags = flags.reindex(columns=[a, b]).dropna()
         first, second, unit = flags[a].astype(bool), flags[b].astype(bool), "(lr, seed)"
     else:
+
         def at(name: str) -> pd.Series:
             rows = counted[(counted["variant"] == name) & (counted["lr"] == lrs[name])]
             return rows.set_index("seed")["diverged"].astype(bool)
+
         joined = pd.concat([at(a).rename("a"), at(b).rename("b")], axis=1).dropna()
         first, second, unit = joined["a"].astype(bool), joined["b"].astype(bool), "seed"
-    return PairedDivergences(len(first), int(first.sum()), int(second.sum()), int((first & ~second).sum()),
-                             int((second & ~first).sum()), unit)
+    return PairedDivergences(
+        len(first),
+        int(first.sum()),
+        int(second.sum()),
+        int((first & ~second).sum()),
+        int((second & ~first).sum()),
+        unit,
+    )
 
 
 def stuck_windows(runs: pd.DataFrame) -> dict[str, Optional[int]]:
@@ -101,8 +112,13 @@ def stuck_window_note(runs: pd.DataFrame) -> Optional[str]:
         return None
     if len(set(windows.values())) == 1:
         return f"Stuck-at-unigram window: from step {next(iter(windows.values()))} for every variant."
-    listed = ", ".join(f"{name} {start}" for name, start in sorted(windows.items(), key=lambda item: (item[1], item[0])))
+    listed = ", ".join(
+        f"{name} {start}" for name, start in sorted(windows.items(), key=lambda item: (item[1], item[0]))
+    )
     tied = "stuck_after" not in runs or runs["stuck_after"].isna().all()
-    why = ("these runs predate the equal stuck-at-unigram window, and each variant's window started at its own "
-           "warmup step" if tied else "the variants' stuck-at-unigram windows started at different steps")
+    why = (
+        "these runs predate the equal stuck-at-unigram window, and each variant's window started at its own warmup step"
+        if tied
+        else "the variants' stuck-at-unigram windows started at different steps"
+    )
     return f"Divergence counts are not on equal footing across these variants: {why} ({listed}; docs/stability.md)."

@@ -15,8 +15,7 @@ def _markers(suite: str, what: str) -> tuple[str, str]:
 
 def generated_blocks(text: str) -> list[tuple[str, str, str]]:
     """``(suite, what, content)`` of every generated block in a Markdown text."""
-    pattern = re.compile(r"<!-- andrea compare: BEGIN (\S+) (\S+) -->\n(.*?)\n<!-- andrea compare: END \1 \2 -->",
-                         re.S)
+    pattern = re.compile(r"<!-- andrea compare: BEGIN (\S+) (\S+) -->\n(.*?)\n<!-- andrea compare: END \1 \2 -->", re.S)
     return [(m.group(1), m.group(2), m.group(3)) for m in pattern.finditer(text)]
 
 
@@ -29,8 +28,10 @@ def _marker_span(text: str, suite: str, what: str) -> Optional[tuple[int, int]]:
     """Where the block of (suite, what) starts and ends in ``text`` (None when it has no markers); one
     :class:`GeneratedBlockError` naming the lines when its markers are not exactly one BEGIN, then one END."""
     begin, end = _markers(suite, what)
-    begins, ends = [m.start() for m in re.finditer(re.escape(begin), text)], [
-        m.start() for m in re.finditer(re.escape(end), text)]
+    begins, ends = (
+        [m.start() for m in re.finditer(re.escape(begin), text)],
+        [m.start() for m in re.finditer(re.escape(end), text)],
+    )
     if not begins and not ends:
         return None
 
@@ -48,8 +49,10 @@ def _marker_span(text: str, suite: str, what: str) -> Optional[tuple[int, int]]:
         problem = f"`{end}` (line {line(ends[0])}) comes before `{begin}` (line {line(begins[0])})"
     else:
         return begins[0], ends[0] + len(end)
-    raise GeneratedBlockError(f"{problem}; fix the markers so that the block has one BEGIN line and one END line "
-                              "after it (or remove both, and the block is appended); nothing was written")
+    raise GeneratedBlockError(
+        f"{problem}; fix the markers so that the block has one BEGIN line and one END line "
+        "after it (or remove both, and the block is appended); nothing was written"
+    )
 
 
 def update_generated_block(text: str, suite: str, what: str, content: str) -> str:
@@ -59,5 +62,5 @@ def update_generated_block(text: str, suite: str, what: str, content: str) -> st
     block = f"{begin}\n{content.rstrip()}\n{end}"
     span = _marker_span(text, suite, what)
     if span is not None:
-        return text[:span[0]] + block + text[span[1]:]
+        return text[: span[0]] + block + text[span[1] :]
     return text.rstrip("\n") + "\n\n" + block + "\n"

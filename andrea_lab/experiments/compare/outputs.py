@@ -13,22 +13,35 @@ import pandas as pd
 from andrea_lab.experiments.compare import report, scales, scales_report
 
 
-def write_outputs(runs: pd.DataFrame, out: Path, reference: Optional[str] = None,
-                  claims: Sequence[Any] = (), aa_pair: Optional[tuple[str, str]] = None) -> dict[str, dict]:
+def write_outputs(
+    runs: pd.DataFrame,
+    out: Path,
+    reference: Optional[str] = None,
+    claims: Sequence[Any] = (),
+    aa_pair: Optional[tuple[str, str]] = None,
+) -> dict[str, dict]:
     """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
     is planned first, so a refusal (a ValueError) leaves no directory behind."""
     suites = list(dict.fromkeys(runs["suite"]))
     plans = {}
     for suite in suites:
         suite_runs = runs[runs["suite"] == suite]
-        plans[suite] = (scales.plan_scaled_suite(suite_runs, reference, claims) if scales.has_scales(suite_runs)
-                        else report.plan_suite(suite_runs, reference, claims, aa_pair))
-    return {suite: (scales_report.write_scaled_suite if "scales" in plan else report.write_suite)(
-        suite, plan, out if len(suites) == 1 else out / suite) for suite, plan in plans.items()}
+        plans[suite] = (
+            scales.plan_scaled_suite(suite_runs, reference, claims)
+            if scales.has_scales(suite_runs)
+            else report.plan_suite(suite_runs, reference, claims, aa_pair)
+        )
+    return {
+        suite: (scales_report.write_scaled_suite if "scales" in plan else report.write_suite)(
+            suite, plan, out if len(suites) == 1 else out / suite
+        )
+        for suite, plan in plans.items()
+    }
 
 
-def doc_blocks(runs: pd.DataFrame, claims: Sequence[Any] = (),
-               aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:
+def doc_blocks(
+    runs: pd.DataFrame, claims: Sequence[Any] = (), aa_pair: Optional[tuple[str, str]] = None
+) -> dict[str, str]:
     """The generated blocks of a suite's runs for a Markdown file (``andrea compare --doc``): by scale for a suite
     with a scale axis (:func:`scales_report.doc_blocks_by_scale`), else :func:`report.doc_blocks`."""
     return (scales_report.doc_blocks_by_scale if scales.has_scales(runs) else report.doc_blocks)(runs, claims, aa_pair)

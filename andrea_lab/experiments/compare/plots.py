@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from andrea_lab.experiments.compare.runs_table import init_column  # noqa: E402
-from andrea_lab.runs.directory import format_lr  # noqa: E402
 from andrea_lab.fit.stability import probe  # noqa: E402
+from andrea_lab.runs.directory import format_lr  # noqa: E402
 
 _BLOCK_RE = re.compile(f"^{re.escape(init_column(probe.grad_norm))}/" + r"block_(\d+)$")
 _SUBLAYER_RE = re.compile(f"^{re.escape(init_column(probe.delta_ratio))}/" + r"block_(\d+)_(attn|mlp)$")
@@ -87,8 +87,10 @@ def plot_loss_curves(variants, path: Path) -> Path:
         runs = v.rows[v.rows["lr"] == v.best_lr]
         color = f"C{index % 10}"
         label = f"{v.name} (lr {format_lr(v.best_lr)}, {len(runs)} seed{'s' if len(runs) != 1 else ''})"
-        for ax, curves in ((ax_val, list(runs.get("val_curve", []))),
-                           (ax_train, [_smooth(c) for c in runs.get("train_curve", [])])):
+        for ax, curves in (
+            (ax_val, list(runs.get("val_curve", []))),
+            (ax_train, [_smooth(c) for c in runs.get("train_curve", [])]),
+        ):
             steps, mean, low, high = _seed_band([c for c in curves if isinstance(c, list) and c])
             if not steps:
                 continue
@@ -121,8 +123,11 @@ def plot_loss_vs_lr(variants, path: Path) -> Path:
     if inits:
         ax.axhline(sum(inits) / len(inits), color="grey", linestyle="--", linewidth=1, label="loss at init")
     ax.set_xscale("log")
-    ax.set(title="loss vs learning rate (x: a seed diverged; capped at the loss at init)",
-           xlabel="learning rate", ylabel="loss (nats)")
+    ax.set(
+        title="loss vs learning rate (x: a seed diverged; capped at the loss at init)",
+        xlabel="learning rate",
+        ylabel="loss (nats)",
+    )
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
@@ -154,15 +159,18 @@ def plot_init_grad_norms(variants, path: Path) -> Optional[Path]:
         embeddings = v.rows.get(init_column(probe.grad_norm, "embeddings"))
         if embeddings is not None and embeddings.notna().any():
             ax.scatter([-1], [float(embeddings.mean())], marker="s", color=color)
-    return _finish_by_block(fig, ax, path, "gradient norm by block at step 0 (square at -1: embeddings)",
-                            "gradient norm")
+    return _finish_by_block(
+        fig, ax, path, "gradient norm by block at step 0 (square at -1: embeddings)", "gradient norm"
+    )
 
 
 def plot_init_delta_ratios(variants, path: Path) -> Optional[Path]:
     """Sublayer delta / stream by block at initialisation, attention solid and MLP dashed; None when
     no run logged it."""
-    series = [(i, v, {part: _by_block(v.rows, _SUBLAYER_RE, part) for part in ("attn", "mlp")})
-              for i, v in enumerate(variants)]
+    series = [
+        (i, v, {part: _by_block(v.rows, _SUBLAYER_RE, part) for part in ("attn", "mlp")})
+        for i, v in enumerate(variants)
+    ]
     series = [item for item in series if any(item[2].values())]
     if not series:
         return None
@@ -170,9 +178,20 @@ def plot_init_delta_ratios(variants, path: Path) -> Optional[Path]:
     for index, v, parts in series:
         for part, style in (("attn", "-"), ("mlp", "--")):
             if parts[part]:
-                ax.plot(list(parts[part]), list(parts[part].values()), style, marker="o", color=f"C{index % 10}",
-                        label=f"{v.name} {part}")
+                ax.plot(
+                    list(parts[part]),
+                    list(parts[part].values()),
+                    style,
+                    marker="o",
+                    color=f"C{index % 10}",
+                    label=f"{v.name} {part}",
+                )
     ax.axhline(1.0, color="grey", lw=0.8)
-    return _finish_by_block(fig, ax, path,
-                            "‖output − input‖ / ‖input‖ of each sublayer at step 0 (below 1: near the identity)",
-                            "delta / stream", legend_columns=2)
+    return _finish_by_block(
+        fig,
+        ax,
+        path,
+        "‖output − input‖ / ‖input‖ of each sublayer at step 0 (below 1: near the identity)",
+        "delta / stream",
+        legend_columns=2,
+    )

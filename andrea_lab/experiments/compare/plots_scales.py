@@ -83,18 +83,28 @@ def sensitivity_figure(by_scale: ByScale):
     scales = list(by_scale)
     fig, ax = plt.subplots(figsize=(6, 4))
     for index, name in enumerate(_variant_names(by_scale)):
-        points = [(x, v.sensitivity.dropna()) for x, scale in enumerate(scales)
-                  for v in by_scale[scale] if v.name == name]
+        points = [
+            (x, v.sensitivity.dropna()) for x, scale in enumerate(scales) for v in by_scale[scale] if v.name == name
+        ]
         points = [(x, s) for x, s in points if len(s)]
         if not points:
             continue
         xs = [x for x, _ in points]
-        ax.errorbar(xs, [float(s.mean()) for _, s in points],
-                    yerr=[float(s.std(ddof=1)) if len(s) > 1 else 0.0 for _, s in points],
-                    color=f"C{index % 10}", marker="o", capsize=3, label=name)
+        ax.errorbar(
+            xs,
+            [float(s.mean()) for _, s in points],
+            yerr=[float(s.std(ddof=1)) if len(s) > 1 else 0.0 for _, s in points],
+            color=f"C{index % 10}",
+            marker="o",
+            capsize=3,
+            label=name,
+        )
     ax.set_xticks(range(len(scales)), scales)
-    ax.set(title="LR sensitivity by scale (mean over the LR grid minus the best; ± sd over seeds)",
-           xlabel="scale", ylabel="LR sensitivity (nats)")
+    ax.set(
+        title="LR sensitivity by scale (mean over the LR grid minus the best; ± sd over seeds)",
+        xlabel="scale",
+        ylabel="LR sensitivity (nats)",
+    )
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -108,13 +118,21 @@ def has_attention_logits(by_scale: ByScale) -> bool:
 
 def plot_scale_figures(by_scale: ByScale, directory: Path) -> dict[str, Path]:
     """Every figure of the module docstring that the runs have data for, by kind, written in ``directory``."""
-    figures = {"loss_vs_lr_by_scale": by_lr_figure(
-                   by_scale, _capped, "loss (nats, capped at init)",
-                   "loss vs learning rate at each scale (x: a seed diverged; bar: lowest to highest seed)"),
-               "lr_sensitivity_by_scale": sensitivity_figure(by_scale)}
+    figures = {
+        "loss_vs_lr_by_scale": by_lr_figure(
+            by_scale,
+            _capped,
+            "loss (nats, capped at init)",
+            "loss vs learning rate at each scale (x: a seed diverged; bar: lowest to highest seed)",
+        ),
+        "lr_sensitivity_by_scale": sensitivity_figure(by_scale),
+    }
     if has_attention_logits(by_scale):
         figures["attn_logit_vs_lr_by_scale"] = by_lr_figure(
-            by_scale, _attention_logits, "final max attention logit",
-            "final max attention logit vs learning rate at each scale (log y)", log_y=True)
+            by_scale,
+            _attention_logits,
+            "final max attention logit",
+            "final max attention logit vs learning rate at each scale (log y)",
+            log_y=True,
+        )
     return {kind: _save(fig, directory / f"{kind}.png") for kind, fig in figures.items()}
-

@@ -15,26 +15,29 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare import aa_calibration, compare
+from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
 from andrea_lab.experiments.compare.compare import Column
 from andrea_lab.experiments.compare.config_variants import SUPERSEDED
 from andrea_lab.experiments.compare.divergence import stuck_window_note
 from andrea_lab.experiments.compare.runs_table import INIT, write_runs_csv
 from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
-from andrea_lab.runs.directory import format_lr
 from andrea_lab.fit.stability import probe
-from andrea_lab.experiments.compare.attention_columns import attention_legend
+from andrea_lab.runs.directory import format_lr
 
 
 def markdown_table(columns: Sequence[Column], frame: pd.DataFrame) -> str:
     """A GitHub Markdown table of ``frame`` with each column's label and format."""
+
     def line(cells: Sequence[Any]) -> str:
         return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
     rows = [line([c.show(row[c.key]) for c in columns]) for _, row in frame.iterrows()]
     return "\n".join([line([c.label for c in columns]), "|" + "|".join("---" for _ in columns) + "|", *rows])
 
 
 # ---------------------------------------------------------------------------------------------- at init
+
 
 def _mean(values: Sequence[float]) -> Optional[float]:
     finite = [float(v) for v in values if v is not None and not pd.isna(v)]
@@ -47,7 +50,7 @@ def init_profile(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
     profile: dict[str, dict[str, float]] = {}
     for column in rows.columns:
         if column.startswith(INIT) and (mean := _mean(rows[column])) is not None:
-            name, _, key = column[len(INIT):].partition("/")
+            name, _, key = column[len(INIT) :].partition("/")
             profile.setdefault(name, {})[key] = mean
     return profile
 
@@ -71,16 +74,32 @@ def _first_over_last(blocks: Sequence[float]) -> Optional[float]:
 INIT_COLUMNS = [  # over (variant, its init_profile) pairs: the profile is computed once per variant
     Column("variant", "variant", lambda vp: vp[0].name),
     Column("runs", "runs", lambda vp: len(vp[0].rows)),
-    Column("embeddings", "grad norm: embeddings",
-           lambda vp: compare.fmt(vp[1].get(probe.grad_norm.name, {}).get("embeddings"))),
-    Column("first_block", "grad norm: first block",
-           lambda vp: compare.fmt(next(iter(per_block(vp[1], probe.grad_norm)), None))),
-    Column("last_block", "grad norm: last block",
-           lambda vp: compare.fmt(next(reversed(per_block(vp[1], probe.grad_norm)), None))),
-    Column("first_over_last", "first / last block",
-           lambda vp: compare.fmt(_first_over_last(per_block(vp[1], probe.grad_norm)), 2)),
-    Column("attn_delta", "attn delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "attn"))),
-    Column("mlp_delta", "MLP delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "mlp"))),
+    Column(
+        "embeddings",
+        "grad norm: embeddings",
+        lambda vp: compare.fmt(vp[1].get(probe.grad_norm.name, {}).get("embeddings")),
+    ),
+    Column(
+        "first_block",
+        "grad norm: first block",
+        lambda vp: compare.fmt(next(iter(per_block(vp[1], probe.grad_norm)), None)),
+    ),
+    Column(
+        "last_block",
+        "grad norm: last block",
+        lambda vp: compare.fmt(next(reversed(per_block(vp[1], probe.grad_norm)), None)),
+    ),
+    Column(
+        "first_over_last",
+        "first / last block",
+        lambda vp: compare.fmt(_first_over_last(per_block(vp[1], probe.grad_norm)), 2),
+    ),
+    Column(
+        "attn_delta", "attn delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "attn"))
+    ),
+    Column(
+        "mlp_delta", "MLP delta/stream: mean (max)", lambda vp: mean_max(per_block(vp[1], probe.delta_ratio, "mlp"))
+    ),
 ]
 
 INIT_LEGEND = """\
@@ -95,10 +114,12 @@ whose input is the small raw embedding).
 
 
 def legend(loss_column: str) -> str:
-    scored = ("the held-out loss: windows drawn across all held-out documents at the end of the fit "
-              "(summary.json `heldout`)" if loss_column == compare.HELDOUT else
-              "the last in-training validation loss (these runs predate the held-out evaluation: read "
-              "their numbers as the loss of the first held-out files only)")
+    scored = (
+        "the held-out loss: windows drawn across all held-out documents at the end of the fit (summary.json `heldout`)"
+        if loss_column == compare.HELDOUT
+        else "the last in-training validation loss (these runs predate the held-out evaluation: read "
+        "their numbers as the loss of the first held-out files only)"
+    )
     return f"""\
 How to read these tables (docs/experiments.md):
 
@@ -127,6 +148,7 @@ How to read these tables (docs/experiments.md):
 
 # ---------------------------------------------------------------------------------------------- outputs
 
+
 def _left_out_reason(row: Any) -> str:
     if pd.isna(row.lr):
         return "LR unknown"
@@ -152,23 +174,36 @@ def verdict_lines(variants: Sequence[compare.Variant]) -> list[str]:
         if variant.is_reference or difference is None:
             continue
         seeds = " (n < 3: too few seeds)" if difference.too_few_seeds else ""
-        lines.append(f"- **{variant.name}** vs {reference}, each seed at the best LRs of the other seeds: "
-                     f"**{difference.verdict}**{seeds}, difference {difference.describe()} (unadjusted)")
+        lines.append(
+            f"- **{variant.name}** vs {reference}, each seed at the best LRs of the other seeds: "
+            f"**{difference.verdict}**{seeds}, difference {difference.describe()} (unadjusted)"
+        )
     return lines or ["- only one variant: nothing to compare it with (train another, e.g. with an override)"]
 
 
 def variants_tables(variants: Sequence[compare.Variant]) -> list[str]:
     """The variant table as two narrower Markdown tables (loss, then stability), so each fits a page."""
     frame = compare.variant_table(variants)
-    return [markdown_table(compare.variant_columns(compare.VARIANT_LOSS_KEYS), frame), "",
-            markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS), frame), ""]
+    return [
+        markdown_table(compare.variant_columns(compare.VARIANT_LOSS_KEYS), frame),
+        "",
+        markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS), frame),
+        "",
+    ]
 
 
 def header_lines(suite: str, variants: Sequence[compare.Variant], loss_column: str) -> list[str]:
     """The report's title, reference and score, the verdicts and the variants' tables."""
     reference = next((v.name for v in variants if v.is_reference), "n/a")
-    return [f"# Comparison: {suite}", "", f"Reference variant: **{reference}**; scored on the "
-            f"{scored_name(loss_column)}.", "", *verdict_lines(variants), "", *variants_tables(variants)]
+    return [
+        f"# Comparison: {suite}",
+        "",
+        f"Reference variant: **{reference}**; scored on the {scored_name(loss_column)}.",
+        "",
+        *verdict_lines(variants),
+        "",
+        *variants_tables(variants),
+    ]
 
 
 def init_lines(at_init: Sequence[compare.Variant]) -> list[str]:
@@ -177,9 +212,15 @@ def init_lines(at_init: Sequence[compare.Variant]) -> list[str]:
     return ["## At initialisation", "", markdown_table(INIT_COLUMNS, table), "", INIT_LEGEND]
 
 
-def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.DataFrame,
-                   claims: Optional[pd.DataFrame], notes: Sequence[str], loss_column: str,
-                   calibration: Optional[str] = None) -> list[tuple[str, str]]:
+def suite_sections(
+    suite: str,
+    variants: Sequence[compare.Variant],
+    runs: pd.DataFrame,
+    claims: Optional[pd.DataFrame],
+    notes: Sequence[str],
+    loss_column: str,
+    calibration: Optional[str] = None,
+) -> list[tuple[str, str]]:
     """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, the A/A
     calibration (a suite with two identical variants), per learning rate, at initialisation, notes (those
     that apply) and the legend. TensorBoard shows each as its own text."""
@@ -188,9 +229,20 @@ def suite_sections(suite: str, variants: Sequence[compare.Variant], runs: pd.Dat
         sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
     if calibration is not None:
         sections.append(("aa_calibration", ["## A/A calibration", "", calibration, ""]))
-    sections.append(("per_lr", ["## Per learning rate", "", "Each row against the reference at the same LR: "
-                                "no LR is selected, and nothing is adjusted for the many rows.", "",
-                                markdown_table(compare.per_lr_columns(variants), compare.per_lr_table(variants)), ""]))
+    sections.append(
+        (
+            "per_lr",
+            [
+                "## Per learning rate",
+                "",
+                "Each row against the reference at the same LR: "
+                "no LR is selected, and nothing is adjusted for the many rows.",
+                "",
+                markdown_table(compare.per_lr_columns(variants), compare.per_lr_table(variants)),
+                "",
+            ],
+        )
+    )
     at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
         sections.append(("at_init", init_lines(at_init)))
@@ -204,17 +256,25 @@ def scored_name(loss_column: str) -> str:
     return "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
 
 
-def plan_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any],
-               aa_pair: Optional[tuple[str, str]] = None) -> dict[str, Any]:
+def plan_suite(
+    suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any], aa_pair: Optional[tuple[str, str]] = None
+) -> dict[str, Any]:
     """Everything a suite's report says, computed before anything is written (a refusal leaves no files).
     ``aa_pair``: two variants of one configuration (:meth:`andrea_lab.experiments.sweep.suite.Suite.identical_variants`),
     whose A/A calibration the report adds."""
     loss_column = compare.scored_loss_column(suite_runs)
-    variants = compare.build_variants(suite_runs, reference if reference in set(suite_runs["variant"]) else None,
-                                      loss_column)
+    variants = compare.build_variants(
+        suite_runs, reference if reference in set(suite_runs["variant"]) else None, loss_column
+    )
     claim_frame = compare.claims_table(suite_runs, claims, loss_column) if claims and variants else None
-    return {"runs": suite_runs, "loss_column": loss_column, "variants": variants, "claims": claim_frame,
-            "notes": left_out_notes(suite_runs), "calibration": calibration_text(suite_runs, aa_pair)}
+    return {
+        "runs": suite_runs,
+        "loss_column": loss_column,
+        "variants": variants,
+        "claims": claim_frame,
+        "notes": left_out_notes(suite_runs),
+        "calibration": calibration_text(suite_runs, aa_pair),
+    }
 
 
 def calibration_text(runs: pd.DataFrame, aa_pair: Optional[tuple[str, str]]) -> Optional[str]:
@@ -231,18 +291,27 @@ def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:
 
     variants, notes = plan["variants"], plan["notes"]
     if "val_curve" not in plan["runs"]:  # a runs.csv has no curves to plot
-        notes.append("compared from a runs.csv: no curves, so no plots and no initialisation table "
-                     "(compare the run directories for those)")
+        notes.append(
+            "compared from a runs.csv: no curves, so no plots and no initialisation table "
+            "(compare the run directories for those)"
+        )
         return {}
-    files = {"loss_curves": plots.plot_loss_curves(variants, directory / "loss_curves.png"),
-             "loss_vs_lr": plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png")}
-    for kind, plot in (("grad_norm_init", plots.plot_init_grad_norms), ("delta_ratio_init", plots.plot_init_delta_ratios)):
+    files = {
+        "loss_curves": plots.plot_loss_curves(variants, directory / "loss_curves.png"),
+        "loss_vs_lr": plots.plot_loss_vs_lr(variants, directory / "loss_vs_lr.png"),
+    }
+    for kind, plot in (
+        ("grad_norm_init", plots.plot_init_grad_norms),
+        ("delta_ratio_init", plots.plot_init_delta_ratios),
+    ):
         path = plot(variants, directory / f"{kind}.png")
         if path is not None:
             files[kind] = path
     if "grad_norm_init" not in files:
-        notes.append(f"gradient norm by layer at init: skipped, no run has {probe.grad_norm.tag}/block_XX "
-                     "scalars at step 0 (the StabilityMonitor callback logs them)")
+        notes.append(
+            f"gradient norm by layer at init: skipped, no run has {probe.grad_norm.tag}/block_XX "
+            "scalars at step 0 (the StabilityMonitor callback logs them)"
+        )
     return files
 
 
@@ -251,24 +320,34 @@ def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, 
     directory.mkdir(parents=True, exist_ok=True)
     variants, claim_frame = plan["variants"], plan["claims"]
     files = _plots(plan, directory)
-    sections = suite_sections(suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"],
-                              plan.get("calibration"))
+    sections = suite_sections(
+        suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"], plan.get("calibration")
+    )
     markdown = "\n".join(text for _, text in sections)
     files["markdown"] = directory / "comparison.md"
     files["markdown"].write_text(markdown, encoding="utf-8")
     files["csv"] = directory / "comparison.csv"
     compare.variant_table(variants).assign(suite=suite).pipe(
-        lambda frame: frame[["suite", *frame.columns[:-1]]]).to_csv(files["csv"], index=False)
+        lambda frame: frame[["suite", *frame.columns[:-1]]]
+    ).to_csv(files["csv"], index=False)
     files["runs_csv"] = directory / "runs.csv"
     write_runs_csv(plan["runs"], files["runs_csv"])
     if claim_frame is not None:
         files["claims_csv"] = directory / "claims.csv"
         claim_frame.to_csv(files["claims_csv"], index=False)
-    return {"variants": variants, "files": files, "notes": plan["notes"], "markdown": markdown,
-            "sections": sections, "claims": claim_frame, "calibration": plan.get("calibration")}
+    return {
+        "variants": variants,
+        "files": files,
+        "notes": plan["notes"],
+        "markdown": markdown,
+        "sections": sections,
+        "claims": claim_frame,
+        "calibration": plan.get("calibration"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- docs
+
 
 def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     """The claims of a suite as the Markdown table that docs/results.md quotes, with what it rests on: the
@@ -278,8 +357,10 @@ def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     seeds = sorted(int(s) for s in counted["seed"].dropna().unique())
     lrs = sorted(float(lr) for lr in counted["lr"].dropna().unique())
     scored = scored_name(loss_column)
-    header = (f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
-              f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}.")
+    header = (
+        f"{len(counted)} runs: seeds {', '.join(map(str, seeds))}; LRs "
+        f"{', '.join(format_lr(lr) for lr in lrs)}; scored on the {scored}."
+    )
     parsed = parse_claims(list(claims))
     note = stuck_window_note(counted)
     lines = [header, method_line(parsed)] + ([note] if note else [])
@@ -292,11 +373,20 @@ def method_line(claims: Sequence[Any]) -> str:
     family = sum(not claim.exploratory for claim in claims)
     exploratory = len(claims) - family
     fixed = all(claim.lrs is not None for claim in claims if claim.kind != "lower_sensitivity")
-    where = ("every loss and divergence claim is judged at LRs fixed in advance (nothing is selected)" if fixed else
-             "a loss is judged at each seed's LRs chosen on the other seeds unless the claim fixes its LR")
-    return (f"Verdicts at Holm-adjusted p < 0.05 over this suite's {family} claim{'s' * (family != 1)}"
-            + (f" ({exploratory} exploratory claim{'s' * (exploratory != 1)} judged on the raw p, outside the "
-               "family)" if exploratory else "") + f"; {where}; intervals are 95 % and unadjusted.")
+    where = (
+        "every loss and divergence claim is judged at LRs fixed in advance (nothing is selected)"
+        if fixed
+        else "a loss is judged at each seed's LRs chosen on the other seeds unless the claim fixes its LR"
+    )
+    return (
+        f"Verdicts at Holm-adjusted p < 0.05 over this suite's {family} claim{'s' * (family != 1)}"
+        + (
+            f" ({exploratory} exploratory claim{'s' * (exploratory != 1)} judged on the raw p, outside the family)"
+            if exploratory
+            else ""
+        )
+        + f"; {where}; intervals are 95 % and unadjusted."
+    )
 
 
 def claim_columns(frame: pd.DataFrame) -> list[Column]:

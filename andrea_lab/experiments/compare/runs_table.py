@@ -20,14 +20,27 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
-from andrea_lab.experiments.compare.config_variants import (natural_key, declared_variant, name_adhoc_variants, run_config,
-                                                 supersede_repeats)
-from andrea_lab.inside.lens_loss import lens_columns
+from andrea_lab.experiments.compare.config_variants import (
+    declared_variant,
+    name_adhoc_variants,
+    natural_key,
+    run_config,
+    supersede_repeats,
+)
 from andrea_lab.files import read_json
-from andrea_lab.runs import tags
-from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, is_comparison_run,
-                               parse_run_version, read_record)
 from andrea_lab.fit.stability import probe
+from andrea_lab.inside.lens_loss import lens_columns
+from andrea_lab.runs import tags
+from andrea_lab.runs.directory import (
+    DONE_MARKER,
+    FAILED_MARKER,
+    START_MARKER,
+    SUMMARY_FILE,
+    is_aside,
+    is_comparison_run,
+    parse_run_version,
+    read_record,
+)
 
 VAL_TAG = tags.VAL_LOSS
 TRAIN_TAG = tags.TRAIN_LOSS
@@ -43,17 +56,55 @@ def init_column(metric: probe.ProbeMetric, key: str = "") -> str:
 
 def _init_values(curves: dict[str, Curve]) -> dict[str, float]:
     """The finite step-0 values of the probe metrics' curves, by :func:`init_column`."""
-    return {INIT + tag.split("/", 1)[1]: curve[0][1] for tag, curve in curves.items()
-            if any(m.owns(tag) for m in probe.METRICS.values())
-            and curve and curve[0][0] == 0 and math.isfinite(curve[0][1])}
-#: The columns of ``runs.csv``: one per field a comparison reads (the init columns are not written).
-RUN_COLUMNS = ["suite", "variant", "variant_index", "lr", "seed", "status", "initial_val_loss", "final_val_loss", "best_val_loss",
-               "heldout_loss", "heldout_se", "heldout_tokens", "heldout_documents", "divergence_kind",
-               "divergence_step", "grad_norm_median", "grad_norm_max", "grad_norm_max_after_warmup",
-               "spike_count", "steps", "warmup_steps", "source", "path"]
+    return {
+        INIT + tag.split("/", 1)[1]: curve[0][1]
+        for tag, curve in curves.items()
+        if any(m.owns(tag) for m in probe.METRICS.values())
+        and curve
+        and curve[0][0] == 0
+        and math.isfinite(curve[0][1])
+    }
 
-INTEGER_COLUMNS = ("variant_index", "seed", "heldout_tokens", "heldout_documents", "divergence_step", "spike_count",
-                   "steps", "warmup_steps", "stuck_after", "scale_index")
+
+#: The columns of ``runs.csv``: one per field a comparison reads (the init columns are not written).
+RUN_COLUMNS = [
+    "suite",
+    "variant",
+    "variant_index",
+    "lr",
+    "seed",
+    "status",
+    "initial_val_loss",
+    "final_val_loss",
+    "best_val_loss",
+    "heldout_loss",
+    "heldout_se",
+    "heldout_tokens",
+    "heldout_documents",
+    "divergence_kind",
+    "divergence_step",
+    "grad_norm_median",
+    "grad_norm_max",
+    "grad_norm_max_after_warmup",
+    "spike_count",
+    "steps",
+    "warmup_steps",
+    "source",
+    "path",
+]
+
+INTEGER_COLUMNS = (
+    "variant_index",
+    "seed",
+    "heldout_tokens",
+    "heldout_documents",
+    "divergence_step",
+    "spike_count",
+    "steps",
+    "warmup_steps",
+    "stuck_after",
+    "scale_index",
+)
 #: Columns ``runs.csv`` carries only when some run has a value, so that the runs of a suite without a scale
 #: axis or attention summaries keep exactly :data:`RUN_COLUMNS` (and the committed reports stay as they are).
 SCALE, SCALE_INDEX = "scale", "scale_index"
@@ -101,8 +152,10 @@ def read_scalars(run_dir: Path) -> dict[str, Curve]:
 
     accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     accumulator.Reload()
-    return {tag: sorted({e.step: float(e.value) for e in accumulator.Scalars(tag)}.items())
-            for tag in accumulator.Tags().get("scalars", [])}
+    return {
+        tag: sorted({e.step: float(e.value) for e in accumulator.Scalars(tag)}.items())
+        for tag in accumulator.Tags().get("scalars", [])
+    }
 
 
 def _layout_identity(run_dir: Path, root: Path) -> tuple[str, str]:
@@ -150,8 +203,10 @@ def final_attention(run_dir: Path, curves: Optional[dict[str, Curve]]) -> dict[s
     values of the curves (max over blocks of :data:`ATTN_LOGIT_MAX_TAG`, min of :data:`ATTN_ENTROPY_TAG`)."""
     summary = read_json(run_dir / SUMMARY_FILE) or {}
     found = {}
-    for column, tag, reduce in ((ATTN_LOGIT_MAX_FINAL, ATTN_LOGIT_MAX_TAG, max),
-                                (ATTN_ENTROPY_MIN_FINAL, ATTN_ENTROPY_TAG, min)):
+    for column, tag, reduce in (
+        (ATTN_LOGIT_MAX_FINAL, ATTN_LOGIT_MAX_TAG, max),
+        (ATTN_ENTROPY_MIN_FINAL, ATTN_ENTROPY_TAG, min),
+    ):
         value = _field(summary, column)
         if value is None and curves is not None:
             value = _final_over_blocks(curves, tag, reduce)
@@ -201,7 +256,8 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     if record is not None:
         heldout = record.heldout
         row.update(
-            initial_val_loss=record.initial_val_loss, final_val_loss=record.final_val_loss,
+            initial_val_loss=record.initial_val_loss,
+            final_val_loss=record.final_val_loss,
             best_val_loss=record.best_val_loss,
             heldout_loss=None if heldout is None else heldout.loss,
             heldout_se=None if heldout is None else heldout.se,
@@ -209,9 +265,12 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             heldout_documents=None if heldout is None else heldout.documents,
             divergence_kind=record.divergence_kind if record.diverged else None,
             divergence_step=record.divergence_step if record.diverged else None,
-            grad_norm_median=record.grad_norm_median, grad_norm_max=record.grad_norm_max,
-            grad_norm_max_after_warmup=record.grad_norm_max_after_warmup, spike_count=record.spike_count,
-            steps=record.steps, warmup_steps=record.training.get("warmup_steps"),
+            grad_norm_median=record.grad_norm_median,
+            grad_norm_max=record.grad_norm_max,
+            grad_norm_max_after_warmup=record.grad_norm_max_after_warmup,
+            spike_count=record.spike_count,
+            steps=record.steps,
+            warmup_steps=record.training.get("warmup_steps"),
             vocab_size=record.config.get("vocab_size"),
         )
     # The stuck-at-unigram window's first step, where the run's config set it (null: its warmup_steps).

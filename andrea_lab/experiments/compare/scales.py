@@ -40,8 +40,9 @@ def scale_order(runs: pd.DataFrame) -> list[str]:
     if SCALE_INDEX not in scaled:
         return first_seen
     index = scaled.groupby(SCALE, sort=False)[SCALE_INDEX].min()
-    return sorted(first_seen, key=lambda name: (math.inf if pd.isna(index[name]) else float(index[name]),
-                                                first_seen.index(name)))
+    return sorted(
+        first_seen, key=lambda name: (math.inf if pd.isna(index[name]) else float(index[name]), first_seen.index(name))
+    )
 
 
 def scale_subsets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -74,15 +75,29 @@ def claims_by_scale(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: 
         for raw, missing in judged:
             if missing is not None:
                 claim = parse_claims([raw])[0]
-                frames.append(pd.DataFrame([{"claim": f"{claim.kind}: {claim.a} vs {claim.b}", "text": claim.text,
-                                             "outcome": NOT_JUDGED, "evidence": missing, "scale": scale}]))
+                frames.append(
+                    pd.DataFrame(
+                        [
+                            {
+                                "claim": f"{claim.kind}: {claim.a} vs {claim.b}",
+                                "text": claim.text,
+                                "outcome": NOT_JUDGED,
+                                "evidence": missing,
+                                "scale": scale,
+                            }
+                        ]
+                    )
+                )
     if not frames:
         return pd.DataFrame(columns=["claim", "text", "scale", "outcome", "evidence"])
     joined = pd.concat(frames, ignore_index=True)
     first_seen = {key: i for i, key in reversed(list(enumerate(zip(joined["claim"], joined["text"]))))}
     order = [first_seen[key] for key in zip(joined["claim"], joined["text"])]
-    return joined.assign(_order=order).sort_values("_order", kind="stable")[
-        ["claim", "text", "scale", "outcome", "evidence"]].reset_index(drop=True)
+    return (
+        joined.assign(_order=order)
+        .sort_values("_order", kind="stable")[["claim", "text", "scale", "outcome", "evidence"]]
+        .reset_index(drop=True)
+    )
 
 
 def trend_table(by_scale: pd.DataFrame, scales: Sequence[str]) -> tuple[list[Column], pd.DataFrame]:
@@ -92,8 +107,11 @@ def trend_table(by_scale: pd.DataFrame, scales: Sequence[str]) -> tuple[list[Col
     for (claim, text), group in by_scale.groupby(["claim", "text"], sort=False):
         cells = {row.scale: f"{row.outcome}: {row.evidence}" for row in group.itertuples()}
         rows.append({"claim": claim, "text": text, **{scale: cells.get(scale, NOT_JUDGED) for scale in scales}})
-    columns = [Column("claim", "claim", lambda r: r), Column("text", "hypothesis", lambda r: r),
-               *[Column(scale, f"at {scale}", lambda r: r) for scale in scales]]
+    columns = [
+        Column("claim", "claim", lambda r: r),
+        Column("text", "hypothesis", lambda r: r),
+        *[Column(scale, f"at {scale}", lambda r: r) for scale in scales],
+    ]
     return columns, pd.DataFrame(rows, columns=[c.key for c in columns])
 
 
@@ -122,10 +140,14 @@ def plan_scaled_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims
     is written; runs without a scale are left out with a note."""
     loss_column = compare.scored_loss_column(suite_runs)
     unscaled = suite_runs[suite_runs[SCALE].isna()]
-    plans = {scale: report.plan_suite(subset, reference, _claims_at(claims, subset) if claims else ())
-             for scale, subset in scale_subsets(suite_runs)}
+    plans = {
+        scale: report.plan_suite(subset, reference, _claims_at(claims, subset) if claims else ())
+        for scale, subset in scale_subsets(suite_runs)
+    }
     notes = [f"{scale}: {note}" for scale, plan in plans.items() for note in plan["notes"]]
-    notes += [f"{row.variant}: left out {Path(row.path).name} (no scale, in a suite with a scale axis)"
-              for row in unscaled.itertuples()]
+    notes += [
+        f"{row.variant}: left out {Path(row.path).name} (no scale, in a suite with a scale axis)"
+        for row in unscaled.itertuples()
+    ]
     by_scale = claims_by_scale(suite_runs[suite_runs[SCALE].notna()], claims, loss_column) if claims else None
     return {"runs": suite_runs, "loss_column": loss_column, "scales": plans, "claims": by_scale, "notes": notes}

@@ -42,12 +42,26 @@ def scaled_sections(suite: str, plan: dict[str, Any]) -> list[tuple[str, str]]:
     scale, notes, legend (the keys of :func:`report.suite_sections`, so TensorBoard shows them alike)."""
     names = list(plan["scales"])
     items = scales.variants_by_scale(plan["scales"])
-    variants = ["## Variants at each scale", "",
-                report.markdown_table(scales.SCALE_VARIANT_COLUMNS, compare.table(scales.SCALE_VARIANT_COLUMNS,
-                                                                                          items)), ""]
-    sections = [("variants", [f"# Comparison: {suite}, by scale", "",
-                              f"Scales: {', '.join(names)} (each scale's report: `<scale>/comparison.md`); scored on "
-                              f"the {report.scored_name(plan['loss_column'])}.", "", *_verdicts(plan), *variants])]
+    variants = [
+        "## Variants at each scale",
+        "",
+        report.markdown_table(scales.SCALE_VARIANT_COLUMNS, compare.table(scales.SCALE_VARIANT_COLUMNS, items)),
+        "",
+    ]
+    sections = [
+        (
+            "variants",
+            [
+                f"# Comparison: {suite}, by scale",
+                "",
+                f"Scales: {', '.join(names)} (each scale's report: `<scale>/comparison.md`); scored on "
+                f"the {report.scored_name(plan['loss_column'])}.",
+                "",
+                *_verdicts(plan),
+                *variants,
+            ],
+        )
+    ]
     if plan["claims"] is not None and len(plan["claims"]):
         columns, trend = scales.trend_table(plan["claims"], names)
         sections.append(("claims", ["## Claims at each scale", "", report.markdown_table(columns, trend), ""]))
@@ -66,31 +80,43 @@ def write_scaled_suite(suite: str, plan: dict[str, Any], directory: Path) -> dic
     from andrea_lab.experiments.compare.plots_scales import plot_scale_figures
 
     directory.mkdir(parents=True, exist_ok=True)
-    per_scale = {scale: report.write_suite(f"{suite} at {scale}", scale_plan, directory / scale)
-                 for scale, scale_plan in plan["scales"].items()}
+    per_scale = {
+        scale: report.write_suite(f"{suite} at {scale}", scale_plan, directory / scale)
+        for scale, scale_plan in plan["scales"].items()
+    }
     files = plot_scale_figures({scale: p["variants"] for scale, p in plan["scales"].items()}, directory)
     sections = scaled_sections(suite, plan)
     markdown = "\n".join(text for _, text in sections)
     files["markdown"] = directory / "comparison.md"
     files["markdown"].write_text(markdown, encoding="utf-8")
     files["csv"] = directory / "comparison.csv"
-    compare.table(scales.SCALE_VARIANT_COLUMNS, scales.variants_by_scale(plan["scales"])) \
-        .assign(suite=suite).pipe(lambda frame: frame[["suite", *frame.columns[:-1]]]).to_csv(files["csv"], index=False)
+    compare.table(scales.SCALE_VARIANT_COLUMNS, scales.variants_by_scale(plan["scales"])).assign(suite=suite).pipe(
+        lambda frame: frame[["suite", *frame.columns[:-1]]]
+    ).to_csv(files["csv"], index=False)
     files["runs_csv"] = directory / "runs.csv"
     write_runs_csv(plan["runs"], files["runs_csv"])
     if plan["claims"] is not None:
         files["claims_csv"] = directory / "claims.csv"
         plan["claims"].to_csv(files["claims_csv"], index=False)
-    return {"variants": [], "files": files, "notes": plan["notes"], "markdown": markdown, "sections": sections,
-            "claims": plan["claims"], "scales": per_scale}
+    return {
+        "variants": [],
+        "files": files,
+        "notes": plan["notes"],
+        "markdown": markdown,
+        "sections": sections,
+        "claims": plan["claims"],
+        "scales": per_scale,
+    }
 
 
 def summary_text(suite: str, result: dict[str, Any]) -> str:
     """What ``andrea compare`` prints for a suite with a scale axis: the trend's sections and the files."""
     shown = [text for key, text in result["sections"] if key in ("variants", "claims", "notes")]
     files = [f"  {kind:<26} {path}" for kind, path in result["files"].items()]
-    files += [f"  {scale + ' report':<26} {scale_result['files']['markdown']}"
-              for scale, scale_result in result["scales"].items()]
+    files += [
+        f"  {scale + ' report':<26} {scale_result['files']['markdown']}"
+        for scale, scale_result in result["scales"].items()
+    ]
     return "\n".join([f"## {suite}", "", *shown, *files, ""])
 
 
@@ -104,8 +130,9 @@ def claims_block_by_scale(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     return "\n\n".join(parts)
 
 
-def doc_blocks_by_scale(runs: pd.DataFrame, claims: Sequence[Any],
-                        aa_pair: Optional[tuple[str, str]] = None) -> dict[str, str]:
+def doc_blocks_by_scale(
+    runs: pd.DataFrame, claims: Sequence[Any], aa_pair: Optional[tuple[str, str]] = None
+) -> dict[str, str]:
     """:func:`report.doc_blocks` for a suite with a scale axis: the claims block by scale. An A/A calibration
     pools identical variants' seeds at one configuration, so a scaled suite has none."""
     return {"claims": claims_block_by_scale(runs, claims)} if claims else {}

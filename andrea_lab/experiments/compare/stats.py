@@ -69,7 +69,7 @@ class PairedDifference:
 
     @property
     def verdict(self) -> str:
-        """"better"/"worse" only when the whole interval is on one side of 0; a NaN interval decides nothing."""
+        """ "better"/"worse" only when the whole interval is on one side of 0; a NaN interval decides nothing."""
         if self.high < 0:
             return "better"
         if self.low > 0:
@@ -87,8 +87,7 @@ class PairedDifference:
         return paired_t_p(self.differences)
 
     def describe(self, digits: int = 3) -> str:
-        return (f"{_signed(self.mean, digits)} [{_signed(self.low, digits)}, "
-                f"{_signed(self.high, digits)}], n={self.n}")
+        return f"{_signed(self.mean, digits)} [{_signed(self.low, digits)}, {_signed(self.high, digits)}], n={self.n}"
 
 
 def paired_t_p(differences: Sequence[float]) -> float:
@@ -176,11 +175,17 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     counted["trained"] = loss.where(~counted["diverged"], math.nan)
     duplicated = counted.duplicated(["variant", "lr", "seed"], keep=False)
     if duplicated.any():
-        cells = sorted({(str(v), float(lr), -1 if pd.isna(seed) else int(seed)) for v, lr, seed in
-                        counted.loc[duplicated, ["variant", "lr", "seed"]].itertuples(index=False, name=None)})
+        cells = sorted(
+            {
+                (str(v), float(lr), -1 if pd.isna(seed) else int(seed))
+                for v, lr, seed in counted.loc[duplicated, ["variant", "lr", "seed"]].itertuples(index=False, name=None)
+            }
+        )
         listed = "; ".join(f"{v} at LR {lr:g}, seed {seed}" for v, lr, seed in cells)
-        raise ValueError(f"more than one finished run of {listed}: keep one run per variant, LR and seed "
-                         "(move the others out of the directory compared)")
+        raise ValueError(
+            f"more than one finished run of {listed}: keep one run per variant, LR and seed "
+            "(move the others out of the directory compared)"
+        )
     return counted
 
 
@@ -198,6 +203,7 @@ def loss_table(counted: pd.DataFrame, variant: str, values: str = "capped") -> p
 
 
 # Cross-fitting (leave-one-seed-out): why, and the fixed-LR alternative, in andrea_lab.experiments.compare.selection.
+
 
 def held_out_best_lrs(table: pd.DataFrame) -> dict[int, float]:
     """Per seed (column of ``table``, index lr): the best LR over the other seeds; NaN for a seed that has
@@ -221,8 +227,9 @@ def values_at(table: pd.DataFrame, lrs: Mapping[int, float]) -> dict[int, float]
     return values
 
 
-def difference_at(table_a: pd.DataFrame, table_b: pd.DataFrame, lrs_a: Mapping[int, float],
-                  lrs_b: Mapping[int, float]) -> PairedDifference:
+def difference_at(
+    table_a: pd.DataFrame, table_b: pd.DataFrame, lrs_a: Mapping[int, float], lrs_b: Mapping[int, float]
+) -> PairedDifference:
     """A − B paired by seed, each seed of each variant at its own LR (``lrs_*[seed]``)."""
     return paired_difference(values_at(table_a, lrs_a), values_at(table_b, lrs_b))
 
@@ -234,15 +241,15 @@ class Comparison:
 
     variant: str
     reference: str
-    at_best: PairedDifference          # in-sample: each best LR chosen on the seeds compared (secondary)
+    at_best: PairedDifference  # in-sample: each best LR chosen on the seeds compared (secondary)
     variant_best_lr: float
     reference_best_lr: float
     per_lr: dict[float, PairedDifference]
-    sensitivity: PairedDifference      # Wortsman's, per seed: no choice across seeds, so nothing to cross-fit
+    sensitivity: PairedDifference  # Wortsman's, per seed: no choice across seeds, so nothing to cross-fit
     divergence_p: dict[float, float]
     flags: tuple[str, ...]
     cross_fitted: Optional[PairedDifference] = None  # each seed at the LRs chosen on the other seeds
-    cross_fitted_lrs: tuple[dict, dict] = ({}, {})   # those LRs per seed: (variant's, reference's)
+    cross_fitted_lrs: tuple[dict, dict] = ({}, {})  # those LRs per seed: (variant's, reference's)
 
 
 def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
@@ -255,28 +262,43 @@ def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Compari
     shared_lrs = table_a.index.intersection(table_b.index)
     per_lr = {float(lr): paired_difference(table_a.loc[lr], table_b.loc[lr]) for lr in shared_lrs}
     # Sensitivity over the LRs both ran, so both numbers measure the same grid.
-    sensitivity = paired_difference(lr_sensitivity_per_seed(table_a.loc[shared_lrs]),
-                                    lr_sensitivity_per_seed(table_b.loc[shared_lrs]))
+    sensitivity = paired_difference(
+        lr_sensitivity_per_seed(table_a.loc[shared_lrs]), lr_sensitivity_per_seed(table_b.loc[shared_lrs])
+    )
     picks_a, picks_b = held_out_best_lrs(table_a[seeds]), held_out_best_lrs(table_b[seeds])
     divergence_p = {}
     for lr in shared_lrs:
         at_lr = counted[counted["lr"] == lr]
         diverged_a = at_lr.loc[at_lr["variant"] == variant, "diverged"]
         diverged_b = at_lr.loc[at_lr["variant"] == reference, "diverged"]
-        divergence_p[float(lr)] = fisher_divergence(int(diverged_a.sum()), len(diverged_a),
-                                                    int(diverged_b.sum()), len(diverged_b))
+        divergence_p[float(lr)] = fisher_divergence(
+            int(diverged_a.sum()), len(diverged_a), int(diverged_b.sum()), len(diverged_b)
+        )
     at_best = paired_difference(table_a.loc[best_a], table_b.loc[best_b])
     cross_fitted = difference_at(table_a, table_b, picks_a, picks_b)
-    flags = [f"{name}: {flag}" for name, best, table in ((variant, best_a, table_a), (reference, best_b, table_b))
-             if (flag := edge_flag(best, table.index))]
+    flags = [
+        f"{name}: {flag}"
+        for name, best, table in ((variant, best_a, table_a), (reference, best_b, table_b))
+        if (flag := edge_flag(best, table.index))
+    ]
     if cross_fitted.too_few_seeds:
         flags.append(TOO_FEW_SEEDS)
-    return Comparison(variant, reference, at_best, best_a, best_b, per_lr, sensitivity, divergence_p, tuple(flags),
-                      cross_fitted, (picks_a, picks_b))
+    return Comparison(
+        variant,
+        reference,
+        at_best,
+        best_a,
+        best_b,
+        per_lr,
+        sensitivity,
+        divergence_p,
+        tuple(flags),
+        cross_fitted,
+        (picks_a, picks_b),
+    )
 
 
-def compare_variants(runs: pd.DataFrame, reference: str,
-                     loss_column: str = "final_val_loss") -> dict[str, Comparison]:
+def compare_variants(runs: pd.DataFrame, reference: str, loss_column: str = "final_val_loss") -> dict[str, Comparison]:
     """Every other variant of ``runs`` (one row per run, as in ``runs.csv``) against ``reference``."""
     check_known([reference], runs)
     counted = counted_runs(runs, loss_column)

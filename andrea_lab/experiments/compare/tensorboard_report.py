@@ -44,8 +44,10 @@ def _rgb(path: Path):
 def _check_ours(directory: Path) -> None:
     foreign = [p.name for p in directory.iterdir() if not p.name.startswith(EVENT_PREFIX)] if directory.is_dir() else []
     if directory.exists() and (foreign or not directory.is_dir()):
-        raise UsageError(f"{directory} exists and holds {', '.join(sorted(foreign)) or 'a file'}, which andrea "
-                         "compare did not write; move it away, or pass --no-tensorboard")
+        raise UsageError(
+            f"{directory} exists and holds {', '.join(sorted(foreign)) or 'a file'}, which andrea "
+            "compare did not write; move it away, or pass --no-tensorboard"
+        )
 
 
 def section_tags(sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -54,8 +56,9 @@ def section_tags(sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(f"comparison/{n}_{key}", text) for n, (key, text) in enumerate(sections)]
 
 
-def write_comparison_run(directory: Path, sections: Sequence[tuple[str, str]], images: Mapping[str, Path],
-                         step: int = 0) -> Path:
+def write_comparison_run(
+    directory: Path, sections: Sequence[tuple[str, str]], images: Mapping[str, Path], step: int = 0
+) -> Path:
     """Write the report's ``(key, Markdown)`` sections as texts (:func:`section_tags`) and the PNG ``images``
     as images ``comparison/<key>`` into the TensorBoard run ``directory``, replacing an earlier one."""
     from torch.utils.tensorboard import SummaryWriter

@@ -8,8 +8,8 @@
   (:mod:`andrea_lab.experiments.sweep.executors`; the default forks fits from :mod:`andrea_lab.experiments.sweep.warm_worker`).
 """
 
-from andrea_lab.runs.directory import run_state
 from andrea_lab.experiments.sweep.plan import RunSpec, plan_sweep
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, Variant, format_lr, load_suite
+from andrea_lab.runs.directory import run_state
 
 __all__ = ["RunSpec", "Suite", "SuiteError", "Variant", "format_lr", "load_suite", "plan_sweep", "run_state"]

@@ -87,8 +87,13 @@ class LocalExecutor:
     name = "local"
     launched = "started"  # what the progress line says once a run is handed over
 
-    def __init__(self, jobs: int = 1, gpus: Optional[Sequence[str]] = None, cwd: Optional[Path] = None,
-                 lock_fd: Optional[int] = None):
+    def __init__(
+        self,
+        jobs: int = 1,
+        gpus: Optional[Sequence[str]] = None,
+        cwd: Optional[Path] = None,
+        lock_fd: Optional[int] = None,
+    ):
         self.jobs = jobs
         self.gpus = list(gpus) if gpus else None
         self.cwd = cwd
@@ -107,13 +112,21 @@ class LocalExecutor:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot % len(self.gpus)]
         return env
 
-    def launch(self, run_dir: Path, command: Sequence[str], marker: dict[str, Any],
-               slot: int) -> tuple[subprocess.Popen, IO[bytes]]:
+    def launch(
+        self, run_dir: Path, command: Sequence[str], marker: dict[str, Any], slot: int
+    ) -> tuple[subprocess.Popen, IO[bytes]]:
         write_start_marker(run_dir, marker)
         log = (run_dir / LOG_FILE).open("ab")
-        process = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=self.cwd, env=self.env(slot), preexec_fn=_ignore_sigint,
-                                   pass_fds=(self.lock_fd,) if self.lock_fd is not None else ())
+        process = subprocess.Popen(
+            list(command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.cwd,
+            env=self.env(slot),
+            preexec_fn=_ignore_sigint,
+            pass_fds=(self.lock_fd,) if self.lock_fd is not None else (),
+        )
         return process, log
 
     def poll(self, handle: tuple[subprocess.Popen, IO[bytes]]) -> Optional[Ended]:

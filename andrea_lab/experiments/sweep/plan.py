@@ -57,39 +57,72 @@ def suite_runs_dir(runs_dir: str | Path, suite: Suite) -> Path:
     return Path(runs_dir) / suite.name
 
 
-def fit_command(suite: Suite, variant_overrides: dict[str, Any], lr: float, seed: int, save_dir: Path,
-                variant: str, python: str = sys.executable, version: Optional[str] = None) -> list[str]:
+def fit_command(
+    suite: Suite,
+    variant_overrides: dict[str, Any],
+    lr: float,
+    seed: int,
+    save_dir: Path,
+    variant: str,
+    python: str = sys.executable,
+    version: Optional[str] = None,
+) -> list[str]:
     """``python -P -m andrea_lab.cli fit --config BASE`` + common + variant overrides + what the sweep owns.
 
     ``-P``: the working directory is not put on the module path, so a file there named like a module
     (``evilmod.py``, a stray ``torch.py``) is never what a fit imports."""
     return [
-        python, "-P", "-m", "andrea_lab.cli", "fit", "--config", str(suite.base),
+        python,
+        "-P",
+        "-m",
+        "andrea_lab.cli",
+        "fit",
+        "--config",
+        str(suite.base),
         *override_args(suite.common),
         *override_args(variant_overrides),
-        "--model.lr", repr(float(lr)),
-        "--seed_everything", str(seed),
-        "--data.seed", str(seed),
-        "--trainer.logger.class_path", TENSORBOARD_LOGGER,
-        "--trainer.logger.init_args.save_dir", str(save_dir),
-        "--trainer.logger.init_args.name", variant,
-        "--trainer.logger.init_args.version", version or run_version(lr, seed),
-        "--trainer.logger.init_args.default_hp_metric", "false",
-        "--summary.suite", suite.name, "--summary.variant", variant,  # hparams to filter the runs by
+        "--model.lr",
+        repr(float(lr)),
+        "--seed_everything",
+        str(seed),
+        "--data.seed",
+        str(seed),
+        "--trainer.logger.class_path",
+        TENSORBOARD_LOGGER,
+        "--trainer.logger.init_args.save_dir",
+        str(save_dir),
+        "--trainer.logger.init_args.name",
+        variant,
+        "--trainer.logger.init_args.version",
+        version or run_version(lr, seed),
+        "--trainer.logger.init_args.default_hp_metric",
+        "false",
+        "--summary.suite",
+        suite.name,
+        "--summary.variant",
+        variant,  # hparams to filter the runs by
     ]
 
 
-def plan_sweep(suite: Suite, runs_dir: str | Path, lrs: Optional[Sequence[float]] = None,
-               seeds: Optional[Sequence[int]] = None, variants: Optional[Sequence[str]] = None,
-               python: str = sys.executable, scales: Optional[Sequence[str]] = None) -> list[RunSpec]:
+def plan_sweep(
+    suite: Suite,
+    runs_dir: str | Path,
+    lrs: Optional[Sequence[float]] = None,
+    seeds: Optional[Sequence[int]] = None,
+    variants: Optional[Sequence[str]] = None,
+    python: str = sys.executable,
+    scales: Optional[Sequence[str]] = None,
+) -> list[RunSpec]:
     """Every combination of the suite (or of the grids given instead), in run order."""
     lrs = tuple(suite.lrs if lrs is None else lrs)
     seeds = tuple(suite.seeds if seeds is None else seeds)
     chosen = suite.variants if variants is None else tuple(suite.variant(name) for name in variants)
     points = choose_scales(suite.scales, scales, str(suite.path))
     if not lrs or not seeds or not chosen:
-        raise SuiteError(f"{suite.path}: nothing to run (lrs: {list(lrs)}, seeds: {list(seeds)}, "
-                         f"variants: {[v.name for v in chosen]})")
+        raise SuiteError(
+            f"{suite.path}: nothing to run (lrs: {list(lrs)}, seeds: {list(seeds)}, "
+            f"variants: {[v.name for v in chosen]})"
+        )
     check_disjoint(suite.scales, suite.common, suite.variants, str(suite.path))  # --set may have added a key
     save_dir = suite_runs_dir(runs_dir, suite).resolve()
     combos = [(seed, scale, lr, variant) for seed in seeds for scale in points for lr in lrs for variant in chosen]
@@ -99,15 +132,34 @@ def plan_sweep(suite: Suite, runs_dir: str | Path, lrs: Optional[Sequence[float]
     for index, (seed, scale, lr, variant) in enumerate(combos, start=1):
         directory = save_dir if scale is None else save_dir / scale.name
         overrides = {**_scale_overrides(scale), **variant.overrides}
-        specs.append(RunSpec(
-            index=index, total=len(combos), suite=suite.name, variant=variant.name, lr=float(lr), seed=seed,
-            run_dir=directory / variant.name / run_version(lr, seed),
-            command=tuple(fit_command(suite, overrides, lr, seed + variant.seed_offset, directory,
-                                      variant.name, python, version=run_version(lr, seed))),
-            overrides={**suite.common, **overrides}, variant_index=position[variant.name],
-            suite_file=str(suite.path), scale=None if scale is None else scale.name,
-            scale_index=0 if scale is None else scale_position[scale.name],
-        ))
+        specs.append(
+            RunSpec(
+                index=index,
+                total=len(combos),
+                suite=suite.name,
+                variant=variant.name,
+                lr=float(lr),
+                seed=seed,
+                run_dir=directory / variant.name / run_version(lr, seed),
+                command=tuple(
+                    fit_command(
+                        suite,
+                        overrides,
+                        lr,
+                        seed + variant.seed_offset,
+                        directory,
+                        variant.name,
+                        python,
+                        version=run_version(lr, seed),
+                    )
+                ),
+                overrides={**suite.common, **overrides},
+                variant_index=position[variant.name],
+                suite_file=str(suite.path),
+                scale=None if scale is None else scale.name,
+                scale_index=0 if scale is None else scale_position[scale.name],
+            )
+        )
     return specs
 
 

@@ -35,9 +35,9 @@ def _error_text(stderr: str) -> str:
 def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tuple[str, str]]]:
     """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
     data.text_field)``) if it is valid, else (the error message, None)."""
+    from andrea_lab.fit.cli import AndreaCLI  # Lightning (~5 s): only when a preflight runs
     from andrea_lab.model.components import resolve_components  # torch: `andrea sweep --dry-run` starts without it
     from andrea_lab.model.config import AndreaConfig, ConfigError  # torch: `andrea sweep --dry-run` starts without it
-    from andrea_lab.fit.cli import AndreaCLI  # Lightning (~5 s): only when a preflight runs
     from andrea_lab.model.registry import PluginError  # torch: `andrea sweep --dry-run` starts without it
 
     class ParseOnly(AndreaCLI):
@@ -47,8 +47,7 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
     stderr = io.StringIO()
     logging.disable(logging.INFO)  # "Seed set to ..." and the like
     try:
-        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()), \
-                warnings.catch_warnings():
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "args given while sys.argv has others": intended here
             ParseOnly(args=["fit", *fit_args])
     except _Parsed as parsed:
@@ -93,7 +92,7 @@ def preflight(specs: Sequence[RunSpec]) -> tuple[list[str], list[tuple[str, str]
             continue
         seen.add((spec.scale, spec.variant))
         fit_index = spec.command.index("fit")
-        problem, corpus = parse_command(spec.command[fit_index + 1:])
+        problem, corpus = parse_command(spec.command[fit_index + 1 :])
         if problem:
             at_scale = "" if spec.scale is None else f" at scale {spec.scale!r}"
             problems.append(f"variant {spec.variant!r}{at_scale}: {problem}")

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from andrea_lab.errors import UsageError
-from andrea_lab.runs.directory import LOG_FILE, START_MARKER
 from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
+from andrea_lab.runs.directory import LOG_FILE, START_MARKER
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 _PR_SET_PDEATHSIG = 1
@@ -40,7 +40,9 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise UsageError(f"--launcher ray needs Ray, which is not installed; install the extra: {INSTALL_HINT}") from None
+        raise UsageError(
+            f"--launcher ray needs Ray, which is not installed; install the extra: {INSTALL_HINT}"
+        ) from None
     return ray
 
 
@@ -59,8 +61,9 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
 STOP_FILE = ".sweep-stop"
 
 
-def run_fit(run_dir: str, command: Sequence[str], marker: dict[str, Any], cwd: Optional[str],
-            env: dict[str, str]) -> int:
+def run_fit(
+    run_dir: str, command: Sequence[str], marker: dict[str, Any], cwd: Optional[str], env: dict[str, str]
+) -> int:
     """The Ray task: write the start marker, run the fit, return its exit status. Asked to stop (the stop
     file, or ``ray.cancel``: KeyboardInterrupt here), it stops the fit as a preemption does and waits for it."""
     directory = Path(run_dir)
@@ -68,9 +71,15 @@ def run_fit(run_dir: str, command: Sequence[str], marker: dict[str, Any], cwd: O
     stop = directory / STOP_FILE
     argv = [sys.executable, *command[1:]]  # the worker's Python, not the driver's path
     with (directory / LOG_FILE).open("ab") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=cwd if cwd and os.path.isdir(cwd) else None, env={**os.environ, **env},
-                                   preexec_fn=_die_with_parent)
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd if cwd and os.path.isdir(cwd) else None,
+            env={**os.environ, **env},
+            preexec_fn=_die_with_parent,
+        )
         try:
             while process.poll() is None:  # not a blocking wait: a stop request must be able to interrupt it
                 if stop.exists():
@@ -104,8 +113,7 @@ class RayExecutor:
     name = "ray"
     launched = "queued"  # what the progress line says once a run is handed over
 
-    def __init__(self, address: Optional[str] = None, cpus: float = 1.0, gpus: float = 0.0,
-                 cwd: Optional[Path] = None):
+    def __init__(self, address: Optional[str] = None, cpus: float = 1.0, gpus: float = 0.0, cwd: Optional[Path] = None):
         self.ray = require_ray()
         if not self.ray.is_initialized():
             # address None: RAY_ADDRESS if set, else a local Ray started here (and stopped with this process).
@@ -124,15 +132,22 @@ class RayExecutor:
         probe.write_text(token)
         try:
             task = self.ray.remote(probe_storage)
-            refs = [task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-                    .remote(str(probe), token) for node in self.ray.nodes() if node.get("Alive")]
+            refs = [
+                task.options(
+                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+                ).remote(str(probe), token)
+                for node in self.ray.nodes()
+                if node.get("Alive")
+            ]
             problems = [problem for problem in self.ray.get(refs, timeout=300) if problem]
         finally:
             probe.unlink(missing_ok=True)
         if problems:
-            raise UsageError(f"the runs directory {directory} is not usable by every Ray worker: "
-                             f"{'; '.join(problems)}. Runs must be on storage every node sees and can write "
-                             "(a shared file system); pass --runs-dir on one")
+            raise UsageError(
+                f"the runs directory {directory} is not usable by every Ray worker: "
+                f"{'; '.join(problems)}. Runs must be on storage every node sees and can write "
+                "(a shared file system); pass --runs-dir on one"
+            )
 
     def env(self) -> dict[str, str]:
         return {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(max(1, int(self.cpus)))}

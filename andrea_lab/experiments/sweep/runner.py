@@ -29,11 +29,20 @@ from pathlib import Path
 from typing import IO, Any, Optional, Sequence
 
 from andrea_lab.errors import PreemptedError
-from andrea_lab.files import write_json_atomic
-from andrea_lab.runs.directory import (DONE_MARKER, DONE_STATES, FAILED_MARKER, LOCK_FILE, LOG_FILE, move_aside,
-                               preempted_checkpoint, read_record, run_state)
 from andrea_lab.experiments.sweep.executors import Ended, Executor, LocalExecutor, now
 from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.files import write_json_atomic
+from andrea_lab.runs.directory import (
+    DONE_MARKER,
+    DONE_STATES,
+    FAILED_MARKER,
+    LOCK_FILE,
+    LOG_FILE,
+    move_aside,
+    preempted_checkpoint,
+    read_record,
+    run_state,
+)
 
 #: ``andrea fit``'s exit status after a SIGTERM/SIGUSR1 with its checkpoint written.
 PREEMPTED_EXIT_STATUS = PreemptedError.exit_status
@@ -106,7 +115,8 @@ class SweepLock:
             os.close(fd)
             raise SweepLockedError(
                 f"another `andrea sweep` is running on {self.path.parent} ({holder or 'pid unknown'}), or fits it "
-                f"started are still running; wait for them or stop them (lock: {self.path})") from None
+                f"started are still running; wait for them or stop them (lock: {self.path})"
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} since {now()}".encode())
         self.fd = fd
@@ -121,9 +131,16 @@ class SweepLock:
 class Runner:
     """Runs planned fits through an executor, at most ``jobs`` at once, and prints one line per run."""
 
-    def __init__(self, specs: Sequence[RunSpec], jobs: int = 1, out: Optional[IO[str]] = None,
-                 gpus: Optional[Sequence[str]] = None, cwd: Optional[Path] = None, poll_s: float = 0.2,
-                 executor: Optional[Executor] = None):
+    def __init__(
+        self,
+        specs: Sequence[RunSpec],
+        jobs: int = 1,
+        out: Optional[IO[str]] = None,
+        gpus: Optional[Sequence[str]] = None,
+        cwd: Optional[Path] = None,
+        poll_s: float = 0.2,
+        executor: Optional[Executor] = None,
+    ):
         if jobs < 1:
             raise ValueError(f"jobs must be >= 1, got {jobs}")
         self.specs = list(specs)
@@ -150,8 +167,10 @@ class Runner:
     def _on_signal(self, signum, frame) -> None:
         if not self.stopping:
             name = signal.Signals(signum).name
-            self.say(f"\n{name}: stopping; {len(self.running)} running fit(s) write a checkpoint and stop, and "
-                     "the next `andrea sweep` resumes them")
+            self.say(
+                f"\n{name}: stopping; {len(self.running)} running fit(s) write a checkpoint and stop, and "
+                "the next `andrea sweep` resumes them"
+            )
         self.stop()
 
     def stop(self) -> None:
@@ -181,13 +200,23 @@ class Runner:
         checkpoint = self._prepare(spec)
         command = list(spec.command) + (["--ckpt_path", str(checkpoint)] if checkpoint else [])
         marker = {
-            "schema": 1, "suite": spec.suite, "suite_file": spec.suite_file, "variant": spec.variant,
+            "schema": 1,
+            "suite": spec.suite,
+            "suite_file": spec.suite_file,
+            "variant": spec.variant,
             "variant_index": spec.variant_index,
-            "lr": spec.lr, "seed": spec.seed, "data_seed": spec.seed, "overrides": spec.overrides,
-            "command": command, "executor": self.executor.name,
-            "resumed_from": str(checkpoint) if checkpoint else None, "sweep_pid": os.getpid(),
+            "lr": spec.lr,
+            "seed": spec.seed,
+            "data_seed": spec.seed,
+            "overrides": spec.overrides,
+            "command": command,
+            "executor": self.executor.name,
+            "resumed_from": str(checkpoint) if checkpoint else None,
+            "sweep_pid": os.getpid(),
         }
-        if spec.scale is not None:  # a suite's scale axis (andrea_lab.experiments.sweep.scales); `andrea compare` reads it
+        if (
+            spec.scale is not None
+        ):  # a suite's scale axis (andrea_lab.experiments.sweep.scales); `andrea compare` reads it
             marker.update(scale=spec.scale, scale_index=spec.scale_index)
         handle = self.executor.launch(spec.run_dir, command, marker, slot)
         self.running[slot] = (spec, handle, time.monotonic())
@@ -207,10 +236,20 @@ class Runner:
             return self._done(spec, prefix, seconds, code, record)
         preempted = code == PREEMPTED_EXIT_STATUS or (code is None and preempted_checkpoint(spec.run_dir))
         reason = (f"exit status {code}" if code is not None else ended.detail or "lost by its executor") + (
-            f", summary.json status {status!r}" if status else "")
-        write_json_atomic(spec.run_dir / FAILED_MARKER, {
-            "schema": 1, "returncode": code, "summary_status": status, "preempted": bool(preempted),
-            "executor": self.executor.name, "finished": now(), "wall_time_s": round(seconds, 1)})
+            f", summary.json status {status!r}" if status else ""
+        )
+        write_json_atomic(
+            spec.run_dir / FAILED_MARKER,
+            {
+                "schema": 1,
+                "returncode": code,
+                "summary_status": status,
+                "preempted": bool(preempted),
+                "executor": self.executor.name,
+                "finished": now(),
+                "wall_time_s": round(seconds, 1),
+            },
+        )
         if preempted:
             self.say(f"{prefix}preempted after {seconds:.0f} s ({reason}); resumes from its checkpoint")
             return Outcome(spec, "preempted", seconds, returncode=code, detail=reason)
@@ -220,12 +259,19 @@ class Runner:
     def _done(self, spec: RunSpec, prefix: str, seconds: float, code: Optional[int], record) -> Outcome:
         state = record.status if record is not None and record.status in DONE_STATES else "finished"
         val = None if record is None else record.headline_loss
-        write_json_atomic(spec.run_dir / DONE_MARKER, {
-            "schema": 1, "status": state, "returncode": code, "finished": now(), "wall_time_s": round(seconds, 1),
-            "heldout_loss": None if record is None or record.heldout is None else record.heldout.loss,
-            "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
-            "executor": self.executor.name,
-        })
+        write_json_atomic(
+            spec.run_dir / DONE_MARKER,
+            {
+                "schema": 1,
+                "status": state,
+                "returncode": code,
+                "finished": now(),
+                "wall_time_s": round(seconds, 1),
+                "heldout_loss": None if record is None or record.heldout is None else record.heldout.loss,
+                "last_ckpt": (spec.run_dir / "checkpoints" / "last.ckpt").is_file(),
+                "executor": self.executor.name,
+            },
+        )
         what = "done" if state == "finished" else "diverged"
         self.say(f"{prefix}{what} in {seconds:.0f} s, {loss_words(record)}")
         return Outcome(spec, state, seconds, val, code)
@@ -311,6 +357,9 @@ def report(outcomes: Sequence[Outcome], out: Optional[IO[str]] = None) -> None:
         if tail:
             print("    " + tail.replace("\n", "\n    "), file=out)
     if counts.get("stopped") or counts.get("preempted"):
-        print("stopped and preempted runs are resumed from their checkpoints by the next `andrea sweep` of this "
-              "suite (a run stopped before it could write one is moved aside and rerun)", file=out)
+        print(
+            "stopped and preempted runs are resumed from their checkpoints by the next `andrea sweep` of this "
+            "suite (a run stopped before it could write one is moved aside and rerun)",
+            file=out,
+        )
     out.flush()

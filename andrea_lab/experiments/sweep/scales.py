@@ -56,8 +56,10 @@ class Scale:
 def _scale(raw: Any, number: int, where: str, seen: dict[str, int]) -> Scale:
     name, overrides = named_entry(raw, number, "scale", SCALE_KEYS, where, seen)
     if not overrides:
-        raise SuiteError(f"{where}: scale {name!r} has no overrides; give what makes it this scale, "
-                         f"e.g. {{{D_MODEL}: 128, {N_HEAD}: 4}}")
+        raise SuiteError(
+            f"{where}: scale {name!r} has no overrides; give what makes it this scale, "
+            f"e.g. {{{D_MODEL}: 128, {N_HEAD}: 4}}"
+        )
     _check_heads(name, overrides, where)
     return Scale(name, overrides, str(raw.get("description") or ""))
 
@@ -69,7 +71,8 @@ def _check_heads(name: str, overrides: Mapping[str, Any], where: str) -> None:
     if n_head <= 0 or d_model % n_head:
         raise SuiteError(
             f"{where}: scale {name!r}: {D_MODEL} {d_model} is not divisible by {N_HEAD} {n_head}; give an "
-            f"n_head that divides it (head size = d_model / n_head, e.g. {N_HEAD}: {max(1, d_model // 32)})")
+            f"n_head that divides it (head size = d_model / n_head, e.g. {N_HEAD}: {max(1, d_model // 32)})"
+        )
 
 
 def _check_same_keys(scales: list[Scale], where: str) -> None:
@@ -78,7 +81,8 @@ def _check_same_keys(scales: list[Scale], where: str) -> None:
         if set(scale.overrides) != set(first.overrides):
             raise SuiteError(
                 f"{where}: scale {scale.name!r} sets {', '.join(scale.overrides)} but scale {first.name!r} sets "
-                f"{', '.join(first.overrides)}; every scale must set the same keys")
+                f"{', '.join(first.overrides)}; every scale must set the same keys"
+            )
 
 
 def check_disjoint(scales: Iterable[Scale], common: Mapping[str, Any], variants: Iterable[Any], where: str) -> None:
@@ -90,7 +94,8 @@ def check_disjoint(scales: Iterable[Scale], common: Mapping[str, Any], variants:
             if key in keys:
                 raise SuiteError(
                     f"{where}: {owner} sets {key!r}, which the scales set; leave it to the scales (or drop it "
-                    "from every scale)")
+                    "from every scale)"
+                )
 
 
 def parse_scales(raw: Any, where: str, common: Mapping[str, Any], variants: Iterable[Any]) -> tuple[Scale, ...]:

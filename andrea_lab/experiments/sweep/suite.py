@@ -45,18 +45,36 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from andrea_lab.errors import UsageError
-from andrea_lab.safe_yaml import read_yaml
 from andrea_lab.experiments.sweep.scales import parse_scales
 from andrea_lab.experiments.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
-    RESERVED_KEYS, SuiteError, check_name, check_overrides, named_entry, unknown_key_message)
+    RESERVED_KEYS,
+    SuiteError,
+    check_name,
+    check_overrides,
+    named_entry,
+    unknown_key_message,
+)
 from andrea_lab.runs.directory import format_lr, parse_run_version, run_version  # noqa: F401 (re-exported)
+from andrea_lab.safe_yaml import read_yaml
 
-SUITE_KEYS = ("name", "description", "base", "common", "lrs", "seeds", "variants", "reference", "claims", "resources",
-              "scales")
+SUITE_KEYS = (
+    "name",
+    "description",
+    "base",
+    "common",
+    "lrs",
+    "seeds",
+    "variants",
+    "reference",
+    "claims",
+    "resources",
+    "scales",
+)
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
 VARIANT_KEYS = ("name", "description", "overrides", "seed_offset")
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -91,7 +109,7 @@ class Suite:
         """The first two variants with the same overrides and different seed offsets: an A/A pair (one
         configuration under different seeds), whose false-positive rate ``andrea compare`` resamples."""
         for index, first in enumerate(self.variants):
-            for second in self.variants[index + 1:]:
+            for second in self.variants[index + 1 :]:
                 if first.overrides == second.overrides and first.seed_offset != second.seed_offset:
                     return first.name, second.name
         return None
@@ -100,8 +118,9 @@ class Suite:
         for variant in self.variants:
             if variant.name == name:
                 return variant
-        raise SuiteError(f"{self.path}: no variant named {name!r}; variants: "
-                         f"{', '.join(v.name for v in self.variants)}")
+        raise SuiteError(
+            f"{self.path}: no variant named {name!r}; variants: {', '.join(v.name for v in self.variants)}"
+        )
 
 
 # ------------------------------------------------------------------ values
@@ -161,8 +180,9 @@ def parse_grid(values: Iterable[Any], kind: str, where: str, label: Optional[str
     labels = [format_lr(v) if kind == "lrs" else str(v) for v in grid]
     for index, label in enumerate(labels):
         if label in labels[:index]:
-            raise SuiteError(f"{where}: {kind} lists {values[index]!r} twice"
-                             + (f" (as {label})" if kind == "lrs" else ""))
+            raise SuiteError(
+                f"{where}: {kind} lists {values[index]!r} twice" + (f" (as {label})" if kind == "lrs" else "")
+            )
     return tuple(grid)
 
 
@@ -210,15 +230,15 @@ def _variant(raw: Any, number: int, where: str, seen: dict[str, int]) -> Variant
     description = raw.get("description") or ""
     seed_offset = raw.get("seed_offset", 0)
     if not isinstance(seed_offset, int) or isinstance(seed_offset, bool) or seed_offset < 0:
-        raise SuiteError(f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, "
-                         f"got {seed_offset!r}")
+        raise SuiteError(
+            f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, got {seed_offset!r}"
+        )
     return Variant(variant_name, overrides, str(description), seed_offset)
 
 
 def _variants(raw_variants: Any, where: str) -> list[Variant]:
     if not isinstance(raw_variants, list):
-        raise SuiteError(f"{where}: variants must be a list of {{name: ..., overrides: {{...}}}}, "
-                         f"got {raw_variants!r}")
+        raise SuiteError(f"{where}: variants must be a list of {{name: ..., overrides: {{...}}}}, got {raw_variants!r}")
     if not raw_variants:
         raise SuiteError(f"{where}: variants is empty; list at least one")
     seen: dict[str, int] = {}
@@ -238,8 +258,10 @@ def _check_claims(claims: list, names: list[str], lrs: tuple[float, ...], where:
             grid = {format_lr(lr) for lr in lrs}
             for lr in claim.lrs or ():
                 if format_lr(lr) not in grid:
-                    raise ValueError(f"claim {claim.label}: lr {format_lr(lr)} is not in the suite's lrs "
-                                     f"({', '.join(format_lr(value) for value in lrs)})")
+                    raise ValueError(
+                        f"claim {claim.label}: lr {format_lr(lr)} is not in the suite's lrs "
+                        f"({', '.join(format_lr(value) for value in lrs)})"
+                    )
     except ValueError as problem:
         raise SuiteError(f"{where}: claims: {problem}") from None
 
@@ -303,10 +325,12 @@ def check_stuck_windows(suite: Suite) -> None:
     windows = stuck_windows(suite)
     if _distinct(windows.values()) > 1:
         listed = ", ".join(f"{name} {start}" for name, start in windows.items())
-        raise SuiteError(f"{suite.path}: the stuck-at-unigram window would start at different steps ({listed}; it "
-                         "starts at stability.stuck_after, else at each variant's model.warmup_steps); set "
-                         "stability.stuck_after under common: to one step for every variant, e.g. the longest "
-                         "warmup")
+        raise SuiteError(
+            f"{suite.path}: the stuck-at-unigram window would start at different steps ({listed}; it "
+            "starts at stability.stuck_after, else at each variant's model.warmup_steps); set "
+            "stability.stuck_after under common: to one step for every variant, e.g. the longest "
+            "warmup"
+        )
 
 
 def parse_resources(value: Any, where: str) -> dict[str, float]:
@@ -345,9 +369,19 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
     _check_claims(claims, names, lrs, where)
-    suite = Suite(name=name, path=path.resolve(), base=base, variants=tuple(variants), lrs=lrs, seeds=seeds,
-                  common=common, description=str(document.get("description") or ""), reference=reference,
-                  claims=tuple(claims), resources=parse_resources(document.get("resources"), f"{where}: resources"),
-                  scales=parse_scales(document.get("scales"), where, common, variants))
+    suite = Suite(
+        name=name,
+        path=path.resolve(),
+        base=base,
+        variants=tuple(variants),
+        lrs=lrs,
+        seeds=seeds,
+        common=common,
+        description=str(document.get("description") or ""),
+        reference=reference,
+        claims=tuple(claims),
+        resources=parse_resources(document.get("resources"), f"{where}: resources"),
+        scales=parse_scales(document.get("scales"), where, common, variants),
+    )
     check_stuck_windows(suite)
     return suite

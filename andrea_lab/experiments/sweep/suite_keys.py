@@ -40,8 +40,10 @@ def check_overrides(overrides: Any, where: str) -> dict[str, Any]:
     if overrides is None:
         return {}
     if not isinstance(overrides, dict):
-        raise SuiteError(f"{where} must be a mapping of dotted keys to values "
-                         f"(e.g. {{model.config.norm_placement: post}}), got {overrides!r}")
+        raise SuiteError(
+            f"{where} must be a mapping of dotted keys to values "
+            f"(e.g. {{model.config.norm_placement: post}}), got {overrides!r}"
+        )
     for key in overrides:
         if not isinstance(key, str) or not _KEY_RE.match(key):
             raise SuiteError(f"{where}: {key!r} is not a dotted config key such as model.config.n_layer")
@@ -53,18 +55,23 @@ def check_overrides(overrides: Any, where: str) -> dict[str, Any]:
 
 def check_name(value: Any, where: str) -> str:
     if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise SuiteError(f"{where}: {value!r} is not a valid name (letters, digits and _ . + -, "
-                         "starting with a letter or digit; it becomes a directory name)")
+        raise SuiteError(
+            f"{where}: {value!r} is not a valid name (letters, digits and _ . + -, "
+            "starting with a letter or digit; it becomes a directory name)"
+        )
     if value == "compare":
         raise SuiteError(f"{where}: 'compare' is reserved (it is where `andrea compare` writes by default)")
     if ".interrupted-" in value or ".failed-" in value:
-        raise SuiteError(f"{where}: {value!r} may not contain '.interrupted-' or '.failed-' (reserved for "
-                         "run directories moved aside)")
+        raise SuiteError(
+            f"{where}: {value!r} may not contain '.interrupted-' or '.failed-' (reserved for "
+            "run directories moved aside)"
+        )
     return value
 
 
-def named_entry(raw: Any, number: int, kind: str, keys: Sequence[str], where: str,
-                seen: dict[str, int]) -> tuple[str, dict[str, Any]]:
+def named_entry(
+    raw: Any, number: int, kind: str, keys: Sequence[str], where: str, seen: dict[str, int]
+) -> tuple[str, dict[str, Any]]:
     """Entry ``number`` (from 1) of a list of named ``kind`` s (``variant``, ``scale``): a mapping with only
     ``keys``, a ``name`` that is a valid directory name and not among the names ``seen`` before it (then
     added, with its number), and ``overrides`` of dotted keys. Returns ``(name, overrides)``; the caller

@@ -22,22 +22,42 @@ from andrea_lab.experiments.sweep.suite import load_suite
 NAME = "tiny"
 #: What makes each run small (on top of the base config, experiments/cpu-base.yaml).
 MICRO: dict[str, Any] = {
-    "model.config.d_model": 32, "model.config.n_layer": 2, "model.config.n_head": 2,
-    "data.batch_size": 8, "data.max_val_batches": 2, "heldout.max_tokens": 2048,
-    "trainer.limit_val_batches": 2, "trainer.num_sanity_val_steps": 2, "trainer.max_steps": 6,
-    "trainer.val_check_interval": 3, "trainer.log_every_n_steps": 1, "model.warmup_steps": 2,
+    "model.config.d_model": 32,
+    "model.config.n_layer": 2,
+    "model.config.n_head": 2,
+    "data.batch_size": 8,
+    "data.max_val_batches": 2,
+    "heldout.max_tokens": 2048,
+    "trainer.limit_val_batches": 2,
+    "trainer.num_sanity_val_steps": 2,
+    "trainer.max_steps": 6,
+    "trainer.val_check_interval": 3,
+    "trainer.log_every_n_steps": 1,
+    "model.warmup_steps": 2,
     "stability.stuck_after": 2,  # one stuck-at-unigram window for both warmups (andrea_lab/experiments/sweep/suite.py)
 }
 
 
 def write_tiny_suite(path: Path, base: Path, corpus: Path) -> Path:
     """The suite file at ``path``: ``base`` is the experiment YAML (cpu-base.yaml), ``corpus`` the text."""
-    path.write_text(yaml.safe_dump({
-        "name": NAME, "base": str(base), "common": {**MICRO, "data.corpus": str(corpus)},
-        "lrs": [1.0e-3, 3.0], "seeds": [0],
-        "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
-                     {"name": "post-nowarmup", "overrides": {"model.config.norm_placement": "post",
-                                                              "model.warmup_steps": 0}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": NAME,
+                "base": str(base),
+                "common": {**MICRO, "data.corpus": str(corpus)},
+                "lrs": [1.0e-3, 3.0],
+                "seeds": [0],
+                "variants": [
+                    {"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
+                    {
+                        "name": "post-nowarmup",
+                        "overrides": {"model.config.norm_placement": "post", "model.warmup_steps": 0},
+                    },
+                ],
+            }
+        )
+    )
     return path
 
 

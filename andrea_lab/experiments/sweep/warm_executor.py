@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from andrea_lab.runs.directory import LOG_FILE
 from andrea_lab.experiments.sweep.executors import Ended, LocalExecutor, write_start_marker
 from andrea_lab.experiments.sweep.warm_worker import WARM_MODULES
+from andrea_lab.runs.directory import LOG_FILE
 
 #: How long a worker may take to import torch and Lightning and resolve the corpus (a loaded machine).
 READY_TIMEOUT_S = 600.0
@@ -37,13 +37,29 @@ class WorkerGone(Exception):
 class Worker:
     """One warm worker process and its line-by-line reply pipe."""
 
-    def __init__(self, env: dict[str, str], cwd: Optional[Path], lock_fd: Optional[int],
-                 corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MODULES):
+    def __init__(
+        self,
+        env: dict[str, str],
+        cwd: Optional[Path],
+        lock_fd: Optional[int],
+        corpora: Sequence[tuple[str, str]],
+        modules: Sequence[str] = WARM_MODULES,
+    ):
         self.process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "andrea_lab.experiments.sweep.warm_worker", json.dumps([list(c) for c in corpora]),
-             json.dumps(list(modules))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env=env,
-            pass_fds=(lock_fd,) if lock_fd is not None else ())
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "andrea_lab.experiments.sweep.warm_worker",
+                json.dumps([list(c) for c in corpora]),
+                json.dumps(list(modules)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            pass_fds=(lock_fd,) if lock_fd is not None else (),
+        )
         self.buffer = b""
         self.ready: Optional[dict[str, Any]] = None
 
@@ -108,9 +124,15 @@ class WarmExecutor(LocalExecutor):
     name = "warm"
     launched = "started"
 
-    def __init__(self, jobs: int = 1, gpus: Optional[Sequence[str]] = None, cwd: Optional[Path] = None,
-                 lock_fd: Optional[int] = None, corpora: Sequence[tuple[str, str]] = (),
-                 modules: Sequence[str] = WARM_MODULES):
+    def __init__(
+        self,
+        jobs: int = 1,
+        gpus: Optional[Sequence[str]] = None,
+        cwd: Optional[Path] = None,
+        lock_fd: Optional[int] = None,
+        corpora: Sequence[tuple[str, str]] = (),
+        modules: Sequence[str] = WARM_MODULES,
+    ):
         super().__init__(jobs, gpus, cwd, lock_fd)
         self.corpora, self.modules = list(corpora), list(modules)
         self.workers: dict[int, Worker] = {}

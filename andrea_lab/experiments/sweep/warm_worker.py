@@ -27,8 +27,8 @@ import sys
 import time
 from typing import Any, Optional, Sequence
 
-from andrea_lab.experiments.sweep.ray_executor import _die_with_parent
 from andrea_lab.data.corpus import remember_resolved_corpora, resolve_corpus
+from andrea_lab.experiments.sweep.ray_executor import _die_with_parent
 
 #: Imported before any fork: what every ``andrea fit`` needs (torch, Lightning, andrea_lab's CLI).
 WARM_MODULES = ("andrea_lab.cli", "andrea_lab.fit.cli")
@@ -51,10 +51,15 @@ def warm_up(corpora: Sequence[tuple[str, str]], modules: Sequence[str] = WARM_MO
     import threading
 
     torch = sys.modules.get("torch")
-    return {"ready": True, "pid": os.getpid(), "import_s": round(imported - started, 3),
-            "corpora_s": round(time.perf_counter() - imported, 3), "threads": threading.active_count(),
-            # CUDA cannot be used in a child forked after it was initialised: such a worker execs instead.
-            "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized())}
+    return {
+        "ready": True,
+        "pid": os.getpid(),
+        "import_s": round(imported - started, 3),
+        "corpora_s": round(time.perf_counter() - imported, 3),
+        "threads": threading.active_count(),
+        # CUDA cannot be used in a child forked after it was initialised: such a worker execs instead.
+        "cuda_initialized": bool(torch is not None and torch.cuda.is_initialized()),
+    }
 
 
 def _same_python(executable: str) -> bool:

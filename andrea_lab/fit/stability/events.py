@@ -77,8 +77,13 @@ class SpikeDetector:
         return started
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ema": self.ema, "seen": self.seen, "count": self.count, "in_spike": self.in_spike,
-                "steps": list(self.steps)}
+        return {
+            "ema": self.ema,
+            "seen": self.seen,
+            "count": self.count,
+            "in_spike": self.in_spike,
+            "steps": list(self.steps),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.ema, self.seen, self.count = state["ema"], state["seen"], state["count"]
@@ -115,8 +120,15 @@ class DivergenceDetector:
         final_margin: Nats above the best validation loss that make the final one a divergence.
     """
 
-    def __init__(self, unigram_loss: Optional[float] = None, stuck_after: int = 0, stuck_patience: int = 100,
-                 stuck_margin: float = 0.1, stuck_decay: float = 0.9, final_margin: float = 1.0):
+    def __init__(
+        self,
+        unigram_loss: Optional[float] = None,
+        stuck_after: int = 0,
+        stuck_patience: int = 100,
+        stuck_margin: float = 0.1,
+        stuck_decay: float = 0.9,
+        final_margin: float = 1.0,
+    ):
         if stuck_patience < 1:
             raise ValueError(f"stuck_patience must be >= 1 step, got {stuck_patience!r}")
         if stuck_after < 0:
@@ -153,8 +165,9 @@ class DivergenceDetector:
         loss = float(loss)
         if not _finite(loss):
             return self._declare(step, NONFINITE)
-        self.smoothed = loss if self.smoothed is None else (
-            self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss)
+        self.smoothed = (
+            loss if self.smoothed is None else (self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss)
+        )
         if self.unigram_loss is None or step < self.stuck_after:
             return None
         if self.smoothed < self.unigram_loss - self.stuck_margin:
@@ -174,8 +187,9 @@ class DivergenceDetector:
             return None
         return self._declare(step, NONFINITE)
 
-    def check_final(self, step: int, final_val_loss: Optional[float], best_val_loss: Optional[float]
-                    ) -> Optional[Divergence]:
+    def check_final(
+        self, step: int, final_val_loss: Optional[float], best_val_loss: Optional[float]
+    ) -> Optional[Divergence]:
         """At the end of a run: non-finite final validation loss, or ``final >= best + final_margin``."""
         if self.divergence is not None or final_val_loss is None:
             return None
@@ -186,14 +200,22 @@ class DivergenceDetector:
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"divergence": None if self.divergence is None else self.divergence.as_dict(),
-                "smoothed": self.smoothed, "stuck_since": self.stuck_since, "stuck_steps": self.stuck_steps,
-                "stuck_reference": self.stuck_reference}
+        return {
+            "divergence": None if self.divergence is None else self.divergence.as_dict(),
+            "smoothed": self.smoothed,
+            "stuck_since": self.stuck_since,
+            "stuck_steps": self.stuck_steps,
+            "stuck_reference": self.stuck_reference,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         found = state.get("divergence")
         self.divergence = None if found is None else Divergence(found["step"], found["kind"])
-        self.smoothed, self.stuck_since, self.stuck_steps = state["smoothed"], state["stuck_since"], state["stuck_steps"]
+        self.smoothed, self.stuck_since, self.stuck_steps = (
+            state["smoothed"],
+            state["stuck_since"],
+            state["stuck_steps"],
+        )
         # Checkpoints from before the improvement rule: the stretch's start is the best reference known.
         self.stuck_reference = state.get("stuck_reference", self.smoothed if self.stuck_since is not None else None)
 

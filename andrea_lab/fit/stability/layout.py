@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from andrea_lab.runs import tags
 from andrea_lab.fit.stability import probe
+from andrea_lab.runs import tags
 
 #: TensorBoard custom-scalars layout: one chart per group of per-layer curves (tags are regexes), so every
 #: block of every selected run lands in the same chart. The probe's charts come from its metrics.
@@ -19,8 +19,10 @@ _STEP_CHARTS = [
 
 
 #: The 0/1 flags, each a margin chart from the flag to :data:`tags.FLAG_SCALE` (the axis stays [0, 1]).
-_FLAG_CHARTS = [("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
-                ("stability: loss and events", "diverged (0/1)", tags.DIVERGED)]
+_FLAG_CHARTS = [
+    ("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
+    ("stability: loss and events", "diverged (0/1)", tags.DIVERGED),
+]
 
 
 def custom_scalars_layout() -> dict[str, dict[str, list]]:

@@ -29,16 +29,15 @@ import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
+from andrea_lab.errors import DivergenceError
+from andrea_lab.fit.nonfinite import global_grad_norm, guard_of
+from andrea_lab.fit.stability import probe
 from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, SpikeDetector
 from andrea_lab.fit.stability.layout import CUSTOM_SCALARS_LAYOUT
+from andrea_lab.fit.stability.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.fit.stability.unigram import measure_unigram_loss
-from andrea_lab.errors import DivergenceError
 from andrea_lab.model.transformer import Andrea
 from andrea_lab.runs import tags
-from andrea_lab.fit.stability import probe
-from andrea_lab.fit.stability.probe import PREFIX, measure_probe, param_groups
-from andrea_lab.fit.nonfinite import global_grad_norm, guard_of
-
 
 
 def _inputs_of(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -130,8 +129,9 @@ class StabilityMonitor(L.Callback):
 
     def _reset(self) -> None:
         self.spikes = SpikeDetector(self.spike_threshold, self.spike_ema_decay, self.spike_warmup)
-        self.divergence_detector = DivergenceDetector(None, self.stuck_after or 0, self.stuck_patience,
-                                                      self.stuck_margin, final_margin=self.final_margin)
+        self.divergence_detector = DivergenceDetector(
+            None, self.stuck_after or 0, self.stuck_patience, self.stuck_margin, final_margin=self.final_margin
+        )
         self.unigram_loss: Optional[float] = self.unigram_loss_setting
         self.grad_norms: list[float] = []
         self.nonfinite_steps = 0
@@ -169,8 +169,12 @@ class StabilityMonitor(L.Callback):
         return max(finite), statistics.median(finite)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"spikes": self.spikes.state_dict(), "divergence": self.divergence_detector.state_dict(),
-                "grad_norms": list(self.grad_norms), "nonfinite_steps": self.nonfinite_steps}
+        return {
+            "spikes": self.spikes.state_dict(),
+            "divergence": self.divergence_detector.state_dict(),
+            "grad_norms": list(self.grad_norms),
+            "nonfinite_steps": self.nonfinite_steps,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # Applied at on_train_start: some strategies restore callbacks before setup, some after.
@@ -207,14 +211,21 @@ class StabilityMonitor(L.Callback):
         self.grad_norms = list(state["grad_norms"])
         self.nonfinite_steps = state["nonfinite_steps"]
 
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if not self.enabled:
             return
         step = trainer.global_step
         self._batch_step = step
         self._batch_loss = self._batch_grad_norm = None
-        if (self.interval and step % self.interval == 0 and step != self._last_probe_step
-                and trainer.is_global_zero and _andrea_of(pl_module) is not None):
+        if (
+            self.interval
+            and step % self.interval == 0
+            and step != self._last_probe_step
+            and trainer.is_global_zero
+            and _andrea_of(pl_module) is not None
+        ):
             self._last_probe_step = step
             if self._probe_batch is None:
                 self._probe_batch = self._capture_probe_batch(trainer, pl_module, batch)
@@ -235,8 +246,9 @@ class StabilityMonitor(L.Callback):
         if norm is not None:
             self._batch_grad_norm = norm.float()
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if not self.enabled:
             return
         guard = guard_of(pl_module)
@@ -279,8 +291,9 @@ class StabilityMonitor(L.Callback):
         losses = torch.stack([loss.reshape(()) for _, loss, _ in pending])
         norms = [g for _, _, g in pending]
         has_norm = [g is not None for g in norms]
-        norm_values = (torch.stack([g.reshape(()).to(losses.device) for g in norms if g is not None])
-                       if any(has_norm) else None)
+        norm_values = (
+            torch.stack([g.reshape(()).to(losses.device) for g in norms if g is not None]) if any(has_norm) else None
+        )
         loss_list = losses.cpu().tolist()
         norm_list = norm_values.cpu().tolist() if norm_values is not None else []
         norm_iter = iter(norm_list)
@@ -294,15 +307,22 @@ class StabilityMonitor(L.Callback):
             if bad:
                 window_nonfinite += 1
             self.spikes.update(step, loss)
-            found = (None if self._skip_nonfinite and not math.isfinite(loss)
-                     else self.divergence_detector.update(step, loss))
+            found = (
+                None
+                if self._skip_nonfinite and not math.isfinite(loss)
+                else self.divergence_detector.update(step, loss)
+            )
             if bad and found is None and not self._skip_nonfinite:
                 found = self.divergence_detector.nonfinite(step)
             newly_diverged = newly_diverged or found
         self.nonfinite_steps += window_nonfinite
         last_step = pending[-1][0]
-        metrics = {tags.NONFINITE: float(window_nonfinite > 0), tags.SPIKES: float(self.spikes.count),
-                   tags.DIVERGED: float(self.divergence is not None), tags.FLAG_SCALE: 1.0}
+        metrics = {
+            tags.NONFINITE: float(window_nonfinite > 0),
+            tags.SPIKES: float(self.spikes.count),
+            tags.DIVERGED: float(self.divergence is not None),
+            tags.FLAG_SCALE: 1.0,
+        }
         if self.spikes.ema is not None:
             metrics[tags.LOSS_EMA] = self.spikes.ema
         self._log(trainer, metrics, last_step)
@@ -311,8 +331,9 @@ class StabilityMonitor(L.Callback):
 
     # ------------------------------------------------------------ the probe
 
-    def _capture_probe_batch(self, trainer: L.Trainer, pl_module: L.LightningModule, train_batch: Any
-                             ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _capture_probe_batch(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, train_batch: Any
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         batch = None
         if self.probe == "val":
             with isolate_rng():  # creating a DataLoader iterator draws from the global RNG
@@ -356,8 +377,14 @@ class StabilityMonitor(L.Callback):
         with probe.eval_mode(pl_module):  # the whole LightningModule, not only the model inside it
             values = measure_probe(model, x, y, autocast=trainer.precision_plugin.forward_context())
         # Snapshot the weights; the update ratio is measured after this step's optimizer step.
-        self._snapshot = (step, {key: [p.detach().clone() for _, p in members]
-                                 for key, members in param_groups(model).items() if key != "head"})
+        self._snapshot = (
+            step,
+            {
+                key: [p.detach().clone() for _, p in members]
+                for key, members in param_groups(model).items()
+                if key != "head"
+            },
+        )
         seconds = time.perf_counter() - started
         self.probe_seconds.append(seconds)
         metrics = {f"{PREFIX}/{k}": v for k, v in values.items()}

@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
+from andrea_lab.fit import z_loss
 from andrea_lab.model.transformer import SUBLAYER_KINDS, Andrea, AttentionLogits, Sublayer
 from andrea_lab.runs import tags
-from andrea_lab.fit import z_loss
 
 PREFIX = "stability"
 _LOGIT_BUDGET = 1 << 26  # attention scores materialised at once by the probe (float32: 256 MiB)
@@ -45,11 +45,11 @@ Values = dict[str, torch.Tensor]
 class ProbeMetric:
     """One probe statistic: its tag, the event it reads, the function, and the charts that show it."""
 
-    tag: str                                  # "stability/delta_ratio": keys are logged below it
-    event: str                                # which event of the probe pass feeds ``compute``
+    tag: str  # "stability/delta_ratio": keys are logged below it
+    event: str  # which event of the probe pass feeds ``compute``
     compute: Callable[..., Values]
-    section: str                              # the custom-scalars section of its charts
-    charts: tuple[tuple[str, str], ...]       # (chart title, regex of the keys it shows; "" = no key)
+    section: str  # the custom-scalars section of its charts
+    charts: tuple[tuple[str, str], ...]  # (chart title, regex of the keys it shows; "" = no key)
     beside: tuple[tuple[str, str], ...] = ()  # (chart title, another tag) charted right after its own
 
     @property
@@ -75,17 +75,20 @@ class ProbeMetric:
 METRICS: dict[str, ProbeMetric] = {}
 
 
-def probe_metric(name: str, event: str, section: str, *charts: tuple[str, str],
-                 beside: tuple[tuple[str, str], ...] = ()):
+def probe_metric(
+    name: str, event: str, section: str, *charts: tuple[str, str], beside: tuple[tuple[str, str], ...] = ()
+):
     """Register the decorated function as the probe metric ``stability/<name>`` (see the module doc); the
     name then stands for the :class:`ProbeMetric` (``probe.grad_norm.tag``), its function is ``compute``.
     ``beside``: charts of other tags (a training curve) that belong next to this metric's."""
+
     def register(compute: Callable[..., Values]) -> ProbeMetric:
         tag = f"{PREFIX}/{name}"
         if tag in METRICS:
             raise ValueError(f"probe metric {tag!r} is defined twice")
         METRICS[tag] = ProbeMetric(tag, event, compute, section, charts, beside)
         return METRICS[tag]
+
     return register
 
 
@@ -110,15 +113,16 @@ def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------ the metrics
 
+
 @dataclass
 class ProbeGradients:
     """The gradients of the probe loss: per parameter group, and at the bottom of the residual stream."""
 
     model: Andrea
-    idx: torch.Tensor                             # the probe batch's input ids
-    by_group: dict[str, list[torch.Tensor]]       # block_NN / embeddings / head → parameter gradients
-    token_embedding: Optional[torch.Tensor]       # the tied token matrix's whole gradient
-    at_stream_bottom: Optional[torch.Tensor]      # d loss / d (embedding output), (B, T, C)
+    idx: torch.Tensor  # the probe batch's input ids
+    by_group: dict[str, list[torch.Tensor]]  # block_NN / embeddings / head → parameter gradients
+    token_embedding: Optional[torch.Tensor]  # the tied token matrix's whole gradient
+    at_stream_bottom: Optional[torch.Tensor]  # d loss / d (embedding output), (B, T, C)
 
 
 @probe_metric("grad_norm", "gradients", GRADIENTS, ("gradient norm per block, embeddings, head", ".*"))
@@ -148,8 +152,11 @@ def grad_norm(g: ProbeGradients) -> Values:
 @probe_metric("update_ratio", "update", GRADIENTS, ("update / weight per block", ".*"))
 def update_ratio(before: dict[str, list[torch.Tensor]], after: dict[str, list[torch.Tensor]]) -> Values:
     """‖weights after − before‖ / ‖before‖ of each group over one optimizer step."""
-    return {key: _ratio(frobenius([n.float() - o.float() for n, o in zip(after[key], old)]), frobenius(old))
-            for key, old in before.items() if len(after.get(key, ())) == len(old)}
+    return {
+        key: _ratio(frobenius([n.float() - o.float() for n, o in zip(after[key], old)]), frobenius(old))
+        for key, old in before.items()
+        if len(after.get(key, ())) == len(old)
+    }
 
 
 @probe_metric("stream_rms", "stream", STREAM, ("stream RMS after each block", ".*"))
@@ -160,13 +167,13 @@ def stream_rms(s: Sublayer, before: torch.Tensor, after: torch.Tensor) -> Values
     return {block_tag(s.block): after.detach().float().pow(2).mean().sqrt()}
 
 
-@probe_metric("delta_ratio", "stream", STREAM, ("attention delta / stream", ".*_attn"),
-              ("MLP delta / stream", ".*_mlp"))
+@probe_metric(
+    "delta_ratio", "stream", STREAM, ("attention delta / stream", ".*_attn"), ("MLP delta / stream", ".*_mlp")
+)
 def delta_ratio(s: Sublayer, before: torch.Tensor, after: torch.Tensor) -> Values:
     """‖after − before‖ / ‖before‖: how much a sublayer's wiring changes the stream."""
     x = before.detach().float()
-    return {sublayer_tag(s): _ratio(torch.linalg.vector_norm(after.detach().float() - x),
-                                    torch.linalg.vector_norm(x))}
+    return {sublayer_tag(s): _ratio(torch.linalg.vector_norm(after.detach().float() - x), torch.linalg.vector_norm(x))}
 
 
 def _head_slices(logits: AttentionLogits) -> list[slice]:
@@ -183,15 +190,24 @@ def attn_logit_max(s: Sublayer, logits: AttentionLogits) -> Values:
     return {block_tag(s.block): best}
 
 
-@probe_metric("attn_entropy", "attention", LOGITS, ("attention entropy per block (mean over heads)", r"block_\d+"),
-              ("attention entropy per block (lowest head)", r"block_\d+_min"))
+@probe_metric(
+    "attn_entropy",
+    "attention",
+    LOGITS,
+    ("attention entropy per block (mean over heads)", r"block_\d+"),
+    ("attention entropy per block (lowest head)", r"block_\d+_min"),
+)
 def attn_entropy(s: Sublayer, logits: AttentionLogits) -> Values:
     """Entropy (nats) of the attention distributions, per head averaged over batch and queries; the block's
     mean over heads and its lowest head (Zhai et al. 2023: a collapsing entropy precedes divergence).
 
     A query's masked future positions have probability 0 and add nothing (``entr(0) = 0``, not 0·-inf)."""
-    per_head = torch.cat([torch.special.entr(torch.softmax(logits(heads), dim=-1)).sum(-1).mean(dim=(0, 2))
-                          for heads in _head_slices(logits)])  # (nh,)
+    per_head = torch.cat(
+        [
+            torch.special.entr(torch.softmax(logits(heads), dim=-1)).sum(-1).mean(dim=(0, 2))
+            for heads in _head_slices(logits)
+        ]
+    )  # (nh,)
     return {block_tag(s.block): per_head.mean(), f"{block_tag(s.block)}_min": per_head.amin()}
 
 
@@ -207,8 +223,13 @@ def logit_max(logits: torch.Tensor, loss: torch.Tensor) -> Values:
     return {"": logits.detach().float().amax()}
 
 
-@probe_metric("log_z", "output", LOGITS, ("output logit max and log Z", ""),
-              beside=(("z-loss term (with model.z_loss > 0)", tags.TRAIN_Z_LOSS),))
+@probe_metric(
+    "log_z",
+    "output",
+    LOGITS,
+    ("output logit max and log Z", ""),
+    beside=(("z-loss term (with model.z_loss > 0)", tags.TRAIN_Z_LOSS),),
+)
 def log_z(logits: torch.Tensor, loss: torch.Tensor) -> Values:
     """Mean over positions of log Σ exp(logits): the softmax normaliser's scale, which the z-loss acts on."""
     return {"": z_loss.log_z(logits.detach()).mean()}
@@ -233,14 +254,19 @@ def attention_extremes(values: dict[str, float]) -> dict[str, Optional[float]]:
     """Of one probe's logged values (``stability/attn_logit_max/block_00``, ...): the largest attention logit of
     any block and the lowest attention entropy of any head of any block; None where there is none or one is
     not finite. What ``summary.json`` records of the last probe (``andrea compare`` reads it)."""
+
     def extreme(metric: ProbeMetric, suffix: str, pick: Callable) -> Optional[float]:
         found = [v for k, v in values.items() if metric.owns(k) and k.endswith(suffix)]
         return pick(found) if found and all(map(math.isfinite, found)) else None
-    return {"attn_logit_max_final": extreme(attn_logit_max, "", max),
-            "attn_entropy_min_final": extreme(attn_entropy, "_min", min)}
+
+    return {
+        "attn_logit_max_final": extreme(attn_logit_max, "", max),
+        "attn_entropy_min_final": extreme(attn_entropy, "_min", min),
+    }
 
 
 # ------------------------------------------------------------------------------------------ measuring
+
 
 def _emit(values: Values, event: str, *args: Any) -> None:
     for metric in METRICS.values():
@@ -290,8 +316,9 @@ def _to_floats(values: Values) -> dict[str, float]:
     return dict(zip(names, numbers))
 
 
-def measure_probe(model: Andrea, x: torch.Tensor, y: Optional[torch.Tensor] = None,
-                  autocast: Any = None) -> dict[str, float]:
+def measure_probe(
+    model: Andrea, x: torch.Tensor, y: Optional[torch.Tensor] = None, autocast: Any = None
+) -> dict[str, float]:
     """Every probe statistic of ``model`` on the batch ``x`` (targets ``y``; None: ``x`` shifted), as
     ``{"grad_norm/block_00": ..., "stream_rms/block_00": ..., ...}`` (names without the prefix).
 
@@ -316,8 +343,11 @@ def measure_probe(model: Andrea, x: torch.Tensor, y: Optional[torch.Tensor] = No
         stack.enter_context(isolate_rng())
         stack.enter_context(eval_mode(model))
         stack.enter_context(torch.enable_grad())
-        stack.enter_context(model.tap(on_stream, lambda s, a: _emit(values, "attention", s, a),
-                                      lambda s, h: _emit(values, "hidden", s, h)))
+        stack.enter_context(
+            model.tap(
+                on_stream, lambda s, a: _emit(values, "attention", s, a), lambda s, h: _emit(values, "hidden", s, h)
+            )
+        )
         if autocast is not None:
             stack.enter_context(autocast)
         logits, loss = model(x, y)

@@ -26,7 +26,7 @@ def sample_unigram_loss(tokens: Any, vocab_size: int, max_tokens: int = 1_000_00
     else:
         size = max(1, max_tokens // chunks)
         starts = np.linspace(0, total - size, chunks).astype(np.int64)
-        parts = [np.asarray(tokens[int(s):int(s) + size]) for s in starts]
+        parts = [np.asarray(tokens[int(s) : int(s) + size]) for s in starts]
     counts = np.bincount(np.concatenate(parts).astype(np.int64), minlength=vocab_size)
     return unigram_entropy(counts.tolist())
 
@@ -49,8 +49,10 @@ def measure_unigram_loss(trainer: L.Trainer, model: Optional[Andrea], sample_tok
         try:
             return sample_unigram_loss(stream, vocab_size, sample_tokens)
         except Exception as exc:
-            warnings.warn(f"StabilityMonitor: could not measure the unigram loss from the training tokens "
-                          f"({type(exc).__name__}: {exc}); using ln(vocab_size)")
+            warnings.warn(
+                f"StabilityMonitor: could not measure the unigram loss from the training tokens "
+                f"({type(exc).__name__}: {exc}); using ln(vocab_size)"
+            )
     if vocab_size:
         return math.log(vocab_size)
     return None

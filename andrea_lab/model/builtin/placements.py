@@ -17,8 +17,15 @@ from andrea_lab.model.contracts import KernelBackend, NormFactory, NormPlacement
 class _OneNorm(NormPlacement):
     """A placement with one norm, ``self.norm``, of the model's norm kind (pre, post, reordered, deepnorm)."""
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True, norm: NormFactory | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        sublayer: nn.Module,
+        backend: KernelBackend,
+        eps: float = 1e-5,
+        bias: bool = True,
+        norm: NormFactory | None = None,
+    ):
         super().__init__(d_model, sublayer, backend, eps, bias, norm)
         self.norm = self.make_norm(d_model)
 
@@ -82,8 +89,15 @@ class PeriNorm(NormPlacement):
     description = "x + LN_out(f(LN_in(x))); final LayerNorm (Peri-LN, Gemma 2/3)"
     final_norm = True
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True, norm: NormFactory | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        sublayer: nn.Module,
+        backend: KernelBackend,
+        eps: float = 1e-5,
+        bias: bool = True,
+        norm: NormFactory | None = None,
+    ):
         super().__init__(d_model, sublayer, backend, eps, bias, norm)
         self.norm_in = self.make_norm(d_model)
         self.norm_out = self.make_norm(d_model)
@@ -128,8 +142,16 @@ class DeepNorm(_OneNorm):
     description = "LN(alpha*x + f(x)), alpha=(2N)^(1/4), value-path init x beta=(8N)^(-1/4); no final LayerNorm"
     final_norm = False
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True, norm: NormFactory | None = None, n_layer: int | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        sublayer: nn.Module,
+        backend: KernelBackend,
+        eps: float = 1e-5,
+        bias: bool = True,
+        norm: NormFactory | None = None,
+        n_layer: int | None = None,
+    ):
         super().__init__(d_model, sublayer, backend, eps, bias, norm)
         if not isinstance(n_layer, int) or n_layer < 1:
             raise ValueError(f"deepnorm needs the model's depth n_layer (a positive integer), got {n_layer!r}")

@@ -12,9 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import andrea_lab.plugin as plugin
-from andrea_lab.plugin import TorchBackend
-from andrea_lab.plugin import KernelBackend
-from andrea_lab.plugin import list_plugins, resolve
+from andrea_lab.plugin import KernelBackend, TorchBackend, list_plugins, resolve
 from andrea_lab_cuda import CudaBackend, _lib, backend, build, custom_ops, ops
 
 no_gpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour on a machine without a GPU")
@@ -166,8 +164,9 @@ def test_a_cuda_model_builds_on_the_cpu_and_matches_the_torch_backend_there(fres
     for name in ("cuda", "torch"):
         for placement, activation in (("pre", "gelu"), ("post", "swiglu")):
             torch.manual_seed(0)
-            model = plugin.Andrea(plugin.preset("andrea-micro", kernel_backend=name,
-                                                        norm_placement=placement, activation=activation))
+            model = plugin.Andrea(
+                plugin.preset("andrea-micro", kernel_backend=name, norm_placement=placement, activation=activation)
+            )
             idx = torch.randint(0, 257, (2, 16), generator=torch.Generator().manual_seed(1))
             _, loss = model(idx, idx)
             loss.backward()
@@ -272,10 +271,29 @@ class FakeLibrary:
         _mem(rstd, rows, torch.float32).copy_(rs)
         return 0
 
-    def layer_norm_bwd(self, dy, x, mean, rstd, w, dres, dx, dw, db, workspace, workspace_floats, rows, cols,
-                       dtype, wdtype, sms, stream):
-        self.calls.append(("layer_norm_bwd", rows, cols, w is not None, dres is not None, dw is not None,
-                           db is not None, dtype))
+    def layer_norm_bwd(
+        self,
+        dy,
+        x,
+        mean,
+        rstd,
+        w,
+        dres,
+        dx,
+        dw,
+        db,
+        workspace,
+        workspace_floats,
+        rows,
+        cols,
+        dtype,
+        wdtype,
+        sms,
+        stream,
+    ):
+        self.calls.append(
+            ("layer_norm_bwd", rows, cols, w is not None, dres is not None, dw is not None, db is not None, dtype)
+        )
         assert wdtype == dtype
         if dw is not None or db is not None:  # the same check as the real launcher
             assert workspace is not None and workspace_floats >= self.layer_norm_bwd_workspace(rows, cols, dtype, sms)
@@ -310,8 +328,7 @@ class FakeLibrary:
         _mem(rstd, rows, torch.float32).copy_(rs)
         return 0
 
-    def rms_norm_bwd(self, dy, x, rstd, w, dx, dw, workspace, workspace_floats, rows, cols, dtype, wdtype, sms,
-                     stream):
+    def rms_norm_bwd(self, dy, x, rstd, w, dx, dw, workspace, workspace_floats, rows, cols, dtype, wdtype, sms, stream):
         self.calls.append(("rms_norm_bwd", rows, cols, w is not None, dw is not None, dtype))
         assert wdtype == dtype
         if dw is not None:
@@ -386,8 +403,12 @@ def test_rms_norm_function_wiring(fake, dtype):
             if a is not None:
                 torch.testing.assert_close(a, b, **TOL[dtype])
     code = _lib.DTYPE_CODES[dtype]
-    assert fake.calls == [("rms_norm_fwd", 12, 24, True, code), ("rms_norm_bwd", 12, 24, True, True, code),
-                          ("rms_norm_fwd", 12, 24, False, code), ("rms_norm_bwd", 12, 24, False, False, code)]
+    assert fake.calls == [
+        ("rms_norm_fwd", 12, 24, True, code),
+        ("rms_norm_bwd", 12, 24, True, True, code),
+        ("rms_norm_fwd", 12, 24, False, code),
+        ("rms_norm_bwd", 12, 24, False, False, code),
+    ]
 
 
 def test_rms_norm_function_skips_the_weight_grad_nobody_needs(fake):
@@ -428,10 +449,16 @@ def test_add_layer_norm_function_wiring(fake, use):
     torch.testing.assert_close(s1, s2)
     torch.testing.assert_close(y1, y2)
     k = torch.linspace(-1, 1, 96).view(2, 3, 16)
-    loss1 = {"both": (s1 * k).sum() + (y1 * k.flip(-1)).square().sum(), "sum": (s1 * k).sum(),
-             "normed": (y1 * k).square().sum()}[use]
-    loss2 = {"both": (s2 * k).sum() + (y2 * k.flip(-1)).square().sum(), "sum": (s2 * k).sum(),
-             "normed": (y2 * k).square().sum()}[use]
+    loss1 = {
+        "both": (s1 * k).sum() + (y1 * k.flip(-1)).square().sum(),
+        "sum": (s1 * k).sum(),
+        "normed": (y1 * k).square().sum(),
+    }[use]
+    loss2 = {
+        "both": (s2 * k).sum() + (y2 * k.flip(-1)).square().sum(),
+        "sum": (s2 * k).sum(),
+        "normed": (y2 * k).square().sum(),
+    }[use]
     loss1.backward()
     loss2.backward()
     for a, b in zip(_grads(x1, d1, w1, b1), _grads(x2, d2, w2, b2)):
@@ -473,8 +500,10 @@ def test_swiglu_function_on_contiguous_and_transposed_inputs(fake):
 @pytest.mark.parametrize("name", ["gelu", "relu"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_elementwise_function_wiring(fake, name, dtype):
-    fn, ref = {"gelu": (custom_ops.gelu_tanh, lambda t: F.gelu(t, approximate="tanh")),
-               "relu": (custom_ops.relu, F.relu)}[name]
+    fn, ref = {
+        "gelu": (custom_ops.gelu_tanh, lambda t: F.gelu(t, approximate="tanh")),
+        "relu": (custom_ops.relu, F.relu),
+    }[name]
     x1, x2 = _pair((7, 13), dtype)
     y1, y2 = fn(x1), ref(x2)
     torch.testing.assert_close(y1, y2, **TOL[dtype])
@@ -482,8 +511,10 @@ def test_elementwise_function_wiring(fake, name, dtype):
     y1.backward(g)
     y2.backward(g)
     torch.testing.assert_close(x1.grad, x2.grad, **TOL[dtype])
-    assert [c[0] for c in fake.calls] == [f"{name}_tanh_fwd" if name == "gelu" else "relu_fwd",
-                                          f"{name}_tanh_bwd" if name == "gelu" else "relu_bwd"]
+    assert [c[0] for c in fake.calls] == [
+        f"{name}_tanh_fwd" if name == "gelu" else "relu_fwd",
+        f"{name}_tanh_bwd" if name == "gelu" else "relu_bwd",
+    ]
     assert fake.calls[0][1:] == (91, _lib.DTYPE_CODES[dtype])
 
 
@@ -491,6 +522,7 @@ def test_a_compiled_graph_calls_the_launchers_not_a_traced_reference(fake):
     """The operators are opaque to torch.compile: the compiled function calls the launchers at run time
     (here the emulation, since ``fake`` routes CPU tensors to them as CUDA tensors are), forward and
     backward, with no graph break (fullgraph)."""
+
     def f(x, w, h):
         y = custom_ops.gelu_tanh(custom_ops.rms_norm(custom_ops.layer_norm(x, w, None, 1e-5)[0], w, 1e-5)[0])
         return y.sum() + custom_ops.swiglu(*h.chunk(2, -1)).sum()
@@ -499,12 +531,23 @@ def test_a_compiled_graph_calls_the_launchers_not_a_traced_reference(fake):
     x, w, h = _pair((4, 8))[0], _pair((8,), seed=1)[0], _pair((4, 16), seed=2)[0]
     loss = compiled(x, w, h)
     loss.backward()
-    assert sorted(c[0] for c in fake.calls) == sorted(["layer_norm_fwd", "rms_norm_fwd", "gelu_tanh_fwd",
-                                                       "swiglu_fwd", "swiglu_bwd", "gelu_tanh_bwd", "rms_norm_bwd",
-                                                       "layer_norm_bwd"])
+    assert sorted(c[0] for c in fake.calls) == sorted(
+        [
+            "layer_norm_fwd",
+            "rms_norm_fwd",
+            "gelu_tanh_fwd",
+            "swiglu_fwd",
+            "swiglu_bwd",
+            "gelu_tanh_bwd",
+            "rms_norm_bwd",
+            "layer_norm_bwd",
+        ]
+    )
     xr, wr, hr = (t.detach().clone().requires_grad_() for t in (x, w, h))
-    ref = F.gelu(F.rms_norm(F.layer_norm(xr, (8,), wr, None, 1e-5), (8,), wr, 1e-5), approximate="tanh").sum() + \
-        (F.silu(hr[:, :8]) * hr[:, 8:]).sum()
+    ref = (
+        F.gelu(F.rms_norm(F.layer_norm(xr, (8,), wr, None, 1e-5), (8,), wr, 1e-5), approximate="tanh").sum()
+        + (F.silu(hr[:, :8]) * hr[:, 8:]).sum()
+    )
     ref.backward()
     torch.testing.assert_close(loss, ref)
     for got, want in ((x, xr), (w, wr), (h, hr)):

@@ -23,8 +23,11 @@ from andrea_lab_cuda import _lib, build, ops
 CSRC = build.SOURCES_DIR
 CI_ARCHS = (80, 90)
 NVCC = build.find_nvcc()
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (not in $CUDA_HOME/bin, not on PATH, not in "
-                                                      "/usr/local/cuda/bin): the CUDA sources cannot be compiled here")
+needs_nvcc = pytest.mark.skipif(
+    NVCC is None,
+    reason="nvcc not found (not in $CUDA_HOME/bin, not on PATH, not in "
+    "/usr/local/cuda/bin): the CUDA sources cannot be compiled here",
+)
 
 
 @pytest.fixture(scope="session")
@@ -55,8 +58,14 @@ def test_every_source_compiles_alone_for_sm80_and_sm90(built):
     assert not built.cached, "the first build in a fresh cache directory must compile"
     log = built.log_path.read_text()
     sources = build.source_files()
-    assert {p.name for p in sources} >= {"gelu.cu", "relu.cu", "swiglu.cu", "layer_norm.cu", "rms_norm.cu",
-                                         "runtime.cu"}
+    assert {p.name for p in sources} >= {
+        "gelu.cu",
+        "relu.cu",
+        "swiglu.cu",
+        "layer_norm.cu",
+        "rms_norm.cu",
+        "runtime.cu",
+    }
     for src in sources:
         # One `nvcc -c` per file, for both architectures, and it succeeded.
         line = next(l for l in log.splitlines() if l.startswith("$ ") and " -c " in l and l.endswith(str(src)))
@@ -69,8 +78,9 @@ def test_every_source_compiles_alone_for_sm80_and_sm90(built):
 @needs_nvcc
 def test_library_loads_with_ctypes_and_exports_every_launcher(built):
     lib = _lib.CudaLibrary(built.path)  # raises if any symbol of SIGNATURES is missing or the ABI differs
-    assert exported_launchers() == set(_lib.SIGNATURES), \
+    assert exported_launchers() == set(_lib.SIGNATURES), (
         "the launchers in csrc/ and the ctypes signatures in _lib.SIGNATURES must list the same functions"
+    )
     assert lib.max_layer_norm_cols == ops.MAX_LAYER_NORM_COLS
     runtime, driver = lib.versions()
     assert runtime >= 11000
@@ -109,8 +119,11 @@ def test_a_cached_library_others_could_replace_is_refused(built, tmp_path, spoil
     assert build.build_library(built.gencode, cache_dir=cache).cached  # the private copy is fine
     target = {"cache root": cache, "entry": cache / built.key, "library": cache / built.key / built.path.name}[spoiled]
     target.chmod(target.stat().st_mode | 0o022)
-    with pytest.raises(build.UntrustedCacheError, match=rf"refusing the kernel cache {re.escape(str(target))}: "
-                                                        r"it is writable by others .*chmod go-w"):
+    with pytest.raises(
+        build.UntrustedCacheError,
+        match=rf"refusing the kernel cache {re.escape(str(target))}: "
+        r"it is writable by others .*chmod go-w",
+    ):
         build.build_library(built.gencode, cache_dir=cache)
     target.chmod(target.stat().st_mode & ~0o022)
     if os.geteuid() == 0:  # only root can hand a file to another user
@@ -172,7 +185,8 @@ def test_rms_norm_workspace_is_one_partial_row_per_backward_block(built):
     for dtype in (0, 1, 2):
         for rows, cols in ((3, 1), (300, 768), (1 << 20, 1000), (1 << 20, 8192)):
             assert 2 * lib.rms_norm_bwd_workspace(rows, cols, dtype, 132) == lib.layer_norm_bwd_workspace(
-                rows, cols, dtype, 132)
+                rows, cols, dtype, 132
+            )
     assert lib.rms_norm_bwd_workspace(10, 8193, 0, 132) == -1
     assert lib.rms_norm_bwd_workspace(10, 64, 3, 132) == -1
     assert lib.rms_norm_bwd_workspace(0, 64, 0, 132) == 0
@@ -191,10 +205,13 @@ def test_a_launch_without_a_gpu_returns_a_cuda_error_that_reads_well(built):
 
 # -- cache key, architecture choice, failures (no compile of the real sources) -----------------------
 def fake_toolchain(**overrides) -> build.Toolchain:
-    fields = dict(nvcc="/opt/cuda/bin/nvcc", version_text="Cuda compilation tools, release 13.0, V13.0.88",
-                  release="13.0", gpu_codes=("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"),
-                  gpu_archs=("compute_75", "compute_80", "compute_86", "compute_89", "compute_90", "compute_100",
-                             "compute_120"))
+    fields = dict(
+        nvcc="/opt/cuda/bin/nvcc",
+        version_text="Cuda compilation tools, release 13.0, V13.0.88",
+        release="13.0",
+        gpu_codes=("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"),
+        gpu_archs=("compute_75", "compute_80", "compute_86", "compute_89", "compute_90", "compute_100", "compute_120"),
+    )
     fields.update(overrides)
     return build.Toolchain(**fields)
 

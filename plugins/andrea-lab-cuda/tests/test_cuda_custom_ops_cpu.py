@@ -28,8 +28,12 @@ def _leaf(*shape, dtype=torch.float32, seed=0):
 
 
 def _cases(dtype):
-    x, d, w, b = _leaf(3, 5, 16, dtype=dtype), _leaf(3, 5, 16, dtype=dtype, seed=1), _leaf(16, dtype=dtype, seed=2), \
-        _leaf(16, dtype=dtype, seed=3)
+    x, d, w, b = (
+        _leaf(3, 5, 16, dtype=dtype),
+        _leaf(3, 5, 16, dtype=dtype, seed=1),
+        _leaf(16, dtype=dtype, seed=2),
+        _leaf(16, dtype=dtype, seed=3),
+    )
     gate, up = _leaf(4, 2 * 24, dtype=dtype, seed=4).chunk(2, -1)  # row-strided views, as the model passes them
     stats = (torch.randn(15), torch.rand(15) + 0.5)
     return [
@@ -58,8 +62,12 @@ def test_every_operator_passes_opcheck(dtype):
     (what torch.compile does) against the real implementation: every operator in fp32, the ones whose
     outputs' dtypes differ from their inputs' (fp32 statistics) or that read strided views in bf16."""
     for op, args in _cases(dtype):
-        if dtype != torch.float32 and op not in (custom_ops.layer_norm, custom_ops.add_layer_norm, custom_ops.swiglu,
-                                                 custom_ops.rms_norm):
+        if dtype != torch.float32 and op not in (
+            custom_ops.layer_norm,
+            custom_ops.add_layer_norm,
+            custom_ops.swiglu,
+            custom_ops.rms_norm,
+        ):
             continue
         result = torch.library.opcheck(op, args)
         assert set(result.values()) == {"SUCCESS"}, (op, result)
@@ -68,15 +76,23 @@ def test_every_operator_passes_opcheck(dtype):
 def test_the_operators_follow_the_eager_reference_and_its_gradients():
     x, w, b = _leaf(6, 32), _leaf(32, seed=1), _leaf(32, seed=2)
     h = _leaf(6, 64, seed=3)
-    ours = (custom_ops.layer_norm(x, w, b, 1e-5)[0].sum() + custom_ops.gelu_tanh(x).sum()
-            + (custom_ops.rms_norm(x, w, 1e-5)[0] * b).sum()
-            + custom_ops.swiglu(*h.chunk(2, -1)).sum() + custom_ops.relu(x).square().sum())
+    ours = (
+        custom_ops.layer_norm(x, w, b, 1e-5)[0].sum()
+        + custom_ops.gelu_tanh(x).sum()
+        + (custom_ops.rms_norm(x, w, 1e-5)[0] * b).sum()
+        + custom_ops.swiglu(*h.chunk(2, -1)).sum()
+        + custom_ops.relu(x).square().sum()
+    )
     grads = torch.autograd.grad(ours, (x, w, b, h))
     refs = [t.detach().clone().requires_grad_() for t in (x, w, b, h)]
     rx, rw, rb, rh = refs
-    theirs = (F.layer_norm(rx, (32,), rw, rb, 1e-5).sum() + F.gelu(rx, approximate="tanh").sum()
-              + (F.rms_norm(rx, (32,), rw, 1e-5) * rb).sum()
-              + (F.silu(rh[:, :32]) * rh[:, 32:]).sum() + F.relu(rx).square().sum())
+    theirs = (
+        F.layer_norm(rx, (32,), rw, rb, 1e-5).sum()
+        + F.gelu(rx, approximate="tanh").sum()
+        + (F.rms_norm(rx, (32,), rw, 1e-5) * rb).sum()
+        + (F.silu(rh[:, :32]) * rh[:, 32:]).sum()
+        + F.relu(rx).square().sum()
+    )
     torch.testing.assert_close(ours, theirs)
     for got, want in zip(grads, torch.autograd.grad(theirs, refs)):
         torch.testing.assert_close(got, want)
@@ -101,10 +117,18 @@ def test_require_gpu_makes_this_packages_gpu_tests_fail_instead_of_skip():
     if torch.cuda.is_available():
         pytest.skip("checks the behaviour on a machine without a GPU")
     env = {**os.environ, "ANDREA_REQUIRE_GPU": "1"}
-    tests = [f"{HERE / 'test_cuda_gpu.py'}::{name}" for name in ("test_non_contiguous_input",
-                                                                 "test_layer_norm_backward_is_deterministic")]
-    proc = subprocess.run([sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
-                          capture_output=True, text=True, env=env, cwd=HERE.parents[2], timeout=300)
+    tests = [
+        f"{HERE / 'test_cuda_gpu.py'}::{name}"
+        for name in ("test_non_contiguous_input", "test_layer_norm_backward_is_deterministic")
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=HERE.parents[2],
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "ANDREA_REQUIRE_GPU=1, but this gpu test was skipped: no CUDA device" in proc.stdout
     last = proc.stdout.strip().splitlines()[-1]

@@ -25,8 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import andrea_lab.plugin as plugin
-from andrea_lab.plugin import TorchBackend
-from andrea_lab.plugin import REQUIRE_GPU_ENV_VAR, require_gpu
+from andrea_lab.plugin import REQUIRE_GPU_ENV_VAR, TorchBackend, require_gpu
 from andrea_lab_cuda import CudaBackend, _lib, build, ops
 
 pytestmark = pytest.mark.gpu
@@ -69,9 +68,11 @@ def assert_near(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype
     bound = rtol * (e.abs() + e.abs().max().clamp_min(1.0))
     err = (a - e).abs()
     worst = (err - bound).argmax()
-    assert bool((err <= bound).all()), (f"{what} ({dtype}): max error {err.max().item():.3g}, at index "
-                                        f"{worst.item()}: got {a.flatten()[worst].item():.8g}, expected "
-                                        f"{e.flatten()[worst].item():.8g} (rtol {rtol:.3g})")
+    assert bool((err <= bound).all()), (
+        f"{what} ({dtype}): max error {err.max().item():.3g}, at index "
+        f"{worst.item()}: got {a.flatten()[worst].item():.8g}, expected "
+        f"{e.flatten()[worst].item():.8g} (rtol {rtol:.3g})"
+    )
 
 
 def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -81,8 +82,9 @@ def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(magnitude))) * info.eps
 
 
-def assert_rounded_once(actual: torch.Tensor, exact: torch.Tensor, scale: torch.Tensor, what: str,
-                        ulps: float = 1.0, terms: float = 64.0) -> None:
+def assert_rounded_once(
+    actual: torch.Tensor, exact: torch.Tensor, scale: torch.Tensor, what: str, ulps: float = 1.0, terms: float = 64.0
+) -> None:
     """Per element: |actual - exact rounded to actual's dtype| <= ulps * ulp + terms * eps32 * |scale|.
 
     ``exact`` is the float64 result of the same inputs; ``scale`` the float64 magnitude of the terms
@@ -97,7 +99,8 @@ def assert_rounded_once(actual: torch.Tensor, exact: torch.Tensor, scale: torch.
     assert bool((err <= bound).all()), (
         f"{what} ({dtype}): {int((err > bound).sum())} elements out of bounds; worst at index {worst}: got "
         f"{actual.double().flatten()[worst].item():.8g}, expected {expected.flatten()[worst].item():.8g} "
-        f"(bound {bound.flatten()[worst].item():.3g})")
+        f"(bound {bound.flatten()[worst].item():.3g})"
+    )
 
 
 def randn(*shape, dtype=torch.float32, scale=1.0, shift=0.0, seed=0):
@@ -183,8 +186,9 @@ def test_ops_run_on_the_current_stream(cuda):
 
 # -- SwiGLU --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows,hidden", [(1, 1), (1, 4097), (5, 7), (129, 64), (33, 341), (64, 344), (16, 2048),
-                                         (3, 5461)])
+@pytest.mark.parametrize(
+    "rows,hidden", [(1, 1), (1, 4097), (5, 7), (129, 64), (33, 341), (64, 344), (16, 2048), (3, 5461)]
+)
 def test_swiglu_on_chunked_and_contiguous_inputs(cuda, dtype, rows, hidden):
     h = randn(rows, 2 * hidden, dtype=dtype, scale=2.0, seed=hidden)
     dout = randn(rows, hidden, dtype=dtype, seed=hidden + 1)
@@ -192,12 +196,18 @@ def test_swiglu_on_chunked_and_contiguous_inputs(cuda, dtype, rows, hidden):
     g64, u64 = gate.double().requires_grad_(), up.double().requires_grad_()
     out64 = F.silu(g64) * u64
     dg64, du64 = torch.autograd.grad(out64, (g64, u64), dout.double())
-    cases = {"chunked views of h": (gate, up), "contiguous": (gate.contiguous(), up.contiguous()),
-             "misaligned": (misaligned(gate.contiguous()), misaligned(up.contiguous()))}
+    cases = {
+        "chunked views of h": (gate, up),
+        "contiguous": (gate.contiguous(), up.contiguous()),
+        "misaligned": (misaligned(gate.contiguous()), misaligned(up.contiguous())),
+    }
     g64d, u64d, d64 = gate.double(), up.double(), dout.double()
     sig = torch.sigmoid(g64d)
-    scales = {"out": (g64d * sig * u64d).abs(), "dgate": (d64 * u64d).abs() * sig * (1 + g64d.abs()),
-              "dup": (d64 * g64d * sig).abs()}
+    scales = {
+        "out": (g64d * sig * u64d).abs(),
+        "dgate": (d64 * u64d).abs() * sig * (1 + g64d.abs()),
+        "dup": (d64 * g64d * sig).abs(),
+    }
     for name, (g, u) in cases.items():
         out = cuda.swiglu(g, u)
         assert out.dtype == dtype and out.shape == (rows, hidden)
@@ -255,8 +265,12 @@ def test_layer_norm_forward(cuda, dtype, cols):
         y = cuda.layer_norm(x, w, b, 1e-5)
         assert y.dtype == dtype
         assert_rounded_once(y, exact, scale, f"layer_norm forward {rows}x{cols} ({affine})")
-        assert_rounded_once(cuda.layer_norm(misaligned(x), w, b, 1e-5), exact, scale,
-                            f"layer_norm forward misaligned {rows}x{cols} ({affine})")
+        assert_rounded_once(
+            cuda.layer_norm(misaligned(x), w, b, 1e-5),
+            exact,
+            scale,
+            f"layer_norm forward misaligned {rows}x{cols} ({affine})",
+        )
 
 
 def check_layer_norm_grads(got: list, exact: dict, names: tuple[str, ...], what: str) -> None:
@@ -279,8 +293,9 @@ def test_layer_norm_backward_against_the_exact_gradients(cuda, dtype, cols):
         dy = randn(rows, cols, dtype=dtype, seed=cols + 7)
         got = grads_of(lambda x_, w_, b_: cuda.layer_norm(x_, w_, b_, 1e-5), [x, w, b], dy)
         assert (got[1] is None) == (w is None) and (got[2] is None) == (b is None)
-        check_layer_norm_grads(got, ln_exact(x, w, b, dy), ("dx", "dweight", "dbias"),
-                               f"layer_norm {rows}x{cols} ({affine})")
+        check_layer_norm_grads(
+            got, ln_exact(x, w, b, dy), ("dx", "dweight", "dbias"), f"layer_norm {rows}x{cols} ({affine})"
+        )
 
 
 def add_layer_norm_case(cuda, rows, cols, dtype, seed):
@@ -359,20 +374,46 @@ def test_layer_norm_backward_is_deterministic(cuda):
 
 def test_cuda_tensors_go_through_the_kernels(cuda, monkeypatch):
     calls = []
-    for name in ("gelu_tanh_forward", "relu_forward", "swiglu_forward", "layer_norm_forward", "rms_norm_forward",
-                 "gelu_tanh_backward", "relu_backward", "swiglu_backward", "layer_norm_backward", "rms_norm_backward"):
+    for name in (
+        "gelu_tanh_forward",
+        "relu_forward",
+        "swiglu_forward",
+        "layer_norm_forward",
+        "rms_norm_forward",
+        "gelu_tanh_backward",
+        "relu_backward",
+        "swiglu_backward",
+        "layer_norm_backward",
+        "rms_norm_backward",
+    ):
         original = getattr(ops, name)
         monkeypatch.setattr(ops, name, lambda *a, _n=name, _f=original, **k: calls.append(_n) or _f(*a, **k))
     x = randn(4, 256).requires_grad_()
     w = torch.ones(256, device="cuda", requires_grad=True)
     h = randn(4, 512).requires_grad_()
-    loss = (cuda.gelu_tanh(x).sum() + cuda.relu(x).sum() + cuda.swiglu(*h.chunk(2, -1)).sum()
-            + cuda.layer_norm(x, w, None, 1e-5).square().sum() + cuda.add_layer_norm(x, x, w, None, 1e-5)[1].sum()
-            + cuda.rms_norm(x, w, 1e-5).square().sum())
+    loss = (
+        cuda.gelu_tanh(x).sum()
+        + cuda.relu(x).sum()
+        + cuda.swiglu(*h.chunk(2, -1)).sum()
+        + cuda.layer_norm(x, w, None, 1e-5).square().sum()
+        + cuda.add_layer_norm(x, x, w, None, 1e-5)[1].sum()
+        + cuda.rms_norm(x, w, 1e-5).square().sum()
+    )
     loss.backward()
-    assert sorted(set(calls)) == sorted({"gelu_tanh_forward", "relu_forward", "swiglu_forward", "layer_norm_forward",
-                                         "rms_norm_forward", "gelu_tanh_backward", "relu_backward", "swiglu_backward",
-                                         "layer_norm_backward", "rms_norm_backward"})
+    assert sorted(set(calls)) == sorted(
+        {
+            "gelu_tanh_forward",
+            "relu_forward",
+            "swiglu_forward",
+            "layer_norm_forward",
+            "rms_norm_forward",
+            "gelu_tanh_backward",
+            "relu_backward",
+            "swiglu_backward",
+            "layer_norm_backward",
+            "rms_norm_backward",
+        }
+    )
 
 
 def test_autocast_layer_norm_runs_in_fp32_like_pytorch(cuda):
@@ -471,8 +512,9 @@ def test_rms_norm_above_the_kernel_limit_falls_back_to_eager(cuda, monkeypatch, 
     dy = randn(4, cols, seed=4)
     got = grads_of(lambda *t: cuda.rms_norm(*t, 1e-5), [x, w], dy)
     y = cuda.rms_norm(x, w, 1e-5)
-    assert calls == ([] if cols > ops.MAX_RMS_NORM_COLS else ["rms_norm_forward", "rms_norm_backward",
-                                                               "rms_norm_forward"])
+    assert calls == (
+        [] if cols > ops.MAX_RMS_NORM_COLS else ["rms_norm_forward", "rms_norm_backward", "rms_norm_forward"]
+    )
     exact = rms_exact(x, w, dy)
     assert_rounded_once(y, *exact["y"], f"rms_norm forward at {cols}")
     check_layer_norm_grads(got, exact, ("dx", "dweight"), f"rms_norm at {cols}")
@@ -528,8 +570,16 @@ def test_torch_compile_keeps_the_kernels(cuda, monkeypatch):
     """Under torch.compile the ops are opaque custom operators that launch the kernels (not the eager
     reference that the compiler would trace and fuse), forward and backward."""
     calls = []
-    for name in ("gelu_tanh_forward", "gelu_tanh_backward", "swiglu_forward", "swiglu_backward",
-                 "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward"):
+    for name in (
+        "gelu_tanh_forward",
+        "gelu_tanh_backward",
+        "swiglu_forward",
+        "swiglu_backward",
+        "layer_norm_forward",
+        "layer_norm_backward",
+        "rms_norm_forward",
+        "rms_norm_backward",
+    ):
         original = getattr(ops, name)
         monkeypatch.setattr(ops, name, lambda *a, _n=name, _f=original: calls.append(_n) or _f(*a))
     x, w, b = ln_inputs(64, 512, torch.bfloat16, "both")
@@ -537,8 +587,16 @@ def test_torch_compile_keeps_the_kernels(cuda, monkeypatch):
     compiled = torch.compile(lambda *t: block_like(cuda, *t), fullgraph=True)
     out = compiled(x, w, b)
     (gx,) = torch.autograd.grad(out.float().sum(), (x,))
-    assert {"gelu_tanh_forward", "gelu_tanh_backward", "swiglu_forward", "swiglu_backward", "layer_norm_forward",
-            "layer_norm_backward", "rms_norm_forward", "rms_norm_backward"} <= set(calls)
+    assert {
+        "gelu_tanh_forward",
+        "gelu_tanh_backward",
+        "swiglu_forward",
+        "swiglu_backward",
+        "layer_norm_forward",
+        "layer_norm_backward",
+        "rms_norm_forward",
+        "rms_norm_backward",
+    } <= set(calls)
     x_eager = x.detach().clone().requires_grad_()
     out_eager = block_like(cuda, x_eager, w, b)
     (gx_eager,) = torch.autograd.grad(out_eager.float().sum(), (x_eager,))
@@ -547,8 +605,15 @@ def test_torch_compile_keeps_the_kernels(cuda, monkeypatch):
 
 
 # -- training ------------------------------------------------------------------------------------------
-def train(kernel_backend: str, placement: str, activation: str, steps: int = 50, seed: int = 0,
-          precision: str = "fp32", norm: str = "layernorm") -> list[float]:
+def train(
+    kernel_backend: str,
+    placement: str,
+    activation: str,
+    steps: int = 50,
+    seed: int = 0,
+    precision: str = "fp32",
+    norm: str = "layernorm",
+) -> list[float]:
     """``steps`` plain AdamW steps of andrea-tiny on a learnable token pattern; the losses.
 
     ``precision``: "fp32"; "bf16" (weights and activations in bf16: every kernel runs in bf16, end to
@@ -558,8 +623,9 @@ def train(kernel_backend: str, placement: str, activation: str, steps: int = 50,
 
     torch.manual_seed(seed)
     extra = {"norm": norm, "qk_norm": True} if norm != "layernorm" else {}  # rmsnorm: every norm, QK too
-    config = plugin.preset("andrea-tiny", kernel_backend=kernel_backend, norm_placement=placement,
-                               activation=activation, **extra)
+    config = plugin.preset(
+        "andrea-tiny", kernel_backend=kernel_backend, norm_placement=placement, activation=activation, **extra
+    )
     model = plugin.Andrea(config).to("cuda")  # built on the CPU, then moved: as Lightning does
     if precision == "bf16":
         model = model.to(torch.bfloat16)
@@ -594,9 +660,15 @@ def test_bf16_training_end_to_end_follows_the_torch_backend(cuda, placement, act
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("placement,activation,norm", [("pre", "gelu", "layernorm"), ("post", "swiglu", "layernorm"),
-                                                       ("pre", "relu", "layernorm"),
-                                                       ("post", "swiglu", "rmsnorm")])  # every norm RMS, QK too
+@pytest.mark.parametrize(
+    "placement,activation,norm",
+    [
+        ("pre", "gelu", "layernorm"),
+        ("post", "swiglu", "layernorm"),
+        ("pre", "relu", "layernorm"),
+        ("post", "swiglu", "rmsnorm"),
+    ],
+)  # every norm RMS, QK too
 def test_fifty_training_steps_match_the_torch_backend(cuda, placement, activation, norm):
     ours = train("cuda", placement, activation, norm=norm)
     reference = train("torch", placement, activation, norm=norm)
@@ -625,8 +697,12 @@ def test_the_benchmark_runs_and_writes_json(cuda, benchmark_module, tmp_path):
 
     bench = benchmark_module
     out = tmp_path / "bench.json"
-    assert bench.main(["--min-log2", "16", "--max-log2", "18", "--reps", "3", "--warmup", "1", "--no-compile",
-                       "--json", str(out)]) == 0
+    assert (
+        bench.main(
+            ["--min-log2", "16", "--max-log2", "18", "--reps", "3", "--warmup", "1", "--no-compile", "--json", str(out)]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert data["copy_peak_gbps"] > 0
     ops_seen = {(r["op"], r["impl"]) for r in data["results"]}

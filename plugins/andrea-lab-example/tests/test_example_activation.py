@@ -2,9 +2,7 @@
 
 import torch
 
-from andrea_lab.plugin import KernelBackend
-from andrea_lab.plugin import list_plugins, resolve
-from andrea_lab.plugin import check_activation
+from andrea_lab.plugin import KernelBackend, check_activation, list_plugins, resolve
 from andrea_lab_example.activations import SquaredReLU
 
 
@@ -37,8 +35,8 @@ def test_relu_is_computed_by_the_backend(recording_backend):
 
 
 def test_keeps_the_activation_contract_alone_and_in_models():
-    check_activation(SquaredReLU)                          # the class, alone and in micro models
-    check_activation("andrea-lab-example:squared_relu")    # the registered name, as a YAML selects it
+    check_activation(SquaredReLU)  # the class, alone and in micro models
+    check_activation("andrea-lab-example:squared_relu")  # the registered name, as a YAML selects it
 
 
 def test_elementwise_with_ratio_four():

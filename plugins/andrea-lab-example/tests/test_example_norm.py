@@ -3,10 +3,7 @@
 import torch
 from torch import nn
 
-from andrea_lab.plugin import Andrea, preset
-from andrea_lab.plugin import TorchBackend
-from andrea_lab.plugin import resolve
-from andrea_lab.plugin import check_norm
+from andrea_lab.plugin import Andrea, TorchBackend, check_norm, preset, resolve
 from andrea_lab_example.norms import DynamicTanh
 
 

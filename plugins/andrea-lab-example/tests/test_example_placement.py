@@ -5,11 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from andrea_lab.plugin import Andrea, preset
-from andrea_lab.plugin import ConfigError
-from andrea_lab.plugin import KernelBackend, LayerNorm
-from andrea_lab.plugin import resolve
-from andrea_lab.plugin import check_placement
+from andrea_lab.plugin import Andrea, ConfigError, KernelBackend, LayerNorm, check_placement, preset, resolve
 from andrea_lab_example.placements import SandwichNorm
 
 
@@ -49,8 +45,9 @@ def test_keeps_the_placement_contract_alone_and_in_models():
 
 def test_a_model_with_both_example_plugins_trains():
     torch.manual_seed(0)
-    config = preset("andrea-micro", norm_placement="andrea-lab-example:sandwich",
-                    activation="andrea-lab-example:squared_relu")
+    config = preset(
+        "andrea-micro", norm_placement="andrea-lab-example:sandwich", activation="andrea-lab-example:squared_relu"
+    )
     model = Andrea(config)
     # 2 norms per sublayer, 2 sublayers per block, plus the final norm.
     n_norms = sum(isinstance(m, LayerNorm) for m in model.modules())

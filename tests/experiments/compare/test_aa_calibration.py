@@ -20,7 +20,9 @@ def test_the_committed_aa_runs_give_the_known_false_positive_rate():
     runs = read_runs_csv(REPO / "tests" / "experiments" / "compare" / "data" / "runs-2026-12-01" / "aa.csv")
     calibration = calibrate(runs, "a", "b", "heldout_loss")
     assert (calibration.seed_sets, calibration.half, calibration.splits) == (10, 5, 126)
-    assert calibration.false_positives["in_sample"] == 11 and calibration.rate("in_sample") == pytest.approx(0.0873, abs=1e-4)
+    assert calibration.false_positives["in_sample"] == 11 and calibration.rate("in_sample") == pytest.approx(
+        0.0873, abs=1e-4
+    )
     assert calibration.tests["same_lr"] == 3 * 126
     assert calibration.selection_differs == 0, "the committed grid never makes the halves choose differently"
     block = calibration_block(calibration, len(runs))
@@ -38,10 +40,26 @@ def test_every_split_is_the_comparison_the_claims_make(tmp_path):
 
     rng = np.random.default_rng(0)  # a draw where every method has a false positive: the counts can differ
     lrs = (1e-3, 2e-3, 4e-3)
-    runs = pd.DataFrame([dict(variant=v, lr=lr, seed=s, status="finished", divergence_kind=None, initial_val_loss=5.0,
-                              final_val_loss=2.0 + rng.normal(0, 0.05)) for v in "ab" for s in range(3) for lr in lrs])
+    runs = pd.DataFrame(
+        [
+            dict(
+                variant=v,
+                lr=lr,
+                seed=s,
+                status="finished",
+                divergence_kind=None,
+                initial_val_loss=5.0,
+                final_val_loss=2.0 + rng.normal(0, 0.05),
+            )
+            for v in "ab"
+            for s in range(3)
+            for lr in lrs
+        ]
+    )
     calibration = calibrate(runs, "a", "b", "final_val_loss")
-    pooled = [runs[(runs.variant == v) & (runs.seed == s)].set_index("lr")["final_val_loss"] for v in "ab" for s in range(3)]
+    pooled = [
+        runs[(runs.variant == v) & (runs.seed == s)].set_index("lr")["final_val_loss"] for v in "ab" for s in range(3)
+    ]
     expected = {"in_sample": 0, "cross_fitted": 0, "same_lr": 0}
     splits = [first for first in itertools.combinations(range(6), 3) if 0 in first]
     for first in splits:
@@ -56,7 +74,18 @@ def test_every_split_is_the_comparison_the_claims_make(tmp_path):
 
 
 def test_too_few_seed_sets_is_refused():
-    rows = [dict(variant=v, lr=1e-3, seed=s, status="finished", divergence_kind=None, initial_val_loss=5.0,
-                 final_val_loss=2.0) for v in "ab" for s in range(1)]
+    rows = [
+        dict(
+            variant=v,
+            lr=1e-3,
+            seed=s,
+            status="finished",
+            divergence_kind=None,
+            initial_val_loss=5.0,
+            final_val_loss=2.0,
+        )
+        for v in "ab"
+        for s in range(1)
+    ]
     with pytest.raises(ValueError, match="needs at least 4 complete seed sets, got 2"):
         calibrate(pd.DataFrame(rows), "a", "b", "final_val_loss")

@@ -57,10 +57,13 @@ def test_leave_one_seed_out_known_answers(pair, choice, differences, mean, inter
 
 
 def test_the_winners_curse_turns_two_verdicts_on_the_committed_runs():
-    results = {r.claim.label: r for r in evaluate_claims(suite_claims("norm_placement"), committed("norm_placement"),
-                                                         HELDOUT)}
+    results = {
+        r.claim.label: r for r in evaluate_claims(suite_claims("norm_placement"), committed("norm_placement"), HELDOUT)
+    }
     cursed = results["lower_loss: post vs post-nowarmup"]
-    assert cursed.outcome == "not detected" and cursed.in_sample.startswith("+0.195 [+0.143, +0.248], n=5 at 1e-3 / 2e-3")
+    assert cursed.outcome == "not detected" and cursed.in_sample.startswith(
+        "+0.195 [+0.143, +0.248], n=5 at 1e-3 / 2e-3"
+    )
     assert "post-nowarmup 2e-3 (seed 1: 4e-3)" in cursed.evidence
     assert results["lower_loss: post-warmup100 vs post"].outcome == "not detected"
     assert results["lower_loss: pre vs post"].outcome == "reproduced"
@@ -68,11 +71,22 @@ def test_the_winners_curse_turns_two_verdicts_on_the_committed_runs():
 
 def _runs(losses: dict[str, dict[float, list[float]]], diverged=(), init: float = 5.0) -> pd.DataFrame:
     """``losses[variant][lr][seed]``; ``diverged`` holds (variant, lr, seed) triples."""
-    return pd.DataFrame([dict(variant=variant, lr=lr, seed=seed, initial_val_loss=init, final_val_loss=loss,
-                              status="diverged" if (variant, lr, seed) in diverged else "finished",
-                              divergence_kind="stuck_at_unigram" if (variant, lr, seed) in diverged else None)
-                         for variant, by_lr in losses.items() for lr, by_seed in by_lr.items()
-                         for seed, loss in enumerate(by_seed)])
+    return pd.DataFrame(
+        [
+            dict(
+                variant=variant,
+                lr=lr,
+                seed=seed,
+                initial_val_loss=init,
+                final_val_loss=loss,
+                status="diverged" if (variant, lr, seed) in diverged else "finished",
+                divergence_kind="stuck_at_unigram" if (variant, lr, seed) in diverged else None,
+            )
+            for variant, by_lr in losses.items()
+            for lr, by_seed in by_lr.items()
+            for seed, loss in enumerate(by_seed)
+        ]
+    )
 
 
 LOW, HIGH = 1e-3, 4e-3
@@ -84,8 +98,13 @@ def cliff_runs() -> pd.DataFrame:
     every seed is judged at 1e-3: a tight "worse". Held out, seed 4's LR is chosen on seeds 0–3, where 4e-3
     wins: seed 4 lands on its cliff."""
     base = [2.50, 2.55, 2.45, 2.52, 2.48]
-    return _runs({"a": {LOW: [x + 0.10 + 0.002 * i for i, x in enumerate(base)], HIGH: [2.30, 2.31, 2.29, 2.30, 9.0]},
-                  "b": {LOW: base, HIGH: [x + 0.2 for x in base]}}, diverged={("a", HIGH, 4)})
+    return _runs(
+        {
+            "a": {LOW: [x + 0.10 + 0.002 * i for i, x in enumerate(base)], HIGH: [2.30, 2.31, 2.29, 2.30, 9.0]},
+            "b": {LOW: base, HIGH: [x + 0.2 for x in base]},
+        },
+        diverged={("a", HIGH, 4)},
+    )
 
 
 def test_in_sample_excludes_zero_where_the_cross_fitted_interval_does_not():
@@ -111,8 +130,10 @@ def test_claims_at_a_fixed_lr_select_nothing():
     at_high = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(HIGH, HIGH)), runs)
     assert at_high.evidence.startswith("a − b = ") and "at LR 4e-3 (fixed in advance)" in at_high.evidence
     divergences = evaluate_claim(Claim("fewer_divergences", "b", "a", lrs=(HIGH, HIGH)), runs)
-    assert divergences.evidence == ("diverged b 0/5, a 1/5 paired by seed; discordant pairs 1 (b only 0, a only 1); "
-                                    "exact McNemar, at LR 4e-3 (fixed in advance)")
+    assert divergences.evidence == (
+        "diverged b 0/5, a 1/5 paired by seed; discordant pairs 1 (b only 0, a only 1); "
+        "exact McNemar, at LR 4e-3 (fixed in advance)"
+    )
     missing = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(8e-3, 8e-3)), runs)
     assert missing.outcome == "not detected" and "n=0" in missing.evidence  # no runs at that LR
 
@@ -124,8 +145,12 @@ def test_a_list_of_lrs_is_one_claim_per_lr():
 
 def test_holm_adjusts_the_family_and_exploratory_claims_stay_out():
     runs = cliff_runs()
-    raw = [{"lower_loss": ["b", "a"], "lr": LOW}, {"lower_loss": ["b", "a"], "lr": HIGH},
-           {"fewer_divergences": ["b", "a"]}, {"lower_loss": ["b", "a"], "lr": LOW, "exploratory": True}]
+    raw = [
+        {"lower_loss": ["b", "a"], "lr": LOW},
+        {"lower_loss": ["b", "a"], "lr": HIGH},
+        {"fewer_divergences": ["b", "a"]},
+        {"lower_loss": ["b", "a"], "lr": LOW, "exploratory": True},
+    ]
     results = evaluate_claims(raw, runs, "final_val_loss")
     family = [r.p for r in results[:3]]
     assert [r.p_adjusted for r in results[:3]] == pytest.approx(holm(family))
@@ -138,8 +163,11 @@ def test_holm_over_the_december_claims_removes_two_verdicts():
     """STATISTICS.md: Holm over the 11 claims of the December reruns (norm_placement and activation, the
     in-sample method they were published with) removes post-nowarmup's divergences and pre's LR
     sensitivity, and nothing else."""
-    found = [r for suite in ("norm_placement", "activation")
-             for r in evaluate_claims(suite_claims(suite), committed(suite), HELDOUT)]
+    found = [
+        r
+        for suite in ("norm_placement", "activation")
+        for r in evaluate_claims(suite_claims(suite), committed(suite), HELDOUT)
+    ]
     assert len(found) == 11
     adjusted = holm([r.p_in_sample for r in found])
     removed = [r.claim.label for r, p in zip(found, adjusted) if r.p_in_sample < 0.05 <= p]

@@ -4,9 +4,7 @@ and the generated claims blocks of docs/results.md, regenerated from the committ
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -14,11 +12,11 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
+from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv
-from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
 from andrea_lab.experiments.sweep.suite import load_suite, run_version
+from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -27,8 +25,22 @@ def heldout(loss):
     return None if loss is None else HeldOut(loss, 0.05, 4096, 12, 64, 100_000, True, "documents", 0)
 
 
-def write_run(root: Path, variant: str, lr: float, seed: int, loss, status="finished", kind=None, index=0,
-              suite="toy", name=None, marker=DONE_MARKER, spikes=0, layers=None, record=True) -> Path:
+def write_run(
+    root: Path,
+    variant: str,
+    lr: float,
+    seed: int,
+    loss,
+    status="finished",
+    kind=None,
+    index=0,
+    suite="toy",
+    name=None,
+    marker=DONE_MARKER,
+    spikes=0,
+    layers=None,
+    record=True,
+) -> Path:
     """A run directory as `andrea sweep` leaves it; ``loss`` is the held-out loss (in-training val + 0.1)."""
     run_dir = root / suite / variant / (name or run_version(lr, seed))
     run_dir.mkdir(parents=True)
@@ -40,16 +52,30 @@ def write_run(root: Path, variant: str, lr: float, seed: int, loss, status="fini
         writer.add_scalar(f"stability/grad_norm/{layer}", value, 0)
         writer.add_scalar(f"stability/grad_norm/{layer}", value * 10, 50)  # later steps must not count
     writer.close()
-    (run_dir / START_MARKER).write_text(json.dumps({"suite": suite, "variant": variant, "lr": lr, "seed": seed,
-                                                     "variant_index": index}))
+    (run_dir / START_MARKER).write_text(
+        json.dumps({"suite": suite, "variant": variant, "lr": lr, "seed": seed, "variant_index": index})
+    )
     if marker:
         (run_dir / marker).write_text(json.dumps({"status": status}))
     if record:
-        write_record(run_dir, RunRecord(
-            status=status, initial_val_loss=5.5, final_val_loss=None if loss is None else loss + 0.1,
-            divergence={"step": 90 if kind else None, "kind": kind}, spike_count=spikes, lr=lr, seed=seed,
-            grad_norm_median=1.0, grad_norm_max=9.0, grad_norm_max_after_warmup=2.0, steps=100,
-            heldout=heldout(loss), training={"warmup_steps": 10}))
+        write_record(
+            run_dir,
+            RunRecord(
+                status=status,
+                initial_val_loss=5.5,
+                final_val_loss=None if loss is None else loss + 0.1,
+                divergence={"step": 90 if kind else None, "kind": kind},
+                spike_count=spikes,
+                lr=lr,
+                seed=seed,
+                grad_norm_median=1.0,
+                grad_norm_max=9.0,
+                grad_norm_max_after_warmup=2.0,
+                steps=100,
+                heldout=heldout(loss),
+                training={"warmup_steps": 10},
+            ),
+        )
     return run_dir
 
 
@@ -60,17 +86,36 @@ def toy_runs(tmp_path):
     root = tmp_path / "runs"
     for seed in range(3):
         write_run(root, "a", 1e-3, seed, 2.6 + seed / 10, index=1)
-        write_run(root, "a", 1e-2, seed, 2.0 + seed / 10 + (0.01 if seed == 1 else 0), index=1, spikes=1,
-                  layers={"block_00": 0.2, "block_01": 0.1, "embeddings": 0.05})
+        write_run(
+            root,
+            "a",
+            1e-2,
+            seed,
+            2.0 + seed / 10 + (0.01 if seed == 1 else 0),
+            index=1,
+            spikes=1,
+            layers={"block_00": 0.2, "block_01": 0.1, "embeddings": 0.05},
+        )
         write_run(root, "b", 1e-3, seed, 2.3 + seed / 10, index=0)
         write_run(root, "b", 1e-2, seed, 1.0, status="diverged", kind="nonfinite", index=0)  # blew up after val
     write_run(root, "a", 1e-2, 0, 0.1, name=run_version(1e-2, 0) + ".interrupted-20240101-000000")  # moved aside
     write_run(root, "a", 3e-2, 0, None, marker=FAILED_MARKER, record=False, index=1)
-    (root / "toy" / "suite.yaml").write_text(yaml.safe_dump({
-        "base": "base.yaml", "lrs": [1e-3, 1e-2], "seeds": [0, 1, 2], "reference": "b",
-        "variants": [{"name": "b"}, {"name": "a"}],
-        "claims": [{"lower_loss": ["a", "b"], "text": "a beats b"}, {"fewer_divergences": ["a", "b"]},
-                   {"lower_sensitivity": ["b", "a"]}]}))
+    (root / "toy" / "suite.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "base": "base.yaml",
+                "lrs": [1e-3, 1e-2],
+                "seeds": [0, 1, 2],
+                "reference": "b",
+                "variants": [{"name": "b"}, {"name": "a"}],
+                "claims": [
+                    {"lower_loss": ["a", "b"], "text": "a beats b"},
+                    {"fewer_divergences": ["a", "b"]},
+                    {"lower_sensitivity": ["b", "a"]},
+                ],
+            }
+        )
+    )
     (root / "toy" / "base.yaml").write_text("model: {}\n")
     return root
 
@@ -126,7 +171,7 @@ def test_compare_writes_the_report_with_claims_from_the_suite(toy_runs, tmp_path
     assert "| fewer_divergences: a vs b |  | **not detected** | diverged a 0/6, b 3/6" in markdown
     assert "| 0.25 | 0.25 |  |" in markdown, "exact McNemar p, Holm over the three claims"
     assert "| b | 1e-2 | 3 | 5.500 ± 0.000 | reference | 3/3 [29 %, 100 %] | none |" in markdown  # apart
-    assert "**not detected**: it\n  contains 0 — which is not \"no difference\"" in markdown
+    assert '**not detected**: it\n  contains 0 — which is not "no difference"' in markdown
     assert "a: left out lr3e-2-seed0 (failed)" in markdown
     assert "| a | 1e-2 ←best | 3 |" in markdown and "## At initialisation" in markdown
     assert "## A/A calibration" not in markdown  # b and a are different configurations
@@ -139,8 +184,10 @@ def test_compare_writes_the_report_with_claims_from_the_suite(toy_runs, tmp_path
     # runs.csv is enough to redo the statistics: the same variant table from it
     again = read_runs_csv(out / "runs.csv")
     assert len(again) == 13
-    pd.testing.assert_frame_equal(compare.variant_table(compare.build_variants(again, "b")),
-                                  compare.variant_table(compare.build_variants(load_runs(toy_runs), "b")))
+    pd.testing.assert_frame_equal(
+        compare.variant_table(compare.build_variants(again, "b")),
+        compare.variant_table(compare.build_variants(load_runs(toy_runs), "b")),
+    )
 
 
 def test_older_records_without_heldout_are_scored_on_the_in_training_loss(tmp_path):
@@ -186,8 +233,9 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
     expected = {}
     for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
         suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
-        for what, content in outputs.doc_blocks(read_runs_csv(runs_csv), suite.claims,
-                                                suite.identical_variants()).items():
+        for what, content in outputs.doc_blocks(
+            read_runs_csv(runs_csv), suite.claims, suite.identical_variants()
+        ).items():
             expected[(runs_csv.parent.name, what)] = content
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
@@ -209,8 +257,11 @@ def test_every_probe_metric_reaches_the_runs_frame_and_a_column_is_one_line(tmp_
     writer.close()
     row = load_run(run_dir, tmp_path / "runs")
     assert row["init/attn_logit_max/block_00"] == 3.0 and "init/spikes" not in row
-    column = compare.Column("attn_logit_max", "max attention logit: mean (max)",
-                            lambda vp: report.mean_max(report.per_block(vp[1], probe.attn_logit_max)))
+    column = compare.Column(
+        "attn_logit_max",
+        "max attention logit: mean (max)",
+        lambda vp: report.mean_max(report.per_block(vp[1], probe.attn_logit_max)),
+    )
     frame = pd.DataFrame([row])
     variant = compare.Variant("a", frame, pd.DataFrame(), None, 1e-3)
     assert compare.table([column], [(variant, report.init_profile(frame))])["attn_logit_max"][0] == "3.500 (4.000)"
@@ -221,11 +272,28 @@ def write_fit(experiment_dir: Path, version: int, loss: float, seed: int = 1337,
     run_dir = experiment_dir / f"version_{version}"
     run_dir.mkdir(parents=True)
     config = {"norm_placement": "andrea-lab:pre", "activation": "andrea-lab:gelu", "d_model": 128, **model_config}
-    (run_dir / "config.yaml").write_text(yaml.safe_dump({
-        "seed_everything": seed, "model": {"lr": 0.002, "config": config},
-        "trainer": {"max_steps": 200, "logger": {"init_args": {"version": version}}}}))
-    write_record(run_dir, RunRecord(status="finished", initial_val_loss=9.0, final_val_loss=loss, lr=0.002,
-                                    seed=seed, steps=200, heldout=heldout(loss), config=config))
+    (run_dir / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "seed_everything": seed,
+                "model": {"lr": 0.002, "config": config},
+                "trainer": {"max_steps": 200, "logger": {"init_args": {"version": version}}},
+            }
+        )
+    )
+    write_record(
+        run_dir,
+        RunRecord(
+            status="finished",
+            initial_val_loss=9.0,
+            final_val_loss=loss,
+            lr=0.002,
+            seed=seed,
+            steps=200,
+            heldout=heldout(loss),
+            config=config,
+        ),
+    )
     return run_dir
 
 
@@ -277,12 +345,22 @@ def confirm_runs_csv(path: Path) -> Path:
         for lr in (2e-3, 4e-3):
             for seed in range(5, 15):
                 stuck = variant == "post" and (lr == 4e-3 or seed < 8)
-                rows.append(dict(suite="norm_placement_confirm", variant=variant, lr=lr, seed=seed,
-                                 status="diverged" if stuck else "finished", initial_val_loss=5.5,
-                                 final_val_loss=3.1 if stuck else base + seed / 1000, divergence_kind="stuck_at_unigram"
-                                 if stuck else None, heldout_loss=3.07 if stuck else base + seed / 1000 + lr,
-                                 warmup_steps={"post-nowarmup": 0, "post-warmup100": 100}.get(variant, 40),
-                                 stuck_after=100, path=f"runs/norm_placement_confirm/{variant}/lr{lr}-seed{seed}"))
+                rows.append(
+                    dict(
+                        suite="norm_placement_confirm",
+                        variant=variant,
+                        lr=lr,
+                        seed=seed,
+                        status="diverged" if stuck else "finished",
+                        initial_val_loss=5.5,
+                        final_val_loss=3.1 if stuck else base + seed / 1000,
+                        divergence_kind="stuck_at_unigram" if stuck else None,
+                        heldout_loss=3.07 if stuck else base + seed / 1000 + lr,
+                        warmup_steps={"post-nowarmup": 0, "post-warmup100": 100}.get(variant, 40),
+                        stuck_after=100,
+                        path=f"runs/norm_placement_confirm/{variant}/lr{lr}-seed{seed}",
+                    )
+                )
     frame = pd.DataFrame(rows)
     frame.to_csv(path, index=False)
     return path
@@ -297,14 +375,18 @@ def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp
     assert "updated the norm_placement_confirm claims block(s)" in capsys.readouterr().out
     [(name, what, content)] = doc_blocks.generated_blocks(doc.read_text())
     assert (name, what) == ("norm_placement_confirm", "claims")
-    assert content.startswith("80 runs: seeds 5, 6, 7, 8, 9, 10, 11, 12, 13, 14; LRs 2e-3, 4e-3; scored on the "
-                              "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (2 "
-                              "exploratory claims judged on the raw p, outside the family)")
+    assert content.startswith(
+        "80 runs: seeds 5, 6, 7, 8, 9, 10, 11, 12, 13, 14; LRs 2e-3, 4e-3; scored on the "
+        "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (2 "
+        "exploratory claims judged on the raw p, outside the family)"
+    )
     assert "Stuck-at-unigram window: from step 100 for every variant." in content
     rows = [line for line in content.splitlines() if line.startswith("| lower_") or line.startswith("| fewer_")]
     assert len(rows) == 12 and all("(fixed in advance)" in row for row in rows)
-    assert ("| fewer_divergences: pre vs post @ 4e-3 | pre-norm diverges in fewer runs than post-norm | **reproduced** "
-            "| diverged pre 0/10, post 10/10 paired by seed;") in content
+    assert (
+        "| fewer_divergences: pre vs post @ 4e-3 | pre-norm diverges in fewer runs than post-norm | **reproduced** "
+        "| diverged pre 0/10, post 10/10 paired by seed;"
+    ) in content
     trained = next(row for row in rows if row.startswith("| lower_loss_trained: pre vs post @ 2e-3 (exploratory)"))
     assert "n=7 at LR 2e-3 (fixed in advance); 3 of 10 pairs left out (a run diverged)" in trained
     assert "| exploratory |" in trained
@@ -314,12 +396,26 @@ def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp
 
 def test_the_aa_suite_writes_its_calibration_beside_its_claims(tmp_path):
     doc = tmp_path / "doc.md"
-    assert compare_main([str(REPO / "tests" / "experiments" / "compare" / "data" / "runs-2026-12-01" / "aa.csv"), "--suite",
-                         str(REPO / "experiments" / "suites" / "aa.yaml"), "--out", str(tmp_path / "out"),
-                         "--doc", str(doc)]) == 0
+    assert (
+        compare_main(
+            [
+                str(REPO / "tests" / "experiments" / "compare" / "data" / "runs-2026-12-01" / "aa.csv"),
+                "--suite",
+                str(REPO / "experiments" / "suites" / "aa.yaml"),
+                "--out",
+                str(tmp_path / "out"),
+                "--doc",
+                str(doc),
+            ]
+        )
+        == 0
+    )
     assert [what for _, what, _ in doc_blocks.generated_blocks(doc.read_text())] == ["claims", "aa_calibration"]
     markdown = (tmp_path / "out" / "comparison.md").read_text()
-    assert "## A/A calibration" in markdown and "| best LR chosen in-sample (secondary) | 126 | 11 | 8.7 % | 5 % |" in markdown
+    assert (
+        "## A/A calibration" in markdown
+        and "| best LR chosen in-sample (secondary) | 126 | 11 | 8.7 % | 5 % |" in markdown
+    )
 
 
 def test_the_stuck_window_of_a_run_comes_from_its_config(tmp_path):

@@ -8,8 +8,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from andrea_lab.experiments.compare.divergence import (clopper_pearson, describe_rate, mcnemar_exact_p, paired_divergences,
-                                            stuck_window_note, stuck_windows)
+from andrea_lab.experiments.compare.divergence import (
+    clopper_pearson,
+    describe_rate,
+    mcnemar_exact_p,
+    paired_divergences,
+    stuck_window_note,
+    stuck_windows,
+)
 from andrea_lab.experiments.compare.runs_table import read_runs_csv
 
 REPO = Path(__file__).resolve().parents[3]
@@ -26,13 +32,19 @@ def test_clopper_pearson_known_answers():
 
 def test_exact_mcnemar():
     assert mcnemar_exact_p(0, 0) == 1.0
-    assert mcnemar_exact_p(0, 7) == pytest.approx(2 / 2 ** 7)
+    assert mcnemar_exact_p(0, 7) == pytest.approx(2 / 2**7)
     assert mcnemar_exact_p(3, 3) == pytest.approx(1.0)
 
 
 def test_paired_divergences_over_the_grid_and_at_fixed_lrs():
-    runs = pd.DataFrame([dict(variant=v, lr=lr, seed=s, diverged=(v == "b" and lr == 2.0 and s < 2))
-                         for v in "ab" for lr in (1.0, 2.0) for s in range(3)])
+    runs = pd.DataFrame(
+        [
+            dict(variant=v, lr=lr, seed=s, diverged=(v == "b" and lr == 2.0 and s < 2))
+            for v in "ab"
+            for lr in (1.0, 2.0)
+            for s in range(3)
+        ]
+    )
     grid = paired_divergences(runs, "a", "b")
     assert (grid.pairs, grid.diverged_a, grid.diverged_b, grid.only_b, grid.unit) == (6, 0, 2, 2, "(lr, seed)")
     fixed = paired_divergences(runs, "a", "b", {"a": 1.0, "b": 2.0})
@@ -51,5 +63,6 @@ def test_runs_with_stuck_after_set_have_one_window():
     runs = pd.DataFrame({"variant": ["a", "b"], "warmup_steps": [0, 100], "stuck_after": [100, 100]})
     assert stuck_window_note(runs) == "Stuck-at-unigram window: from step 100 for every variant."
     assert stuck_window_note(runs.assign(stuck_after=[50, 100])).startswith(
-        "Divergence counts are not on equal footing across these variants: the variants' stuck-at-unigram windows")
+        "Divergence counts are not on equal footing across these variants: the variants' stuck-at-unigram windows"
+    )
     assert stuck_window_note(runs.assign(warmup_steps=[None, None], stuck_after=[None, None])) is None  # unknown

@@ -11,13 +11,27 @@ import pandas as pd
 import pytest
 import yaml
 
-from andrea_lab.experiments.compare import compare, doc_blocks, plots_scales, report, scales, scales_report
-from andrea_lab.experiments.compare.runs_table import (ATTN_ENTROPY_TAG, ATTN_LOGIT_MAX_TAG, RUN_COLUMNS, load_run, load_runs,
-                                            read_runs_csv, write_runs_csv)
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.runs.directory import (DONE_MARKER, START_MARKER, SUMMARY_FILE, HeldOut, RunRecord, run_version,
-                                       write_record)
+from andrea_lab.experiments.compare import compare, doc_blocks, plots_scales, report, scales, scales_report
+from andrea_lab.experiments.compare.runs_table import (
+    ATTN_ENTROPY_TAG,
+    ATTN_LOGIT_MAX_TAG,
+    RUN_COLUMNS,
+    load_run,
+    load_runs,
+    read_runs_csv,
+    write_runs_csv,
+)
 from andrea_lab.experiments.sweep.suite import load_suite
+from andrea_lab.runs.directory import (
+    DONE_MARKER,
+    START_MARKER,
+    SUMMARY_FILE,
+    HeldOut,
+    RunRecord,
+    run_version,
+    write_record,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 SCALES = {"d64": 0, "d128": 1}
@@ -29,21 +43,41 @@ A_MINUS_B = {"d64": (-0.30, -0.31, -0.32), "d128": (0.2, -0.3, 0.1)}
 CLAIMS = [{"lower_loss": ["a", "b"], "text": "a beats b"}, {"fewer_divergences": ["a", "b"]}]
 
 
-def write_scaled_run(root: Path, scale: str, variant: str, lr: float, seed: int, loss: float,
-                     extra: dict | None = None) -> Path:
+def write_scaled_run(
+    root: Path, scale: str, variant: str, lr: float, seed: int, loss: float, extra: dict | None = None
+) -> Path:
     """A run as `andrea sweep` leaves it for a suite with a scale axis (no event files: the record is enough)."""
     run_dir = root / "st" / scale / variant / run_version(lr, seed)
     run_dir.mkdir(parents=True)
-    (run_dir / START_MARKER).write_text(json.dumps({
-        "suite": "st", "variant": variant, "variant_index": 0 if variant == "b" else 1, "lr": lr, "seed": seed,
-        "scale": scale, "scale_index": SCALES[scale]}))
+    (run_dir / START_MARKER).write_text(
+        json.dumps(
+            {
+                "suite": "st",
+                "variant": variant,
+                "variant_index": 0 if variant == "b" else 1,
+                "lr": lr,
+                "seed": seed,
+                "scale": scale,
+                "scale_index": SCALES[scale],
+            }
+        )
+    )
     diverged = loss >= 5.5
     status = "diverged" if diverged else "finished"
     (run_dir / DONE_MARKER).write_text(json.dumps({"status": status}))
-    write_record(run_dir, RunRecord(
-        status=status, initial_val_loss=5.5, final_val_loss=loss, lr=lr, seed=seed, steps=100,
-        divergence={"step": 50 if diverged else None, "kind": "stuck_at_unigram" if diverged else None},
-        heldout=HeldOut(loss, 0.05, 4096, 12, 64, 100_000, True, "documents", 0)))
+    write_record(
+        run_dir,
+        RunRecord(
+            status=status,
+            initial_val_loss=5.5,
+            final_val_loss=loss,
+            lr=lr,
+            seed=seed,
+            steps=100,
+            divergence={"step": 50 if diverged else None, "kind": "stuck_at_unigram" if diverged else None},
+            heldout=HeldOut(loss, 0.05, 4096, 12, 64, 100_000, True, "documents", 0),
+        ),
+    )
     if extra:
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
         (run_dir / SUMMARY_FILE).write_text(json.dumps({**summary, **extra}))
@@ -60,10 +94,19 @@ def scaled_runs(tmp_path):
                 write_scaled_run(root, scale, "b", lr, seed, b_loss + seed / 10, extra=logit)
                 a_loss = min(b_loss, 5.0) + seed / 10 + A_MINUS_B[scale][seed]
                 write_scaled_run(root, scale, "a", lr, seed, a_loss, extra=logit)
-    (root / "st" / "suite.yaml").write_text(yaml.safe_dump({
-        "base": "base.yaml", "lrs": list(LRS), "seeds": [0, 1, 2], "reference": "b", "claims": CLAIMS,
-        "scales": [{"name": name, "overrides": {"model.config.d_model": int(name[1:])}} for name in SCALES],
-        "variants": [{"name": "b"}, {"name": "a"}]}))
+    (root / "st" / "suite.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "base": "base.yaml",
+                "lrs": list(LRS),
+                "seeds": [0, 1, 2],
+                "reference": "b",
+                "claims": CLAIMS,
+                "scales": [{"name": name, "overrides": {"model.config.d_model": int(name[1:])}} for name in SCALES],
+                "variants": [{"name": "b"}, {"name": "a"}],
+            }
+        )
+    )
     (root / "st" / "base.yaml").write_text("model: {}\n")
     return root
 
@@ -93,10 +136,14 @@ def test_a_claim_whose_variant_did_not_run_at_a_scale_is_not_judged_there(scaled
     runs = load_runs(scaled_runs, events=False)
     runs = runs[~((runs["scale"] == "d128") & (runs["variant"] == "a"))]
     by_scale = scales.claims_by_scale(runs, CLAIMS[:1], "heldout_loss").set_index("scale")
-    assert by_scale.loc["d128", "outcome"] == "n/a" and "no finished or diverged run of a" in by_scale.loc["d128", "evidence"]
+    assert (
+        by_scale.loc["d128", "outcome"] == "n/a"
+        and "no finished or diverged run of a" in by_scale.loc["d128", "evidence"]
+    )
     assert by_scale.loc["d64", "outcome"] == "**reproduced**"
-    interrupted = runs.index[(runs["scale"] == "d64") & (runs["variant"] == "b") & (runs["lr"] == 1e-3)
-                             & (runs["seed"] == 0)]
+    interrupted = runs.index[
+        (runs["scale"] == "d64") & (runs["variant"] == "b") & (runs["lr"] == 1e-3) & (runs["seed"] == 0)
+    ]
     runs.loc[interrupted, "status"] = "interrupted"  # listed in the trend's notes too, under its scale
     plan = scales.plan_scaled_suite(runs, "b", CLAIMS[:1])
     assert plan["notes"] == ["d64: b: left out lr1e-3-seed0 (interrupted)"]
@@ -106,8 +153,10 @@ def test_a_claim_whose_variant_did_not_run_at_a_scale_is_not_judged_there(scaled
 def test_compare_writes_the_trend_a_report_per_scale_and_the_doc_block_of_each_scale(scaled_runs, tmp_path, capsys):
     doc = tmp_path / "results.md"
     doc.write_text("# Results\n")
-    assert compare_main([str(scaled_runs / "st"), "--suite", str(scaled_runs / "st" / "suite.yaml"),
-                         "--doc", str(doc)]) == 0
+    assert (
+        compare_main([str(scaled_runs / "st"), "--suite", str(scaled_runs / "st" / "suite.yaml"), "--doc", str(doc)])
+        == 0
+    )
     out = scaled_runs / "st" / "compare"
     markdown = (out / "comparison.md").read_text()
     assert markdown.startswith("# Comparison: st, by scale")
@@ -121,13 +170,18 @@ def test_compare_writes_the_trend_a_report_per_scale_and_the_doc_block_of_each_s
     written = pd.read_csv(out / "runs.csv")
     assert list(written.columns) == [*RUN_COLUMNS, "scale", "scale_index", "attn_logit_max_final"]
     assert "at d128" in capsys.readouterr().out
-    (_, _, block), = doc_blocks.generated_blocks(doc.read_text())  # --doc: each scale's claims block, under its name
+    ((_, _, block),) = doc_blocks.generated_blocks(doc.read_text())  # --doc: each scale's claims block, under its name
     runs = load_runs(scaled_runs, events=False)
-    assert block == "\n\n".join(f"**At {scale}**: " + report.claims_block(subset, CLAIMS)
-                                for scale, subset in scales.scale_subsets(runs))
+    assert block == "\n\n".join(
+        f"**At {scale}**: " + report.claims_block(subset, CLAIMS) for scale, subset in scales.scale_subsets(runs)
+    )
     claims = pd.read_csv(out / "claims.csv")
-    assert compare_main([str(out / "runs.csv"), "--out", str(out / "again"),
-                         "--suite", str(scaled_runs / "st" / "suite.yaml")]) == 0  # runs.csv is enough
+    assert (
+        compare_main(
+            [str(out / "runs.csv"), "--out", str(out / "again"), "--suite", str(scaled_runs / "st" / "suite.yaml")]
+        )
+        == 0
+    )  # runs.csv is enough
     assert pd.read_csv(out / "again" / "claims.csv").equals(claims)
 
 
@@ -136,7 +190,9 @@ def test_the_figures_have_a_panel_per_variant_and_a_curve_per_scale(scaled_runs)
     by_scale = {scale: compare.build_variants(subset, "b") for scale, subset in scales.scale_subsets(runs)}
     loss = plots_scales.by_lr_figure(by_scale, lambda v: v.capped, "loss", "title")
     assert [(ax.get_title(), ax.get_xscale(), ax.get_yscale()) for ax in loss.axes] == [
-        ("b", "log", "linear"), ("a", "log", "linear")]
+        ("b", "log", "linear"),
+        ("a", "log", "linear"),
+    ]
     assert loss.axes[0].get_legend_handles_labels()[1] == ["d64", "d128"]
     logits = plots_scales.by_lr_figure(by_scale, plots_scales._attention_logits, "logit", "title", log_y=True)
     assert {ax.get_yscale() for ax in logits.axes} == {"log"}
@@ -148,8 +204,15 @@ def test_the_figures_have_a_panel_per_variant_and_a_curve_per_scale(scaled_runs)
 def test_the_final_attention_values_come_from_the_summary_else_the_probe_curves(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
-    recorded = write_scaled_run(tmp_path, "d64", "b", 1e-3, 0, 2.0,
-                                extra={"stability": {"attn_logit_max_final": 7.5, "attn_entropy_min_final": 0.25}})
+    recorded = write_scaled_run(
+        tmp_path,
+        "d64",
+        "b",
+        1e-3,
+        0,
+        2.0,
+        extra={"stability": {"attn_logit_max_final": 7.5, "attn_entropy_min_final": 0.25}},
+    )
     curves_only = write_scaled_run(tmp_path, "d64", "b", 1e-3, 1, 2.0)
     for run_dir in (recorded, curves_only):
         writer = SummaryWriter(str(run_dir))
@@ -185,8 +248,11 @@ def test_the_per_lr_table_gains_the_attention_columns_only_when_runs_have_them(s
 
 def _committed_suites(scaled: bool) -> list[str]:
     """The suites with a committed table in docs/results/, with (``scaled``) or without a scale axis."""
-    return sorted(p.name for p in (REPO / "docs" / "results").iterdir()
-                  if p.is_dir() and bool(load_suite(REPO / "experiments" / "suites" / f"{p.name}.yaml").scales) is scaled)
+    return sorted(
+        p.name
+        for p in (REPO / "docs" / "results").iterdir()
+        if p.is_dir() and bool(load_suite(REPO / "experiments" / "suites" / f"{p.name}.yaml").scales) is scaled
+    )
 
 
 @pytest.mark.parametrize("suite", _committed_suites(scaled=False))
@@ -216,8 +282,11 @@ def test_the_committed_reports_of_scaled_suites_regenerate_unchanged(suite):
     assert trend["claims"] in (committed / "comparison.md").read_text(encoding="utf-8")
     assert set(plan["scales"]) == {s.name for s in definition.scales}
     for scale, scale_plan in plan["scales"].items():
-        sections = dict(report.suite_sections(suite, scale_plan["variants"], scale_plan["runs"],
-                                              scale_plan["claims"], [], scale_plan["loss_column"]))
+        sections = dict(
+            report.suite_sections(
+                suite, scale_plan["variants"], scale_plan["runs"], scale_plan["claims"], [], scale_plan["loss_column"]
+            )
+        )
         markdown = (committed / scale / "comparison.md").read_text(encoding="utf-8")
         assert sections["per_lr"] in markdown and sections.get("claims", "") in markdown, scale
 
@@ -230,4 +299,3 @@ def test_the_legend_explains_the_attention_columns_only_when_shown(scaled_runs):
         legend = dict(report.suite_sections("st", variants, frame, None, [], "heldout_loss"))["legend"]
         assert ("**final max attn logit**" in legend) is shown and "min attn entropy" not in legend
         assert legend.startswith(report.legend("heldout_loss"))
-

@@ -13,8 +13,18 @@ import pytest
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare.claims import Claim, evaluate_claim, parse_claims
-from andrea_lab.experiments.compare.stats import (CONFIDENCE, TOO_FEW_SEEDS, VERDICTS, best_lr, capped_loss, compare_variants,
-                                       edge_flag, fisher_divergence, lr_sensitivity_per_seed, paired_difference)
+from andrea_lab.experiments.compare.stats import (
+    CONFIDENCE,
+    TOO_FEW_SEEDS,
+    VERDICTS,
+    best_lr,
+    capped_loss,
+    compare_variants,
+    edge_flag,
+    fisher_divergence,
+    lr_sensitivity_per_seed,
+    paired_difference,
+)
 
 #: The runs.csv tables as committed on 2026-11-29, which shared/design/STATISTICS.md recomputed (the suites
 #: have been rerun since; these copies keep the known answers testable).
@@ -59,8 +69,10 @@ def test_known_answers_from_committed_runs(suite, a, b, differences, mean, inter
         difference = comparison.per_lr[_number(variant_lr)]
     else:
         difference = comparison.at_best
-        assert (comparison.variant_best_lr, comparison.reference_best_lr) == (_number(variant_lr),
-                                                                               _number(reference_lr))
+        assert (comparison.variant_best_lr, comparison.reference_best_lr) == (
+            _number(variant_lr),
+            _number(reference_lr),
+        )
     assert difference.n == n
     for value, written in zip(difference.differences, differences.split(","), strict=True):
         _assert_rounds_to(value, written)
@@ -212,11 +224,20 @@ def test_edge_flag():
 
 def _runs(losses: dict[str, dict[float, list[float]]], diverged=(), init: float = 5.0, **extra_rows) -> pd.DataFrame:
     """One row per run: ``losses[variant][lr][seed]``; ``diverged`` holds (variant, lr, seed) triples."""
-    rows = [dict(variant=variant, lr=lr, seed=seed, initial_val_loss=init, final_val_loss=loss,
-                 status="diverged" if (variant, lr, seed) in diverged else "finished",
-                 divergence_kind="stuck_at_unigram" if (variant, lr, seed) in diverged else "")
-            for variant, by_lr in losses.items() for lr, by_seed in by_lr.items()
-            for seed, loss in enumerate(by_seed)]
+    rows = [
+        dict(
+            variant=variant,
+            lr=lr,
+            seed=seed,
+            initial_val_loss=init,
+            final_val_loss=loss,
+            status="diverged" if (variant, lr, seed) in diverged else "finished",
+            divergence_kind="stuck_at_unigram" if (variant, lr, seed) in diverged else "",
+        )
+        for variant, by_lr in losses.items()
+        for lr, by_seed in by_lr.items()
+        for seed, loss in enumerate(by_seed)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -246,56 +267,79 @@ def test_unknown_variant_names_the_known_ones():
 
 
 def test_parse_claims():
-    claims = parse_claims([{"lower_loss": ["pre", "post"], "text": "pre-norm trains better"},
-                           {"fewer_divergences": ("pre", "post")}, {"lower_sensitivity": ["pre", "post"]}])
+    claims = parse_claims(
+        [
+            {"lower_loss": ["pre", "post"], "text": "pre-norm trains better"},
+            {"fewer_divergences": ("pre", "post")},
+            {"lower_sensitivity": ["pre", "post"]},
+        ]
+    )
     assert claims[0] == Claim("lower_loss", "pre", "post", "pre-norm trains better")
     assert [claim.kind for claim in claims] == ["lower_loss", "fewer_divergences", "lower_sensitivity"]
-    for bad in ({"lower_los": ["a", "b"]}, {"lower_loss": ["a"]}, {"lower_loss": "a b"},
-                {"lower_loss": ["a", "b"], "fewer_divergences": ["a", "b"]}, {"text": "no kind"}, "lower_loss"):
-        with pytest.raises(ValueError, match=r"lower_loss, lower_loss_trained, fewer_divergences, lower_sensitivity") \
-                as error:
+    for bad in (
+        {"lower_los": ["a", "b"]},
+        {"lower_loss": ["a"]},
+        {"lower_loss": "a b"},
+        {"lower_loss": ["a", "b"], "fewer_divergences": ["a", "b"]},
+        {"text": "no kind"},
+        "lower_loss",
+    ):
+        with pytest.raises(
+            ValueError, match=r"lower_loss, lower_loss_trained, fewer_divergences, lower_sensitivity"
+        ) as error:
             parse_claims([bad])
         assert repr(bad) in str(error.value)
     with pytest.raises(ValueError):
         parse_claims({"lower_loss": ["a", "b"]})
 
 
-@pytest.mark.parametrize("shifts, outcome", [
-    ([-0.10, -0.12, -0.09, -0.11], "reproduced"),
-    ([-0.10, +0.12, -0.05, +0.02], "not detected"),
-    ([+0.10, +0.12, +0.09, +0.11], "contradicted"),
-])
+@pytest.mark.parametrize(
+    "shifts, outcome",
+    [
+        ([-0.10, -0.12, -0.09, -0.11], "reproduced"),
+        ([-0.10, +0.12, -0.05, +0.02], "not detected"),
+        ([+0.10, +0.12, +0.09, +0.11], "contradicted"),
+    ],
+)
 def test_lower_loss_claims(shifts, outcome):
     # a is best at 3e-3, b at 1e-3: the comparison is at each one's own best LR.
-    runs = _runs({"a": {LOW_LR: _shifted([0.5] * 4), HIGH_LR: _shifted(shifts)},
-                  "b": {LOW_LR: BASE, HIGH_LR: _shifted([0.3] * 4)}})
+    runs = _runs(
+        {
+            "a": {LOW_LR: _shifted([0.5] * 4), HIGH_LR: _shifted(shifts)},
+            "b": {LOW_LR: BASE, HIGH_LR: _shifted([0.3] * 4)},
+        }
+    )
     result = evaluate_claim(Claim("lower_loss", "a", "b"), runs)
     assert result.outcome == outcome
     assert result.evidence.startswith("a − b = ")
-    assert result.evidence.endswith("n=4 at LRs chosen on the other seeds: a 3e-3 · b 1e-3 (optimum not bracketed: "
-                                    "a at the grid's highest LR; b at the grid's lowest LR)")
+    assert result.evidence.endswith(
+        "n=4 at LRs chosen on the other seeds: a 3e-3 · b 1e-3 (optimum not bracketed: "
+        "a at the grid's highest LR; b at the grid's lowest LR)"
+    )
     assert result.in_sample.split("; p = ")[0].endswith("n=4 at 3e-3 / 1e-3")
 
 
-@pytest.mark.parametrize("a_peaks, b_peaks, outcome", [
-    ([0.00, 0.03, 0.01, 0.02], [0.60, 0.70, 0.65, 0.80], "reproduced"),
-    ([0.30, 0.60, 0.20, 0.50], [0.50, 0.30, 0.40, 0.40], "not detected"),
-    ([0.60, 0.70, 0.65, 0.80], [0.00, 0.03, 0.01, 0.02], "contradicted"),
-])
+@pytest.mark.parametrize(
+    "a_peaks, b_peaks, outcome",
+    [
+        ([0.00, 0.03, 0.01, 0.02], [0.60, 0.70, 0.65, 0.80], "reproduced"),
+        ([0.30, 0.60, 0.20, 0.50], [0.50, 0.30, 0.40, 0.40], "not detected"),
+        ([0.60, 0.70, 0.65, 0.80], [0.00, 0.03, 0.01, 0.02], "contradicted"),
+    ],
+)
 def test_lower_sensitivity_claims(a_peaks, b_peaks, outcome):
     # Per seed: flat at 1e-3 and 3e-3, worse by ``peak`` at 1e-2, so the sensitivity is peak / 3.
-    runs = _runs({name: {1e-3: BASE, 3e-3: BASE, 1e-2: _shifted(peaks)}
-                  for name, peaks in (("a", a_peaks), ("b", b_peaks))})
+    runs = _runs(
+        {name: {1e-3: BASE, 3e-3: BASE, 1e-2: _shifted(peaks)} for name, peaks in (("a", a_peaks), ("b", b_peaks))}
+    )
     result = evaluate_claim(Claim("lower_sensitivity", "a", "b"), runs)
     assert result.outcome == outcome, result.evidence
     assert result.evidence.endswith("n=4 in LR sensitivity")
 
 
-@pytest.mark.parametrize("a_diverged, b_diverged, outcome", [
-    (0, 7, "reproduced"),
-    (0, 2, "not detected"),
-    (7, 0, "contradicted"),
-])
+@pytest.mark.parametrize(
+    "a_diverged, b_diverged, outcome", [(0, 7, "reproduced"), (0, 2, "not detected"), (7, 0, "contradicted")]
+)
 def test_fewer_divergences_claims(a_diverged, b_diverged, outcome):
     pairs = [(lr, seed) for lr in (LOW_LR, HIGH_LR) for seed in range(4)]  # 8 (lr, seed) pairs
     diverged = {("a", *pair) for pair in pairs[:a_diverged]} | {("b", *pair) for pair in pairs[:b_diverged]}

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from andrea_lab.experiments.compare.runs_table import find_runs
-from andrea_lab.fit.stability.monitor import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.cli import main as andrea
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.runs.directory import COMPARISON_RUN
+from andrea_lab.experiments.compare.runs_table import find_runs
 from andrea_lab.experiments.sweep.tiny_suite import train_tiny_suite, write_tiny_suite
+from andrea_lab.fit.stability.monitor import CUSTOM_SCALARS_LAYOUT
+from andrea_lab.runs.directory import COMPARISON_RUN
 
 REPO = Path(__file__).resolve().parents[3]
 STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
@@ -49,8 +49,23 @@ class Board:
         from tensorboard import program
 
         tensorboard = program.TensorBoard()
-        tensorboard.configure(argv=[None, "--logdir", str(logdir), "--port", "0", "--host", "127.0.0.1",
-                                    "--load_fast", "false", "--reload_task", "blocking", "--reload_interval", "0"])
+        tensorboard.configure(
+            argv=[
+                None,
+                "--logdir",
+                str(logdir),
+                "--port",
+                "0",
+                "--host",
+                "127.0.0.1",
+                "--load_fast",
+                "false",
+                "--reload_task",
+                "blocking",
+                "--reload_interval",
+                "0",
+            ]
+        )
         self.url = tensorboard.launch()
 
     def get(self, route: str, **query):
@@ -59,8 +74,9 @@ class Board:
         return json.loads(body) if r.headers.get_content_type() == "application/json" else body
 
     def post(self, route: str, body: dict):
-        request = urllib.request.Request(self.url + route, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url + route, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request) as response:
             return json.load(response)
 
@@ -70,9 +86,16 @@ class Board:
         return {info["name"]: info for info in found["hparamInfos"]}, found["metricInfos"]
 
     def session_groups(self, *col_params: dict) -> list[dict]:
-        return self.post("data/plugin/hparams/session_groups", {
-            "experimentName": "", "allowedStatuses": STATUSES, "colParams": list(col_params),
-            "startIndex": 0, "sliceSize": 100})["sessionGroups"]
+        return self.post(
+            "data/plugin/hparams/session_groups",
+            {
+                "experimentName": "",
+                "allowedStatuses": STATUSES,
+                "colParams": list(col_params),
+                "startIndex": 0,
+                "sliceSize": 100,
+            },
+        )["sessionGroups"]
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +112,18 @@ def test_every_knob_is_an_hparam_with_its_type_and_differs(board):
     assert types["model.config.norm_placement"] == types["Variant"] == types["Suite"] == "DATA_TYPE_STRING"
     assert types["trainer.precision"] == types["plugins.norm_placement.distribution"] == "DATA_TYPE_STRING"
     assert types["model.config.bias"] == types["model.compile"] == "DATA_TYPE_BOOL"
-    for name in ("data.batch_size", "data.tokenizer", "data.corpus_sha256", "model.weight_decay",
-                 "model.min_lr_ratio", "trainer.gradient_clip_val", "trainer.accumulate_grad_batches",
-                 "trainer.devices", "seed", "versions.torch"):
+    for name in (
+        "data.batch_size",
+        "data.tokenizer",
+        "data.corpus_sha256",
+        "model.weight_decay",
+        "model.min_lr_ratio",
+        "trainer.gradient_clip_val",
+        "trainer.accumulate_grad_batches",
+        "trainer.devices",
+        "seed",
+        "versions.torch",
+    ):
         assert name in hparams, name
     differing = {name for name, info in hparams.items() if info["differs"]}
     assert {"Variant", "model.lr", "model.warmup_steps", "model.config.norm_placement", "Status"} <= differing
@@ -100,17 +132,17 @@ def test_every_knob_is_an_hparam_with_its_type_and_differs(board):
     assert sorted(hparams["Variant"]["domainDiscrete"]) == ["post-nowarmup", "pre"]
     assert sorted(hparams["Status"]["domainDiscrete"]) == ["diverged", "finished"]
     tags = {metric["name"]["tag"] for metric in metrics}
-    assert {"heldout/loss", "hparams/final_val_loss", "hparams/divergence_step", "hparams/diverged",
-            "val/loss"} <= tags
+    assert {"heldout/loss", "hparams/final_val_loss", "hparams/divergence_step", "hparams/diverged", "val/loss"} <= tags
 
 
 @pytest.mark.slow
 def test_session_groups_answer_which_variant_is_best_and_which_diverged(board):
-    by_loss = board.session_groups({"metric": {"tag": "heldout/loss"}, "order": "ORDER_ASC"},
-                                   {"hparam": "model.lr", "filterInterval": {"minValue": 0, "maxValue": 0.01}})
+    by_loss = board.session_groups(
+        {"metric": {"tag": "heldout/loss"}, "order": "ORDER_ASC"},
+        {"hparam": "model.lr", "filterInterval": {"minValue": 0, "maxValue": 0.01}},
+    )
     assert len(by_loss) == 2 and {g["hparams"]["model.lr"] for g in by_loss} == {1e-3}
-    losses = [next(m["value"] for m in g["metricValues"] if m["name"]["tag"] == "heldout/loss")
-              for g in by_loss]
+    losses = [next(m["value"] for m in g["metricValues"] if m["name"]["tag"] == "heldout/loss") for g in by_loss]
     assert losses == sorted(losses)
     records = {(g["hparams"]["Variant"], g["hparams"]["model.lr"]): g for g in board.session_groups()}
     assert len(records) == 4

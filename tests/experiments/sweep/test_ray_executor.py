@@ -18,29 +18,46 @@ import pytest
 import yaml
 
 from andrea_lab.errors import UsageError
-from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, PREEMPTED_CHECKPOINT, START_MARKER, read_record,
-                                       run_state)
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.runner import Runner, report
 from andrea_lab.experiments.sweep.suite import load_suite
+from andrea_lab.runs.directory import (
+    DONE_MARKER,
+    FAILED_MARKER,
+    PREEMPTED_CHECKPOINT,
+    START_MARKER,
+    read_record,
+    run_state,
+)
 
 ray = pytest.importorskip("ray", reason="the ray extra: pip install -e '.[ray]'")
 
 pytestmark = pytest.mark.slow
 
 #: A stand-in fit (as in test_sweep_runner): writes summary.json like the RunSummary callback.
-SUCCEED = ("import json, os, sys; d = sys.argv[1]; "
-           "json.dump({'schema': 1, 'status': 'finished', 'final_val_loss': 4.0 + float(sys.argv[2])}, "
-           "open(os.path.join(d, 'summary.json'), 'w'))")
+SUCCEED = (
+    "import json, os, sys; d = sys.argv[1]; "
+    "json.dump({'schema': 1, 'status': 'finished', 'final_val_loss': 4.0 + float(sys.argv[2])}, "
+    "open(os.path.join(d, 'summary.json'), 'w'))"
+)
 FAIL = "import sys; print('boom: something broke'); sys.exit(3)"
 REPO = Path(__file__).resolve().parents[3]
 #: A seconds-long fit on experiments/cpu-base.yaml (long enough to be stopped in the middle).
 MICRO_COMMON = {
-    "model.config.d_model": 32, "model.config.n_layer": 2, "model.config.n_head": 2,
-    "data.batch_size": 8, "data.max_val_batches": 2, "trainer.limit_val_batches": 2,
-    "trainer.num_sanity_val_steps": 0, "trainer.max_steps": 40, "trainer.val_check_interval": 5,
-    "model.warmup_steps": 2, "checkpoint.monitor": "null", "checkpoint.every_n_train_steps": 5,
-    "checkpoint.save_top_k": -1, "checkpoint.filename": "step{step}",
+    "model.config.d_model": 32,
+    "model.config.n_layer": 2,
+    "model.config.n_head": 2,
+    "data.batch_size": 8,
+    "data.max_val_batches": 2,
+    "trainer.limit_val_batches": 2,
+    "trainer.num_sanity_val_steps": 0,
+    "trainer.max_steps": 40,
+    "trainer.val_check_interval": 5,
+    "model.warmup_steps": 2,
+    "checkpoint.monitor": "null",
+    "checkpoint.every_n_train_steps": 5,
+    "checkpoint.save_top_k": -1,
+    "checkpoint.filename": "step{step}",
 }
 
 
@@ -61,17 +78,33 @@ def executor(local_ray):
 
 def write_suite(directory, common=None, variants=("good", "bad"), lrs=(0.25, 0.5)):
     (directory / "base.yaml").write_text("model: {}\n")
-    (directory / "s.yaml").write_text(yaml.safe_dump({
-        "name": "s", "base": "base.yaml", "lrs": list(lrs), "seeds": [0], "common": common or {},
-        "variants": [{"name": name} for name in variants], "resources": {"cpus": 1},
-    }, sort_keys=False))
+    (directory / "s.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "base": "base.yaml",
+                "lrs": list(lrs),
+                "seeds": [0],
+                "common": common or {},
+                "variants": [{"name": name} for name in variants],
+                "resources": {"cpus": 1},
+            },
+            sort_keys=False,
+        )
+    )
     return load_suite(directory / "s.yaml")
 
 
 def test_a_ray_sweep_records_its_executor_and_a_failure_does_not_stop_it(tmp_path, executor):
-    specs = [dataclasses.replace(spec, command=(sys.executable, "-c", FAIL) if spec.variant == "bad" else
-                                 (sys.executable, "-c", SUCCEED, str(spec.run_dir), str(spec.lr)))
-             for spec in plan_sweep(write_suite(tmp_path), tmp_path / "runs")]
+    specs = [
+        dataclasses.replace(
+            spec,
+            command=(sys.executable, "-c", FAIL)
+            if spec.variant == "bad"
+            else (sys.executable, "-c", SUCCEED, str(spec.run_dir), str(spec.lr)),
+        )
+        for spec in plan_sweep(write_suite(tmp_path), tmp_path / "runs")
+    ]
     out = io.StringIO()
     outcomes = Runner(specs, jobs=len(specs), out=out, poll_s=0.05, executor=executor).run()
     report(outcomes, out)
@@ -108,8 +141,11 @@ def test_a_runs_directory_a_worker_cannot_write_is_refused(tmp_path, executor, m
 
 def test_a_sweep_stopped_mid_fit_resumes_from_the_fits_checkpoint(tmp_path, executor, text_corpus, monkeypatch):
     monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path / "cache"))
-    suite = dataclasses.replace(write_suite(tmp_path, variants=("pre",), lrs=(1e-3,)), base=REPO / "experiments" / "cpu-base.yaml",
-                                common={**MICRO_COMMON, "data.corpus": str(text_corpus)})
+    suite = dataclasses.replace(
+        write_suite(tmp_path, variants=("pre",), lrs=(1e-3,)),
+        base=REPO / "experiments" / "cpu-base.yaml",
+        common={**MICRO_COMMON, "data.corpus": str(text_corpus)},
+    )
     specs = plan_sweep(suite, tmp_path / "runs")
     run_dir = specs[0].run_dir
 

@@ -6,8 +6,8 @@ from torch import nn
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.placements import NoResidual
 from andrea_lab.model.config import AndreaConfig
-from andrea_lab.model.transformer import Andrea
 from andrea_lab.model.registry import resolve
+from andrea_lab.model.transformer import Andrea
 
 
 class Recorder(nn.Module):
@@ -29,8 +29,9 @@ def test_the_sublayer_reads_the_normalised_stream_and_its_output_replaces_it():
 def test_it_is_registered_and_builds_a_model_that_trains():
     assert resolve("norm_placement", "no_residual") is NoResidual
     torch.manual_seed(0)
-    model = Andrea(AndreaConfig(vocab_size=257, block_size=16, d_model=32, n_layer=2, n_head=2,
-                                norm_placement="no_residual"))
+    model = Andrea(
+        AndreaConfig(vocab_size=257, block_size=16, d_model=32, n_layer=2, n_head=2, norm_placement="no_residual")
+    )
     assert not isinstance(model.final_norm, nn.Identity)
     idx = torch.randint(0, 257, (2, 16))
     _, loss = model(idx, idx)

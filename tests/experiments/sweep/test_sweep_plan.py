@@ -10,24 +10,38 @@ from pathlib import Path
 import pytest
 import yaml
 
-from andrea_lab.runs.directory import (DONE_MARKER, FAILED_MARKER, START_MARKER, SUMMARY_FILE, is_aside, move_aside,
-                                       run_state)
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import SuiteError, load_suite
+from andrea_lab.runs.directory import (
+    DONE_MARKER,
+    FAILED_MARKER,
+    START_MARKER,
+    SUMMARY_FILE,
+    is_aside,
+    move_aside,
+    run_state,
+)
 
 
 @pytest.fixture
 def suite(tmp_path):
     (tmp_path / "base.yaml").write_text("model: {}\n")
-    (tmp_path / "np.yaml").write_text(yaml.safe_dump({
-        "base": "base.yaml",
-        "common": {"trainer.max_steps": 10, "stability.stuck_after": 0},  # one stuck window for all warmups
-        "lrs": [1.0e-3, 1.0e-2],
-        "seeds": [0, 1],
-        "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
-                     {"name": "post", "overrides": {"model.config.norm_placement": "post", "model.warmup_steps": 0}},
-                     {"name": "pre-nowarmup", "overrides": {"model.warmup_steps": 0}}],
-    }, sort_keys=False))
+    (tmp_path / "np.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "base": "base.yaml",
+                "common": {"trainer.max_steps": 10, "stability.stuck_after": 0},  # one stuck window for all warmups
+                "lrs": [1.0e-3, 1.0e-2],
+                "seeds": [0, 1],
+                "variants": [
+                    {"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
+                    {"name": "post", "overrides": {"model.config.norm_placement": "post", "model.warmup_steps": 0}},
+                    {"name": "pre-nowarmup", "overrides": {"model.warmup_steps": 0}},
+                ],
+            },
+            sort_keys=False,
+        )
+    )
     return load_suite(tmp_path / "np.yaml")
 
 
@@ -44,8 +58,9 @@ def test_every_combination_once_seeds_outermost(suite, tmp_path):
     assert len({(s.variant, s.lr, s.seed) for s in specs}) == 12
     assert [s.index for s in specs] == list(range(1, 13)) and {s.total for s in specs} == {12}
     # The first 6 runs are a complete single-seed comparison of every variant at every LR.
-    assert {s.seed for s in specs[:6]} == {0} and {(s.variant, s.lr) for s in specs[:6]} == \
-        {(v, lr) for v in ("pre", "post", "pre-nowarmup") for lr in (1e-3, 1e-2)}
+    assert {s.seed for s in specs[:6]} == {0} and {(s.variant, s.lr) for s in specs[:6]} == {
+        (v, lr) for v in ("pre", "post", "pre-nowarmup") for lr in (1e-3, 1e-2)
+    }
     assert [s.variant for s in specs[:3]] == ["pre", "post", "pre-nowarmup"]
     assert specs[0].label == "pre lr=1e-3 seed=0"
     assert specs[4].counter == "[ 5/12]"
@@ -60,8 +75,11 @@ def test_directories_are_stable_and_self_describing(suite, tmp_path):
 
 
 def test_the_command_sets_lr_seeds_and_directory_after_the_overrides(suite, tmp_path):
-    spec = next(s for s in plan_sweep(suite, tmp_path / "runs", python="PY") if s.variant == "post" and s.seed == 1
-                and s.lr == 1e-3)
+    spec = next(
+        s
+        for s in plan_sweep(suite, tmp_path / "runs", python="PY")
+        if s.variant == "post" and s.seed == 1 and s.lr == 1e-3
+    )
     command = list(spec.command)
     assert command[:7] == ["PY", "-P", "-m", "andrea_lab.cli", "fit", "--config", str(suite.base)]
     assert option(command, "model.config.norm_placement") == "post"
@@ -74,10 +92,17 @@ def test_the_command_sets_lr_seeds_and_directory_after_the_overrides(suite, tmp_
     assert option(command, "trainer.logger.init_args.version") == "lr1e-3-seed1"
     assert option(command, "summary.suite") == "np" and option(command, "summary.variant") == "post"  # hparams
     # common first, then the variant, then what the sweep owns
-    assert command.index("--trainer.max_steps") < command.index("--model.config.norm_placement") < \
-        command.index("--model.lr")
-    assert spec.overrides == {"trainer.max_steps": 10, "stability.stuck_after": 0,
-                              "model.config.norm_placement": "post", "model.warmup_steps": 0}
+    assert (
+        command.index("--trainer.max_steps")
+        < command.index("--model.config.norm_placement")
+        < command.index("--model.lr")
+    )
+    assert spec.overrides == {
+        "trainer.max_steps": 10,
+        "stability.stuck_after": 0,
+        "model.config.norm_placement": "post",
+        "model.warmup_steps": 0,
+    }
 
 
 def test_same_seed_means_same_data_seed_across_variants(suite, tmp_path):
@@ -99,17 +124,20 @@ def _write(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data))
 
 
-@pytest.mark.parametrize("files, state", [
-    ({}, "interrupted"),
-    ({START_MARKER: {}}, "interrupted"),
-    ({START_MARKER: {}, SUMMARY_FILE: {"status": "finished"}}, "finished"),
-    ({SUMMARY_FILE: {"status": "diverged"}}, "diverged"),
-    ({SUMMARY_FILE: {"status": "interrupted"}}, "interrupted"),
-    ({SUMMARY_FILE: {"status": "interrupted"}, DONE_MARKER: {"status": "finished"}}, "interrupted"),
-    ({START_MARKER: {}, DONE_MARKER: {"status": "finished"}}, "finished"),
-    ({DONE_MARKER: {"status": "diverged"}}, "diverged"),
-    ({START_MARKER: {}, FAILED_MARKER: {"returncode": 1}}, "failed"),
-])
+@pytest.mark.parametrize(
+    "files, state",
+    [
+        ({}, "interrupted"),
+        ({START_MARKER: {}}, "interrupted"),
+        ({START_MARKER: {}, SUMMARY_FILE: {"status": "finished"}}, "finished"),
+        ({SUMMARY_FILE: {"status": "diverged"}}, "diverged"),
+        ({SUMMARY_FILE: {"status": "interrupted"}}, "interrupted"),
+        ({SUMMARY_FILE: {"status": "interrupted"}, DONE_MARKER: {"status": "finished"}}, "interrupted"),
+        ({START_MARKER: {}, DONE_MARKER: {"status": "finished"}}, "finished"),
+        ({DONE_MARKER: {"status": "diverged"}}, "diverged"),
+        ({START_MARKER: {}, FAILED_MARKER: {"returncode": 1}}, "failed"),
+    ],
+)
 def test_run_state(tmp_path, files, state):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -141,9 +169,16 @@ def test_plan_uses_this_python_by_default(suite, tmp_path):
 def test_a_seed_offset_changes_the_seeds_a_variant_trains_with_not_its_directory(tmp_path):
     """A/A suites: ``seed_offset`` reseeds init and data; the run is still filed (and paired) by its seed."""
     (tmp_path / "base.yaml").write_text("model: {}\n")
-    (tmp_path / "aa.yaml").write_text(yaml.safe_dump({
-        "base": "base.yaml", "lrs": [1e-3], "seeds": [0, 1],
-        "variants": [{"name": "a"}, {"name": "b", "seed_offset": 1000}]}))
+    (tmp_path / "aa.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "base": "base.yaml",
+                "lrs": [1e-3],
+                "seeds": [0, 1],
+                "variants": [{"name": "a"}, {"name": "b", "seed_offset": 1000}],
+            }
+        )
+    )
     specs = plan_sweep(load_suite(tmp_path / "aa.yaml"), tmp_path / "runs")
     b_seed1 = next(s for s in specs if s.variant == "b" and s.seed == 1)
     command = list(b_seed1.command)
@@ -151,7 +186,10 @@ def test_a_seed_offset_changes_the_seeds_a_variant_trains_with_not_its_directory
     assert command[command.index("--data.seed") + 1] == "1001"
     assert b_seed1.run_dir.name == "lr1e-3-seed1"
     assert command[command.index("--trainer.logger.init_args.version") + 1] == "lr1e-3-seed1"
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({
-        "base": "base.yaml", "lrs": [1e-3], "seeds": [0], "variants": [{"name": "a", "seed_offset": -1}]}))
+    (tmp_path / "bad.yaml").write_text(
+        yaml.safe_dump(
+            {"base": "base.yaml", "lrs": [1e-3], "seeds": [0], "variants": [{"name": "a", "seed_offset": -1}]}
+        )
+    )
     with pytest.raises(SuiteError, match="seed_offset must be a non-negative integer, got -1"):
         load_suite(tmp_path / "bad.yaml")

@@ -15,26 +15,36 @@ import pytest
 import yaml
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.runner import Runner, SweepLock, SweepLockedError, report
 from andrea_lab.experiments.sweep.suite import load_suite
+from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, LOG_FILE, START_MARKER, run_state
 
 #: A stand-in fit: writes summary.json like the RunSummary callback, with a loss that depends on the lr.
-SUCCEED = ("import json, os, sys, time; d = sys.argv[1]; time.sleep(float(sys.argv[3])); "
-           "json.dump({'schema': 1, 'status': 'finished', 'final_val_loss': 4.0 + float(sys.argv[2])}, "
-           "open(os.path.join(d, 'summary.json'), 'w'))")
+SUCCEED = (
+    "import json, os, sys, time; d = sys.argv[1]; time.sleep(float(sys.argv[3])); "
+    "json.dump({'schema': 1, 'status': 'finished', 'final_val_loss': 4.0 + float(sys.argv[2])}, "
+    "open(os.path.join(d, 'summary.json'), 'w'))"
+)
 FAIL = "import sys; print('boom: something broke'); sys.exit(3)"
 
 
 @pytest.fixture
 def suite(tmp_path):
     (tmp_path / "base.yaml").write_text("model: {}\n")
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump({
-        "name": "s", "base": "base.yaml", "lrs": [0.25, 0.5], "seeds": [0],
-        "variants": [{"name": "good"}, {"name": "bad"}],
-    }, sort_keys=False))
+    (tmp_path / "s.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "s",
+                "base": "base.yaml",
+                "lrs": [0.25, 0.5],
+                "seeds": [0],
+                "variants": [{"name": "good"}, {"name": "bad"}],
+            },
+            sort_keys=False,
+        )
+    )
     return load_suite(tmp_path / "s.yaml")
 
 
@@ -69,7 +79,13 @@ def test_runs_all_reports_failures_at_the_end_and_keeps_going(suite, tmp_path):
     good, bad = specs[0].run_dir, specs[1].run_dir
     assert json.loads((good / DONE_MARKER).read_text())["status"] == "finished"
     start = json.loads((good / START_MARKER).read_text())
-    assert (start["suite"], start["variant"], start["lr"], start["seed"], start["data_seed"]) == ("s", "good", 0.25, 0, 0)
+    assert (start["suite"], start["variant"], start["lr"], start["seed"], start["data_seed"]) == (
+        "s",
+        "good",
+        0.25,
+        0,
+        0,
+    )
     assert start["command"] == list(specs[0].command)
     assert json.loads((bad / FAILED_MARKER).read_text())["returncode"] == 3
     assert "boom" in (bad / LOG_FILE).read_text()
@@ -77,11 +93,12 @@ def test_runs_all_reports_failures_at_the_end_and_keeps_going(suite, tmp_path):
 
 
 def test_the_command_exits_non_zero_when_a_run_failed(suite, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep_command, "plan_sweep",
-                        lambda *args, **kwargs: stand_in(plan_sweep(*args, **kwargs)))
+    monkeypatch.setattr(sweep_command, "plan_sweep", lambda *args, **kwargs: stand_in(plan_sweep(*args, **kwargs)))
     # --launcher local: the default (warm) would import torch in its worker for these stand-ins; the warm
     # path's command end to end is tests/commands/test_sweep.py.
-    code = sweep_command.main([str(suite.path), "--runs-dir", str(tmp_path / "runs"), "--no-check", "--launcher", "local"])
+    code = sweep_command.main(
+        [str(suite.path), "--runs-dir", str(tmp_path / "runs"), "--no-check", "--launcher", "local"]
+    )
     out = capsys.readouterr().out
     assert code == sweep_command.EXIT_FAILED_RUNS
     assert "4 runs: 2 finished, 2 failed" in out
@@ -142,8 +159,9 @@ def test_one_sweep_at_a_time_per_suite_directory(suite, tmp_path):
 
 def test_dry_run_prints_the_plan_and_runs_nothing(suite, tmp_path, capsys):
     runs = tmp_path / "runs"
-    code = sweep_command.main([str(suite.path), "--runs-dir", str(runs), "--dry-run", "--no-check",
-                               "--lrs", "1e-3", "--seeds", "0,1"])
+    code = sweep_command.main(
+        [str(suite.path), "--runs-dir", str(runs), "--dry-run", "--no-check", "--lrs", "1e-3", "--seeds", "0,1"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "2 variants x 1 LRs (1e-3) x 2 seeds (0, 1) = 4 runs" in out
@@ -158,8 +176,19 @@ def test_suite_errors_are_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_set_adds_common_overrides_from_the_command_line(suite, tmp_path, capsys):
-    code = sweep_command.main([str(suite.path), "--runs-dir", str(tmp_path / "runs"), "--dry-run", "--no-check",
-                               "--set", "trainer.max_steps=7", "--set", "data.corpus=/data/x.bin"])
+    code = sweep_command.main(
+        [
+            str(suite.path),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--dry-run",
+            "--no-check",
+            "--set",
+            "trainer.max_steps=7",
+            "--set",
+            "data.corpus=/data/x.bin",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "--trainer.max_steps 7" in out and "--data.corpus /data/x.bin" in out
@@ -186,8 +215,9 @@ report(runner.run())
 sys.exit(130 if runner.stopping else 0)
 """)
     specs = plan_sweep(suite, runs)
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.monotonic() + 60
     while not all((s.run_dir / START_MARKER).exists() for s in specs[:2]):
         assert time.monotonic() < deadline and process.poll() is None, "the two first runs never started"
@@ -236,11 +266,13 @@ def test_a_preempted_run_is_resumed_not_moved_aside(suite, tmp_path):
 def test_a_run_preempted_during_the_sweep_goes_back_in_the_queue(suite, tmp_path):
     """Exit status 4 with a fresh preemption checkpoint: resumed in the same sweep (up to MAX_PREEMPTIONS)."""
     spec = plan_sweep(suite, tmp_path / "runs")[0]
-    preempt_once = ("import os, sys; d = sys.argv[1]; c = os.path.join(d, 'checkpoints'); "
-                    "resumed = '--ckpt_path' in sys.argv; os.makedirs(c, exist_ok=True); "
-                    "[open(os.path.join(c, n), 'w').write('x') for n in ('preempted.ckpt', 'preempted.ckpt.sha256.json')]"
-                    " if not resumed else open(os.path.join(d, 'summary.json'), 'w').write('{\"status\": \"finished\"}'); "
-                    "sys.exit(0 if resumed else 4)")
+    preempt_once = (
+        "import os, sys; d = sys.argv[1]; c = os.path.join(d, 'checkpoints'); "
+        "resumed = '--ckpt_path' in sys.argv; os.makedirs(c, exist_ok=True); "
+        "[open(os.path.join(c, n), 'w').write('x') for n in ('preempted.ckpt', 'preempted.ckpt.sha256.json')]"
+        " if not resumed else open(os.path.join(d, 'summary.json'), 'w').write('{\"status\": \"finished\"}'); "
+        "sys.exit(0 if resumed else 4)"
+    )
     spec = dataclasses.replace(spec, command=(sys.executable, "-c", preempt_once, str(spec.run_dir)))
     outcomes, out = run([spec])
     assert "preempted after" in out and "resumes from its checkpoint" in out and "resuming from" in out, out

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.runs.directory import START_MARKER
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.runner import Runner
 from andrea_lab.experiments.sweep.suite import SuiteError, load_suite
+from andrea_lab.runs.directory import START_MARKER
 
 
 def scaled_document() -> dict:
@@ -27,8 +27,11 @@ def scaled_document() -> dict:
         "seeds": [0, 1],
         "scales": [
             {"name": "d64", "overrides": {"model.config.d_model": 64, "model.config.n_head": 2}},
-            {"name": "d128", "description": "the width of the spec's tiny preset",
-             "overrides": {"model.config.d_model": 128, "model.config.n_head": 4}},
+            {
+                "name": "d128",
+                "description": "the width of the spec's tiny preset",
+                "overrides": {"model.config.d_model": 128, "model.config.n_head": 4},
+            },
         ],
         "variants": [{"name": "baseline"}, {"name": "qk", "overrides": {"model.config.qk_norm": True}}],
     }
@@ -65,23 +68,43 @@ INVALID = [
     ("not a list", lambda d: d.update(scales={"model.config.d_model": [64, 128]}), ["scales must be a list"]),
     ("empty", lambda d: d.update(scales=[]), ["scales is empty"]),
     ("item not a mapping", lambda d: d["scales"].append("d256"), ["scale 3 must be a mapping", "'d256'"]),
-    ("unknown key", lambda d: d["scales"][0].update(override={}), ["scale 1: unknown key 'override'",
-                                                                     "did you mean 'overrides'"]),
+    (
+        "unknown key",
+        lambda d: d["scales"][0].update(override={}),
+        ["scale 1: unknown key 'override'", "did you mean 'overrides'"],
+    ),
     ("no name", lambda d: d["scales"][0].pop("name"), ["scale 1 has no name"]),
     ("bad name", lambda d: d["scales"][0].update(name="d 64"), ["'d 64' is not a valid name"]),
     ("duplicate name", lambda d: d["scales"][1].update(name="d64"), ["duplicate scale name 'd64'"]),
     ("no overrides", lambda d: d["scales"][0].pop("overrides"), ["scale 'd64' has no overrides"]),
-    ("a key of the sweep", lambda d: d["scales"][0]["overrides"].update({"model.lr": 0.1}),
-     ["'model.lr' is set by the sweep"]),
-    ("different keys", lambda d: d["scales"][1]["overrides"].pop("model.config.n_head"),
-     ["scale 'd128' sets model.config.d_model but scale 'd64' sets model.config.d_model, model.config.n_head",
-      "every scale must set the same keys"]),
-    ("heads do not divide", lambda d: d["scales"][1]["overrides"].update({"model.config.n_head": 3}),
-     ["scale 'd128': model.config.d_model 128 is not divisible by model.config.n_head 3"]),
-    ("common sets a scale key", lambda d: d["common"].update({"model.config.d_model": 96}),
-     ["common sets 'model.config.d_model', which the scales set"]),
-    ("a variant sets a scale key", lambda d: d["variants"][1]["overrides"].update({"model.config.n_head": 8}),
-     ["variant 'qk' sets 'model.config.n_head', which the scales set"]),
+    (
+        "a key of the sweep",
+        lambda d: d["scales"][0]["overrides"].update({"model.lr": 0.1}),
+        ["'model.lr' is set by the sweep"],
+    ),
+    (
+        "different keys",
+        lambda d: d["scales"][1]["overrides"].pop("model.config.n_head"),
+        [
+            "scale 'd128' sets model.config.d_model but scale 'd64' sets model.config.d_model, model.config.n_head",
+            "every scale must set the same keys",
+        ],
+    ),
+    (
+        "heads do not divide",
+        lambda d: d["scales"][1]["overrides"].update({"model.config.n_head": 3}),
+        ["scale 'd128': model.config.d_model 128 is not divisible by model.config.n_head 3"],
+    ),
+    (
+        "common sets a scale key",
+        lambda d: d["common"].update({"model.config.d_model": 96}),
+        ["common sets 'model.config.d_model', which the scales set"],
+    ),
+    (
+        "a variant sets a scale key",
+        lambda d: d["variants"][1]["overrides"].update({"model.config.n_head": 8}),
+        ["variant 'qk' sets 'model.config.n_head', which the scales set"],
+    ),
 ]
 
 
@@ -101,8 +124,12 @@ def test_each_scale_runs_one_directory_down_with_its_overrides_before_the_varian
     assert len(specs) == 2 * 2 * 2 * 2 and len({s.run_dir for s in specs}) == 16
     # seeds outermost, then scales, then LRs, then variants
     assert [(s.seed, s.scale, s.lr, s.variant) for s in specs[:5]] == [
-        (0, "d64", 1e-3, "baseline"), (0, "d64", 1e-3, "qk"), (0, "d64", 1e-2, "baseline"), (0, "d64", 1e-2, "qk"),
-        (0, "d128", 1e-3, "baseline")]
+        (0, "d64", 1e-3, "baseline"),
+        (0, "d64", 1e-3, "qk"),
+        (0, "d64", 1e-2, "baseline"),
+        (0, "d64", 1e-2, "qk"),
+        (0, "d128", 1e-3, "baseline"),
+    ]
     spec = next(s for s in specs if s.scale == "d128" and s.variant == "qk" and s.lr == 1e-2 and s.seed == 1)
     assert spec.run_dir == (tmp_path / "runs" / "st" / "d128" / "qk" / "lr1e-2-seed1").resolve()
     assert spec.label == "d128 qk lr=1e-2 seed=1" and spec.scale_index == 1
@@ -111,8 +138,12 @@ def test_each_scale_runs_one_directory_down_with_its_overrides_before_the_varian
     assert command.index("--model.config.d_model") < command.index("--model.config.qk_norm")
     assert option(command, "trainer.logger.init_args.save_dir") == str((tmp_path / "runs" / "st" / "d128").resolve())
     assert option(command, "trainer.logger.init_args.name") == "qk"
-    assert spec.overrides == {"trainer.max_steps": 10, "model.config.d_model": 128, "model.config.n_head": 4,
-                              "model.config.qk_norm": True}
+    assert spec.overrides == {
+        "trainer.max_steps": 10,
+        "model.config.d_model": 128,
+        "model.config.n_head": 4,
+        "model.config.qk_norm": True,
+    }
 
 
 def test_scales_can_be_chosen_and_a_wrong_name_or_a_clashing_set_is_refused(tmp_path):
@@ -131,8 +162,9 @@ def test_scales_can_be_chosen_and_a_wrong_name_or_a_clashing_set_is_refused(tmp_
 
 def test_the_dry_run_shows_the_scale_of_every_run(tmp_path, capsys):
     path = write_suite(tmp_path, scaled_document())
-    code = sweep_command.main([str(path), "--runs-dir", str(tmp_path / "runs"), "--dry-run", "--no-check",
-                               "--scales", "d128", "--seeds", "0"])
+    code = sweep_command.main(
+        [str(path), "--runs-dir", str(tmp_path / "runs"), "--dry-run", "--no-check", "--scales", "d128", "--seeds", "0"]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "1 scales (d128) x 2 variants x 2 LRs" in printed
@@ -143,8 +175,10 @@ def test_the_dry_run_shows_the_scale_of_every_run(tmp_path, capsys):
 
 def test_the_sweep_records_each_runs_scale_in_its_marker(tmp_path):
     suite = load_suite(write_suite(tmp_path, scaled_document()))
-    specs = [dataclasses.replace(spec, command=(sys.executable, "-c", "pass"))
-             for spec in plan_sweep(suite, tmp_path / "runs", seeds=[0], lrs=[1e-3], variants=["qk"])]
+    specs = [
+        dataclasses.replace(spec, command=(sys.executable, "-c", "pass"))
+        for spec in plan_sweep(suite, tmp_path / "runs", seeds=[0], lrs=[1e-3], variants=["qk"])
+    ]
     Runner(specs, jobs=1, out=io.StringIO(), poll_s=0.02).run()
     markers = [json.loads((spec.run_dir / START_MARKER).read_text()) for spec in specs]
     assert [(m["scale"], m["scale_index"], m["variant"]) for m in markers] == [("d64", 0, "qk"), ("d128", 1, "qk")]
@@ -155,14 +189,18 @@ def test_a_variant_and_a_scale_are_checked_by_the_one_named_entry_helper():
     from andrea_lab.experiments.sweep.suite_keys import SuiteError, named_entry
 
     seen: dict[str, int] = {}
-    assert named_entry({"name": "a", "overrides": {"model.lr_x": 1}}, 1, "scale", ("name", "overrides"), "f",
-                       seen) == ("a", {"model.lr_x": 1})
+    assert named_entry({"name": "a", "overrides": {"model.lr_x": 1}}, 1, "scale", ("name", "overrides"), "f", seen) == (
+        "a",
+        {"model.lr_x": 1},
+    )
     assert seen == {"a": 1}
-    for raw, message in ((["a"], "f: scale 2 must be a mapping with keys name, overrides"),
-                         ({"nmae": "b"}, "f: scale 2: unknown key 'nmae' (did you mean 'name'?)"),
-                         ({"overrides": {}}, "f: scale 2 has no name"),
-                         ({"name": "a"}, "f: duplicate scale name 'a' (scales 1 and 2)"),
-                         ({"name": "b", "overrides": {"model.lr": 1}}, "f: scale 'b' overrides: 'model.lr' is set")):
+    for raw, message in (
+        (["a"], "f: scale 2 must be a mapping with keys name, overrides"),
+        ({"nmae": "b"}, "f: scale 2: unknown key 'nmae' (did you mean 'name'?)"),
+        ({"overrides": {}}, "f: scale 2 has no name"),
+        ({"name": "a"}, "f: duplicate scale name 'a' (scales 1 and 2)"),
+        ({"name": "b", "overrides": {"model.lr": 1}}, "f: scale 'b' overrides: 'model.lr' is set"),
+    ):
         with pytest.raises(SuiteError) as info:
             named_entry(raw, 2, "scale", ("name", "overrides"), "f", dict(seen))
         assert str(info.value).startswith(message)

@@ -7,8 +7,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from andrea_lab.experiments.sweep.suite import (SuiteError, cli_value, format_lr, load_suite, override_args, parse_cli_list,
-                                    parse_run_version, run_version)
+from andrea_lab.experiments.sweep.suite import (
+    SuiteError,
+    cli_value,
+    format_lr,
+    load_suite,
+    override_args,
+    parse_cli_list,
+    parse_run_version,
+    run_version,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -22,8 +30,11 @@ def valid_document() -> dict:
         "seeds": [0, 1],
         "variants": [
             {"name": "pre", "overrides": {"model.config.norm_placement": "pre"}},
-            {"name": "post", "description": "2017", "overrides": {"model.config.norm_placement": "post",
-                                                                   "model.warmup_steps": 0}},
+            {
+                "name": "post",
+                "description": "2017",
+                "overrides": {"model.config.norm_placement": "post", "model.warmup_steps": 0},
+            },
         ],
     }
 
@@ -60,35 +71,70 @@ def _mutate(change):
 
 INVALID = [
     ("unknown top-level key", lambda d: d.update(variant=[]), ["unknown key 'variant'", "did you mean 'variants'"]),
-    ("missing base config", lambda d: d.update(base="nowhere/base.yaml"), ["base config 'nowhere/base.yaml' does not exist"]),
+    (
+        "missing base config",
+        lambda d: d.update(base="nowhere/base.yaml"),
+        ["base config 'nowhere/base.yaml' does not exist"],
+    ),
     ("missing key", lambda d: d.pop("seeds"), ["missing required key 'seeds'"]),
     ("empty lr grid", lambda d: d.update(lrs=[]), ["lrs is an empty grid"]),
     ("empty seed grid", lambda d: d.update(seeds=[]), ["seeds is an empty grid"]),
     ("no variants", lambda d: d.update(variants=[]), ["variants is empty"]),
-    ("duplicate variant", lambda d: d["variants"].append({"name": "pre"}),
-     ["duplicate variant name 'pre'", "variants 1 and 3"]),
+    (
+        "duplicate variant",
+        lambda d: d["variants"].append({"name": "pre"}),
+        ["duplicate variant name 'pre'", "variants 1 and 3"],
+    ),
     ("duplicate lr", lambda d: d.update(lrs=[1e-3, "1.0e-3"]), ["lrs lists '1.0e-3' twice"]),
     ("duplicate seed", lambda d: d.update(seeds=[0, 0]), ["seeds lists 0 twice"]),
     ("lr not a number", lambda d: d.update(lrs=["fast"]), ["'fast' is not a number"]),
     ("lr not positive", lambda d: d.update(lrs=[0.0]), ["learning rate 0.0 must be a finite number > 0"]),
     ("negative seed", lambda d: d.update(seeds=[-1]), ["seed -1 must be an integer >= 0"]),
     ("lrs not a list", lambda d: d.update(lrs=1e-3), ["lrs must be a list"]),
-    ("unknown variant key", lambda d: d["variants"][0].update(override={}),
-     ["variant 1: unknown key 'override'", "did you mean 'overrides'"]),
+    (
+        "unknown variant key",
+        lambda d: d["variants"][0].update(override={}),
+        ["variant 1: unknown key 'override'", "did you mean 'overrides'"],
+    ),
     ("variant without name", lambda d: d["variants"][0].pop("name"), ["variant 1 has no name"]),
     ("bad variant name", lambda d: d["variants"][0].update(name="pre norm"), ["'pre norm' is not a valid name"]),
     ("reserved variant name", lambda d: d["variants"][0].update(name="compare"), ["'compare' is reserved"]),
-    ("reserved override", lambda d: d["variants"][1]["overrides"].update({"model.lr": 0.1}),
-     ["'model.lr' is set by the sweep", "lrs:"]),
-    ("reserved logger override", lambda d: d["common"].update({"trainer.logger.init_args.name": "x"}),
-     ["common: 'trainer.logger.init_args.name' is set by the sweep"]),
+    (
+        "reserved override",
+        lambda d: d["variants"][1]["overrides"].update({"model.lr": 0.1}),
+        ["'model.lr' is set by the sweep", "lrs:"],
+    ),
+    (
+        "reserved logger override",
+        lambda d: d["common"].update({"trainer.logger.init_args.name": "x"}),
+        ["common: 'trainer.logger.init_args.name' is set by the sweep"],
+    ),
     ("data seed override", lambda d: d["common"].update({"data.seed": 3}), ["'data.seed' is set by the sweep"]),
-    ("not a dotted key", lambda d: d["variants"][0]["overrides"].update({"--model.lr": 1}),
-     ["'--model.lr' is not a dotted config key"]),
-    ("overrides not a mapping", lambda d: d["variants"][0].update(overrides=["a"]), ["must be a mapping of dotted keys"]),
-    ("unknown resource", lambda d: d.update(resources={"gpu": 1}), ["resources: unknown key 'gpu'", "did you mean 'gpus'"]),
-    ("negative resource", lambda d: d.update(resources={"cpus": -2}), ["resources: cpus must be a non-negative number"]),
-    ("resources not a mapping", lambda d: d.update(resources=4), ["resources must be a mapping like {cpus: 4, gpus: 1}"]),
+    (
+        "not a dotted key",
+        lambda d: d["variants"][0]["overrides"].update({"--model.lr": 1}),
+        ["'--model.lr' is not a dotted config key"],
+    ),
+    (
+        "overrides not a mapping",
+        lambda d: d["variants"][0].update(overrides=["a"]),
+        ["must be a mapping of dotted keys"],
+    ),
+    (
+        "unknown resource",
+        lambda d: d.update(resources={"gpu": 1}),
+        ["resources: unknown key 'gpu'", "did you mean 'gpus'"],
+    ),
+    (
+        "negative resource",
+        lambda d: d.update(resources={"cpus": -2}),
+        ["resources: cpus must be a non-negative number"],
+    ),
+    (
+        "resources not a mapping",
+        lambda d: d.update(resources=4),
+        ["resources must be a mapping like {cpus: 4, gpus: 1}"],
+    ),
 ]
 
 
@@ -114,8 +160,18 @@ def test_missing_or_unparsable_suite_files(tmp_path):
         load_suite(tmp_path / "list.yaml")
 
 
-@pytest.mark.parametrize("lr, label", [(1e-3, "1e-3"), (3e-3, "3e-3"), (0.0015, "1.5e-3"), (6e-4, "6e-4"),
-                                       (1.0, "1e0"), (0.1, "1e-1"), (2.5e-5, "2.5e-5")])
+@pytest.mark.parametrize(
+    "lr, label",
+    [
+        (1e-3, "1e-3"),
+        (3e-3, "3e-3"),
+        (0.0015, "1.5e-3"),
+        (6e-4, "6e-4"),
+        (1.0, "1e0"),
+        (0.1, "1e-1"),
+        (2.5e-5, "2.5e-5"),
+    ],
+)
 def test_format_lr_is_short_and_round_trips(lr, label):
     assert format_lr(lr) == label
     assert float(label) == pytest.approx(lr)
@@ -129,10 +185,21 @@ def test_run_version_names_and_parsing():
 
 
 def test_override_values_are_written_as_the_cli_reads_them():
-    assert [cli_value(v) for v in (None, True, False, 3, 0.5, "post", [1, 2])] == \
-        ["null", "true", "false", "3", "0.5", "post", "[1, 2]"]
-    assert override_args({"model.config.norm_placement": "post", "model.warmup_steps": 0}) == \
-        ["--model.config.norm_placement", "post", "--model.warmup_steps", "0"]
+    assert [cli_value(v) for v in (None, True, False, 3, 0.5, "post", [1, 2])] == [
+        "null",
+        "true",
+        "false",
+        "3",
+        "0.5",
+        "post",
+        "[1, 2]",
+    ]
+    assert override_args({"model.config.norm_placement": "post", "model.warmup_steps": 0}) == [
+        "--model.config.norm_placement",
+        "post",
+        "--model.warmup_steps",
+        "0",
+    ]
 
 
 def test_command_line_grids():
@@ -146,10 +213,12 @@ def test_command_line_grids():
 
 SUITES = sorted((REPO / "experiments" / "suites").rglob("*.yaml"))
 #: CPU suites without a GPU counterpart, and why.
-CPU_ONLY = {"aa.yaml": "an A/A check of the statistics, not a question about ANDREA",
-            "activation_wide.yaml": "the width check of activation.yaml; the GPU activation suite is at width 768",
-            "activation_init.yaml": "a mechanism check of a CPU-scale result (GELU near-linear at init_std 0.02)",
-            "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims"}
+CPU_ONLY = {
+    "aa.yaml": "an A/A check of the statistics, not a question about ANDREA",
+    "activation_wide.yaml": "the width check of activation.yaml; the GPU activation suite is at width 768",
+    "activation_init.yaml": "a mechanism check of a CPU-scale result (GELU near-linear at init_std 0.02)",
+    "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims",
+}
 
 
 @pytest.mark.parametrize("path", SUITES, ids=[str(p.relative_to(REPO / "experiments" / "suites")) for p in SUITES])
@@ -161,7 +230,9 @@ def test_the_shipped_suites_are_valid(path):
     is_gpu = path.parent.name == "gpu"
     assert suite.base.name == ("andrea-120m.yaml" if is_gpu else "cpu-base.yaml")
     counterpart = (path.parent / "gpu" / path.name) if not is_gpu else path.parent.parent / path.name
-    assert counterpart.is_file() or path.name in CPU_ONLY, f"{path.name} has no {'CPU' if is_gpu else 'GPU'} counterpart"
+    assert counterpart.is_file() or path.name in CPU_ONLY, (
+        f"{path.name} has no {'CPU' if is_gpu else 'GPU'} counterpart"
+    )
 
 
 def test_every_issue_suite_is_shipped():
@@ -174,10 +245,19 @@ def test_every_issue_suite_is_shipped():
 
 def _with_warmups(tmp_path, base_warmup, common=None, **variant_warmups):
     """A suite of two variants, pre (the base's warmup unless given) and post, with ``common`` overrides."""
-    (tmp_path / "base.yaml").write_text("model: {}\n" if base_warmup is None else f"model: {{warmup_steps: {base_warmup}}}\n")
-    document = {"base": "base.yaml", "lrs": [1e-3], "seeds": [0, 1], "common": common or {},
-                "variants": [{"name": name, "overrides": {} if warmup is None else {"model.warmup_steps": warmup}}
-                             for name, warmup in {"pre": None, **variant_warmups}.items()]}
+    (tmp_path / "base.yaml").write_text(
+        "model: {}\n" if base_warmup is None else f"model: {{warmup_steps: {base_warmup}}}\n"
+    )
+    document = {
+        "base": "base.yaml",
+        "lrs": [1e-3],
+        "seeds": [0, 1],
+        "common": common or {},
+        "variants": [
+            {"name": name, "overrides": {} if warmup is None else {"model.warmup_steps": warmup}}
+            for name, warmup in {"pre": None, **variant_warmups}.items()
+        ],
+    }
     path = tmp_path / "w.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
@@ -202,10 +282,13 @@ def test_the_module_default_warmup_counts_when_neither_base_nor_variant_sets_it(
     assert load_suite(_with_warmups(tmp_path, None, post=default)).name == "w"  # equal after all
 
 
-@pytest.mark.parametrize("common, variant_windows", [
-    ({"stability.stuck_after": 100}, None),  # the fix the suites use
-    ({}, None),                              # the same warmup everywhere: equal windows
-])
+@pytest.mark.parametrize(
+    "common, variant_windows",
+    [
+        ({"stability.stuck_after": 100}, None),  # the fix the suites use
+        ({}, None),  # the same warmup everywhere: equal windows
+    ],
+)
 def test_equal_stuck_windows_load(tmp_path, common, variant_windows):
     from andrea_lab.experiments.sweep.suite import stuck_windows
 
@@ -227,14 +310,17 @@ def test_a_variant_that_sets_its_own_stuck_after_is_refused_too(tmp_path):
 # ====================================================================== claim keys
 
 
-@pytest.mark.parametrize("claim, fragment", [
-    ({"lower_loss": ["pre", "post"], "lr": 2e-3}, "lr 2e-3 is not in the suite's lrs (1e-3, 3e-3)"),
-    ({"lower_loss": ["pre", "post"], "lr": "fast"}, "lr 'fast' is not a learning rate"),
-    ({"lower_loss": ["pre", "post"], "lr": {"pre": 1e-3}}, "names exactly the claim's two variants"),
-    ({"lower_sensitivity": ["pre", "post"], "lr": 1e-3}, "takes no lr"),
-    ({"lower_loss": ["pre", "post"], "exploratory": "yes"}, "exploratory must be true or false"),
-    ({"lower_loss": ["pre", "nope"]}, "'nope' is not a variant"),
-])
+@pytest.mark.parametrize(
+    "claim, fragment",
+    [
+        ({"lower_loss": ["pre", "post"], "lr": 2e-3}, "lr 2e-3 is not in the suite's lrs (1e-3, 3e-3)"),
+        ({"lower_loss": ["pre", "post"], "lr": "fast"}, "lr 'fast' is not a learning rate"),
+        ({"lower_loss": ["pre", "post"], "lr": {"pre": 1e-3}}, "names exactly the claim's two variants"),
+        ({"lower_sensitivity": ["pre", "post"], "lr": 1e-3}, "takes no lr"),
+        ({"lower_loss": ["pre", "post"], "exploratory": "yes"}, "exploratory must be true or false"),
+        ({"lower_loss": ["pre", "nope"]}, "'nope' is not a variant"),
+    ],
+)
 def test_bad_claim_keys_are_refused(tmp_path, claim, fragment):
     with pytest.raises(SuiteError, match="claims: ") as info:
         load_suite(write_suite(tmp_path, _mutate(lambda d: d.update(claims=[claim]))))
@@ -244,15 +330,22 @@ def test_bad_claim_keys_are_refused(tmp_path, claim, fragment):
 def test_claims_at_lrs_fixed_in_advance_and_exploratory_ones_load(tmp_path):
     from andrea_lab.experiments.compare.claims import parse_claims
 
-    claims = [{"lower_loss": ["pre", "post"], "lr": ["1e-3", 3e-3]},
-              {"lower_loss_trained": ["pre", "post"], "lr": {"pre": 3e-3, "post": 1e-3}, "exploratory": True}]
+    claims = [
+        {"lower_loss": ["pre", "post"], "lr": ["1e-3", 3e-3]},
+        {"lower_loss_trained": ["pre", "post"], "lr": {"pre": 3e-3, "post": 1e-3}, "exploratory": True},
+    ]
     suite = load_suite(write_suite(tmp_path, _mutate(lambda d: d.update(claims=claims))))
     parsed = parse_claims(list(suite.claims))
     assert [(c.kind, c.lrs, c.exploratory) for c in parsed] == [
-        ("lower_loss", (1e-3, 1e-3), False), ("lower_loss", (3e-3, 3e-3), False),
-        ("lower_loss_trained", (3e-3, 1e-3), True)]
-    assert [c.label for c in parsed] == ["lower_loss: pre vs post @ 1e-3", "lower_loss: pre vs post @ 3e-3",
-                                         "lower_loss_trained: pre vs post @ pre 3e-3, post 1e-3 (exploratory)"]
+        ("lower_loss", (1e-3, 1e-3), False),
+        ("lower_loss", (3e-3, 3e-3), False),
+        ("lower_loss_trained", (3e-3, 1e-3), True),
+    ]
+    assert [c.label for c in parsed] == [
+        "lower_loss: pre vs post @ 1e-3",
+        "lower_loss: pre vs post @ 3e-3",
+        "lower_loss_trained: pre vs post @ pre 3e-3, post 1e-3 (exploratory)",
+    ]
 
 
 def test_identical_variants_are_the_a_a_pair():

@@ -13,27 +13,28 @@ from pathlib import Path
 
 import pytest
 import yaml
+from andrea_testing import MICRO_OVERRIDES
 
-from andrea_lab.experiments.compare.runs_table import read_scalars
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.data import corpus as corpus_lib
-from andrea_lab.runs.directory import LOG_FILE, START_MARKER, read_record
+from andrea_lab.experiments.compare.runs_table import read_scalars
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.preflight import preflight
 from andrea_lab.experiments.sweep.runner import Runner, report
 from andrea_lab.experiments.sweep.suite import load_suite
 from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
-
-from andrea_testing import MICRO_OVERRIDES
+from andrea_lab.runs.directory import LOG_FILE, START_MARKER, read_record
 
 REPO = Path(__file__).resolve().parents[3]
 PY = sys.executable
 SUCCEED = "import os, sys; print('fine', sys.argv[1:]); print('parent', os.getppid())"
 CRASH = "import os; print('parent', os.getppid()); print('about to crash', flush=True); os.abort()"
 #: Exits 4 on SIGTERM, as a preempted fit does, after saying it is running (the file in argv[1]).
-PREEMPTIBLE = ("import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, lambda *a: sys.exit(4)); "
-               "pathlib.Path(sys.argv[1]).write_text('up'); time.sleep(60)")
+PREEMPTIBLE = (
+    "import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, lambda *a: sys.exit(4)); "
+    "pathlib.Path(sys.argv[1]).write_text('up'); time.sleep(60)"
+)
 
 
 def ended(executor, handle, timeout=60.0):
@@ -56,9 +57,12 @@ def wait_for(path: Path, timeout=60.0) -> None:
 @pytest.fixture
 def suite(tmp_path):
     (tmp_path / "base.yaml").write_text("model: {}\n")
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump({
-        "name": "s", "base": "base.yaml", "lrs": [0.25], "seeds": [0, 1, 2],
-        "variants": [{"name": "v"}]}, sort_keys=False))
+    (tmp_path / "s.yaml").write_text(
+        yaml.safe_dump(
+            {"name": "s", "base": "base.yaml", "lrs": [0.25], "seeds": [0, 1, 2], "variants": [{"name": "v"}]},
+            sort_keys=False,
+        )
+    )
     return load_suite(tmp_path / "s.yaml")
 
 
@@ -80,8 +84,12 @@ def test_a_crashing_run_takes_only_itself_and_is_reported_with_its_log(suite, tm
     assert executor.workers == {}  # closed by the runner at the end
     assert all(json.loads((s.run_dir / START_MARKER).read_text())["pid"] == os.getpid() for s in specs)
     # One worker forked all three (the crash did not replace it): every fit has the same parent.
-    parents = {line.split()[-1] for s in specs for line in (s.run_dir / LOG_FILE).read_text().splitlines()
-               if line.startswith("parent ")}
+    parents = {
+        line.split()[-1]
+        for s in specs
+        for line in (s.run_dir / LOG_FILE).read_text().splitlines()
+        if line.startswith("parent ")
+    }
     assert len(parents) == 1 and parents != {str(os.getpid())}
 
 
@@ -136,24 +144,51 @@ def test_preflight_names_the_corpus_the_workers_resolve_once(monkeypatch):
     assert corpus_lib.resolve_corpus(str(REPO / "experiments")) is corpus_lib.resolve_corpus(str(REPO / "experiments"))
     monkeypatch.setattr(corpus_lib, "_REMEMBERED", None)
     assert corpus_lib.resolve_corpus(str(REPO / "experiments")) is not corpus_lib.resolve_corpus(
-        str(REPO / "experiments"))
+        str(REPO / "experiments")
+    )
 
 
 def _fit(text_corpus: Path, runs: Path, version: str) -> list[str]:
     """A cpu-base fit shrunk to seconds, on the small test corpus."""
-    return [PY, "-m", "andrea_lab.cli", "fit", "--config", str(REPO / "experiments/cpu-base.yaml"), *MICRO_OVERRIDES,
-            "--data.corpus", str(text_corpus), "--trainer.max_steps", "12", "--trainer.val_check_interval", "6",
-            "--trainer.log_every_n_steps", "1", "--heldout.max_tokens", "4096", "--seed_everything", "3",
-            "--data.seed", "3", "--trainer.logger.init_args.save_dir", str(runs),
-            "--trainer.logger.init_args.name", "bits", "--trainer.logger.init_args.version", version]
+    return [
+        PY,
+        "-m",
+        "andrea_lab.cli",
+        "fit",
+        "--config",
+        str(REPO / "experiments/cpu-base.yaml"),
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(text_corpus),
+        "--trainer.max_steps",
+        "12",
+        "--trainer.val_check_interval",
+        "6",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--heldout.max_tokens",
+        "4096",
+        "--seed_everything",
+        "3",
+        "--data.seed",
+        "3",
+        "--trainer.logger.init_args.save_dir",
+        str(runs),
+        "--trainer.logger.init_args.name",
+        "bits",
+        "--trainer.logger.init_args.version",
+        version,
+    ]
 
 
 @pytest.mark.slow
 def test_a_forked_fit_is_bit_identical_to_a_fresh_process(text_corpus, tmp_path):
     runs = tmp_path / "runs"
     results = {}
-    for name, executor in (("fresh", LocalExecutor(1)),
-                           ("warm", WarmExecutor(1, corpora=[(str(text_corpus), "text")]))):
+    for name, executor in (
+        ("fresh", LocalExecutor(1)),
+        ("warm", WarmExecutor(1, corpora=[(str(text_corpus), "text")])),
+    ):
         run_dir = runs / "bits" / name
         handle = executor.launch(run_dir, _fit(text_corpus, runs, name), {}, 0)
         code = ended(executor, handle, timeout=600).returncode

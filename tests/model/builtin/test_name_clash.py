@@ -39,8 +39,15 @@ AMBIGUOUS = "is registered by more than one distribution: andrea-lab "
 
 @pytest.fixture
 def shadowing_distribution(make_distribution):
-    make_distribution("andrea-lab-shadow", "0.1", files={"shadow_plugins.py": SHADOW}, entry_points={
-        "norm_placement": {"pre": "shadow_plugins:ShadowPre"}, "activation": {"gelu": "shadow_plugins:ShadowGelu"}})
+    make_distribution(
+        "andrea-lab-shadow",
+        "0.1",
+        files={"shadow_plugins.py": SHADOW},
+        entry_points={
+            "norm_placement": {"pre": "shadow_plugins:ShadowPre"},
+            "activation": {"gelu": "shadow_plugins:ShadowGelu"},
+        },
+    )
 
 
 def test_the_defaults_select_the_builtins():
@@ -60,8 +67,19 @@ def test_params_of_a_preset(capsys):
 
 
 def test_params_of_a_config_with_qualified_names_and_with_a_bare_one(tmp_path, capsys):
-    config = {"model": {"config": {"vocab_size": 257, "d_model": 32, "n_layer": 1, "n_head": 2, "block_size": 16,
-                                   "norm_placement": "andrea-lab:pre", "activation": "andrea-lab:gelu"}}}
+    config = {
+        "model": {
+            "config": {
+                "vocab_size": 257,
+                "d_model": 32,
+                "n_layer": 1,
+                "n_head": 2,
+                "block_size": 16,
+                "norm_placement": "andrea-lab:pre",
+                "activation": "andrea-lab:gelu",
+            }
+        }
+    }
     path = tmp_path / "qualified.yaml"
     path.write_text(yaml.safe_dump(config))
     assert andrea(["params", "--config", str(path)]) == 0
@@ -76,12 +94,18 @@ def test_params_of_a_config_with_qualified_names_and_with_a_bare_one(tmp_path, c
 
 def _suite(tmp_path: Path, corpus: Path, placement: str, activation: str) -> Path:
     path = tmp_path / "suite.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "clash", "base": str(REPO / "experiments" / "cpu-base.yaml"),
-        "common": {"data.corpus": str(corpus), "model.config.activation": activation},
-        "lrs": [1e-3], "seeds": [0],
-        "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": placement}}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "clash",
+                "base": str(REPO / "experiments" / "cpu-base.yaml"),
+                "common": {"data.corpus": str(corpus), "model.config.activation": activation},
+                "lrs": [1e-3],
+                "seeds": [0],
+                "variants": [{"name": "pre", "overrides": {"model.config.norm_placement": placement}}],
+            }
+        )
+    )
     return path
 
 
@@ -99,21 +123,58 @@ def test_sweep_dry_run(tmp_path, text_corpus, capsys):
 def _fit_args(tmp_path: Path) -> list[str]:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("two distributions may register the same name; " * 400)
-    return ["fit", "--data.corpus", str(corpus), "--data.tokenizer", "byte", "--data.batch_size", "4",
-            "--data.cache_dir", str(tmp_path / "cache"), "--model.config.vocab_size", "257",
-            "--model.config.block_size", "32", "--model.config.d_model", "32", "--model.config.n_layer", "1",
-            "--model.config.n_head", "2", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2",
-            "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0",
-            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-            "--trainer.logger.init_args.save_dir", str(tmp_path / "runs")]
+    return [
+        "fit",
+        "--data.corpus",
+        str(corpus),
+        "--data.tokenizer",
+        "byte",
+        "--data.batch_size",
+        "4",
+        "--data.cache_dir",
+        str(tmp_path / "cache"),
+        "--model.config.vocab_size",
+        "257",
+        "--model.config.block_size",
+        "32",
+        "--model.config.d_model",
+        "32",
+        "--model.config.n_layer",
+        "1",
+        "--model.config.n_head",
+        "2",
+        "--trainer.max_steps",
+        "2",
+        "--trainer.val_check_interval",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.num_sanity_val_steps",
+        "0",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path / "runs"),
+    ]
 
 
 def _andrea_process(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
     """``andrea ...`` in a fresh process that sees the shadowing distribution (as a user's would)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site-packages"), *sys.path]),
-           "ANDREA_LAB_CACHE": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-m", "andrea_lab.cli", *argv], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site-packages"), *sys.path]),
+        "ANDREA_LAB_CACHE": str(tmp_path / "cache"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", *argv],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -123,8 +184,11 @@ def test_fit_with_the_defaults_records_the_builtins(tmp_path):
     (summary,) = (tmp_path / "runs").glob("*/version_0/summary.json")
     plugins = json.loads(summary.read_text())["plugins"]
     assert {kind: (p["name"], p["distribution"]) for kind, p in plugins.items()} == {
-        "norm_placement": ("pre", "andrea-lab"), "activation": ("gelu", "andrea-lab"),
-        "kernel_backend": ("torch", "andrea-lab"), "norm": ("layernorm", "andrea-lab")}
+        "norm_placement": ("pre", "andrea-lab"),
+        "activation": ("gelu", "andrea-lab"),
+        "kernel_backend": ("torch", "andrea-lab"),
+        "norm": ("layernorm", "andrea-lab"),
+    }
 
 
 @pytest.mark.slow

@@ -32,7 +32,9 @@ def test_rmsnorm_is_the_formula_with_a_gain_and_no_bias():
     torch.testing.assert_close(norm(x), expected)
 
 
-@pytest.mark.parametrize("cls, ops", [(LayerNorm, ["layer_norm", "add_layer_norm"]), (RMSNorm, ["rms_norm", "rms_norm"])])
+@pytest.mark.parametrize(
+    "cls, ops", [(LayerNorm, ["layer_norm", "add_layer_norm"]), (RMSNorm, ["rms_norm", "rms_norm"])]
+)
 def test_each_norm_computes_through_its_backend_op(cls, ops, recording_backend):
     norm = cls(8, recording_backend)
     x = torch.randn(2, 8)

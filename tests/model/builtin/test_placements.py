@@ -46,6 +46,7 @@ def test_post_norm_feeds_the_raw_stream_and_normalises_after_the_add():
 
 # ---------------------------------------------------------------- peri, reordered, deepnorm
 
+
 def affine_norms(block):
     """Give every norm of a placement random affine parameters, so that two norms cannot be swapped unnoticed."""
     with torch.no_grad():
@@ -77,11 +78,11 @@ def test_reordered_norms_only_the_sublayer_output():
 def test_deepnorm_is_post_norm_with_the_residual_scaled_by_alpha():
     recorder = Recorder()
     block = DeepNorm(16, recorder, TorchBackend(), n_layer=6)
-    assert block.alpha == pytest.approx(12 ** 0.25) and block.beta == pytest.approx(48 ** -0.25)
+    assert block.alpha == pytest.approx(12**0.25) and block.beta == pytest.approx(48**-0.25)
     x = torch.randn(2, 4, 16) * 5 + 2
     out = block(x)
     torch.testing.assert_close(recorder.seen, x)
-    torch.testing.assert_close(out, nn.functional.layer_norm(12 ** 0.25 * x + 3.0, (16,)), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, nn.functional.layer_norm(12**0.25 * x + 3.0, (16,)), atol=1e-5, rtol=1e-5)
     assert not DeepNorm.final_norm
     with pytest.raises(ValueError, match="n_layer"):
         DeepNorm(16, recorder, TorchBackend())
@@ -93,9 +94,9 @@ def test_deepnorm_initialise_scales_the_value_path_by_beta_and_leaves_q_k_alone(
     model = Andrea(config)
     beta, C = (8 * 8) ** -0.25, config.d_model
     attention, mlp = model.blocks[0].inner
-    for weight in (attention.qkv.weight[2 * C:], attention.proj.weight, mlp.fc.weight, mlp.proj.weight):
+    for weight in (attention.qkv.weight[2 * C :], attention.proj.weight, mlp.fc.weight, mlp.proj.weight):
         assert weight.std().item() == pytest.approx(0.02 * beta, rel=0.05)
-    assert attention.qkv.weight[:2 * C].std().item() == pytest.approx(0.02, rel=0.05), "q and k keep GPT-2's init"
+    assert attention.qkv.weight[: 2 * C].std().item() == pytest.approx(0.02, rel=0.05), "q and k keep GPT-2's init"
 
 
 @pytest.mark.parametrize("name", ["peri", "reordered", "deepnorm"])

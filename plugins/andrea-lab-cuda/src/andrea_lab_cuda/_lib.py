@@ -95,8 +95,10 @@ class CudaLibrary:
             setattr(self, name.removeprefix("andrea_"), fn)
         abi = self.cuda_abi_version()
         if abi != ABI_VERSION:
-            raise LibraryLoadError(f"{self.path} has ABI version {abi}, this andrea-lab-cuda expects "
-                                   f"{ABI_VERSION}; delete the cache directory and retry")
+            raise LibraryLoadError(
+                f"{self.path} has ABI version {abi}, this andrea-lab-cuda expects "
+                f"{ABI_VERSION}; delete the cache directory and retry"
+            )
         self.max_layer_norm_cols = int(self.layer_norm_max_cols())
 
     def error_text(self, code: int) -> tuple[str, str]:

@@ -23,12 +23,16 @@ from andrea_lab_cuda._lib import DTYPE_CODES
 
 def _no_device_reason() -> str:
     if torch.version.cuda is None:
-        return (f"no CUDA device: this PyTorch ({torch.__version__}) is a CPU-only build, so "
-                f"torch.cuda.is_available() is False; use a CUDA build of PyTorch on a machine with an "
-                f"NVIDIA GPU, or select kernel_backend 'torch'")
-    return (f"no CUDA device: torch.cuda.is_available() is False (PyTorch {torch.__version__}, built for "
-            f"CUDA {torch.version.cuda}, finds no usable GPU: check the NVIDIA driver and "
-            f"CUDA_VISIBLE_DEVICES), or select kernel_backend 'torch'")
+        return (
+            f"no CUDA device: this PyTorch ({torch.__version__}) is a CPU-only build, so "
+            f"torch.cuda.is_available() is False; use a CUDA build of PyTorch on a machine with an "
+            f"NVIDIA GPU, or select kernel_backend 'torch'"
+        )
+    return (
+        f"no CUDA device: torch.cuda.is_available() is False (PyTorch {torch.__version__}, built for "
+        f"CUDA {torch.version.cuda}, finds no usable GPU: check the NVIDIA driver and "
+        f"CUDA_VISIBLE_DEVICES), or select kernel_backend 'torch'"
+    )
 
 
 def _no_nvcc_reason() -> str:
@@ -36,9 +40,11 @@ def _no_nvcc_reason() -> str:
 
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     where = f"$CUDA_HOME/bin ({home}/bin)" if home else "$CUDA_HOME/bin (CUDA_HOME is not set)"
-    return (f"no nvcc: the CUDA compiler is neither on PATH nor in {where} nor in /usr/local/cuda/bin; "
-            f"the cuda backend compiles its kernels on first use, so install the CUDA toolkit and put "
-            f"nvcc on PATH or set CUDA_HOME, or select kernel_backend 'torch'")
+    return (
+        f"no nvcc: the CUDA compiler is neither on PATH nor in {where} nor in /usr/local/cuda/bin; "
+        f"the cuda backend compiles its kernels on first use, so install the CUDA toolkit and put "
+        f"nvcc on PATH or set CUDA_HOME, or select kernel_backend 'torch'"
+    )
 
 
 @cache
@@ -72,15 +78,21 @@ def availability() -> Availability:
         runtime, driver = lib.versions()
         hint = ""
         if driver and driver < runtime:
-            hint = (f"; the NVIDIA driver supports CUDA {_lib.format_cuda_version(driver)} but the kernels were "
-                    f"built by nvcc {_lib.format_cuda_version(runtime)} (CUDA runtime linked statically): "
-                    f"update the driver, or put an nvcc no newer than "
-                    f"{_lib.format_cuda_version(driver)} on PATH / in CUDA_HOME")
-        return Availability(False, f"the compiled CUDA kernels ({lib.path}) cannot run on {name} (sm_{arch}): "
-                                   f"{err_name}: {text}{hint}")
+            hint = (
+                f"; the NVIDIA driver supports CUDA {_lib.format_cuda_version(driver)} but the kernels were "
+                f"built by nvcc {_lib.format_cuda_version(runtime)} (CUDA runtime linked statically): "
+                f"update the driver, or put an nvcc no newer than "
+                f"{_lib.format_cuda_version(driver)} on PATH / in CUDA_HOME"
+            )
+        return Availability(
+            False, f"the compiled CUDA kernels ({lib.path}) cannot run on {name} (sm_{arch}): {err_name}: {text}{hint}"
+        )
     if lib.max_layer_norm_cols != ops.MAX_LAYER_NORM_COLS:
-        return Availability(False, f"{lib.path} takes LayerNorm widths up to {lib.max_layer_norm_cols}, this "
-                                   f"andrea-lab-cuda expects {ops.MAX_LAYER_NORM_COLS}: delete the cache and retry")
+        return Availability(
+            False,
+            f"{lib.path} takes LayerNorm widths up to {lib.max_layer_norm_cols}, this "
+            f"andrea-lab-cuda expects {ops.MAX_LAYER_NORM_COLS}: delete the cache and retry",
+        )
     return Availability(True, f"sm_{arch} kernels for {name} from {lib.path}")
 
 
@@ -92,7 +104,6 @@ def _cuda_floats(*tensors: torch.Tensor | None) -> bool:
     if not first.is_cuda or first.dtype not in DTYPE_CODES or first.numel() == 0:
         return False
     return all(t is None or (t.device == first.device and t.dtype == first.dtype) for t in tensors[1:])
-
 
 
 def _autocast_enabled() -> bool:
@@ -125,8 +136,9 @@ class CudaBackend(KernelBackend):
             return False
         # Parameters on x's device in x's dtype; anything else (e.g. PyTorch's "mixed" LayerNorm of
         # bf16 activations with fp32 parameters outside autocast) is left to eager PyTorch.
-        return all(p is None or (p.shape == (cols,) and p.device == x.device and p.dtype == x.dtype)
-                   for p in (weight, bias))
+        return all(
+            p is None or (p.shape == (cols,) and p.device == x.device and p.dtype == x.dtype) for p in (weight, bias)
+        )
 
     def layer_norm(self, x, weight, bias, eps):
         if x.is_cuda and _autocast_enabled():  # PyTorch's autocast runs LayerNorm in fp32: so do we
@@ -156,8 +168,9 @@ class CudaBackend(KernelBackend):
             # Under autocast only fp32 input and weight: PyTorch's autocast policy for the norm is its own, so
             # every other mix is left to it (eager F.rms_norm) rather than guessed.
             return False
-        return weight is None or (weight.shape == x.shape[-1:] and weight.device == x.device
-                                  and weight.dtype == x.dtype)
+        return weight is None or (
+            weight.shape == x.shape[-1:] and weight.device == x.device and weight.dtype == x.dtype
+        )
 
     def rms_norm(self, x, weight, eps):
         if not self._rms_norm_ok(x, weight, eps):
@@ -176,8 +189,12 @@ class CudaBackend(KernelBackend):
         return custom_ops.relu(x)
 
     def swiglu(self, gate, up):
-        if (gate.shape != up.shape or gate.dim() < 1 or not _cuda_floats(gate, up)
-                or gate.numel() > ops.MAX_SWIGLU_ELEMENTS):
+        if (
+            gate.shape != up.shape
+            or gate.dim() < 1
+            or not _cuda_floats(gate, up)
+            or gate.numel() > ops.MAX_SWIGLU_ELEMENTS
+        ):
             return super().swiglu(gate, up)
         return custom_ops.swiglu(gate, up)  # reads row-strided views (h.chunk(2, -1)) in place
 

@@ -75,12 +75,14 @@ def check_trusted(*paths: Path) -> None:
             raise UntrustedCacheError(
                 f"refusing the kernel cache {path}: it is owned by uid {info.st_uid}, not by you (uid {uid}); "
                 f"the compiled library is executed, so its cache must be yours alone. Set {CACHE_ENV_VAR} to a "
-                "directory of your own, or remove this one")
+                "directory of your own, or remove this one"
+            )
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise UntrustedCacheError(
                 f"refusing the kernel cache {path}: it is writable by others (mode {stat.filemode(info.st_mode)}); "
                 f"the compiled library is executed, so no one else may write it. Fix with `chmod go-w {path}`, "
-                f"or set {CACHE_ENV_VAR} to a private directory")
+                f"or set {CACHE_ENV_VAR} to a private directory"
+            )
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,9 @@ def toolchain(nvcc: str) -> Toolchain:
     except (OSError, subprocess.SubprocessError) as exc:
         raise BuildError(f"cannot run {nvcc} --version: {exc}") from exc
     if version.returncode != 0:
-        raise BuildError(f"{nvcc} --version failed (exit {version.returncode}): "
-                         f"{(version.stderr or version.stdout).strip()[:300]}")
+        raise BuildError(
+            f"{nvcc} --version failed (exit {version.returncode}): {(version.stderr or version.stdout).strip()[:300]}"
+        )
     text = version.stdout.strip()
     match = re.search(r"release (\d+\.\d+)", text)
     release = match.group(1) if match else "unknown"
@@ -181,8 +184,10 @@ def gencode_for_arch(arch: int | str, tc: Toolchain) -> tuple[str, ...]:
     if older:
         best = max(older)
         return (f"-gencode=arch=compute_{best},code=compute_{best}",)
-    raise BuildError(f"nvcc {tc.release} ({tc.nvcc}) cannot generate code for this GPU (sm_{arch}); it "
-                     f"supports {', '.join(sorted(tc.gpu_codes))}: use an older CUDA toolkit for this GPU")
+    raise BuildError(
+        f"nvcc {tc.release} ({tc.nvcc}) cannot generate code for this GPU (sm_{arch}); it "
+        f"supports {', '.join(sorted(tc.gpu_codes))}: use an older CUDA toolkit for this GPU"
+    )
 
 
 def gencode_for_archs(archs: Sequence[int | str]) -> tuple[str, ...]:
@@ -227,16 +232,23 @@ def _first_error(output: str) -> str:
     return lines[0][:300] if lines else "no output"
 
 
-def _format_step(cmd: Sequence[str], proc: subprocess.CompletedProcess | None, seconds: float,
-                 error: str | None = None) -> str:
+def _format_step(
+    cmd: Sequence[str], proc: subprocess.CompletedProcess | None, seconds: float, error: str | None = None
+) -> str:
     head = f"$ {' '.join(cmd)}\n"
     if proc is None:
         return head + f"[failed to run: {error}]\n"
     return head + f"[exit {proc.returncode}, {seconds:.1f} s]\n{proc.stdout}{proc.stderr}\n"
 
 
-def build_library(gencode: Sequence[str], *, nvcc: str | None = None, cache_dir: Path | None = None,
-                  sources_dir: Path | None = None, jobs: int | None = None) -> BuiltLibrary:
+def build_library(
+    gencode: Sequence[str],
+    *,
+    nvcc: str | None = None,
+    cache_dir: Path | None = None,
+    sources_dir: Path | None = None,
+    jobs: int | None = None,
+) -> BuiltLibrary:
     """Return the library for these ``-gencode`` flags, compiling it if it is not cached yet.
 
     ``cache_dir`` defaults to :func:`cache_root`, ``sources_dir`` to :data:`SOURCES_DIR`, ``jobs``
@@ -257,8 +269,9 @@ def build_library(gencode: Sequence[str], *, nvcc: str | None = None, cache_dir:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BuildError(f"cannot create the kernel cache directory {root}: {exc} "
-                         f"(set {CACHE_ENV_VAR} to a writable directory)") from exc
+        raise BuildError(
+            f"cannot create the kernel cache directory {root}: {exc} (set {CACHE_ENV_VAR} to a writable directory)"
+        ) from exc
     final = root / key
     library = final / LIBRARY_NAME
     check_trusted(root)
@@ -274,13 +287,20 @@ def build_library(gencode: Sequence[str], *, nvcc: str | None = None, cache_dir:
     return BuiltLibrary(library, key, gencode, False, final / "build.log")
 
 
-def _compile_into(final: Path, root: Path, key: str, nvcc: str, tc: Toolchain, gencode: tuple[str, ...],
-                  sources: Sequence[Path], jobs: int | None) -> None:
+def _compile_into(
+    final: Path,
+    root: Path,
+    key: str,
+    nvcc: str,
+    tc: Toolchain,
+    gencode: tuple[str, ...],
+    sources: Sequence[Path],
+    jobs: int | None,
+) -> None:
     """Compile and link in a private temporary folder under ``root``, then rename it to ``final`` in one
     step, so that a crash or a failed compile never leaves a half-built library where readers look."""
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
-    log: list[str] = [f"andrea-lab-cuda build {key}\nnvcc: {nvcc}\n{tc.version_text}\n"
-                      f"gencode: {' '.join(gencode)}\n\n"]
+    log: list[str] = [f"andrea-lab-cuda build {key}\nnvcc: {nvcc}\n{tc.version_text}\ngencode: {' '.join(gencode)}\n\n"]
     try:
         objects = _compile_all(nvcc, sources, gencode, tmp, log, jobs)
         cmd = [nvcc, *LINK_FLAGS, "-o", str(tmp / LIBRARY_NAME), *map(str, objects)]
@@ -288,11 +308,21 @@ def _compile_into(final: Path, root: Path, key: str, nvcc: str, tc: Toolchain, g
         for obj in objects:
             obj.unlink()
         (tmp / "build.log").write_text("".join(log))
-        (tmp / "manifest.json").write_text(json.dumps({
-            "key": key, "nvcc": nvcc, "nvcc_release": tc.release, "gencode": list(gencode),
-            "compile_flags": list(COMPILE_FLAGS), "link_flags": list(LINK_FLAGS),
-            "sources": [p.name for p in sources], "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }, indent=2))
+        (tmp / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "key": key,
+                    "nvcc": nvcc,
+                    "nvcc_release": tc.release,
+                    "gencode": list(gencode),
+                    "compile_flags": list(COMPILE_FLAGS),
+                    "link_flags": list(LINK_FLAGS),
+                    "sources": [p.name for p in sources],
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                },
+                indent=2,
+            )
+        )
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
         if final.exists():  # a leftover without a library (e.g. deleted by hand): replace it
             shutil.rmtree(final, ignore_errors=True)
@@ -317,12 +347,12 @@ def _step(cmd: Sequence[str], log: list[str], what: str) -> None:
         raise BuildError(f"{what} failed (nvcc exit {proc.returncode}): {_first_error(proc.stdout + proc.stderr)}")
 
 
-def _compile_all(nvcc: str, sources: Sequence[Path], gencode: Sequence[str], out_dir: Path, log: list[str],
-                 jobs: int | None) -> list[Path]:
+def _compile_all(
+    nvcc: str, sources: Sequence[Path], gencode: Sequence[str], out_dir: Path, log: list[str], jobs: int | None
+) -> list[Path]:
     """``nvcc -c`` every source alone, in parallel; the objects in source order."""
     objects = [out_dir / f"{src.stem}.o" for src in sources]
-    commands = [[nvcc, "-c", *COMPILE_FLAGS, *gencode, "-o", str(obj), str(src)]
-                for src, obj in zip(sources, objects)]
+    commands = [[nvcc, "-c", *COMPILE_FLAGS, *gencode, "-o", str(obj), str(src)] for src, obj in zip(sources, objects)]
     workers = max(1, min(len(commands), jobs or os.cpu_count() or 1))
     logs: list[list[str]] = [[] for _ in commands]
     errors: list[BuildError | None] = [None] * len(commands)

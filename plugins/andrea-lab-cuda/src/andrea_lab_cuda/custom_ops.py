@@ -116,8 +116,9 @@ def _reference_layer_norm(s: Tensor, weight: Optional[Tensor], bias: Optional[Te
 
 
 @_op("layer_norm")
-def layer_norm(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float
-               ) -> tuple[Tensor, Tensor, Tensor]:
+def layer_norm(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
     x2 = _rows(x)
     if uses_kernels(x):
         _, y, mean, rstd = ops.layer_norm_forward(x2, None, weight, bias, eps)
@@ -127,8 +128,9 @@ def layer_norm(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps:
 
 
 @_op("add_layer_norm")
-def add_layer_norm(x: Tensor, delta: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float
-                   ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def add_layer_norm(
+    x: Tensor, delta: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     x2, d2 = _rows(x), _rows(delta)
     if uses_kernels(x):
         summed, y, mean, rstd = ops.layer_norm_forward(x2, d2, weight, bias, eps)
@@ -139,8 +141,16 @@ def add_layer_norm(x: Tensor, delta: Tensor, weight: Optional[Tensor], bias: Opt
 
 
 @_op("layer_norm_backward")
-def layer_norm_backward(dy: Tensor, x: Tensor, mean: Tensor, rstd: Tensor, weight: Optional[Tensor],
-                        dres: Optional[Tensor], need_dw: bool, need_db: bool) -> tuple[Tensor, Tensor, Tensor]:
+def layer_norm_backward(
+    dy: Tensor,
+    x: Tensor,
+    mean: Tensor,
+    rstd: Tensor,
+    weight: Optional[Tensor],
+    dres: Optional[Tensor],
+    need_dw: bool,
+    need_db: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
     x2, dy2 = _rows(x), _rows(dy)
     dres2 = _rows(dres) if dres is not None else None
     if uses_kernels(x):
@@ -182,8 +192,9 @@ def rms_norm(x: Tensor, weight: Optional[Tensor], eps: float) -> tuple[Tensor, T
 
 
 @_op("rms_norm_backward")
-def rms_norm_backward(dy: Tensor, x: Tensor, rstd: Tensor, weight: Optional[Tensor], need_dw: bool
-                      ) -> tuple[Tensor, Tensor]:
+def rms_norm_backward(
+    dy: Tensor, x: Tensor, rstd: Tensor, weight: Optional[Tensor], need_dw: bool
+) -> tuple[Tensor, Tensor]:
     x2, dy2 = _rows(x), _rows(dy)
     if uses_kernels(x):
         dx, dw = ops.rms_norm_backward(dy2, x2, rstd, weight, x.dtype, need_dw)

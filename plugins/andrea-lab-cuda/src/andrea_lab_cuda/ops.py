@@ -92,8 +92,9 @@ def gelu_tanh_forward(x: torch.Tensor) -> torch.Tensor:
     _contiguous("gelu_tanh forward", x)
     y = _empty(x)
     lib, sms, stream = _launch_context(x)
-    lib.check(lib.gelu_tanh_fwd(x.data_ptr(), y.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream),
-              "gelu_tanh forward")
+    lib.check(
+        lib.gelu_tanh_fwd(x.data_ptr(), y.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream), "gelu_tanh forward"
+    )
     return y
 
 
@@ -102,8 +103,10 @@ def gelu_tanh_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     _contiguous("gelu_tanh backward", dy, x)
     dx = _empty(x)
     lib, sms, stream = _launch_context(x)
-    lib.check(lib.gelu_tanh_bwd(dy.data_ptr(), x.data_ptr(), dx.data_ptr(), x.numel(), DTYPE_CODES[x.dtype],
-                                sms, stream), "gelu_tanh backward")
+    lib.check(
+        lib.gelu_tanh_bwd(dy.data_ptr(), x.data_ptr(), dx.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream),
+        "gelu_tanh backward",
+    )
     return dx
 
 
@@ -112,8 +115,7 @@ def relu_forward(x: torch.Tensor) -> torch.Tensor:
     _contiguous("relu forward", x)
     y = _empty(x)
     lib, sms, stream = _launch_context(x)
-    lib.check(lib.relu_fwd(x.data_ptr(), y.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream),
-              "relu forward")
+    lib.check(lib.relu_fwd(x.data_ptr(), y.data_ptr(), x.numel(), DTYPE_CODES[x.dtype], sms, stream), "relu forward")
     return y
 
 
@@ -122,8 +124,10 @@ def relu_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     _contiguous("relu backward", dy, y)
     dx = _empty(y)
     lib, sms, stream = _launch_context(y)
-    lib.check(lib.relu_bwd(dy.data_ptr(), y.data_ptr(), dx.data_ptr(), y.numel(), DTYPE_CODES[y.dtype],
-                           sms, stream), "relu backward")
+    lib.check(
+        lib.relu_bwd(dy.data_ptr(), y.data_ptr(), dx.data_ptr(), y.numel(), DTYPE_CODES[y.dtype], sms, stream),
+        "relu backward",
+    )
     return dx
 
 
@@ -135,8 +139,12 @@ def swiglu_forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     rows, cols = g2.shape
     out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     lib, sms, stream = _launch_context(gate)
-    lib.check(lib.swiglu_fwd(g2.data_ptr(), ld_g, u2.data_ptr(), ld_u, out.data_ptr(), rows, cols,
-                             DTYPE_CODES[gate.dtype], sms, stream), "swiglu forward")
+    lib.check(
+        lib.swiglu_fwd(
+            g2.data_ptr(), ld_g, u2.data_ptr(), ld_u, out.data_ptr(), rows, cols, DTYPE_CODES[gate.dtype], sms, stream
+        ),
+        "swiglu forward",
+    )
     return out
 
 
@@ -150,8 +158,23 @@ def swiglu_backward(dout: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) ->
     dgate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     dup = torch.empty(up.shape, dtype=up.dtype, device=up.device)
     lib, sms, stream = _launch_context(gate)
-    lib.check(lib.swiglu_bwd(dout.data_ptr(), g2.data_ptr(), ld_g, u2.data_ptr(), ld_u, dgate.data_ptr(),
-                             dup.data_ptr(), rows, cols, DTYPE_CODES[gate.dtype], sms, stream), "swiglu backward")
+    lib.check(
+        lib.swiglu_bwd(
+            dout.data_ptr(),
+            g2.data_ptr(),
+            ld_g,
+            u2.data_ptr(),
+            ld_u,
+            dgate.data_ptr(),
+            dup.data_ptr(),
+            rows,
+            cols,
+            DTYPE_CODES[gate.dtype],
+            sms,
+            stream,
+        ),
+        "swiglu backward",
+    )
     return dgate, dup
 
 
@@ -164,9 +187,9 @@ def _weight_dtype(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tens
 
 
 @_on_device
-def layer_norm_forward(x2: torch.Tensor, delta2: torch.Tensor | None, weight: torch.Tensor | None,
-                       bias: torch.Tensor | None, eps: float
-                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+def layer_norm_forward(
+    x2: torch.Tensor, delta2: torch.Tensor | None, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
     """LayerNorm of the rows of contiguous ``x2`` (rows, cols), or of ``x2 + delta2`` when given.
 
     Returns ``(sum or None, y, mean, rstd)``; mean and rstd are fp32, one per row.
@@ -178,18 +201,40 @@ def layer_norm_forward(x2: torch.Tensor, delta2: torch.Tensor | None, weight: to
     mean = torch.empty(rows, dtype=torch.float32, device=x2.device)
     rstd = torch.empty(rows, dtype=torch.float32, device=x2.device)
     lib, _, stream = _launch_context(x2)
-    lib.check(lib.layer_norm_fwd(x2.data_ptr(), _ptr(delta2), _ptr(summed), _ptr(weight), _ptr(bias),
-                                 y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), rows, cols, float(eps),
-                                 DTYPE_CODES[x2.dtype], DTYPE_CODES[_weight_dtype(x2, weight, bias)], stream),
-              "layer_norm forward")
+    lib.check(
+        lib.layer_norm_fwd(
+            x2.data_ptr(),
+            _ptr(delta2),
+            _ptr(summed),
+            _ptr(weight),
+            _ptr(bias),
+            y.data_ptr(),
+            mean.data_ptr(),
+            rstd.data_ptr(),
+            rows,
+            cols,
+            float(eps),
+            DTYPE_CODES[x2.dtype],
+            DTYPE_CODES[_weight_dtype(x2, weight, bias)],
+            stream,
+        ),
+        "layer_norm forward",
+    )
     return summed, y, mean, rstd
 
 
 @_on_device
-def layer_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
-                        weight: torch.Tensor | None, wdtype: torch.dtype, dres2: torch.Tensor | None,
-                        need_dw: bool, need_db: bool
-                        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def layer_norm_backward(
+    dy2: torch.Tensor,
+    x2: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    wdtype: torch.dtype,
+    dres2: torch.Tensor | None,
+    need_dw: bool,
+    need_db: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(dx [+ dres], dweight, dbias) for contiguous (rows, cols) ``dy2``/``x2``/``dres2``.
 
     dweight and dbias (in ``wdtype``) are reduced deterministically: no atomics.
@@ -205,12 +250,29 @@ def layer_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, mean: torch.Tensor,
     if need_dw or need_db:
         floats = int(lib.layer_norm_bwd_workspace(rows, cols, code, sms))
         workspace = torch.empty(max(floats, 1), dtype=torch.float32, device=x2.device)
-    lib.check(lib.layer_norm_bwd(dy2.data_ptr(), x2.data_ptr(), mean.data_ptr(), rstd.data_ptr(), _ptr(weight),
-                                 _ptr(dres2), dx.data_ptr(), _ptr(dw), _ptr(db), _ptr(workspace), floats, rows,
-                                 cols, code, DTYPE_CODES[wdtype], sms, stream), "layer_norm backward")
+    lib.check(
+        lib.layer_norm_bwd(
+            dy2.data_ptr(),
+            x2.data_ptr(),
+            mean.data_ptr(),
+            rstd.data_ptr(),
+            _ptr(weight),
+            _ptr(dres2),
+            dx.data_ptr(),
+            _ptr(dw),
+            _ptr(db),
+            _ptr(workspace),
+            floats,
+            rows,
+            cols,
+            code,
+            DTYPE_CODES[wdtype],
+            sms,
+            stream,
+        ),
+        "layer_norm backward",
+    )
     return dx, dw, db
-
-
 
 
 @_on_device
@@ -221,15 +283,33 @@ def rms_norm_forward(x2: torch.Tensor, weight: torch.Tensor | None, eps: float) 
     y = _empty(x2)
     rstd = torch.empty(rows, dtype=torch.float32, device=x2.device)
     lib, _, stream = _launch_context(x2)
-    lib.check(lib.rms_norm_fwd(x2.data_ptr(), _ptr(weight), y.data_ptr(), rstd.data_ptr(), rows, cols, float(eps),
-                               DTYPE_CODES[x2.dtype], DTYPE_CODES[_weight_dtype(x2, weight, None)], stream),
-              "rms_norm forward")
+    lib.check(
+        lib.rms_norm_fwd(
+            x2.data_ptr(),
+            _ptr(weight),
+            y.data_ptr(),
+            rstd.data_ptr(),
+            rows,
+            cols,
+            float(eps),
+            DTYPE_CODES[x2.dtype],
+            DTYPE_CODES[_weight_dtype(x2, weight, None)],
+            stream,
+        ),
+        "rms_norm forward",
+    )
     return y, rstd
 
 
 @_on_device
-def rms_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor | None,
-                      wdtype: torch.dtype, need_dw: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def rms_norm_backward(
+    dy2: torch.Tensor,
+    x2: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    wdtype: torch.dtype,
+    need_dw: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(dx, dweight) for contiguous (rows, cols) ``dy2``/``x2``; dweight (in ``wdtype``) is reduced
     deterministically, like LayerNorm's: no atomics."""
     _contiguous("rms_norm backward", dy2, x2, rstd, weight)
@@ -242,7 +322,23 @@ def rms_norm_backward(dy2: torch.Tensor, x2: torch.Tensor, rstd: torch.Tensor, w
     if need_dw:
         floats = int(lib.rms_norm_bwd_workspace(rows, cols, code, sms))
         workspace = torch.empty(max(floats, 1), dtype=torch.float32, device=x2.device)
-    lib.check(lib.rms_norm_bwd(dy2.data_ptr(), x2.data_ptr(), rstd.data_ptr(), _ptr(weight), dx.data_ptr(), _ptr(dw),
-                               _ptr(workspace), floats, rows, cols, code, DTYPE_CODES[wdtype], sms, stream),
-              "rms_norm backward")
+    lib.check(
+        lib.rms_norm_bwd(
+            dy2.data_ptr(),
+            x2.data_ptr(),
+            rstd.data_ptr(),
+            _ptr(weight),
+            dx.data_ptr(),
+            _ptr(dw),
+            _ptr(workspace),
+            floats,
+            rows,
+            cols,
+            code,
+            DTYPE_CODES[wdtype],
+            sms,
+            stream,
+        ),
+        "rms_norm backward",
+    )
     return dx, dw

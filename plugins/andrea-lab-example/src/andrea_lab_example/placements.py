@@ -29,11 +29,12 @@ class SandwichNorm(NormPlacement):
     """
 
     contract_version: ClassVar[int] = 1  # see andrea_lab_example.activations.SquaredReLU
-    description: ClassVar[str] = "x + LN_out(f(LN_in(x))), LayerNorm only (first contract); final LayerNorm (CogView; = peri)"
+    description: ClassVar[str] = (
+        "x + LN_out(f(LN_in(x))), LayerNorm only (first contract); final LayerNorm (CogView; = peri)"
+    )
     final_norm: ClassVar[bool] = True
 
-    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5,
-                 bias: bool = True):
+    def __init__(self, d_model: int, sublayer: nn.Module, backend: KernelBackend, eps: float = 1e-5, bias: bool = True):
         super().__init__(d_model, sublayer, backend, eps, bias)
         self.norm_in = LayerNorm(d_model, backend, eps=eps, bias=bias)
         self.norm_out = LayerNorm(d_model, backend, eps=eps, bias=bias)
