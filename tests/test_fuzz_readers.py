@@ -2,7 +2,8 @@
 AndreaError, which the CLI prints as one line with exit status 2) or, for run records, "no record" --
 never another exception, a hang, or code run. Each case runs under a deadline.
 
-Readers: checkpoints (checkpoint_io.load_checkpoint), weight files (load_weights: safetensors), llm.c token files (read_token_file), tokenizer
+Readers: checkpoints (checkpoint_io.load_checkpoint), weight files (load_weights: safetensors), llm.c token files
+(read_token_file), tokenizer
 files (load_tokenizer), summary.json (runs.directory.read_record), suite YAML (load_suite). Cases per reader:
 MAX_EXAMPLES random files plus as many single-byte mutations of a valid one (docs/reliability.md).
 """

@@ -31,6 +31,7 @@ def test_ruff_finds_nothing(command):
 def test_ruff_reads_this_projects_settings_and_would_fail(tmp_path):
     (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "bad.py").write_text("import os\nx = 'a' + " + "'b' + " * 25 + "'c'\n", encoding="utf-8")
-    check, fmt = ruff("check", "--no-cache", "."), ruff("format", "--check", "--no-cache", ".")
+    check = ruff("check", "--no-cache", ".", cwd=tmp_path)
+    fmt = ruff("format", "--check", "--no-cache", ".", cwd=tmp_path)
     assert check.returncode == 1 and "F401" in check.stdout and "E501" in check.stdout, check.stdout
     assert fmt.returncode == 1 and "bad.py" in fmt.stdout + fmt.stderr

@@ -83,11 +83,10 @@ def target_id(tokenizer: Any, target: str) -> int:
 
 
 def _load(args: argparse.Namespace):
-    from andrea_lab.commands.generate import (
-        tokenizer_from_checkpoint,
-    )  # Lightning (~3 s): not for `andrea trace --help`
-    from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea trace --help`
-    from andrea_lab.runs.checkpoint_io import load_checkpoint  # Lightning (~3 s): not for `andrea trace --help`
+    # Lightning (~3 s): not for `andrea trace --help`
+    from andrea_lab.commands.generate import tokenizer_from_checkpoint
+    from andrea_lab.fit.module import AndreaLM
+    from andrea_lab.runs.checkpoint_io import load_checkpoint
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)

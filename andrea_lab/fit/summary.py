@@ -31,16 +31,8 @@ from andrea_lab.fit.stability.probe import attention_extremes
 from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import selected_entry_point
 from andrea_lab.runs import tags
-from andrea_lab.runs.directory import (
-    NONFINITE as NONFINITE_KIND,
-)
-from andrea_lab.runs.directory import (
-    SUMMARY_FILE,
-    RunRecord,
-    finite_or_none,
-    package_versions,
-    write_record,
-)
+from andrea_lab.runs.directory import NONFINITE as NONFINITE_KIND
+from andrea_lab.runs.directory import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -323,7 +315,8 @@ def _max_after_warmup(monitor: Optional[StabilityMonitor], warmup_steps: Any) ->
 
 
 def _last_probe(monitor: Optional[StabilityMonitor]) -> dict[str, Any]:
-    """The last probe's step and attention extremes (:func:`andrea_lab.fit.stability.probe.attention_extremes`); {} if none ran."""
+    """The last probe's step and attention extremes (:func:`andrea_lab.fit.stability.probe.attention_extremes`); {} if
+    none ran."""
     if monitor is None or not monitor.last_probe:
         return {}
     return {"step": monitor.last_probe_step, **attention_extremes(monitor.last_probe)}

@@ -141,7 +141,10 @@ def trace_token(model: Andrea, ids: Union[Sequence[int], torch.Tensor], position
 
 def format_table(trace: TokenTrace) -> str:
     """The trace as an aligned text table, one row per sublayer."""
-    header = f"{'block':>5}  {'sublayer':<8}  {'|stream|':>10}  {'|delta|':>10}  {'|delta|/|stream|':>16}  {'cos(delta,stream)':>17}"
+    header = (
+        f"{'block':>5}  {'sublayer':<8}  {'|stream|':>10}  {'|delta|':>10}  {'|delta|/|stream|':>16}  "
+        f"{'cos(delta,stream)':>17}"
+    )
     lines = [header, "-" * len(header)]
     for row in trace.rows:
         lines.append(

@@ -4,7 +4,8 @@ A ``transformers`` GPT-2 is pre-norm, has biases in every linear layer and Layer
 of width ``n_inner`` (default 4·n_embd) and one of a fixed set of activations. An ANDREA config maps
 onto it exactly when it is built from andrea-lab's own ``pre`` placement, ``layernorm`` norm and ``gelu``
 (tanh approximation) or ``relu`` activation, with biases and without QK norm; anything else (post-norm,
-peri/reordered/deepnorm, RMSNorm, QK norm, SwiGLU, no biases, a third-party plugin) computes a function GPT2LMHeadModel cannot, and is refused with every such field
+peri/reordered/deepnorm, RMSNorm, QK norm, SwiGLU, no biases, a third-party plugin) computes a function GPT2LMHeadModel
+cannot, and is refused with every such field
 named at once, rather than exported into a directory that loads and silently computes something else.
 """
 

@@ -2,7 +2,8 @@
 
 ANDREA's tokenizers are already ``tokenizers.Tokenizer`` objects (byte-level BPE or bytes), so the
 export wraps the same object in ``PreTrainedTokenizerFast`` for its configuration files and writes
-``tokenizer.json`` as the run's tokenizer unchanged, and ``AutoTokenizer.from_pretrained`` gives the same ids. ``<|endoftext|>``
+``tokenizer.json`` as the run's tokenizer unchanged, and ``AutoTokenizer.from_pretrained`` gives the same ids.
+``<|endoftext|>``
 is bos and eos. A literal "<|endoftext|>" in text encodes as its bytes, as in andrea
 (``split_special_tokens``), so a prompt gives the same ids in both.
 """

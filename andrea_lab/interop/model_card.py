@@ -85,7 +85,8 @@ tags: [andrea-lab, gpt2]
 ---
 # ANDREA, exported from andrea-lab
 
-An ANDREA model trained with andrea-lab and exported with `andrea export --to hf`: a `GPT2LMHeadModel` (activation_function `{activation_function}`) computing the
+An ANDREA model trained with andrea-lab and exported with `andrea export --to hf`: a `GPT2LMHeadModel`
+(activation_function `{activation_function}`) computing the
 same logits, with the run's own tokenizer (`<|endoftext|>` is bos and eos).
 
 | | |

@@ -191,39 +191,43 @@ def check_backend(cls: type, rtol: float = 1e-4, atol: float = 1e-5, device: tor
         del cases["rms_norm"]
     inputs = (x, delta, gate, up, weight, bias)
     for op, run in cases.items():
-        outputs, grads = [], []
-        for impl in (backend, reference):
-            for tensor in inputs:
-                tensor.grad = None
-            out = run(impl)
-            _require(isinstance(out, torch.Tensor), f"{op} returned {type(out).__name__}, not a tensor")
-            outputs.append(out)
-            (out * torch.linspace(-1, 1, out.numel(), device=device).view_as(out)).sum().backward()
-            grads.append([None if t.grad is None else t.grad.clone() for t in inputs])
-        got, want = outputs
-        _require(
-            got.shape == want.shape,
-            f"{op} returned shape {shape_text(got.shape)}, the reference {shape_text(want.shape)}",
-        )
-        _require(_finite(got), f"{op} returned NaN or inf where the reference is finite")
-        error = (got.detach() - want.detach()).abs().max().item()
-        _require(
-            torch.allclose(got.detach(), want.detach(), rtol=rtol, atol=atol),
-            f"{op} differs from the eager reference by up to {error:.3g} (rtol {rtol}, atol {atol})",
-        )
-        for tensor_grad, reference_grad in zip(*grads):
-            if reference_grad is None:
-                continue
-            _require(
-                tensor_grad is not None,
-                f"{op}: no gradient where the reference has one (wrap a custom kernel in a torch.autograd.Function)",
-            )
-            _require(
-                torch.allclose(tensor_grad, reference_grad, rtol=rtol, atol=atol),
-                f"{op}: gradient differs from the eager reference by up to "
-                f"{(tensor_grad - reference_grad).abs().max().item():.3g}",
-            )
+        _compare_op(op, run, (backend, reference), inputs, device, rtol, atol)
     return f"ops match the eager reference on {device.type} ({', '.join(cases)})"
+
+
+def _compare_op(op: str, run, impls: tuple, inputs: tuple, device: torch.device, rtol: float, atol: float) -> None:
+    """One op of a backend against the reference's (``impls``: backend, reference): output and gradients."""
+    outputs, grads = [], []
+    for impl in impls:
+        for tensor in inputs:
+            tensor.grad = None
+        out = run(impl)
+        _require(isinstance(out, torch.Tensor), f"{op} returned {type(out).__name__}, not a tensor")
+        outputs.append(out)
+        (out * torch.linspace(-1, 1, out.numel(), device=device).view_as(out)).sum().backward()
+        grads.append([None if t.grad is None else t.grad.clone() for t in inputs])
+    got, want = outputs
+    _require(
+        got.shape == want.shape, f"{op} returned shape {shape_text(got.shape)}, the reference {shape_text(want.shape)}"
+    )
+    _require(_finite(got), f"{op} returned NaN or inf where the reference is finite")
+    error = (got.detach() - want.detach()).abs().max().item()
+    _require(
+        torch.allclose(got.detach(), want.detach(), rtol=rtol, atol=atol),
+        f"{op} differs from the eager reference by up to {error:.3g} (rtol {rtol}, atol {atol})",
+    )
+    for tensor_grad, reference_grad in zip(*grads):
+        if reference_grad is None:
+            continue
+        _require(
+            tensor_grad is not None,
+            f"{op}: no gradient where the reference has one (wrap a custom kernel in a torch.autograd.Function)",
+        )
+        _require(
+            torch.allclose(tensor_grad, reference_grad, rtol=rtol, atol=atol),
+            f"{op}: gradient differs from the eager reference by up to "
+            f"{(tensor_grad - reference_grad).abs().max().item():.3g}",
+        )
 
 
 UNIT_CHECKS = {

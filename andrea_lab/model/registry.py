@@ -22,14 +22,11 @@ everywhere, for CI.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import difflib
 import importlib
 import inspect
-import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -45,12 +42,10 @@ from andrea_lab.model.contracts import (
     Availability,
     eager_fallbacks,
 )
+from andrea_lab.model.import_paths import IMPORT_PATHS_ENV_VAR, env_flag, import_paths_allowed
 
 KINDS = PLUGIN_KINDS  # the name this module has always exported
 STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
-#: The opt-in that lets a plugin name be an import path ``module:Class`` (docs/plugins.md).
-IMPORT_PATHS_ENV_VAR = "ANDREA_LAB_IMPORT_PATHS"
-_import_paths_allowed = contextvars.ContextVar("andrea_import_paths_allowed", default=False)
 
 
 class PluginError(UsageError):
@@ -77,28 +72,8 @@ def group_name(kind: str) -> str:
     return f"andrea_lab.{kind}"
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
 def strict_mode() -> bool:
-    return _env_flag(STRICT_ENV_VAR)
-
-
-def import_paths_allowed() -> bool:
-    """Whether a plugin name may be an import path (``ANDREA_LAB_IMPORT_PATHS=1`` or :func:`allow_import_paths`)."""
-    return _import_paths_allowed.get() or _env_flag(IMPORT_PATHS_ENV_VAR)
-
-
-@contextlib.contextmanager
-def allow_import_paths() -> Iterator[None]:
-    """Follow import paths inside this block: for code that hands over a class it holds itself (the test
-    kit checking a plugin before it is packaged), where importing its module runs nothing new."""
-    token = _import_paths_allowed.set(True)
-    try:
-        yield
-    finally:
-        _import_paths_allowed.reset(token)
+    return env_flag(STRICT_ENV_VAR)
 
 
 class UnregisteredPluginError(PluginError):

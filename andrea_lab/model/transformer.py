@@ -68,7 +68,8 @@ class CausalSelfAttention(nn.Module):
     With ``qk_norm`` the queries and keys are normalised per head, over the head size, by the norm plugin
     (one norm for q and one for k, shared by the heads) before the dot product: the logits are then
     bounded by the norms' gains, not by the growth of the q and k projections. With a soft cap of the logits
-    (``attn_logit_softcap``) the attention goes through flex_attention, which can apply it (andrea_lab/model/softcap.py).
+    (``attn_logit_softcap``) the attention goes through flex_attention, which can apply it
+    (andrea_lab/model/softcap.py).
     """
 
     def __init__(self, config: AndreaConfig, norm: NormFactory):

@@ -40,7 +40,8 @@ from andrea_lab.errors import AndreaError
 from andrea_lab.model import plugin_check
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.contracts import KernelBackend
-from andrea_lab.model.registry import allow_import_paths, resolve
+from andrea_lab.model.import_paths import allow_import_paths
+from andrea_lab.model.registry import resolve
 
 __all__ = [
     "RecordingBackend",

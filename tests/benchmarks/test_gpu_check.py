@@ -75,8 +75,8 @@ def test_a_part_past_its_cap_is_stopped_with_its_children_and_the_rest_go_on(tmp
         "sleeps past its cap",
         _python(f"""
         import subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c",
-                                  "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+        ignore_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+        child = subprocess.Popen([sys.executable, "-c", ignore_term])
         open({str(pid_file)!r}, "w").write(str(child.pid))
         print("started", flush=True)
         time.sleep(120)

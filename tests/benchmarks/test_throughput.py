@@ -1,4 +1,5 @@
-"""benchmarks/throughput (the package; benchmarks/throughput.py runs it): the FLOP formula against hand arithmetic, the optimizer parity of the
+"""benchmarks/throughput (the package; benchmarks/throughput.py runs it): the FLOP formula against hand arithmetic, the
+optimizer parity of the
 variants, and a 2-step smoke run of the whole benchmark writing its JSON. No wall-clock assertions."""
 
 from __future__ import annotations

@@ -153,9 +153,9 @@ def test_samples_per_epoch_default_and_rounding(dm: AndreaDataModule, corpus_dir
 def test_properties_and_logging(corpus_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     module = make_dm(corpus_dir, tmp_path)
     with pytest.raises(RuntimeError, match="not known yet"):
-        module.tokenizer
+        _ = module.tokenizer
     with pytest.raises(RuntimeError, match="not loaded yet"):
-        module.train_tokens
+        _ = module.train_tokens
     with caplog.at_level(logging.INFO):
         module.prepare_data()
         module.setup("fit")

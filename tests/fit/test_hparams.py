@@ -1,6 +1,7 @@
 """A run's knobs and results as TensorBoard hparams: flattened under their config keys, typed the way the
 HParams dashboard filters and sorts them, and written as session summaries that TensorBoard's own parser
-reads back (the end-to-end check against a running TensorBoard is tests/experiments/compare/test_tensorboard_report.py)."""
+reads back (the end-to-end check against a running TensorBoard is
+tests/experiments/compare/test_tensorboard_report.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""andrea_lab/model/softcap.py: the capped attention of both paths against an explicit float64 reference, and the cap."""
+"""andrea_lab/model/softcap.py: the capped attention of both paths against an explicit float64 reference, and the
+cap."""
 
 from __future__ import annotations
 

@@ -260,7 +260,8 @@ def plan_suite(
     suite_runs: pd.DataFrame, reference: Optional[str], claims: Sequence[Any], aa_pair: Optional[tuple[str, str]] = None
 ) -> dict[str, Any]:
     """Everything a suite's report says, computed before anything is written (a refusal leaves no files).
-    ``aa_pair``: two variants of one configuration (:meth:`andrea_lab.experiments.sweep.suite.Suite.identical_variants`),
+    ``aa_pair``: two variants of one configuration
+    (:meth:`andrea_lab.experiments.sweep.suite.Suite.identical_variants`),
     whose A/A calibration the report adds."""
     loss_column = compare.scored_loss_column(suite_runs)
     variants = compare.build_variants(

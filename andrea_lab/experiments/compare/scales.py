@@ -5,7 +5,8 @@ Why per scale and not pooled: a run at d_model 64 and one at 128 with the same s
 start from different weights), and the best LR moves with width. So each scale's runs are an ordinary
 comparison of their own — the same report as a suite without the axis, in ``<out>/<scale>/`` — and every
 claim is judged at each scale by the very functions that judge it without the axis
-(:func:`andrea_lab.experiments.compare.compare.claims_table`, hence :func:`andrea_lab.experiments.compare.claims.evaluate_claims`).
+(:func:`andrea_lab.experiments.compare.compare.claims_table`, hence
+:func:`andrea_lab.experiments.compare.claims.evaluate_claims`).
 What the axis adds is the trend (Wortsman et al. 2023, Figure 1): the claims' outcomes and intervals side
 by side per scale, each variant's LR sensitivity per scale, and the figures of
 :mod:`andrea_lab.experiments.compare.plots_scales`.

@@ -6,7 +6,8 @@ favours it on exactly those seeds. Far from a divergence cliff that is a small b
 +0.464] with each seed's LRs chosen on the other four (seed 1 of post-nowarmup lands on 4e-3, where it
 sticks at the unigram level; shared/design/STATISTICS.md, docs/experiments.md).
 
-Cross-fitting (leave-one-seed-out): for seed s, each variant's LR is :func:`andrea_lab.experiments.compare.stats.best_lr`
+Cross-fitting (leave-one-seed-out): for seed s, each variant's LR is
+:func:`andrea_lab.experiments.compare.stats.best_lr`
 over every other seed of the pair, and s's difference is taken at those LRs, so no seed's own loss
 chooses the LR it is judged at. The per-seed differences are then a paired-t interval as before. The
 alternative that needs no selection at all is an LR fixed before the runs (a claim's ``lr:``), as in

@@ -5,7 +5,8 @@
   and markers are :mod:`andrea_lab.runs.directory`'s);
 * :mod:`andrea_lab.experiments.sweep.preflight` — parse every variant's command before anything runs;
 * :mod:`andrea_lab.experiments.sweep.runner` — the runs, markers, progress and the final report, through an executor
-  (:mod:`andrea_lab.experiments.sweep.executors`; the default forks fits from :mod:`andrea_lab.experiments.sweep.warm_worker`).
+  (:mod:`andrea_lab.experiments.sweep.executors`; the default forks fits from
+  :mod:`andrea_lab.experiments.sweep.warm_worker`).
 """
 
 from andrea_lab.experiments.sweep.plan import RunSpec, plan_sweep

@@ -3,7 +3,8 @@
 Each variant's ``fit`` arguments are parsed by the real :class:`AndreaCLI` parser (stopping before any
 class is instantiated: no model, no data, no trainer), which rejects unknown keys and values of the
 wrong type, and its ``model.config`` is validated as an :class:`AndreaConfig` (unknown plugin names,
-d_model not divisible by n_head, ...). Costs one import of Lightning and about a second per variant. The corpora the variants read are
+d_model not divisible by n_head, ...). Costs one import of Lightning and about a second per variant. The corpora the
+variants read are
 collected on the way, for the warm workers to resolve once.
 """
 
@@ -83,7 +84,8 @@ def check_command(fit_args: Sequence[str]) -> str | None:
 
 def preflight(specs: Sequence[RunSpec]) -> tuple[list[str], list[tuple[str, str]]]:
     """One problem per variant whose command does not parse (checked on its first planned run), and the
-    corpora the valid ones read (for the warm workers to resolve once: :mod:`andrea_lab.experiments.sweep.warm_worker`)."""
+    corpora the valid ones read (for the warm workers to resolve once:
+    :mod:`andrea_lab.experiments.sweep.warm_worker`)."""
     problems: list[str] = []
     corpora: list[tuple[str, str]] = []
     seen = set()

@@ -102,7 +102,8 @@ class Suite:
     claims: tuple[Any, ...] = ()
     #: ``{"cpus": float, "gpus": float}`` per run, for executors that reserve resources (Ray); may be empty.
     resources: dict[str, float] = field(default_factory=dict)
-    #: The scale axis (:class:`andrea_lab.experiments.sweep.scales.Scale`): every variant at every scale; empty: no axis.
+    #: The scale axis (:class:`andrea_lab.experiments.sweep.scales.Scale`): every variant at every scale; empty: no
+    #: axis.
     scales: tuple[Any, ...] = ()
 
     def identical_variants(self) -> Optional[tuple[str, str]]:

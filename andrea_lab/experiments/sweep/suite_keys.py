@@ -1,5 +1,6 @@
 """What a suite file's keys and names may be: dotted override keys (none of them owned by the sweep), names
-that become directory names, the named entries (a variant, a scale) built of both, and the one error type. Kept apart from :mod:`andrea_lab.experiments.sweep.suite` so that
+that become directory names, the named entries (a variant, a scale) built of both, and the one error type. Kept apart
+from :mod:`andrea_lab.experiments.sweep.suite` so that
 the parts of a suite with their own module (the scale axis, :mod:`andrea_lab.experiments.sweep.scales`) check their keys
 with the same rules without importing the loader that imports them."""
 

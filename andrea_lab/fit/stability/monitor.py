@@ -10,8 +10,10 @@ Two kinds of measurement, both logged under ``stability/`` (full list and defini
 * **every ``interval`` steps, and at step 0 before any update**, on one fixed *probe batch* (the first
   validation batch): gradient norm per block and for the embeddings, update-to-weight ratio per block,
   residual-stream RMS after each block, each sublayer's change of the stream relative to the stream,
-  the largest attention logit and the attention entropy per block, the output logits' max and log Z, and the fraction of dead MLP
-  units (each one function in :mod:`andrea_lab.fit.stability.probe`). The probe runs with the model in eval mode, under an isolated RNG, and takes its gradients with
+  the largest attention logit and the attention entropy per block, the output logits' max and log Z, and the fraction
+  of dead MLP
+  units (each one function in :mod:`andrea_lab.fit.stability.probe`). The probe runs with the model in eval mode, under
+  an isolated RNG, and takes its gradients with
   ``torch.autograd.grad`` (never ``.backward()``), so parameters' ``.grad``, the RNG streams and the
   training mode are exactly as they were: a run with the monitor trains identically to one without.
 """

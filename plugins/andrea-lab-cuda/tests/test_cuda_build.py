@@ -68,7 +68,7 @@ def test_every_source_compiles_alone_for_sm80_and_sm90(built):
     }
     for src in sources:
         # One `nvcc -c` per file, for both architectures, and it succeeded.
-        line = next(l for l in log.splitlines() if l.startswith("$ ") and " -c " in l and l.endswith(str(src)))
+        line = next(x for x in log.splitlines() if x.startswith("$ ") and " -c " in x and x.endswith(str(src)))
         for arch in CI_ARCHS:
             assert f"-gencode=arch=compute_{arch},code=sm_{arch}" in line
     assert log.count("[exit 0,") == len(sources) + 1  # every compile and the link

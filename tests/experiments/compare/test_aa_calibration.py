@@ -1,5 +1,6 @@
 """A/A calibration by resampling the identical-configuration seeds: the known answer on the A/A runs of
-2026-12-01 (tests/experiments/compare/data/runs-2026-12-01/aa.csv, the table docs/results/aa/ had before its rerun) (STATISTICS.md / issue 26: about 8.7 % in-sample over 126 splits of 10 seeds),
+2026-12-01 (tests/experiments/compare/data/runs-2026-12-01/aa.csv, the table docs/results/aa/ had before its rerun)
+(STATISTICS.md / issue 26: about 8.7 % in-sample over 126 splits of 10 seeds),
 and a constructed case where the in-sample selection is exercised."""
 
 from __future__ import annotations

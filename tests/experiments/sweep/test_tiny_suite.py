@@ -1,4 +1,5 @@
-"""andrea_lab/experiments/sweep/tiny_suite.py: the one tiny suite that the TensorBoard report test checks and the screenshot
+"""andrea_lab/experiments/sweep/tiny_suite.py: the one tiny suite that the TensorBoard report test checks and the
+screenshot
 script photographs (the script imports it, never the tests)."""
 
 from __future__ import annotations
