@@ -86,7 +86,7 @@ def test_import_checks_the_weights_against_config_json_before_allocating_the_mod
         built.append(torch.empty(0).device.type)  # "meta" inside `with torch.device("meta")`
         return AndreaLM(*args, **kwargs)
 
-    monkeypatch.setattr("andrea_lab.fit.module.AndreaLM", recording)
+    monkeypatch.setattr("andrea_lab.interop.import_hf.AndreaLM", recording)  # the name the import looks up
     assert main(["import", "--from-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "x.ckpt")]) == 2
     assert built == ["meta"]
 
