@@ -16,7 +16,7 @@ import sys
 
 from andrea_lab.commands.quiet import quiet_third_party
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
-from andrea_lab.runs.directory import resume_checkpoint
+from andrea_lab.runs.directory import read_record, resume_checkpoint
 from andrea_lab.safe_yaml import read_yaml
 
 #: Our subcommands beside LightningCLI's; each is a module in andrea_lab.commands.
@@ -103,6 +103,8 @@ def expand_resume(argv: list[str]) -> list[str]:
             f"--resume {run_dir}: not a run directory with a config.yaml and a checkpoint "
             f"(checkpoints/preempted.ckpt or checkpoints/last.ckpt); pass runs/NAME/version_N"
         )
+    if os.path.basename(ckpt) != "preempted.ckpt":
+        refuse_finished_run(run_dir, rest[1:])
     version = os.path.basename(os.path.normpath(run_dir))
     return [
         "fit",
@@ -114,6 +116,37 @@ def expand_resume(argv: list[str]) -> list[str]:
         "--ckpt_path",
         str(ckpt),
     ]
+
+
+def _override(args: list[str], key: str) -> str | None:
+    """The value ``args`` give ``key`` (``--key V`` or ``--key=V``), the last one winning; None if none."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == key and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(key + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def refuse_finished_run(run_dir: str, overrides: list[str]) -> None:
+    """A run that finished has nothing to resume: say so, and how to extend it, before anything is read or
+    written (resuming it would re-run the held-out evaluation and rewrite its record with nothing trained).
+    A ``--trainer.max_steps`` beyond the steps it trained extends it."""
+    record = read_record(run_dir)
+    if record is None or record.status != "finished":
+        return
+    wanted = _override(overrides, "--trainer.max_steps")
+    try:
+        if wanted is not None and int(wanted) > record.steps:
+            return
+    except ValueError:
+        return  # not a number: the parser names it
+    raise UsageError(
+        f"--resume {run_dir}: the run finished after {record.steps} steps; there is nothing to resume and its "
+        f"record is left as it is. To train it further, give more steps: andrea fit --resume {run_dir} "
+        f"--trainer.max_steps {max(2 * record.steps, record.steps + 1)}"
+    )
 
 
 def run_lightning(argv: list[str]) -> int:

@@ -4,6 +4,7 @@ or overwrite anything (issue: "Handed files and reruns"). Each test performs the
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -207,6 +208,21 @@ def test_a_fit_never_writes_into_an_existing_run_it_does_not_resume(workdir, cap
     assert code == 2
     assert "already holds a run" in error_line(capsys)
     assert (workdir / RUN / "summary.json").read_bytes() == record
+
+
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("more", [[], ["--trainer.max_steps", "2"], ["--trainer.max_steps=1"]])
+def test_resuming_a_finished_run_says_so_and_leaves_every_byte_of_it(more, workdir, capsys):
+    before = _tree_bytes(workdir / RUN)
+    steps = json.loads((workdir / RUN / "summary.json").read_text())["steps"]
+    assert cli_main(["fit", "--resume", str(RUN), *more]) == 2
+    err = error_line(capsys)
+    assert f"the run finished after {steps} steps" in err and f"--resume {RUN} --trainer.max_steps" in err
+    assert _tree_bytes(workdir / RUN) == before
+    assert sorted(p.name for p in (workdir / RUN).parent.iterdir()) == ["version_0"]  # no new version either
 
 
 # --- 8. resume accepts what it then ignores ----------------------------------------------------------------
