@@ -14,6 +14,7 @@ import os
 import re
 import sys
 
+from andrea_lab import __version__
 from andrea_lab.commands.quiet import quiet_third_party
 from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
 from andrea_lab.runs.directory import read_record, resume_checkpoint
@@ -42,7 +43,11 @@ DIVERGED_EXIT_STATUS = DivergenceError.exit_status
 
 
 def _usage() -> str:
-    lines = ["usage: andrea <command> [options]", "", "Lightning commands (see `andrea fit --help`):"]
+    lines = [
+        "usage: andrea <command> [options]   (andrea --version: which andrea-lab)",
+        "",
+        "Lightning commands (see `andrea fit --help`):",
+    ]
     lines += [f"  {name}" for name in LIGHTNING_COMMANDS]
     lines += ["", "andrea-lab commands:"]
     lines += [f"  {name:<10} {help_}" for name, help_ in OWN_COMMANDS.items()]
@@ -211,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"andrea-lab {__version__}")
+        return 0
     command = argv[0]
     quiet_third_party()
     try:

@@ -181,3 +181,12 @@ def test_a_lightning_error_after_the_trainer_is_built_keeps_its_traceback(tmp_pa
                 "1",
             ]
         )
+
+
+def test_version_names_the_installed_andrea_lab(capsys):
+    from importlib.metadata import version
+
+    from andrea_lab.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"andrea-lab {version('andrea-lab')}\n"
