@@ -46,7 +46,7 @@ PLACEHOLDERS = [
     ["plugins"],
     ["new-plugin", "activation", "squared_tanh", "--dir", "andrea-lab-squared_tanh"],
     ["sweep", "suite.yaml", "--no-check"],
-    ["fit", "--resume", OTHER_RUN],
+    ["fit", "--resume", OTHER_RUN, "--trainer.max_steps", "6"],  # finished after 4: extended by 2
     ["compare", "runs/tiny"],
     ["trace", "--ckpt", CKPT, "--text", "def f"],
     ["lens", "--ckpt", CKPT],
