@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,33 @@ def code_lines() -> list[str]:
     return [line for block in re.findall(r"```bash\n(.*?)```", README, re.S) for line in block.splitlines()]
 
 
+def block_lines() -> list[str]:
+    """The ``andrea ...`` commands of the ``bash`` blocks, as a user types them (after the set-up's ``&&``)."""
+    found = []
+    for line in code_lines():
+        match = re.search(r"(?:^|&& )(andrea .*)$", line)
+        if match:
+            found.append(match.group(1))
+    return found
+
+
+def in_the_readmes_shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``command`` run by bash in this test's virtual environment activated as the README's set-up leaves it
+    (``. .venv/bin/activate``): ``andrea`` and ``tensorboard`` found on PATH, not through ``.venv/bin/``."""
+    activate = Path(sys.prefix) / "bin" / "activate"
+    prefix = f". {shlex.quote(str(activate))} && " if activate.is_file() else ""
+    return subprocess.run(["bash", "-c", prefix + command], cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+def next_steps(printed: str) -> list[str]:
+    """The commands a fit prints after ``next:`` (one per line, the later ones indented under it)."""
+    lines = printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("next: "))
+    return [lines[start].removeprefix("next: ")] + [
+        line.strip() for line in lines[start + 1 :] if line.startswith("  ")
+    ]
+
+
 def block_commands() -> list[list[str]]:
     """Each ``andrea`` command of the ``bash`` blocks as argv (the part after ``andrea`` on its line)."""
     found = []
@@ -103,8 +132,16 @@ def test_the_readme_commands_work_in_order(tmp_path, text_corpus, monkeypatch):
     (tmp_path / "docs.jsonl").write_text(
         "".join(json.dumps({"text": f"def f{n}(x):\n    return x + {n}\n"}) + "\n" for n in range(200))
     )
-    for argv in block_commands():  # the quickstart, the override, the comparison of the two
-        assert main(_tiny(argv, text_corpus)) == 0, argv
+    (tmp_path / "experiments").symlink_to(REPO / "experiments")  # the README's paths, relative to a clone
+    tiny = shlex.join([*TINY_FIT, "--data.corpus", str(text_corpus)])
+    for line in block_lines():  # the quickstart, the override, the comparison of the two, typed as shown
+        done = in_the_readmes_shell(f"{line} {tiny}" if line.startswith("andrea fit") else line, tmp_path)
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+        if line.startswith("andrea fit"):
+            for step in next_steps(done.stdout + done.stderr):  # what the fit says to run next, as printed
+                check = f"command -v {step.split()[0]}" if step.startswith("tensorboard") else step
+                ran = in_the_readmes_shell(check, tmp_path)
+                assert ran.returncode == 0, (step, ran.stderr[-3000:])
     report = (tmp_path / "runs" / "quickstart" / "compare" / "comparison.md").read_text()
     assert "Reference variant: **activation=gelu**" in report and "- **activation=swiglu** vs activation=gelu" in report
     assert json.loads((tmp_path / OTHER_RUN / "summary.json").read_text())["status"] == "finished"

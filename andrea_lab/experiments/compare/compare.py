@@ -7,9 +7,9 @@ it) plus its label and format, so adding a column is one line here; the frame, i
 all come from that list (:mod:`andrea_lab.experiments.compare.report`).
 
 The loss a comparison scores is the held-out loss (summary.json's ``heldout``, drawn across all held-out
-documents) when every counted run has one, else the in-training validation loss of older runs; the
-report says which. A diverged run counts as its loss at init (capped), a run that blew up (non-finite)
-too, since its last validation may predate the blow-up.
+documents) when any counted run has one (finished runs without one are set aside and named in the notes),
+else the in-training validation loss of older runs; the report says which. A diverged run counts as its
+loss at init (capped), a run that blew up (non-finite) too, since its last validation may predate the blow-up.
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ IN_TRAINING = "final_val_loss"
 
 
 def scored_loss_column(runs: pd.DataFrame) -> str:
-    """``heldout_loss`` when every counted run has it, else ``final_val_loss`` (runs before held-out eval)."""
+    """``heldout_loss`` when any counted run has it (those without are set aside by
+    :func:`~andrea_lab.experiments.compare.stats.set_aside_unscored`, named in the notes), else
+    ``final_val_loss`` (runs from before the held-out evaluation, or all fitted with it off)."""
     counted = runs[runs["status"].isin(stats.COUNTED_STATUSES)]
-    has_heldout = HELDOUT in counted and len(counted) and counted[HELDOUT].notna().all()
+    has_heldout = HELDOUT in counted and len(counted) and counted[HELDOUT].notna().any()
     return HELDOUT if has_heldout else IN_TRAINING
 
 

@@ -25,10 +25,11 @@ from andrea_lab.experiments.compare.stats import COUNTED_STATUSES
 CONFIG_FILE = "config.yaml"
 SUPERSEDED = "superseded"
 #: Keys of a resolved config that never make two fits different variants: the comparison's axes (learning
-#: rate, seeds), where runs are written and how progress is shown, and the run identity itself.
+#: rate, seeds), where runs are written and how progress is shown, whether the held-out evaluation ran (a run
+#: without it is set aside, not a variant of its own), and the run identity itself.
 AXES_AND_PLUMBING = re.compile(
     r"^(seed_everything|model\.lr|data\.seed|ckpt_path|config|print_config|summary\..*|checkpoint\.dirpath"
-    r"|data\.(cache_dir|num_workers)|trainer\.(logger|callbacks|default_root_dir|enable_progress_bar"
+    r"|data\.(cache_dir|num_workers)|heldout\.enabled|trainer\.(logger|callbacks|default_root_dir|enable_progress_bar"
     r"|enable_model_summary|log_every_n_steps|profiler)(\..*)?)$"
 )
 
@@ -80,7 +81,15 @@ def differing_keys(configs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The knobs (not axes or plumbing) whose values are not the same in every config, in a stable order."""
     configs = list(configs)
     keys = sorted({key for config in configs for key in config if not AXES_AND_PLUMBING.match(key)})
-    return [key for key in keys if len({repr(config.get(key)) for config in configs}) > 1]
+    return [key for key in keys if len({_same_value(config.get(key)) for config in configs}) > 1]
+
+
+def _same_value(value: Any) -> str:
+    """A value's identity for "does it differ": a number by its value (``8`` and ``8.0`` from one YAML are one
+    setting), a bool as itself (``True`` is not ``1``), anything else by its repr."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    return repr(value)
 
 
 def name_by_differences(configs: list[Mapping[str, Any]]) -> list[str]:

@@ -27,6 +27,7 @@ from andrea_lab.experiments.compare.config_variants import (
     run_config,
     supersede_repeats,
 )
+from andrea_lab.experiments.compare.stats import set_aside_unscored
 from andrea_lab.files import read_json
 from andrea_lab.fit.stability import probe
 from andrea_lab.inside.lens_loss import lens_columns
@@ -292,12 +293,12 @@ def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
     rows = [load_run(run_dir, root, events) for run_dir in find_runs(root)]
     configs, named = [row.pop(_CONFIG) for row in rows], [row.pop(_NAMED) for row in rows]
     frame = _typed(pd.DataFrame(rows, columns=None if rows else RUN_COLUMNS))
-    return supersede_repeats(name_adhoc_variants(frame, configs, named)) if rows else frame
+    return supersede_repeats(set_aside_unscored(name_adhoc_variants(frame, configs, named))) if rows else frame
 
 
 def read_runs_csv(path: str | Path) -> pd.DataFrame:
     """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns)."""
-    return _typed(pd.read_csv(path, dtype={"divergence_kind": "string", SCALE: "string"}))
+    return set_aside_unscored(_typed(pd.read_csv(path, dtype={"divergence_kind": "string", SCALE: "string"})))
 
 
 def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:

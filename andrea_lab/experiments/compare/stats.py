@@ -164,11 +164,50 @@ def fisher_divergence(diverged_a: int, runs_a: int, diverged_b: int, runs_b: int
 # ====================================================================== from run tables
 
 
+#: The state of a finished run set aside because it has no held-out score while others have one: counting
+#: it by another loss would mix two measurements, counting it at its loss at init would call it diverged.
+NO_HELDOUT_SCORE = "no held-out score"
+
+
+def set_aside_unscored(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with every counted run that lacks a held-out loss (``--heldout.enabled false``, or a run from
+    before the held-out evaluation) marked :data:`NO_HELDOUT_SCORE`, when any other counted run has one: the
+    comparison then scores the held-out loss of the rest and its notes name the runs set aside. A diverged
+    run keeps its state (it counts at its loss at init whatever it measured)."""
+    if "heldout_loss" not in runs:
+        return runs
+    counted = runs["status"].isin(COUNTED_STATUSES)
+    scored = pd.to_numeric(runs["heldout_loss"], errors="coerce").notna()
+    if not (counted & scored).any():
+        return runs
+    unscored = counted & ~scored & (runs["status"] != "diverged")
+    if not unscored.any():
+        return runs
+    runs = runs.copy()
+    runs.loc[unscored, "status"] = NO_HELDOUT_SCORE
+    return runs
+
+
+def _refuse_unscored(counted: pd.DataFrame, loss: pd.Series, loss_column: str) -> None:
+    """A finished run without the scored loss cannot be counted at its loss at init (that is a diverged run's
+    score): name the runs, say what to do."""
+    missing = counted.loc[loss.isna() & (counted["status"] != "diverged")]
+    if missing.empty:
+        return
+    where = "; ".join(str(path) for path in missing["path"]) if "path" in missing else f"{len(missing)} runs"
+    raise ValueError(
+        f"{len(missing)} finished run(s) have no {loss_column.replace('_', ' ')} to score: {where} "
+        "(evaluate them again, e.g. `andrea validate`, or move them out of the directory compared)"
+    )
+
+
 def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     """Counted runs with ``capped``, ``diverged`` and ``trained`` (the loss of a run that did not diverge, NaN
-    for one that did) columns; one row per (variant, lr, seed)."""
+    for one that did) columns; one row per (variant, lr, seed). A finished run without the scored loss is
+    refused, named (:func:`set_aside_unscored` sets aside those a held-out comparison cannot score)."""
     counted = runs[runs["status"].isin(COUNTED_STATUSES)].copy()
     loss = pd.to_numeric(counted[loss_column], errors="coerce").astype(float)
+    _refuse_unscored(counted, loss, loss_column)
     loss = loss.where(counted["divergence_kind"] != NONFINITE_KIND, math.nan)
     counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
     counted["diverged"] = counted["status"] == "diverged"

@@ -194,13 +194,65 @@ def test_older_records_without_heldout_are_scored_on_the_in_training_loss(tmp_pa
     root = tmp_path / "runs"
     for seed in range(2):
         write_run(root, "a", 1e-3, seed, 2.0 + seed)
-    path = root / "toy" / "a" / "lr1e-3-seed1" / "summary.json"
-    data = json.loads(path.read_text())
-    data.update(schema=1, heldout=None)
-    path.write_text(json.dumps(data))
+    for path in root.glob("toy/a/*/summary.json"):
+        data = json.loads(path.read_text())
+        data.update(schema=1, heldout=None)
+        path.write_text(json.dumps(data))
     runs = load_runs(root)
     assert compare.scored_loss_column(runs) == "final_val_loss"
     assert "predate the held-out evaluation" in report.legend("final_val_loss")
+
+
+def _drop_heldout(run_dir: Path) -> None:
+    path = run_dir / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "heldout": None}))
+
+
+def test_a_run_without_a_heldout_score_is_set_aside_and_named_while_the_rest_are_compared(tmp_path, capsys):
+    """One run fitted with ``--heldout.enabled false`` beside scored ones: the comparison still scores the
+    held-out loss (it does not switch every run to another quantity), and the notes name the run set aside."""
+    root = tmp_path / "runs"
+    for seed in range(3):
+        write_run(root, "a", 1e-3, seed, 2.0 + seed / 10, index=0)
+        write_run(root, "b", 1e-3, seed, 2.2 + seed / 10, index=1)
+    _drop_heldout(root / "toy" / "b" / run_version(1e-3, 2))
+    runs = load_runs(root)
+    assert runs.loc[runs["path"].str.endswith(run_version(1e-3, 2)) & (runs["variant"] == "b"), "status"].tolist() == [
+        "no held-out score"
+    ]
+    assert compare.scored_loss_column(runs) == "heldout_loss"
+    out = tmp_path / "out"
+    assert compare_main([str(root), "--out", str(out), "--no-tensorboard"]) == 0
+    text = (
+        (out / "toy" / "comparison.md").read_text() if (out / "toy").is_dir() else (out / "comparison.md").read_text()
+    )
+    assert f"b: left out {run_version(1e-3, 2)} (no held-out score)" in text
+    (b,) = [v for v in compare.build_variants(runs, "a") if v.name == "b"]
+    assert sorted(b.rows["seed"]) == [0, 1] and b.comparison.cross_fitted.n == 2
+
+
+def test_a_finished_run_with_no_score_at_all_is_refused_by_name(tmp_path, capsys):
+    """Neither a held-out nor an in-training loss: counting it at its loss at init would call it diverged."""
+    root = tmp_path / "runs"
+    for seed in range(2):
+        write_run(root, "a", 1e-3, seed, 2.0 + seed)
+    bad = root / "toy" / "a" / run_version(1e-3, 1)
+    for run_dir in root.glob("toy/a/*"):
+        _drop_heldout(run_dir)
+    data = json.loads((bad / "summary.json").read_text())
+    (bad / "summary.json").write_text(json.dumps({**data, "final_val_loss": None}))
+    assert compare_main([str(root), "--out", str(tmp_path / "out"), "--no-tensorboard"]) == 2
+    error = capsys.readouterr().err
+    assert str(bad) in error and "no final val loss to score" in error
+
+
+def test_numbers_written_two_ways_are_one_setting_when_naming_variants():
+    from andrea_lab.experiments.compare.config_variants import name_by_differences
+
+    same = [{"trainer.limit_val_batches": 8}, {"trainer.limit_val_batches": 8.0}]
+    assert name_by_differences(same) == ["", ""]
+    assert name_by_differences([{"x": True}, {"x": 1}]) == ["x=True", "x=1"]
+    assert name_by_differences([{"heldout.enabled": True}, {"heldout.enabled": False}]) == ["", ""]
 
 
 def test_compare_errors_name_the_problem(tmp_path, toy_runs, capsys):
