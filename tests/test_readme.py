@@ -138,7 +138,9 @@ def test_the_readme_commands_work_in_order(tmp_path, text_corpus, monkeypatch):
         done = in_the_readmes_shell(f"{line} {tiny}" if line.startswith("andrea fit") else line, tmp_path)
         assert done.returncode == 0, (line, done.stderr[-3000:])
         if line.startswith("andrea fit"):
-            for step in next_steps(done.stdout + done.stderr):  # what the fit says to run next, as printed
+            closing = done.stdout + done.stderr
+            assert "bits per byte of text" in closing and "sample ('def ' continued" in closing, closing[-2000:]
+            for step in next_steps(closing):  # what the fit says to run next, as printed
                 check = f"command -v {step.split()[0]}" if step.startswith("tensorboard") else step
                 ran = in_the_readmes_shell(check, tmp_path)
                 assert ran.returncode == 0, (step, ran.stderr[-3000:])

@@ -25,6 +25,8 @@ from andrea_lab.experiments.compare.tensorboard_report import EVENT_PREFIX, _rgb
 from andrea_lab.files import write_json_atomic
 from andrea_lab.inside.lens import final_norm_description
 from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, heldout_lens, lens_record, plot_layers
+from andrea_lab.progress import to_stderr
+from andrea_lab.runs.directory import read_record
 
 #: The TensorBoard tag of the text and the image (the lens's own event file, suffix EVENT_SUFFIX).
 TAG = "lens/heldout_loss"
@@ -115,6 +117,14 @@ def write_tensorboard(run_dir: Path, table: str, png: Path, step: int) -> None:
         writer.close()
 
 
+def _recorded_budget(run_dir: Optional[Path]) -> Optional[int]:
+    """The held-out budget the run's own evaluation used (summary.json), for a run whose config left it to
+    be sized to the run: the lens then scores the same windows."""
+    record = None if run_dir is None else read_record(run_dir)
+    budget = None if record is None or record.heldout is None else record.heldout.max_tokens
+    return int(budget) if isinstance(budget, int) and budget > 0 else None
+
+
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], Any]:
     """Score the checkpoint; returns the record, the run directory (or None) and the layers."""
     from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea lens --help`
@@ -129,10 +139,12 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Optional[Path], 
     heldout = settings.get("heldout") or {}
     data = datamodule_for(checkpoint, settings, args.ckpt)
     model = AndreaLM.from_checkpoint(checkpoint, args.ckpt).model.to(torch.device(args.device))
-    max_tokens = args.max_tokens or heldout.get("max_tokens") or DEFAULT_MAX_TOKENS
+    max_tokens = args.max_tokens or heldout.get("max_tokens") or _recorded_budget(run_dir) or DEFAULT_MAX_TOKENS
     seed = heldout.get("seed", 0) if args.seed is None else args.seed
     dataset = data.heldout_dataset(int(max_tokens), int(seed))
-    layers, scored = heldout_lens(model, dataset, args.batch_size or heldout.get("batch_size") or data.batch_size)
+    layers, scored = heldout_lens(
+        model, dataset, args.batch_size or heldout.get("batch_size") or data.batch_size, say=to_stderr
+    )
     record = lens_record(
         layers,
         {**scored, "max_tokens": int(max_tokens)},

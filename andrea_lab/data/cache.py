@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -139,6 +140,7 @@ def load_or_build(
             except CacheCorruptError as problem:
                 warnings.warn(f"tokenized corpus cache {directory} is damaged ({problem}); rebuilding it", stacklevel=2)
                 _discard(directory)
+        _say_building(corpus, tokenizer_spec, directory)
         try:
             tokenize_corpus(corpus, directory, options, settings)
         except (CorpusError, TokenizeError) as problem:  # an unfinished entry that cannot be continued
@@ -151,6 +153,17 @@ def load_or_build(
             tokenize_corpus(corpus, directory, options, settings)
         tokens = verify_entry(directory, key)
     return TokenizedCorpus(tokens, hit=False, seconds=time.perf_counter() - started)
+
+
+def _say_building(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], directory: Path) -> None:
+    """One line before the silent seconds of a first use (training a BPE, encoding every document): what is
+    being done, that it happens once, and where the result is kept."""
+    training = " (training its BPE tokenizer first)" if TokenizerSpec.of(tokenizer_spec).kind == "bpe" else ""
+    print(
+        f"tokenizing {corpus.description}{training}: once for these settings, cached in {directory}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def build_lock(directory: Path) -> FileLock:

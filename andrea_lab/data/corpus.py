@@ -5,6 +5,11 @@ A spec is what a user types after ``--data.corpus``:
 * ``"stdlib"``: the Python standard library's own ``.py`` sources. It is on
   every machine that can run us, needs no download, and is about 11 MB of
   real, varied code on Python 3.11: a good default corpus for a small model.
+* ``"stdlib-code"``: the same without the modules that are generated data
+  tables rather than code (``encodings/``' codec tables, ``pydoc_data/``'s
+  help text): about a fifth of ``stdlib``'s tokens are those tables, which
+  a short fit learns first. The quickstart trains on it so that its sample
+  looks like Python.
 * a text file, a directory (scanned recursively) or a glob pattern;
 * an llm.c token file, i.e. a corpus that is already tokenized;
 * record files: JSONL (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``) or Parquet,
@@ -46,13 +51,18 @@ __all__ = ["Corpus", "CorpusError", "ResolvedCorpus", "TokenCorpus", "read_docum
 #   repetitive (and holds deliberately broken or oddly encoded files);
 # * idlelib: a GUI application, not library code, with its own test tree.
 STDLIB_EXCLUDED_DIRS = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib"})
+#: "stdlib-code" also leaves out the generated data tables: ``encodings/`` (charmap codecs written by
+#: gencodec.py, near-duplicates of each other) and ``pydoc_data/`` (one file of help prose in strings).
+STDLIB_DATA_TABLE_DIRS = frozenset({"encodings", "pydoc_data"})
+#: The named corpora of the standard library and the directories each leaves out.
+STDLIB_CORPORA = {"stdlib": STDLIB_EXCLUDED_DIRS, "stdlib-code": STDLIB_EXCLUDED_DIRS | STDLIB_DATA_TABLE_DIRS}
 
 BINARY_SNIFF_BYTES = 8192
 _READ_CHUNK = 1 << 20
 _GLOB_CHARS = ("*", "?", "[")
 _VALID_SPECS = (
-    "'stdlib', a text file, a directory, a glob pattern, an llm.c token file, JSONL/Parquet record files, "
-    "a Hugging Face datasets directory, or a shard directory"
+    "'stdlib', 'stdlib-code', a text file, a directory, a glob pattern, an llm.c token file, "
+    "JSONL/Parquet record files, a Hugging Face datasets directory, or a shard directory"
 )
 _PREPARE_HINT = "to prepare a shard directory from a JSONL/Parquet corpus run `andrea tokenize CORPUS --out DIR`"
 _FINGERPRINT_EDGE_BYTES = 1 << 20
@@ -172,8 +182,8 @@ def resolve_corpus(spec: str, text_field: str = "text") -> ResolvedCorpus:
 
 
 def _resolve(spec: str) -> ResolvedCorpus:
-    if spec == "stdlib":
-        return _stdlib_corpus()
+    if spec in STDLIB_CORPORA:
+        return _stdlib_corpus(spec)
     expanded = os.path.expanduser(spec)
     path = Path(expanded)
     if path.is_dir():
@@ -194,14 +204,15 @@ def read_document(path: Path) -> str:
         raise CorpusError(f"corpus file {path} is not valid UTF-8 text ({reason})") from None
 
 
-def _stdlib_corpus() -> Corpus:
+def _stdlib_corpus(name: str) -> Corpus:
     root = Path(sysconfig.get_paths()["stdlib"])
+    excluded = STDLIB_CORPORA[name]
     candidates = [
         path
         for path in root.rglob("*.py")
-        if path.is_file() and not STDLIB_EXCLUDED_DIRS.intersection(path.relative_to(root).parts[:-1])
+        if path.is_file() and not excluded.intersection(path.relative_to(root).parts[:-1])
     ]
-    return _text_corpus(candidates, root, f"stdlib ({root})", source="the stdlib")
+    return _text_corpus(candidates, root, f"{name} ({root})", source="the stdlib")
 
 
 def _directory_corpus(directory: Path) -> ResolvedCorpus:

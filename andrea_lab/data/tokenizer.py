@@ -19,9 +19,10 @@ the end-of-text id in a token stream always marks a real document boundary.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Optional, Union
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -124,6 +125,32 @@ def save_tokenizer(tokenizer: Tokenizer, path: PathLike) -> None:
     """Write ``tokenizer.json`` atomically (a reader never sees half of it)."""
     text = tokenizer.to_str(pretty=True)
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def token_byte_lengths(tokenizer: Tokenizer) -> Optional[list[int]]:
+    """How many bytes of text each id stands for, by id (special tokens: 0), for a byte-level tokenizer (the
+    ``bpe`` and ``byte`` ones made here, GPT-2's): each symbol of a byte-level token is one byte. None for a
+    tokenizer whose tokens are not byte-level (a loss per byte is then not defined by its tokens alone)."""
+    if not _decodes_byte_level(tokenizer):
+        return None
+    symbols = set(byte_symbols())
+    special = {added.content for added in tokenizer.get_added_tokens_decoder().values() if added.special}
+    lengths = [0] * tokenizer.get_vocab_size()
+    for token, token_id in tokenizer.get_vocab().items():
+        if token in special:
+            continue
+        if not set(token) <= symbols or token_id >= len(lengths):
+            return None
+        lengths[token_id] = len(token)
+    return lengths
+
+
+def _decodes_byte_level(tokenizer: Tokenizer) -> bool:
+    """Whether the tokenizer's decoder is GPT-2's byte-level one (alone or in a sequence): only then does each
+    symbol of a token stand for one byte."""
+    decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
+    parts = decoder.get("decoders", [decoder]) if decoder.get("type") == "Sequence" else [decoder]
+    return any(part.get("type") == "ByteLevel" for part in parts)
 
 
 def eot_id(tokenizer: Tokenizer) -> int:

@@ -7,7 +7,7 @@ and writes ``validate.json`` into the run the checkpoint belongs to (``<run>/che
 are scored, and why the standard error is taken over documents, is in :mod:`andrea_lab.data.heldout`.
 
 The evaluation can take minutes on a loaded CPU after Lightning's last line, so it prints where it is
-(:class:`Progress`): a line when it starts, about every :data:`PROGRESS_EVERY_S` seconds, and when done.
+(:class:`andrea_lab.progress.Progress`): a line when it starts, about every 10 s, and when done.
 
 Under DDP each rank scores every ``world_size``-th window and the per-document sums are added up
 across ranks, so the result is the same as on one device.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,30 +27,11 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, clustered_mean
+from andrea_lab.data.tokenizer import token_byte_lengths
 from andrea_lab.files import write_json_atomic
+from andrea_lab.progress import Progress
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
-
-#: Seconds between two progress lines of the held-out evaluation.
-PROGRESS_EVERY_S = 10.0
-
-
-class Progress:
-    """Periodic lines for a long loop on rank 0: ``held-out evaluation: 40/120 batches (33 %), 12 s``."""
-
-    def __init__(self, total: int, what: str, every_s: float = PROGRESS_EVERY_S, clock=time.monotonic):
-        self.total, self.what, self.every_s, self.clock = total, what, every_s, clock
-        self.started = self.last = self.clock()
-        rank_zero_info(f"{self.what}: {self.total} batches ...")
-
-    def step(self, done: int) -> None:
-        now = self.clock()
-        if now - self.last >= self.every_s or done == self.total:
-            self.last = now
-            rank_zero_info(
-                f"{self.what}: {done}/{self.total} batches ({100 * done // max(self.total, 1)} %), "
-                f"{now - self.started:.0f} s"
-            )
 
 
 def record_path(ckpt_path: Optional[str]) -> Optional[Path]:
@@ -71,25 +51,27 @@ class HeldOutEvaluation(L.Callback):
     Args:
         enabled: Set false to skip it (summary.json's ``heldout`` is then null).
         max_tokens: Score the whole held-out split when it has at most this many tokens, else a seeded
-            uniform sample of this many tokens' worth of windows.
+            uniform sample of this many tokens' worth of windows. Null (the default): sized to the run, a
+            quarter of the tokens it trained on (about a twelfth of its training compute: a forward pass
+            costs a third of a training step), at least 16,384 and at most 2,097,152 tokens, so a short
+            fit is not dominated by its evaluation. Comparisons set it (experiments/cpu-base.yaml does), so
+            runs of different lengths are scored on the same windows.
         seed: Seeds that sample; keep it fixed so runs are scored on the same windows.
         batch_size: Windows per forward pass; default the data module's batch size.
     """
 
     def __init__(
-        self,
-        enabled: bool = True,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        seed: int = 0,
-        batch_size: Optional[int] = None,
+        self, enabled: bool = True, max_tokens: Optional[int] = None, seed: int = 0, batch_size: Optional[int] = None
     ):
         super().__init__()
-        if max_tokens < 1:
-            raise ValueError(f"heldout.max_tokens must be a positive number of tokens, got {max_tokens!r}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
+            raise ValueError(
+                f"heldout.max_tokens must be a positive number of tokens or null (sized to the run), got {max_tokens!r}"
+            )
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"heldout.batch_size must be positive or null, got {batch_size!r}")
         self.enabled = enabled
-        self.max_tokens = int(max_tokens)
+        self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.seed = int(seed)
         self.batch_size = batch_size
 
@@ -98,17 +80,22 @@ class HeldOutEvaluation(L.Callback):
         datamodule = trainer.datamodule
         if not self.enabled or datamodule is None or not hasattr(datamodule, "heldout_dataset"):
             return None
-        dataset: HeldOutDataset = datamodule.heldout_dataset(self.max_tokens, self.seed)
+        budget = self.max_tokens if self.max_tokens is not None else sized_to_run(trainer, datamodule)
+        dataset: HeldOutDataset = datamodule.heldout_dataset(budget, self.seed)
         plan = dataset.plan
         batch_size = self.batch_size or getattr(datamodule, "batch_size", 16)
         device = pl_module.device
         sums = torch.zeros(plan.unit_count, dtype=torch.float64, device=device)
         counts = torch.zeros(plan.unit_count, dtype=torch.float64, device=device)
+        byte_lengths = _byte_lengths(datamodule, device)
+        text_bytes = torch.zeros((), dtype=torch.float64, device=device)
         mine = list(range(trainer.global_rank, len(dataset), trainer.world_size))
         model = getattr(pl_module, "model", pl_module)
         was_training = model.training
         model.eval()
-        progress = Progress(math.ceil(len(mine) / batch_size), f"held-out evaluation of {len(dataset)} windows")
+        progress = Progress(
+            math.ceil(len(mine) / batch_size), f"held-out evaluation of {len(dataset)} windows", say=rank_zero_info
+        )
         try:
             with torch.inference_mode(), trainer.precision_plugin.forward_context():
                 for batch, first in enumerate(range(0, len(mine), batch_size), start=1):
@@ -120,13 +107,17 @@ class HeldOutEvaluation(L.Callback):
                     losses = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")
                     sums.index_add_(0, units.flatten(), losses.double())
                     counts.index_add_(0, units.flatten(), torch.ones_like(losses, dtype=torch.float64))
+                    if byte_lengths is not None:
+                        text_bytes += byte_lengths[y.flatten()].sum()
                     progress.step(batch)
         finally:
             model.train(was_training)
         if trainer.world_size > 1:
             sums = trainer.strategy.reduce(sums, reduce_op="sum")
             counts = trainer.strategy.reduce(counts, reduce_op="sum")
+            text_bytes = trainer.strategy.reduce(text_bytes, reduce_op="sum")
         loss, se = clustered_mean(sums.cpu().numpy(), counts.cpu().numpy())
+        scored_bytes = int(text_bytes.item()) if byte_lengths is not None else None
         return HeldOut(
             loss=finite_or_none(loss),
             se=finite_or_none(se),
@@ -137,6 +128,9 @@ class HeldOutEvaluation(L.Callback):
             sampled=plan.sampled,
             se_unit=plan.se_unit,
             seed=self.seed,
+            bytes=scored_bytes,
+            bits_per_byte=_bits_per_byte(float(sums.sum().item()), scored_bytes),
+            max_tokens=int(budget),
         )
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -161,6 +155,42 @@ class HeldOutEvaluation(L.Callback):
             return
         write_json_atomic(path, record)
         rank_zero_info(f"held-out loss {format_heldout(heldout)}; record: {path}")
+
+
+#: The bounds of a held-out budget sized to the run (``heldout.max_tokens: null``).
+SIZED_MIN_TOKENS = 16_384
+SIZED_SHARE = 4  # a quarter of the tokens trained on
+
+
+def sized_to_run(trainer: L.Trainer, datamodule: Any) -> int:
+    """The held-out budget of a run without ``heldout.max_tokens``: a quarter of the tokens its optimizer
+    steps consumed (all ranks, gradient accumulation included), between :data:`SIZED_MIN_TOKENS` and
+    :data:`DEFAULT_MAX_TOKENS`."""
+    per_step = (
+        int(getattr(datamodule, "batch_size", 1))
+        * int(getattr(datamodule, "block_size", 1))
+        * int(trainer.accumulate_grad_batches)
+        * int(trainer.world_size)
+    )
+    return max(SIZED_MIN_TOKENS, min(DEFAULT_MAX_TOKENS, int(trainer.global_step) * per_step // SIZED_SHARE))
+
+
+def _byte_lengths(datamodule: Any, device: torch.device) -> Optional[torch.Tensor]:
+    """Bytes of text per token id (:func:`andrea_lab.data.tokenizer.token_byte_lengths`), None where the data
+    has no byte-level tokenizer."""
+    try:
+        tokenizer = getattr(datamodule, "tokenizer", None)
+    except RuntimeError:  # not known yet (a data module that was never set up)
+        return None
+    lengths = None if tokenizer is None else token_byte_lengths(tokenizer)
+    return None if lengths is None else torch.tensor(lengths, dtype=torch.float64, device=device)
+
+
+def _bits_per_byte(total_nats: float, text_bytes: Optional[int]) -> Optional[float]:
+    """The loss per byte of text in bits: every token's nats over the bytes they stand for, / ln 2."""
+    if not text_bytes:
+        return None
+    return finite_or_none(total_nats / text_bytes / math.log(2))
 
 
 def format_heldout(heldout: Optional[HeldOut]) -> str:

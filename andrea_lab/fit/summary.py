@@ -23,6 +23,7 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab.fit.closing_sample import PROMPT, TEMPERATURE, closing_sample
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
 from andrea_lab.fit.stability.events import DivergenceDetector
@@ -264,7 +265,8 @@ class RunSummary(L.Callback):
         self.path = write_record(log_dir, summary)
         if self.hparams and not self._hparams_logged:
             self._log_hparams(trainer, summary, trial_name(log_dir, self.suite))
-        rank_zero_info(closing_lines(summary, Path(log_dir), self.path, suite=self.suite))
+        sample = None if self.suite or summary.status != "finished" else _sample_of(trainer, pl_module)
+        rank_zero_info(closing_lines(summary, Path(log_dir), self.path, suite=self.suite, sample=sample))
 
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
@@ -280,11 +282,26 @@ class RunSummary(L.Callback):
         self._hparams_logged = True
 
 
-def closing_lines(record: RunRecord, run_dir: Path, path: Path, suite: Optional[str] = None) -> str:
-    """What a fit prints last: where it is, how it ended, what to run next (for a sweep's run, the next
-    steps look at the whole suite, ``<suite>/<variant>/<run>``, not one variant's directory)."""
+def _sample_of(trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[str]:
+    """The closing sample of a plain fit's model (:mod:`andrea_lab.fit.closing_sample`), None without a
+    tokenizer."""
+    try:
+        tokenizer = getattr(trainer.datamodule, "tokenizer", None)
+    except RuntimeError:  # a data module that never learned its tokenizer
+        return None
+    return closing_sample(getattr(pl_module, "model", pl_module), tokenizer)
+
+
+def closing_lines(
+    record: RunRecord, run_dir: Path, path: Path, suite: Optional[str] = None, sample: Optional[str] = None
+) -> str:
+    """What a fit prints last: where it is, how it ended, a few lines its model writes, what to run next (for
+    a sweep's run, the next steps look at the whole suite, ``<suite>/<variant>/<run>``, not one variant's
+    directory)."""
     if record.heldout is not None and record.heldout.loss is not None:
         loss = f"held-out loss {format_heldout(record.heldout)}"
+        if record.heldout.bits_per_byte is not None:
+            loss += f" = {record.heldout.bits_per_byte:.3f} bits per byte of text"
     else:
         final = "n/a" if record.final_val_loss is None else f"{record.final_val_loss:.3f}"
         loss = f"final val loss {final} (no held-out evaluation)"
@@ -293,12 +310,11 @@ def closing_lines(record: RunRecord, run_dir: Path, path: Path, suite: Optional[
         status += f" ({record.divergence_kind} at step {record.divergence_step})"
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     runs = run_dir.parent.parent if suite else run_dir.parent
-    lines = [
-        f"run: {run_dir}",
-        f"status: {status} after {record.steps} steps; {loss}",
-        f"record: {path}",
-        f"next: tensorboard --logdir {runs}",
-    ]
+    lines = [f"run: {run_dir}", f"status: {status} after {record.steps} steps; {loss}", f"record: {path}"]
+    if sample:
+        lines.append(f"sample ({PROMPT!r} continued; seeded, temperature {TEMPERATURE}):")
+        lines.extend(f"    | {line}" for line in sample.splitlines())
+    lines.append(f"next: tensorboard --logdir {runs}")
     if checkpoint.is_file():
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
     lines.append(f"      andrea compare {runs}")

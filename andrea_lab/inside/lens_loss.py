@@ -12,9 +12,10 @@ reads :data:`BLOCKS_TO_FINAL` from it (:func:`lens_columns`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,7 @@ from andrea_lab.data.heldout import HeldOutDataset, clustered_mean
 from andrea_lab.files import read_json
 from andrea_lab.inside.lens import EMBED, decode
 from andrea_lab.model.transformer import SUBLAYER_KINDS, Andrea
+from andrea_lab.progress import Progress
 from andrea_lab.runs.directory import finite_or_none
 
 #: The sibling of ``summary.json`` that holds the per-block held-out loss.
@@ -66,9 +68,12 @@ class LayerLoss:
 
 
 @torch.no_grad()
-def heldout_lens(model: Andrea, dataset: HeldOutDataset, batch_size: int = 16) -> tuple[list[LayerLoss], dict]:
+def heldout_lens(
+    model: Andrea, dataset: HeldOutDataset, batch_size: int = 16, say: Optional[Callable[[str], None]] = None
+) -> tuple[list[LayerLoss], dict]:
     """Every depth's lens loss over the held-out windows of ``dataset``, and what was scored (tokens,
-    documents, windows, the sample's seed), in eval mode (restored after)."""
+    documents, windows, the sample's seed), in eval mode (restored after). ``say`` gets a progress line
+    every 10 s (minutes on a big split): none when it is None."""
     plan = dataset.plan
     device = next(model.parameters()).device
     depths = model.config.n_layer + 1
@@ -76,8 +81,11 @@ def heldout_lens(model: Andrea, dataset: HeldOutDataset, batch_size: int = 16) -
     counts = torch.zeros(plan.unit_count, dtype=torch.float64, device=device)
     was_training = model.training
     model.eval()
+    progress = None
+    if say is not None:
+        progress = Progress(math.ceil(len(dataset) / batch_size), f"lens over {len(dataset)} held-out windows", say=say)
     try:
-        for first in range(0, len(dataset), batch_size):
+        for batch, first in enumerate(range(0, len(dataset), batch_size), start=1):
             x, y, units = (
                 torch.stack(parts).to(device)
                 for parts in zip(*(dataset[i] for i in range(first, min(first + batch_size, len(dataset)))))
@@ -85,6 +93,8 @@ def heldout_lens(model: Andrea, dataset: HeldOutDataset, batch_size: int = 16) -
             losses = lens_losses(model, x, y).double().flatten(1)  # (depths, B·T)
             sums.index_add_(1, units.flatten(), losses)
             counts.index_add_(0, units.flatten(), torch.ones_like(losses[0]))
+            if progress is not None:
+                progress.step(batch)
     finally:
         model.train(was_training)
     labels = [EMBED] + [f"block {i}" for i in range(depths - 1)]

@@ -92,7 +92,9 @@ class HeldOut:
     ``se`` is the standard error of ``loss`` with documents as the unit (windows of one document are
     correlated), or with contiguous blocks of the stream where the corpus has no document boundaries
     (``se_unit``). ``sampled`` says whether the windows are a seeded sample of the held-out split
-    (``tokens`` of ``split_tokens``) or the whole of it."""
+    (``tokens`` of ``split_tokens``) or the whole of it. ``bytes`` is the text those tokens stand for and
+    ``bits_per_byte`` the same loss per byte of text (comparable across tokenizers and vocabularies); both
+    None where the tokenizer is not byte-level, and in records from before they were kept."""
 
     loss: Optional[float]
     se: Optional[float]
@@ -103,6 +105,9 @@ class HeldOut:
     sampled: bool
     se_unit: str
     seed: int
+    bytes: Optional[int] = None
+    bits_per_byte: Optional[float] = None
+    max_tokens: Optional[int] = None  # the budget the windows were planned with (sized to the run if not set)
 
 
 @dataclass(frozen=True)

@@ -62,3 +62,23 @@ def test_a_checkpoint_outside_a_run_directory_gets_a_sibling_json(trained_micro_
     assert "within 0.1 nat of the final loss after" in out and "| embed |" in out
     record = json.loads((tmp_path / "alone.ckpt.lens.json").read_text())
     assert record["heldout"]["max_tokens"] == 256 and record["heldout"]["tokens"] == 256
+
+
+def test_a_run_sized_to_its_length_is_lensed_on_its_own_windows_with_progress(trained_micro_run, tmp_path, capsys):
+    """``heldout.max_tokens: null`` (sized to the run): the lens reads the budget the run recorded, so it
+    scores the same windows; and it says how far it is while it runs."""
+    import yaml
+
+    run = tmp_path / "version_0"
+    shutil.copytree(trained_micro_run, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["heldout"]["max_tokens"] = None
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    capsys.readouterr()
+    assert main(["lens", "--ckpt", str(run / "checkpoints" / "last.ckpt")]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    record = json.loads((run / LENS_FILE).read_text())
+    assert summary["heldout"]["max_tokens"] == 4096 and record["heldout"]["tokens"] == summary["heldout"]["tokens"]
+    assert record["layers"][-1]["loss"] == pytest.approx(summary["heldout"]["loss"], abs=1e-4)
+    err = capsys.readouterr().err
+    assert "lens over " in err and "batches (100 %)" in err

@@ -103,6 +103,16 @@ def test_second_build_is_a_hit_without_training(generated_corpus: Path, tmp_path
     assert second.manifest == first.manifest
 
 
+def test_a_first_build_says_what_it_does_and_a_hit_says_nothing(generated_corpus: Path, tmp_path: Path, capsys):
+    """The seconds of training a BPE and encoding the corpus are not silent; a cached corpus starts at once."""
+    first = _build(generated_corpus, tmp_path / "cache")
+    said = capsys.readouterr().err
+    assert said.startswith("tokenizing ") and "training its BPE tokenizer first" in said
+    assert str(first.directory) in said and "once for these settings" in said
+    _build(generated_corpus, tmp_path / "cache")
+    assert "tokenizing" not in capsys.readouterr().err
+
+
 def test_settings_that_change_the_result_change_the_key(generated_corpus: Path, tmp_path: Path) -> None:
     base = _build(generated_corpus, tmp_path / "cache").directory
     assert _build(generated_corpus, tmp_path / "cache", vocab_size=VOCAB + 1).directory != base

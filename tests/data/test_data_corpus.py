@@ -29,6 +29,15 @@ def test_stdlib_finds_the_library_sources_without_tests_or_site_packages() -> No
     assert isinstance(corpus, Corpus) and "stdlib" in corpus.description
 
 
+def test_stdlib_code_is_stdlib_without_its_generated_data_tables() -> None:
+    """The quickstart's corpus: the codec tables and pydoc's help text left out, every other file kept."""
+    everything, code = resolve_corpus("stdlib").relative_names(), resolve_corpus("stdlib-code").relative_names()
+    left_out = set(everything) - set(code)
+    assert set(code) <= set(everything) and "encodings/cp1252.py" in left_out and "pydoc_data/topics.py" in left_out
+    assert {name.split("/")[0] for name in left_out} == {"encodings", "pydoc_data"}
+    assert "stdlib-code" in resolve_corpus("stdlib-code").description
+
+
 def test_single_text_file(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("héllo\n", encoding="utf-8")

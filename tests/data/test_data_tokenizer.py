@@ -18,6 +18,7 @@ from andrea_lab.data.tokenizer import (
     eot_id,
     load_tokenizer,
     save_tokenizer,
+    token_byte_lengths,
     tokenizer_from_json,
     train_bpe_tokenizer,
 )
@@ -33,6 +34,21 @@ BPE_VOCAB = 330
 @pytest.fixture(scope="module")
 def bpe() -> Tokenizer:
     return train_bpe_tokenizer(TRAIN_TEXT, BPE_VOCAB)
+
+
+def test_byte_lengths_count_the_text_each_id_stands_for(bpe: Tokenizer) -> None:
+    """What bits per byte divides by: the bytes of the encoded text, exactly, special tokens none."""
+    for tokenizer in (bpe, byte_tokenizer()):
+        lengths = token_byte_lengths(tokenizer)
+        assert lengths[eot_id(tokenizer)] == 0
+        for text in TRAIN_TEXT:
+            ids = tokenizer.encode(text + END_OF_TEXT).ids
+            assert sum(lengths[i] for i in ids) == len(text.encode("utf-8")) + len(END_OF_TEXT)  # literal text
+
+
+def test_a_tokenizer_that_is_not_byte_level_has_no_byte_lengths() -> None:
+    word_level = Tokenizer(models.WordLevel({"hello": 0, "<|endoftext|>": 1}, unk_token="<|endoftext|>"))
+    assert token_byte_lengths(word_level) is None
 
 
 def test_byte_tokenizer_has_257_ids_mapping_bytes_to_themselves() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-from andrea_lab.fit.heldout import Progress, record_path
+from andrea_lab.fit.heldout import record_path
+from andrea_lab.progress import Progress
 
 
 def test_the_record_goes_into_the_checkpoints_run_or_beside_a_loose_checkpoint():
@@ -16,15 +16,23 @@ def test_the_record_goes_into_the_checkpoints_run_or_beside_a_loose_checkpoint()
     assert record_path(None) is None
 
 
-def test_progress_prints_at_the_start_every_interval_and_at_the_end(caplog):
-    times = iter([0.0, 3.0, 11.0, 12.0, 25.0])
-    with caplog.at_level(logging.INFO):
-        progress = Progress(4, "held-out evaluation of 64 windows", every_s=10.0, clock=lambda: next(times))
-        for batch in range(1, 5):
-            progress.step(batch)
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("held-out")]
+def test_progress_prints_at_the_start_every_interval_and_at_the_end():
+    times, lines = iter([0.0, 3.0, 11.0, 12.0, 25.0]), []
+    progress = Progress(
+        4, "held-out evaluation of 64 windows", every_s=10.0, clock=lambda: next(times), say=lines.append
+    )
+    for batch in range(1, 5):
+        progress.step(batch)
     assert lines == [
         "held-out evaluation of 64 windows: 4 batches ...",
         "held-out evaluation of 64 windows: 2/4 batches (50 %), 11 s",
         "held-out evaluation of 64 windows: 4/4 batches (100 %), 25 s",
+    ]
+
+
+def test_progress_goes_to_stderr_by_default(capsys):
+    Progress(2, "lens over 20 held-out windows").step(2)
+    assert capsys.readouterr().err.splitlines() == [
+        "lens over 20 held-out windows: 2 batches ...",
+        "lens over 20 held-out windows: 2/2 batches (100 %), 0 s",
     ]

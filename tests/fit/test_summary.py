@@ -142,6 +142,39 @@ def test_summary_records_the_heldout_loss_and_what_the_run_depends_on(cli_run, t
     assert summary["versions"]["torch"] == torch.__version__ and summary["versions"]["andrea-lab"]
     assert summary["training"]["warmup_steps"] == 5 and summary["training"]["lr"] == 3e-3
     assert summary["grad_norm_max_after_warmup"] <= summary["grad_norm_max"]
+    # the byte tokenizer: every scored token is one byte of text, so bits per byte is the loss over ln 2
+    assert heldout["bytes"] == heldout["tokens"] and heldout["max_tokens"] == 1024
+    assert heldout["bits_per_byte"] == pytest.approx(heldout["loss"] / math.log(2), rel=1e-9)
+
+
+def test_closing_lines_show_bits_per_byte_and_the_sample_before_the_next_steps(tmp_path):
+    from andrea_lab.fit.summary import closing_lines
+    from andrea_lab.runs.directory import HeldOut, RunRecord
+
+    heldout = HeldOut(4.2, 0.1, 1000, 9, 20, 5000, True, "documents", 0, bytes=3900, bits_per_byte=1.553)
+    record = RunRecord(status="finished", initial_val_loss=9.0, steps=600, heldout=heldout)
+    text = closing_lines(record, tmp_path / "v0", tmp_path / "v0" / "summary.json", sample="def f(x):\n    return x")
+    lines = text.splitlines()
+    assert "held-out loss 4.200 ± 0.100" in lines[1] and lines[1].endswith("= 1.553 bits per byte of text")
+    assert lines[3].startswith("sample ('def ' continued") and lines[4:6] == ["    | def f(x):", "    |     return x"]
+    assert lines[6].startswith("next: ")
+    assert "sample" not in closing_lines(record, tmp_path / "v0", tmp_path / "v0" / "summary.json")
+
+
+def test_a_heldout_budget_left_unset_is_sized_to_the_run():
+    from types import SimpleNamespace
+
+    from andrea_lab.fit.heldout import sized_to_run
+
+    data = SimpleNamespace(batch_size=16, block_size=128)
+
+    def trainer(steps, accumulate=1, world=1):
+        return SimpleNamespace(global_step=steps, accumulate_grad_batches=accumulate, world_size=world)
+
+    assert sized_to_run(trainer(600), data) == 600 * 16 * 128 // 4
+    assert sized_to_run(trainer(300, accumulate=2), data) == sized_to_run(trainer(150, world=4), data) == 600 * 512
+    assert sized_to_run(trainer(2), data) == 16_384  # a short fit is not dominated by its evaluation
+    assert sized_to_run(trainer(10**6), data) == 2_097_152
 
 
 @pytest.mark.slow
