@@ -6,6 +6,7 @@ here, so that a crash at step 1 (bf16-mixed + clipping + the fused AdamW did tha
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,42 @@ from andrea_lab.model.config import preset
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 FLAGSHIP = EXPERIMENTS / "andrea-120m.yaml"
-FIT_CONFIGS = sorted(p for p in EXPERIMENTS.glob("*.yaml"))
-SCALE_CONFIGS = sorted((EXPERIMENTS / "scale").glob("*.yaml"))
-SUITES = sorted((EXPERIMENTS / "suites").rglob("*.yaml"))
+
+
+def shipped(folder: Path, pattern: str) -> list[Path]:
+    """The project's own YAMLs under ``folder``: in a git checkout the tracked ones (a user's own suite or
+    config beside them is theirs to test, and must not make the test command fail), else every match."""
+    matches = sorted(folder.glob(pattern))
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--full-name", "."], cwd=folder, capture_output=True, check=True, timeout=60
+        ).stdout
+        root = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, check=True, text=True, timeout=60
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout (an unpacked sdist)
+        return matches
+    tracked = {(Path(root) / name).resolve() for name in listed.decode().split("\0") if name}
+    return [path for path in matches if path.resolve() in tracked] if tracked else matches
+
+
+FIT_CONFIGS = shipped(EXPERIMENTS, "*.yaml")
+SCALE_CONFIGS = shipped(EXPERIMENTS / "scale", "*.yaml")
+SUITES = shipped(EXPERIMENTS / "suites", "**/*.yaml")
+
+
+def test_only_the_projects_own_yamls_are_stepped_not_a_users_beside_them(tmp_path):
+    suites = tmp_path / "experiments" / "suites"
+    suites.mkdir(parents=True)
+    (suites / "shipped.yaml").write_text("name: shipped\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    (suites / "mine.yaml").write_text("name: mine\n")  # a user's own, not part of the project
+    assert shipped(suites, "**/*.yaml") == [suites / "shipped.yaml"]
+    assert shipped(tmp_path / "nowhere", "*.yaml") == []
+
 
 #: What makes any of them one CPU step of a micro model; everything else (precision, clipping,
 #: accumulation, strategy, the variant's overrides) stays as the YAML says.

@@ -119,6 +119,13 @@ def main(argv: list[str]) -> int:
         return _error(f"no runs under {source} (a run directory holds TensorBoard event files or summary.json)")
     suite: Optional[Suite] = None
     suite_file = Path(args.suite) if args.suite else recorded_suite(runs)
+    if not args.suite and suite_file is not None and not suite_file.exists():
+        print(
+            f"note: the suite file {suite_file} that the sweep recorded is gone (moved or renamed?): comparing "
+            "without its reference and claims; pass --suite PATH to use them",
+            file=sys.stderr,
+        )
+        suite_file = None
     try:
         suite = load_suite(suite_file) if suite_file is not None else None
     except SuiteError as exc:

@@ -7,10 +7,12 @@ through a TensorBoard logger, with a checkpoint callback whose arguments are con
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback, Trainer
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
@@ -19,6 +21,7 @@ from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
 from andrea_lab.files import check_output_dir
 from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
+from andrea_lab.fit.cpu_cost import cpu_step_note
 from andrea_lab.fit.heldout import HeldOutEvaluation
 from andrea_lab.fit.loggers import check_run_name
 from andrea_lab.fit.module import AndreaLM
@@ -160,9 +163,22 @@ class AndreaCLI(LightningCLI):
     def before_fit(self) -> None:
         """Claim the run directory before the first file is written (andrea_lab.runs.claim): never an
         existing run unless this fit resumes it, never through a symbolic link, one fit at a time."""
+        self._say_cpu_cost()
         if self.trainer.logger is None or not self.trainer.is_global_zero:
             return
         self._run_lock = claim_run_directory(self.trainer.log_dir, self.config["fit"].get("ckpt_path"))
+
+    def _say_cpu_cost(self) -> None:
+        """The fit is on the CPU and its step costs seconds by the FLOP count: say so before it starts
+        (andrea_lab.fit.cpu_cost)."""
+        trainer, data = self.trainer, self.datamodule
+        if not isinstance(trainer.accelerator, CPUAccelerator) or not trainer.is_global_zero:
+            return
+        tokens = data.batch_size * data.block_size * trainer.accumulate_grad_batches * trainer.world_size
+        parameters = sum(p.numel() for p in self.model.parameters())
+        note = cpu_step_note(parameters, tokens, trainer.max_steps)
+        if note:
+            print(note, file=sys.stderr, flush=True)
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """``validate`` and ``test`` score a checkpoint; they start no run: no logger (a new ``version_N``

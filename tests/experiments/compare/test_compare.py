@@ -246,6 +246,17 @@ def test_a_finished_run_with_no_score_at_all_is_refused_by_name(tmp_path, capsys
     assert str(bad) in error and "no final val loss to score" in error
 
 
+def test_a_suite_file_moved_after_its_sweep_does_not_stop_the_comparison(tmp_path, capsys):
+    root = tmp_path / "runs"
+    for seed in range(2):
+        run_dir = write_run(root, "a", 1e-3, seed, 2.0 + seed / 10)
+        marker = json.loads((run_dir / START_MARKER).read_text())
+        (run_dir / START_MARKER).write_text(json.dumps({**marker, "suite_file": str(tmp_path / "moved.yaml")}))
+    assert compare_main([str(root), "--out", str(tmp_path / "out"), "--no-tensorboard"]) == 0
+    err = capsys.readouterr().err
+    assert f"the suite file {tmp_path / 'moved.yaml'} that the sweep recorded is gone" in err and "--suite" in err
+
+
 def test_numbers_written_two_ways_are_one_setting_when_naming_variants():
     from andrea_lab.experiments.compare.config_variants import name_by_differences
 
