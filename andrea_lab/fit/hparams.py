@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
+from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import lightning as L
@@ -202,16 +203,44 @@ def log_run_hparams(
     hparams = {**hparams, SCALE: hparam_value(sweep_scale(trainer))}
     for logger in trainer.loggers:
         if isinstance(logger, TensorBoardLogger):
-            logger.log_metrics(dict(metrics), step=step)
-            # SummaryWriter has no public call for a raw Summary; Lightning's log_hyperparams uses the same.
-            writer = logger.experiment._get_file_writer()
-            for summary in session_summaries(hparams, status, trial):
-                writer.add_summary(summary, step)
+            write_summary_events(Path(logger.log_dir), hparams, metrics, status, step, trial)
+            continue
         elif _takes_metrics(logger):
             logger.log_hyperparams(dict(hparams), metrics=dict(metrics), step=step)
         else:
             continue
         logger.save()
+
+
+#: The event file that holds a run's one-point results and HParams session (``events.out.tfevents.*.summary``).
+SUMMARY_EVENTS_SUFFIX = ".summary"
+
+
+def write_summary_events(
+    run_dir: Path,
+    hparams: Mapping[str, Scalar],
+    metrics: Mapping[str, float],
+    status: str,
+    step: int,
+    trial: Optional[str] = None,
+) -> Path:
+    """The run's results and HParams session in an event file of their own, replacing the one an earlier
+    segment of the run wrote: a run interrupted and resumed shows its results once, and the status it ended
+    with (TensorBoard keeps the first session it reads, and every point of every file)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for earlier in run_dir.glob(f"events.out.tfevents.*{SUMMARY_EVENTS_SUFFIX}"):
+        earlier.unlink()
+    writer = SummaryWriter(str(run_dir), filename_suffix=SUMMARY_EVENTS_SUFFIX)
+    try:
+        for name, value in metrics.items():
+            writer.add_scalar(name, value, step)
+        # SummaryWriter has no public call for a raw Summary; Lightning's log_hyperparams uses the same.
+        for summary in session_summaries(hparams, status, trial):
+            writer._get_file_writer().add_summary(summary, step)
+    finally:
+        writer.close()
+    return Path(writer.get_logdir())
 
 
 def sweep_scale(trainer: L.Trainer) -> Optional[str]:

@@ -143,3 +143,22 @@ def test_trial_names_say_which_run_it_is():
     assert trial_name("/abs/runs/quickstart/version_3", suite=None) == "quickstart/version_3"
     assert trial_name("runs/depth/d128/pre/lr1e-3-seed0", suite="depth") == "depth/d128/pre/lr1e-3-seed0"
     assert trial_name("runs/np/np/lr1e-3-seed0", suite="np") == "np/np/lr1e-3-seed0", "a variant named as its suite"
+
+
+def test_a_resumed_run_shows_its_results_once_and_the_status_it_ended_with(tmp_path):
+    """The interrupted segment wrote its results and an "interrupted" session; the resumed fit's summary
+    replaces them: TensorBoard would otherwise draw every result twice and keep the first session it read."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from andrea_lab.fit.hparams import write_summary_events
+
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")  # the run's own curves are not touched
+    write_summary_events(tmp_path, {"model.lr": 3e-3}, {"heldout/loss": 5.0}, "interrupted", 3, "q/version_0")
+    write_summary_events(tmp_path, {"model.lr": 3e-3}, {"heldout/loss": 4.0}, "finished", 6, "q/version_0")
+    assert len(list(tmp_path.glob("events.out.tfevents.*.summary"))) == 1
+    assert (tmp_path / "events.out.tfevents.1.host").exists()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert [(s.step, s.value) for s in events.Scalars("heldout/loss")] == [(6, 4.0)]
+    content = events.SummaryMetadata(metadata.SESSION_END_INFO_TAG).plugin_data.content
+    assert metadata.parse_session_end_info_plugin_data(content).status == api_pb2.STATUS_SUCCESS
