@@ -231,7 +231,7 @@ def test_resuming_a_finished_run_says_so_and_leaves_every_byte_of_it(more, workd
 @pytest.mark.parametrize(
     "override, named",
     [
-        (["--model.lr", "5"], "model.lr (checkpoint 0.002, now 5.0)"),
+        (["--model.lr", "5"], "model.lr (checkpoint 0.003, now 5.0)"),
         (["--model.config.dropout", "0.5"], "model.config.dropout"),
         (["--data.corpus", "other.txt"], "data.corpus"),
     ],

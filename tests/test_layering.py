@@ -21,7 +21,7 @@ from import_graph import PACKAGE, Import, all_imports, module_names
 
 #: Lowest first. Each entry of andrea_lab/ (module or package) in exactly one layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("utilities", {"errors", "files", "safe_yaml", "progress", "_moved"}),
+    ("utilities", {"errors", "files", "safe_yaml", "_moved"}),
     ("data", {"data"}),
     ("model", {"model"}),
     ("plugin front door", {"plugin"}),

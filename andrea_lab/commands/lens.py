@@ -20,12 +20,12 @@ from typing import Any, Optional
 import torch
 
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS
+from andrea_lab.data.progress import to_stderr
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.tensorboard_report import EVENT_PREFIX, _rgb
 from andrea_lab.files import write_json_atomic
 from andrea_lab.inside.lens import final_norm_description
 from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, heldout_lens, lens_record, plot_layers
-from andrea_lab.progress import to_stderr
 from andrea_lab.runs.directory import read_record
 
 #: The TensorBoard tag of the text and the image (the lens's own event file, suffix EVENT_SUFFIX).

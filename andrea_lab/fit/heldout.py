@@ -7,7 +7,7 @@ and writes ``validate.json`` into the run the checkpoint belongs to (``<run>/che
 are scored, and why the standard error is taken over documents, is in :mod:`andrea_lab.data.heldout`.
 
 The evaluation can take minutes on a loaded CPU after Lightning's last line, so it prints where it is
-(:class:`andrea_lab.progress.Progress`): a line when it starts, about every 10 s, and when done.
+(:class:`andrea_lab.data.progress.Progress`): a line when it starts, about every 10 s, and when done.
 
 Under DDP each rank scores every ``world_size``-th window and the per-document sums are added up
 across ranks, so the result is the same as on one device.
@@ -27,9 +27,9 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, clustered_mean
+from andrea_lab.data.progress import Progress
 from andrea_lab.data.tokenizer import token_byte_lengths
 from andrea_lab.files import write_json_atomic
-from andrea_lab.progress import Progress
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
 

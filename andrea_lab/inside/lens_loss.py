@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from andrea_lab.data.heldout import HeldOutDataset, clustered_mean
+from andrea_lab.data.progress import Progress
 from andrea_lab.files import read_json
 from andrea_lab.inside.lens import EMBED, decode
 from andrea_lab.model.transformer import SUBLAYER_KINDS, Andrea
-from andrea_lab.progress import Progress
 from andrea_lab.runs.directory import finite_or_none
 
 #: The sibling of ``summary.json`` that holds the per-block held-out loss.

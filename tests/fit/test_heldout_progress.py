@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from andrea_lab.data.progress import Progress
 from andrea_lab.fit.heldout import record_path
-from andrea_lab.progress import Progress
 
 
 def test_the_record_goes_into_the_checkpoints_run_or_beside_a_loose_checkpoint():

@@ -1,6 +1,6 @@
-"""Periodic progress lines for a long loop (the held-out evaluation, the logit lens): a line when it starts,
-then one every 10 s and one at the end, so minutes of work are never silent. Plain Python: the lens and
-compare import it without Lightning."""
+"""Periodic progress lines for a long loop over held-out windows (the held-out evaluation, the logit lens):
+a line when it starts, then one every 10 s and one at the end, so minutes of work are never silent. Plain
+Python: the lens and compare import it without Lightning."""
 
 from __future__ import annotations
 
