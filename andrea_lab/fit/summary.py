@@ -271,7 +271,7 @@ class RunSummary(L.Callback):
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
         # The flags' last points agree with the record, also when the end-of-fit check decided a divergence;
-        # all three tags of a flag's margin chart get the point (the chart needs them at the same steps).
+        # both tags of a flag's chart get the point (the flag and its scale, at the same steps).
         metrics = {
             **run_metrics(summary),
             tags.DIVERGED: float(summary.diverged),
@@ -314,7 +314,9 @@ def closing_lines(
     if sample:
         lines.append(f"sample ({PROMPT!r} continued; seeded, temperature {TEMPERATURE}):")
         lines.extend(f"    | {line}" for line in sample.splitlines())
-    lines.append(f"next: tensorboard --logdir {runs}")
+    lines.append(
+        f"next: tensorboard --logdir {runs}  # tabs CUSTOM SCALARS (the loss curves first), HPARAMS (a row per run)"
+    )
     if checkpoint.is_file():
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
     lines.append(f"      andrea compare {runs}")

@@ -24,7 +24,7 @@ LOSS_EMA = "stability/loss_ema"
 SPIKES = "stability/spikes"
 NONFINITE = "stability/nonfinite"
 DIVERGED = "stability/diverged"
-#: A constant 1 beside the 0/1 flags: the upper edge of their custom-scalars margin charts, which holds the
+#: A constant 1 beside the 0/1 flags, a second line in their custom-scalars charts, which holds the
 #: y axis at [0, 1] (TensorBoard scales a chart to the 5-95 % quantiles of its points by default, so a flag
 #: that is 1 at a single step would be drawn off the chart).
 FLAG_SCALE = "stability/flag_scale"

@@ -18,7 +18,9 @@ _STEP_CHARTS = [
 ]
 
 
-#: The 0/1 flags, each a margin chart from the flag to :data:`tags.FLAG_SCALE` (the axis stays [0, 1]).
+#: The 0/1 flags, each a chart of two lines: the flag and the constant :data:`tags.FLAG_SCALE` = 1, which keeps
+#: the axis at [0, 1] (TensorBoard's outlier clipping would otherwise hide a flag that is 1 at one step). Not a
+#: margin chart from the flag up to 1: its band filled a solid block for every run that never diverged.
 _FLAG_CHARTS = [
     ("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
     ("stability: loss and events", "diverged (0/1)", tags.DIVERGED),
@@ -26,14 +28,16 @@ _FLAG_CHARTS = [
 
 
 def custom_scalars_layout() -> dict[str, dict[str, list]]:
-    """``{section: {chart: ["Multiline", [tag regex, ...]] or ["Margin", [value, lower, upper]]}}`` for
-    ``SummaryWriter.add_custom_scalars``."""
+    """``{section: {chart: ["Multiline", [tag regex, ...]]}}`` for ``SummaryWriter.add_custom_scalars``."""
     entries = [(section, title, f"^{re.escape(tag)}$") for section, title, names in _STEP_CHARTS for tag in names]
     layout: dict[str, dict[str, list]] = {}
     for section, title, regex in entries + probe.layout_entries():
         layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
     for section, title, tag in _FLAG_CHARTS:
-        layout.setdefault(section, {})[title] = ["Margin", [tag, tag, tags.FLAG_SCALE]]
+        layout.setdefault(section, {})[title] = [
+            "Multiline",
+            [f"^{re.escape(tag)}$", f"^{re.escape(tags.FLAG_SCALE)}$"],
+        ]
     return layout
 
 
