@@ -123,6 +123,16 @@ def expand_resume(argv: list[str]) -> list[str]:
     ]
 
 
+def resumed_run(argv: list[str]) -> str | None:
+    """The run directory of ``fit --resume RUN_DIR`` (None without ``--resume``): the fit must continue there."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--resume="):
+            return arg.split("=", 1)[1]
+        if arg == "--resume" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
 def _override(args: list[str], key: str) -> str | None:
     """The value ``args`` give ``key`` (``--key V`` or ``--key=V``), the last one winning; None if none."""
     found = None
@@ -158,6 +168,7 @@ def run_lightning(argv: list[str]) -> int:
     # Lightning (~5 s): `andrea --help` and the light commands start without it
     from andrea_lab.fit.cli import AndreaCLI
 
+    resume_dir = resumed_run(argv)
     argv = expand_resume(argv)
     check_config_files(argv)
     check_checkpoint_path(argv)
@@ -167,7 +178,7 @@ def run_lightning(argv: list[str]) -> int:
     if sys.argv[1:] != argv:
         sys.argv = ["andrea", *argv]
     try:
-        AndreaCLI()
+        AndreaCLI(resume_dir=resume_dir)
     finally:
         sys.argv = saved
     return 0
