@@ -159,3 +159,161 @@ def test_hostile_suite_common_cannot_unpickle_through_sweep(spelling, tmp_path, 
     code = cli_main(["sweep", str(suite), "--runs-dir", str(tmp_path / "runs")])
     assert not marker.exists(), f"{spelling}: the checkpoint's code ran"
     refused(capsys, code, "is set by the sweep")
+
+
+# --- 2. a run writes only inside its own fresh run directory ----------------------------------------------
+
+
+def victim_run(root: Path) -> Path:
+    """A directory holding another run: its record, config and a checkpoint manifest."""
+    run = root / "runs" / "theirs" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "summary.json").write_text('{"status": "finished"}')
+    (run / "config.yaml").write_text("theirs: true\n")
+    (run / "checkpoints" / "last.ckpt.sha256.json").write_text('{"bytes": 1, "sha256": "theirs"}')
+    return run
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        ["--checkpoint.dirpath", "{victim}/checkpoints"],
+        ["--trainer.logger", "false", "--trainer.default_root_dir", "{victim}"],
+    ],
+    ids=["checkpoint-dirpath", "logger-false-default-root-dir"],
+)
+def test_hostile_fit_never_writes_into_another_run(attack, tmp_path, text_corpus, monkeypatch, capsys):
+    victim = victim_run(tmp_path)
+    before = tree(victim)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, *[arg.replace("{victim}", str(victim)) for arg in attack]))
+    refused(capsys, code, str(victim))
+    assert tree(victim) == before
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        ["--checkpoint.filename", "../../../../outside/evil{step}"],
+        ["--trainer.logger.init_args.sub_dir", "../../../../outside/subd"],
+        ["--preemption.filename", "../../outside/preempted"],
+        ["--checkpoint.filename", "/tmp/outside-evil{step}"],
+    ],
+    ids=["checkpoint-filename", "logger-sub-dir", "preemption-filename", "absolute-filename"],
+)
+def test_hostile_names_never_climb_out_of_the_run(attack, tmp_path, text_corpus, monkeypatch, capsys):
+    work = tmp_path / "a" / "b" / "c" / "d"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    code = cli_main(micro_fit(text_corpus, *attack))
+    refused(capsys, code, attack[1])
+    assert not list(tmp_path.rglob("outside*")) and not Path("/tmp/outside-evil1.ckpt").exists()
+
+
+@pytest.fixture(scope="module")
+def one_step_run(tmp_path_factory, text_corpus) -> Path:
+    """A working directory holding ``runs/quickstart/version_0``: a one-step micro fit."""
+    root = tmp_path_factory.mktemp("one-step")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        assert cli_main(micro_fit(text_corpus)) == 0
+    return root
+
+
+@pytest.fixture
+def run_copy(one_step_run, tmp_path, monkeypatch) -> Path:
+    """A copy of :func:`one_step_run`'s run directory, in a fresh working directory."""
+    import shutil
+
+    shutil.copytree(one_step_run, tmp_path / "work", symlinks=True)
+    monkeypatch.chdir(tmp_path / "work")
+    return tmp_path / "work" / "runs" / "quickstart" / "version_0"
+
+
+def test_hostile_resume_stays_in_its_run_whatever_its_config_says(run_copy, tmp_path, capsys):
+    config = run_copy / "config.yaml"
+    elsewhere = tmp_path / "elsewhere"
+    config.write_text(config.read_text().replace("save_dir: runs", f"save_dir: {elsewhere}"))
+    code = cli_main(["fit", "--resume", str(run_copy), "--trainer.max_steps", "2"])
+    refused(capsys, code, "--resume", str(run_copy))
+    assert not elsewhere.exists()
+
+
+def test_hostile_sweep_lock_that_is_a_link_is_not_written_through(tmp_path, text_corpus, monkeypatch, capsys):
+    suite = suite_with_common(tmp_path, text_corpus, {})
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the user's notes")
+    (tmp_path / "runs" / "attack").mkdir(parents=True)
+    (tmp_path / "runs" / "attack" / ".sweep.lock").symlink_to(notes)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(["sweep", str(suite), "--runs-dir", "runs", "--no-check"])
+    refused(capsys, code, ".sweep.lock", "symbolic link")
+    assert notes.read_text() == "the user's notes"
+
+
+def test_hostile_sweep_never_writes_runs_through_a_linked_variant_directory(tmp_path, text_corpus, monkeypatch, capsys):
+    suite = suite_with_common(tmp_path, text_corpus, {})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs" / "attack").mkdir(parents=True)
+    (tmp_path / "runs" / "attack" / "only").symlink_to(elsewhere)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(["sweep", str(suite), "--runs-dir", "runs", "--no-check"])
+    refused(capsys, code, "symbolic link")
+    assert not any(elsewhere.iterdir())
+
+
+def test_hostile_sweep_run_directory_outside_the_suite_is_refused(tmp_path):
+    from andrea_lab.errors import UsageError
+    from andrea_lab.files import refuse_links_below
+
+    with pytest.raises(UsageError, match="is not inside"):
+        refuse_links_below(tmp_path / "runs" / "suite", tmp_path / "runs" / "suite" / ".." / ".." / "out", "run")
+
+
+# --- 2 and 3. compare writes only into a directory of its own, never through a link ----------------------
+
+RUNS_CSV = Path(__file__).resolve().parent / "experiments/compare/data/runs-2026-11-29/norm_placement.csv"
+
+
+def compare(out: Path, source: Path = RUNS_CSV) -> int:
+    return cli_main(["compare", str(source), "--out", str(out), "--no-tensorboard"])
+
+
+def test_hostile_compare_never_overwrites_a_directory_it_did_not_make(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "runs.csv").write_text("the user's own runs.csv")
+    refused(capsys, compare(out), str(out), "did not write")
+    assert [p.name for p in out.iterdir()] == ["runs.csv"]
+    assert (out / "runs.csv").read_text() == "the user's own runs.csv"
+    assert compare(tmp_path / "fresh") == 0 and compare(tmp_path / "fresh") == 0  # its own: rewritten
+
+
+@pytest.mark.parametrize("linked", ["out", "comparison.md"])
+def test_hostile_compare_never_writes_through_a_link(linked, tmp_path, capsys):
+    (tmp_path / "notes.md").write_text("the user's notes")
+    out = tmp_path / "report"
+    if linked == "out":
+        (tmp_path / "target").mkdir()
+        out.symlink_to(tmp_path / "target")
+    else:
+        assert compare(out) == 0
+        capsys.readouterr()
+        (out / "comparison.md").unlink()
+        (out / "comparison.md").symlink_to(tmp_path / "notes.md")
+    refused(capsys, compare(out), "symbolic link")
+    assert (tmp_path / "notes.md").read_text() == "the user's notes"
+    assert linked != "out" or not any((tmp_path / "target").iterdir())
+
+
+@pytest.mark.parametrize("name", ["/tmp/hostile-abs-suite", "../../climbed"])
+def test_hostile_compare_recorded_suite_name_is_one_name(name, tmp_path, capsys):
+    source = tmp_path / "runs.csv"
+    source.write_text(RUNS_CSV.read_text().replace("norm_placement,", f"{name},"))
+    refused(capsys, compare(tmp_path / "out", source), repr(name))
+    assert not Path("/tmp/hostile-abs-suite").exists() and not (tmp_path.parent / "climbed").exists()

@@ -55,8 +55,15 @@ def check_name_templates(config: Any) -> None:
     for key, example in NAME_KEYS.items():
         section, field = key.split(".")
         value = (config.get(section) or {}).get(field) if hasattr(config.get(section) or {}, "get") else None
-        if isinstance(value, str):
+        if not isinstance(value, str):
+            continue
+        try:
             check_one_name(key, _FIELD.sub("0", value), example)
+        except UsageError:
+            raise UsageError(
+                f"{key} {value!r} would leave the run directory once formatted; it is one file name, without "
+                f"'/', '\\' or '..' outside its {{fields}} (e.g. {example})"
+            ) from None
 
 
 def require_safe_checkpoint_io(trainer: Trainer) -> None:
