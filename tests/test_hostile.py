@@ -4,6 +4,7 @@ Each test performs one attack and checks that it is refused with one line (exit 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -317,3 +318,80 @@ def test_hostile_compare_recorded_suite_name_is_one_name(name, tmp_path, capsys)
     source.write_text(RUNS_CSV.read_text().replace("norm_placement,", f"{name},"))
     refused(capsys, compare(tmp_path / "out", source), repr(name))
     assert not Path("/tmp/hostile-abs-suite").exists() and not (tmp_path.parent / "climbed").exists()
+
+
+# --- 3. trace writes only the files named, never over an existing one --------------------------------------
+
+
+def test_hostile_trace_plot_refuses_an_existing_file_and_writes_only_what_is_named(one_step_run, tmp_path, capsys):
+    ckpt = one_step_run / "runs/quickstart/version_0/checkpoints/last.ckpt"
+    png = tmp_path / "existing.png"
+    png.write_bytes(b"the user's picture")
+    code = cli_main(["trace", "--ckpt", str(ckpt), "--text", "def f", "--plot", str(png)])
+    refused(capsys, code, str(png), "--overwrite")
+    assert png.read_bytes() == b"the user's picture" and sorted(p.name for p in tmp_path.iterdir()) == [png.name]
+    assert cli_main(["trace", "--ckpt", str(ckpt), "--text", "def f", "--plot", str(png), "--overwrite"]) == 0
+    assert png.read_bytes() != b"the user's picture" and sorted(p.name for p in tmp_path.iterdir()) == [png.name]
+
+
+# --- 5. every file a fit rewrites is replaced whole ---------------------------------------------------------
+
+
+def test_hostile_resume_never_leaves_config_yaml_truncated(run_copy, monkeypatch):
+    """A failure while the resumed fit writes its config.yaml (here: the dump raises) leaves the old file."""
+    import jsonargparse
+
+    config = run_copy / "config.yaml"
+    before = config.read_bytes()
+    real_dump = jsonargparse.ArgumentParser.dump
+
+    def failing_dump(self, cfg, *args, **kwargs):
+        if kwargs.get("skip_none") is False:  # the save of config.yaml (SaveConfigCallback passes skip_none=False)
+            raise RuntimeError("injected failure while writing config.yaml")
+        return real_dump(self, cfg, *args, **kwargs)
+
+    monkeypatch.setattr(jsonargparse.ArgumentParser, "dump", failing_dump)
+    with pytest.raises(RuntimeError, match="injected"):
+        cli_main(["fit", "--resume", str(run_copy), "--trainer.max_steps", "2"])
+    assert config.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["command-line", "config-file"])
+def test_hostile_fifo_as_a_config_value_is_refused_not_waited_on(where, tmp_path, text_corpus):
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    extra = ["--data", str(fifo)]
+    if where == "config-file":
+        (tmp_path / "attack.yaml").write_text(yaml.safe_dump({"data": str(fifo)}))
+        extra = ["--config", str(tmp_path / "attack.yaml")]
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "andrea_lab.cli", *micro_fit(text_corpus, *extra)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("andrea fit waited on the FIFO")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "not a regular file" in result.stderr and str(fifo) in result.stderr
+
+
+# --- 4. paths stored in a checkpoint are data -------------------------------------------------------------
+
+
+def test_hostile_lens_never_tokenizes_into_a_cache_the_checkpoint_names(one_step_run, tmp_path, capsys):
+    checkpoint = torch.load(one_step_run / "runs/quickstart/version_0/checkpoints/last.ckpt", weights_only=True)
+    elsewhere = tmp_path / "their-cache"
+    checkpoint["datamodule_hyper_parameters"]["cache_dir"] = str(elsewhere)
+    handed = tmp_path / "handed" / "model.ckpt"
+    handed.parent.mkdir()
+    torch.save(checkpoint, handed)
+    code = cli_main(["lens", "--ckpt", str(handed), "--out", str(tmp_path / "lens.json"), "--max_tokens", "256"])
+    assert code == 0, capsys.readouterr().err
+    assert not elsewhere.exists()
+    assert f"not using the cache directory the checkpoint names ({elsewhere})" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 from andrea_lab import safe_yaml
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
-from andrea_lab.files import check_output_dir
+from andrea_lab.files import atomic_write, check_output_dir
 from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.fit.handed import (
     check_name_templates,
@@ -54,12 +54,30 @@ def _without_changeable(hparams: dict[str, Any], model: Any) -> dict[str, Any]:
     return kept
 
 
+class AtomicSave:
+    """The config parser, except that ``save`` writes the file whole or not at all (files.atomic_write):
+    jsonargparse truncates ``config.yaml`` and then writes it, so a resume killed in between (or a dump
+    that fails) would leave a run that can no longer be resumed."""
+
+    def __init__(self, parser: Any):
+        self._parser = parser
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parser, name)
+
+    def save(self, cfg: Any, path: str, skip_none: bool = True, **ignored: Any) -> None:
+        text = self._parser.dump(cfg, skip_none=skip_none)
+        atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
 class RerunnableConfig(SaveConfigCallback):
     """Saves ``config.yaml`` as a config that *reruns* the experiment: without the logger's version and
     ``ckpt_path`` (a resume sets both), so ``andrea fit --config RUN/config.yaml`` starts a new version
     instead of writing into this run. ``andrea fit --resume RUN`` adds both back itself."""
 
     def setup(self, trainer: Trainer, pl_module, stage: str) -> None:
+        if not isinstance(self.parser, AtomicSave):
+            self.parser = AtomicSave(self.parser)
         config = self.config.clone()
         if config.get("ckpt_path") is not None:
             config["ckpt_path"] = None
