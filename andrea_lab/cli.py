@@ -12,7 +12,9 @@ import errno
 import importlib
 import os
 import re
+import stat
 import sys
+from typing import Any
 
 from andrea_lab import __version__
 from andrea_lab.commands.quiet import quiet_third_party
@@ -66,7 +68,38 @@ def check_config_files(argv: list[str]) -> None:
             continue
         if not os.path.lexists(path):
             raise MissingFileError(f"config file {path!r} does not exist")
-        read_yaml(path, "config file")
+        refuse_special_files(read_yaml(path, "config file"), f"config file {path}")
+    refuse_special_files(argv, "the command line")
+
+
+def _strings(value: Any):
+    """Every string in a loaded YAML value (lists and mappings walked, without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def refuse_special_files(value: Any, where: str) -> None:
+    """A value that names a FIFO, a device or a socket is refused: the parser reads a value that names a file
+    as that file's YAML, and a FIFO with no writer would make it wait forever."""
+    for text in _strings(value):
+        if len(text) > 4096 or "\0" in text:
+            continue
+        try:
+            mode = os.stat(text.split("=", 1)[-1] if text.startswith("--") else text).st_mode
+        except (OSError, ValueError):
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise UsageError(
+                f"{where} names {text!r}, which is not a regular file or a directory (a FIFO, a device or a "
+                "socket); a value that names a file must name a regular file"
+            )
 
 
 def check_checkpoint_path(argv: list[str]) -> None:
@@ -123,6 +156,16 @@ def expand_resume(argv: list[str]) -> list[str]:
     ]
 
 
+def resumed_run(argv: list[str]) -> str | None:
+    """The run directory of ``fit --resume RUN_DIR`` (None without ``--resume``): the fit must continue there."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--resume="):
+            return arg.split("=", 1)[1]
+        if arg == "--resume" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
 def _override(args: list[str], key: str) -> str | None:
     """The value ``args`` give ``key`` (``--key V`` or ``--key=V``), the last one winning; None if none."""
     found = None
@@ -158,6 +201,7 @@ def run_lightning(argv: list[str]) -> int:
     # Lightning (~5 s): `andrea --help` and the light commands start without it
     from andrea_lab.fit.cli import AndreaCLI
 
+    resume_dir = resumed_run(argv)
     argv = expand_resume(argv)
     check_config_files(argv)
     check_checkpoint_path(argv)
@@ -167,7 +211,7 @@ def run_lightning(argv: list[str]) -> int:
     if sys.argv[1:] != argv:
         sys.argv = ["andrea", *argv]
     try:
-        AndreaCLI()
+        AndreaCLI(resume_dir=resume_dir)
     finally:
         sys.argv = saved
     return 0

@@ -244,3 +244,45 @@ def check_output_file(path: str | os.PathLike, what: str) -> None:
     blocked = _blocked_by(path.parent)
     if blocked:
         raise UsageError(f"{what} {path} cannot be written: {blocked}; choose a directory you can write")
+
+
+def check_one_name(what: str, value: Any, example: str) -> None:
+    """Refuse a name that must stay one directory entry (a run's name, a checkpoint file name, a suite's name
+    read from a record) but holds a path separator, a NUL, or is ``.``/``..``: joined to its directory it
+    would write elsewhere. One :class:`UsageError` naming ``what``, the value, and a valid example."""
+    if value is None or isinstance(value, int) or value == "":
+        return
+    text = str(value)
+    if text in (".", "..") or "/" in text or "\\" in text or os.sep in text or "\0" in text or os.path.isabs(text):
+        raise UsageError(
+            f"{what} {text!r} would leave its directory; it is one name: letters, digits, '_', '-', '.', "
+            f"without '/', '\\' or '..' (e.g. {example})"
+        )
+
+
+def refuse_links_below(root: str | os.PathLike, path: str | os.PathLike, what: str) -> None:
+    """Refuse ``path`` if it, or any directory between ``root`` and it, is a symbolic link (checked without
+    following one): a directory andrea creates or writes into is never one a link redirects elsewhere."""
+    root, path = Path(os.path.abspath(root)), Path(os.path.abspath(path))
+    if root != path and root not in path.parents:
+        raise UsageError(f"{what} {path} is not inside {root}; andrea writes it only there")
+    for step in [path, *[p for p in path.parents if p == root or root in p.parents]]:
+        if step.is_symlink():
+            raise UsageError(
+                f"{what}: {step} is a symbolic link (to {os.readlink(step)}); andrea never writes through a "
+                "link, since it could point anywhere. Remove the link (or replace it with a real directory)"
+            )
+
+
+def open_new_or_own(path: str | os.PathLike, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a symbolic link at ``path`` (``O_NOFOLLOW``): a lock or marker file that
+    is a link to a user's file is refused instead of being opened (and rewritten) through it."""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or Path(path).is_symlink():
+            raise UsageError(
+                f"{os.fspath(path)} is a symbolic link (to {os.readlink(path)}); andrea never writes through a "
+                "link. Remove it and run again"
+            ) from None
+        raise

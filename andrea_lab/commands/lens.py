@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,6 +28,7 @@ from andrea_lab.files import write_json_atomic
 from andrea_lab.inside.lens import final_norm_description
 from andrea_lab.inside.lens_loss import LENS_FILE, TOLERANCE, format_layers, heldout_lens, lens_record, plot_layers
 from andrea_lab.runs.directory import read_record
+from andrea_lab.safe_yaml import read_yaml
 
 #: The TensorBoard tag of the text and the image (the lens's own event file, suffix EVENT_SUFFIX).
 TAG = "lens/heldout_loss"
@@ -65,13 +67,26 @@ def run_dir_of(ckpt: Path) -> Optional[Path]:
 
 
 def run_settings(run_dir: Optional[Path]) -> dict[str, Any]:
-    """The run's config.yaml as a dict (empty outside a run directory)."""
-    import yaml
-
+    """The run's config.yaml as a dict (empty outside a run directory), read within safe_yaml's bounds: a
+    run directory can be handed over, and its config.yaml be a FIFO or an alias bomb."""
     if run_dir is None:
         return {}
-    with open(run_dir / "config.yaml", encoding="utf-8") as file:
-        return yaml.safe_load(file) or {}
+    settings = read_yaml(run_dir / "config.yaml", "the run's config.yaml")
+    return settings if isinstance(settings, dict) else {}
+
+
+def own_cache_dir(hparams: dict[str, Any]) -> dict[str, Any]:
+    """The stored data settings with the user's own cache directory: a path read from a checkpoint or a run
+    record is data, never a place to write (a handed checkpoint could name any directory). Says so when the
+    stored one differed."""
+    stored = hparams.get("cache_dir")
+    if stored is not None:
+        print(
+            f"lens: not using the cache directory the checkpoint names ({stored}); tokenizing into this "
+            "user's own cache (ANDREA_LAB_CACHE or the default)",
+            file=sys.stderr,
+        )
+    return {**hparams, "cache_dir": None}
 
 
 def datamodule_for(checkpoint: dict, settings: dict, path: str):
@@ -89,7 +104,7 @@ def datamodule_for(checkpoint: dict, settings: dict, path: str):
         )
     sizes = {key: config[key] for key in ("block_size", "vocab_size")}
     # the model's sizes where config.yaml leaves them linked; never Lightning's own ``_instantiator``
-    hparams = {**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}}
+    hparams = own_cache_dir({**sizes, **{key: value for key, value in hparams.items() if not key.startswith("_")}})
     data = AndreaDataModule(**hparams)
     data.prepare_data()
     data.setup("validate")

@@ -21,6 +21,7 @@ from typing import Optional
 
 import yaml
 
+from andrea_lab.errors import UsageError
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -34,7 +35,7 @@ from andrea_lab.experiments.sweep.suite import (
     parse_cli_list,
 )
 from andrea_lab.experiments.sweep.warm_executor import WarmExecutor
-from andrea_lab.files import check_output_dir
+from andrea_lab.files import check_output_dir, refuse_links_below
 from andrea_lab.runs.claim import RunDirectoryError, refuse_links
 from andrea_lab.runs.directory import preempted_checkpoint, run_state, settings_difference
 
@@ -192,12 +193,14 @@ def _error(message: str) -> int:
 
 def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
     """The exit status when the sweep must not touch what is there (or the plan was printed), else None: a
-    run directory holding a link (the sweep writes its markers and sweep.log before the fit claims it), or
-    runs made with other settings than these (neither counted done nor overwritten)."""
+    run directory inside a link, outside the suite's directory, or holding a link (the sweep writes its
+    markers and sweep.log before the fit claims it), or runs made with other settings than these (neither
+    counted done nor overwritten)."""
     try:
         for spec in specs:
+            refuse_links_below(directory.resolve(), spec.run_dir, "run directory")  # a linked variant or scale
             refuse_links(spec.run_dir)
-    except RunDirectoryError as exc:
+    except (RunDirectoryError, UsageError) as exc:
         return _error(str(exc))
     stale = [
         (spec, difference) for spec in specs if (difference := settings_difference(spec.run_dir, list(spec.command)))

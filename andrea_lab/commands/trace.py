@@ -14,14 +14,16 @@ For each sublayer (attention, MLP) of each block, prints
   linear); the capped logit and the probability the model outputs are printed next to it, and the lens's
   probabilities are taken through the cap, as the model's own head does.
 
---plot draws the geometry, the logit-lens heatmap (every position x every sublayer: top-1 token and its
-probability) and the attribution bars; --json prints all of it.
+--plot PNG draws the geometry, --lens-plot PNG the logit-lens heatmap (every position x every sublayer: top-1
+token and its probability), --attribution-plot PNG the attribution bars; --json prints all of it. Only the
+files named are written, and an existing one only with --overwrite.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -56,12 +58,13 @@ def _parser() -> argparse.ArgumentParser:
         "default: the token the model predicts",
     )
     parser.add_argument("--top_k", type=int, default=5, help="next tokens the logit lens lists per sublayer")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="also save the geometry plot as PNG")
+    parser.add_argument("--lens-plot", default=None, metavar="PNG", help="also save the logit-lens heatmap as PNG")
     parser.add_argument(
-        "--plot",
-        default=None,
-        metavar="PNG",
-        help="also save the trace's plots: PNG (geometry), PNG's stem + _lens.png (the logit-lens "
-        "heatmap) and + _attribution.png",
+        "--attribution-plot", default=None, metavar="PNG", help="also save the direct logit attribution as PNG"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace plot files that already exist (default: refuse them)"
     )
     parser.add_argument("--json", action="store_true", help="print the trace as JSON instead of tables")
     parser.add_argument("--device", default="cpu", help="where to run the model (default cpu)")
@@ -147,30 +150,33 @@ def payload(found: dict[str, Any], model, decode, args: argparse.Namespace, plot
     return result
 
 
-def draw(found: dict[str, Any], model, decode, path: str) -> list[str]:
-    """The three figures of --plot; returns their paths."""
+#: The plot options, each one figure written only when named.
+PLOT_OPTIONS = ("plot", "lens_plot", "attribution_plot")
+
+
+def draw(found: dict[str, Any], model, decode, args: argparse.Namespace) -> list[str]:
+    """The figures whose options were given (:data:`PLOT_OPTIONS`), each to the file named; returns their paths."""
     trace, config = found["trace"], model.config
-    base = Path(path)
     title = (
         f"{config.norm_placement}/{config.activation}, {config.n_layer} blocks: "
         f"token {decode(trace.token_id)!r} at position {trace.position}"
     )
     ids = found["ids"]
-    paths = [
-        plot_trace(trace, base, title=title),
-        plot_lens_grid(
+    drawers = {
+        "plot": lambda path: plot_trace(trace, path, title=title),
+        "lens_plot": lambda path: plot_lens_grid(
             found["grid"],
             [decode(i) for i in ids],
             decode,
-            base.with_name(base.stem + "_lens.png"),
+            path,
             next_ids=ids[1:],
             title=f"logit lens, {config.norm_placement}: top-1 next token after each sublayer",
         ),
-        plot_attribution(
-            found["attribution"], decode(found["attribution"].token_id), base.with_name(base.stem + "_attribution.png")
+        "attribution_plot": lambda path: plot_attribution(
+            found["attribution"], decode(found["attribution"].token_id), path
         ),
-    ]
-    return [str(p) for p in paths]
+    }
+    return [str(drawers[option](Path(getattr(args, option)))) for option in PLOT_OPTIONS if getattr(args, option)]
 
 
 def report(found: dict[str, Any], model, decode) -> str:
@@ -202,9 +208,15 @@ def report(found: dict[str, Any], model, decode) -> str:
 def check_trace_arguments(args: argparse.Namespace) -> None:
     """``--plot`` (a format matplotlib writes, in a directory that can be written) and ``--device``, before
     the checkpoint is read (andrea_lab.commands.arguments)."""
-    if args.plot:
-        check_plot_file(args.plot)
-        check_output_file(args.plot, "--plot")
+    for option in PLOT_OPTIONS:
+        path = getattr(args, option)
+        if not path:
+            continue
+        flag = "--" + option.replace("_", "-")
+        check_plot_file(path, flag)
+        check_output_file(path, flag)
+        if os.path.lexists(path) and not args.overwrite:
+            raise UsageError(f"{flag} {path} already exists; pass --overwrite to replace it, or name a new file")
     checked_device(args.device)
 
 
@@ -221,7 +233,7 @@ def main(argv: list[str]) -> int:
     def decode(token_id: int) -> str:
         return tokenizer.decode([token_id], skip_special_tokens=False)
 
-    plots = draw(found, model, decode, args.plot) if args.plot else []
+    plots = draw(found, model, decode, args)
     if args.json:
         print(json.dumps(payload(found, model, decode, args, plots), indent=2))
         return 0

@@ -18,6 +18,8 @@ from typing import Any
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
+from andrea_lab.fit.handed import checked_name
+
 #: The state keys that hold one checkpoint path each (``best_k_models`` holds several).
 _PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
 
@@ -61,6 +63,11 @@ class AndreaModelCheckpoint(ModelCheckpoint):
         return super()._should_remove_checkpoint(trainer, previous, current) and inside_directory(
             previous, self.dirpath
         )
+
+    def format_checkpoint_name(self, *args: Any, **kwargs: Any) -> str:
+        """Lightning's name, refused unless it is one file directly in ``dirpath`` once formatted: a
+        ``filename`` such as ``../../outside/evil{step}`` would write outside the run."""
+        return checked_name(super().format_checkpoint_name(*args, **kwargs), self.dirpath)
 
     @property
     def state_key(self) -> str:

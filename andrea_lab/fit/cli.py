@@ -19,9 +19,16 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 from andrea_lab import safe_yaml
 from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import PreemptedError, UsageError
-from andrea_lab.files import check_output_dir
+from andrea_lab.files import atomic_write, check_output_dir
 from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.fit.cpu_cost import cpu_step_note
+from andrea_lab.fit.handed import (
+    check_name_templates,
+    check_resumed_directory,
+    check_weights_only,
+    check_writes_inside,
+    require_safe_checkpoint_io,
+)
 from andrea_lab.fit.heldout import HeldOutEvaluation
 from andrea_lab.fit.loggers import check_run_name
 from andrea_lab.fit.module import AndreaLM
@@ -50,12 +57,30 @@ def _without_changeable(hparams: dict[str, Any], model: Any) -> dict[str, Any]:
     return kept
 
 
+class AtomicSave:
+    """The config parser, except that ``save`` writes the file whole or not at all (files.atomic_write):
+    jsonargparse truncates ``config.yaml`` and then writes it, so a resume killed in between (or a dump
+    that fails) would leave a run that can no longer be resumed."""
+
+    def __init__(self, parser: Any):
+        self._parser = parser
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parser, name)
+
+    def save(self, cfg: Any, path: str, skip_none: bool = True, **ignored: Any) -> None:
+        text = self._parser.dump(cfg, skip_none=skip_none)
+        atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
 class RerunnableConfig(SaveConfigCallback):
     """Saves ``config.yaml`` as a config that *reruns* the experiment: without the logger's version and
     ``ckpt_path`` (a resume sets both), so ``andrea fit --config RUN/config.yaml`` starts a new version
     instead of writing into this run. ``andrea fit --resume RUN`` adds both back itself."""
 
     def setup(self, trainer: Trainer, pl_module, stage: str) -> None:
+        if not isinstance(self.parser, AtomicSave):
+            self.parser = AtomicSave(self.parser)
         config = self.config.clone()
         if config.get("ckpt_path") is not None:
             config["ckpt_path"] = None
@@ -89,7 +114,9 @@ def refuse_abbreviations(parser_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 class AndreaCLI(LightningCLI):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, resume_dir: str | None = None, **kwargs):
+        #: The run ``andrea fit --resume`` continues: the fit must write there and nowhere else.
+        self.resume_dir = resume_dir
         kwargs.setdefault(
             "trainer_defaults",
             {
@@ -162,11 +189,15 @@ class AndreaCLI(LightningCLI):
 
     def before_fit(self) -> None:
         """Claim the run directory before the first file is written (andrea_lab.runs.claim): never an
-        existing run unless this fit resumes it, never through a symbolic link, one fit at a time."""
+        existing run unless this fit resumes it, never through a symbolic link, one fit at a time; and only
+        inside it (andrea_lab.fit.handed). Without a logger the run directory is ``default_root_dir``."""
         self._say_cpu_cost()
-        if self.trainer.logger is None or not self.trainer.is_global_zero:
+        if not self.trainer.is_global_zero:
             return
-        self._run_lock = claim_run_directory(self.trainer.log_dir, self.config["fit"].get("ckpt_path"))
+        run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
+        check_resumed_directory(run_dir, self.resume_dir)
+        check_writes_inside(self.trainer, run_dir)
+        self._run_lock = claim_run_directory(run_dir, self.config["fit"].get("ckpt_path"))
 
     def _say_cpu_cost(self) -> None:
         """The fit is on the CPU and its step costs seconds by the FLOP count: say so before it starts
@@ -200,9 +231,11 @@ class AndreaCLI(LightningCLI):
             self.save_config_kwargs = {**self.save_config_kwargs, "overwrite": True}
         callbacks = [*callbacks, *_plain_progress_bar(config, callbacks)]
         try:
-            return super()._instantiate_trainer(config, callbacks)
+            trainer = super()._instantiate_trainer(config, callbacks)
         except (MisconfigurationException, ValueError) as exc:
             raise UsageError(f"invalid trainer argument: {exc}") from None
+        require_safe_checkpoint_io(trainer)
+        return trainer
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Lightning's run, with a fit stopped by SIGTERM/SIGUSR1 turned into :class:`PreemptedError`
@@ -311,6 +344,7 @@ def check_logger_arguments(logger: Any) -> None:
         if init_args is not None:
             check_run_name("name", init_args.get("name"))
             check_run_name("version", init_args.get("version"))
+            check_run_name("sub_dir", init_args.get("sub_dir"))
             if init_args.get("save_dir"):
                 check_output_dir(init_args.get("save_dir"), "trainer.logger.init_args.save_dir")
 
@@ -323,6 +357,8 @@ def check_arguments(subcommand: str, config: Any) -> None:
             f"seed_everything must be an integer from 0 to {MAX_SEED} (or true: a random seed, "
             f"false: none), got {seed!r}"
         )
+    check_weights_only(config.get("weights_only"))
+    check_name_templates(config)
     check_trainer_arguments(config.get("trainer") or {})
     check_logger_arguments((config.get("trainer") or {}).get("logger"))
     model = config.get("model") or {}

@@ -9,7 +9,7 @@ It also leaves out the ``epoch`` scalar Lightning adds to every logged dict: a f
 (``max_steps``, ``val_check_interval``), and that one tag would take a default column of TensorBoard's
 HParams table (:mod:`andrea_lab.fit.hparams`).
 
-``name`` and ``version`` are one directory name each: a ``..`` or a path separator in either (from a
+``name``, ``version`` and ``sub_dir`` are one directory name each: a ``..`` or a path separator in either (from a
 handed config.yaml, say) would put the run outside ``save_dir``, so they are refused.
 """
 
@@ -26,7 +26,7 @@ from andrea_lab.errors import UsageError
 
 
 def check_run_name(field: str, value: Any) -> None:
-    """``name`` or ``version`` must stay one directory under ``save_dir``: no separator, not ``.``/``..``."""
+    """``name``, ``version`` or ``sub_dir``: one directory under ``save_dir``, no separator, not ``.``/``..``."""
     if value is None or isinstance(value, int) or value == "":
         return
     text = str(value)
@@ -34,7 +34,7 @@ def check_run_name(field: str, value: Any) -> None:
         raise UsageError(
             f"trainer.logger.init_args.{field} {text!r} would leave save_dir; a {field} is one "
             "directory name: letters, digits, '_', '-', '.', without '/', '\\' or '..' "
-            f"(e.g. {'quickstart' if field == 'name' else 'version_0'})"
+            f"(e.g. {dict(name='quickstart', sub_dir='extra').get(field, 'version_0')})"
         )
 
 
@@ -53,6 +53,7 @@ class AndreaTensorBoardLogger(TensorBoardLogger):
         super().__init__(*args, **kwargs)
         check_run_name("name", self._name)
         check_run_name("version", self._version)
+        check_run_name("sub_dir", self._sub_dir)
 
     def _get_next_version(self) -> int:
         if rank_zero_only.rank != 0:  # other ranks never create directories; Lightning broadcasts rank 0's

@@ -103,6 +103,10 @@ def test_json_carries_the_lens_and_the_attribution(micro_checkpoint, capsys, tmp
                 "3",
                 "--plot",
                 str(png),
+                "--lens-plot",
+                str(tmp_path / "t_lens.png"),
+                "--attribution-plot",
+                str(tmp_path / "t_attribution.png"),
             ]
         )
         == 0

@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare import report, scales, scales_report
+from andrea_lab.experiments.compare.out_dir import check_names, claim_out_dir
 
 
 def write_outputs(
@@ -21,8 +22,10 @@ def write_outputs(
     aa_pair: Optional[tuple[str, str]] = None,
 ) -> dict[str, dict]:
     """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
-    is planned first, so a refusal (a ValueError) leaves no directory behind."""
+        is planned first, so a refusal (a ValueError) leaves no directory behind; ``out`` is compare's own
+    (:mod:`andrea_lab.experiments.compare.out_dir`): never a user's directory, never through a link."""
     suites = list(dict.fromkeys(runs["suite"]))
+    check_names("suite", suites)
     plans = {}
     for suite in suites:
         suite_runs = runs[runs["suite"] == suite]
@@ -31,6 +34,8 @@ def write_outputs(
             if scales.has_scales(suite_runs)
             else report.plan_suite(suite_runs, reference, claims, aa_pair)
         )
+    check_names("scale", [scale for plan in plans.values() for scale in plan.get("scales") or ()])
+    claim_out_dir(out)
     return {
         suite: (scales_report.write_scaled_suite if "scales" in plan else report.write_suite)(
             suite, plan, out if len(suites) == 1 else out / suite

@@ -31,7 +31,7 @@ from typing import IO, Any, Optional, Sequence
 from andrea_lab.errors import PreemptedError
 from andrea_lab.experiments.sweep.executors import Ended, Executor, LocalExecutor, now
 from andrea_lab.experiments.sweep.plan import RunSpec
-from andrea_lab.files import write_json_atomic
+from andrea_lab.files import open_new_or_own, write_json_atomic
 from andrea_lab.runs.directory import (
     DONE_MARKER,
     DONE_STATES,
@@ -107,7 +107,7 @@ class SweepLock:
         if fcntl is None:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_new_or_own(self.path, os.O_RDWR | os.O_CREAT)  # never a link to a user's file
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

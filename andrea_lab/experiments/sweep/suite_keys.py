@@ -19,6 +19,12 @@ RESERVED_KEYS = {
     "data.seed": "the data seed is the run's seed, so every variant sees the same batches",
     "trainer.logger": "the sweep chooses each run's directory (--runs-dir)",
     "config": "the base config is the suite's base:",
+    # Where a run reads and writes: a handed suite may not point a run at a checkpoint to load (it resumes
+    # only its own preempted runs) or at a directory outside its run (andrea_lab.fit.handed).
+    "ckpt_path": "each run starts fresh; the sweep resumes its own preempted runs itself",
+    "weights_only": "andrea reads every checkpoint weights-only",
+    "trainer.default_root_dir": "the sweep chooses each run's directory (--runs-dir)",
+    "checkpoint.dirpath": "a run's checkpoints stay in its own directory",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")

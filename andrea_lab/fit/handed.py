@@ -1,0 +1,125 @@
+"""What a config file may not choose: how a checkpoint is read, and where a run writes.
+
+A config or a suite is often handed over (a colleague's ``config.yaml``, a downloaded suite), and Lightning
+lets its keys decide things that are not experiment settings: ``weights_only: false`` or a
+``CheckpointIO`` of its choosing would unpickle the checkpoint that ``ckpt_path: hpc`` or ``last`` finds in a
+directory the same file names; ``checkpoint.dirpath`` or ``default_root_dir`` would put the run into another
+run; a ``filename`` or ``sub_dir`` with ``..`` would put files outside the run. So, whatever the spelling:
+
+* every checkpoint is read by :func:`andrea_lab.runs.checkpoint_io.load_checkpoint` (weights-only):
+  ``weights_only: false`` is refused, and the trainer's CheckpointIO is andrea's;
+* a run writes only inside its own run directory: checkpoint directories lie inside it, and every name
+  template joined to a directory stays one name (checked before and after formatting);
+* ``andrea fit --resume RUN`` continues in ``RUN`` itself, whatever its config.yaml says of the logger.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from andrea_lab.errors import UsageError
+from andrea_lab.files import check_one_name
+from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
+from andrea_lab.runs.claim import RunDirectoryError
+
+#: ``{metric:.3f}`` fields of a file name template: replaced by numbers when formatted.
+_FIELD = re.compile(r"\{[^{}]*\}")
+
+#: The config keys that name one file or directory inside the run directory, and a valid example of each.
+NAME_KEYS = {
+    "checkpoint.filename": "step{step}",
+    "preemption.filename": "preempted",
+    "summary.filename": "summary.json",
+}
+
+
+def check_weights_only(value: Any) -> None:
+    """``weights_only: false`` (from a file or the command line) would let a checkpoint run code: refused."""
+    if value is False:
+        raise UsageError(
+            "weights_only false is refused: it lets a checkpoint run code when it is loaded, and andrea reads "
+            "every checkpoint weights-only (every checkpoint `andrea fit` writes loads that way). Remove "
+            "weights_only (null or true mean the same here)"
+        )
+
+
+def check_name_templates(config: Any) -> None:
+    """Each of :data:`NAME_KEYS` is one name once its ``{fields}`` are formatted (numbers, never a separator)."""
+    for key, example in NAME_KEYS.items():
+        section, field = key.split(".")
+        value = (config.get(section) or {}).get(field) if hasattr(config.get(section) or {}, "get") else None
+        if not isinstance(value, str):
+            continue
+        try:
+            check_one_name(key, _FIELD.sub("0", value), example)
+        except UsageError:
+            raise UsageError(
+                f"{key} {value!r} would leave the run directory once formatted; it is one file name, without "
+                f"'/', '\\' or '..' outside its {{fields}} (e.g. {example})"
+            ) from None
+
+
+def require_safe_checkpoint_io(trainer: Trainer) -> None:
+    """Make the trainer read checkpoints through andrea's loader: Lightning's plain ``TorchCheckpointIO`` (what
+    ``trainer.plugins: null`` leaves) is replaced by :class:`AtomicCheckpointIO`; any other CheckpointIO a
+    config names (a plugin, or a strategy's ``checkpoint_io``) is refused, naming it."""
+    strategy = trainer.strategy
+    current = strategy.checkpoint_io
+    if type(current) is AtomicCheckpointIO:
+        return
+    if type(current) is TorchCheckpointIO:
+        strategy.checkpoint_io = AtomicCheckpointIO()
+        return
+    name = f"{type(current).__module__}.{type(current).__qualname__}"
+    raise UsageError(
+        f"trainer CheckpointIO {name} is refused: andrea reads and writes checkpoints only through "
+        "andrea_lab.runs.checkpoint_io.AtomicCheckpointIO (weights-only, verified). Remove it from "
+        "trainer.plugins / trainer.strategy"
+    )
+
+
+def inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
+    """Whether ``path`` is ``directory`` or lies under it, ``..`` and links resolved."""
+    real, root = Path(os.path.realpath(path)), Path(os.path.realpath(directory))
+    return real == root or root in real.parents
+
+
+def check_writes_inside(trainer: Trainer, run_dir: Path) -> None:
+    """Every checkpoint directory a config chose lies inside the run directory: ``checkpoint.dirpath`` naming
+    another run's ``checkpoints/`` would add files to it and rewrite its manifests."""
+    for callback in trainer.callbacks:
+        dirpath = getattr(callback, "dirpath", None) if isinstance(callback, ModelCheckpoint) else None
+        if dirpath and not inside(dirpath, run_dir):
+            raise RunDirectoryError(
+                f"checkpoint.dirpath {dirpath} lies outside this run's directory {run_dir}; a run writes only "
+                "inside its own directory. Leave checkpoint.dirpath unset (checkpoints go to "
+                f"{run_dir / 'checkpoints'}) or name a directory inside the run"
+            )
+
+
+def check_resumed_directory(run_dir: Path, resume_dir: Optional[str]) -> None:
+    """``andrea fit --resume RUN`` continues in ``RUN``: a config.yaml whose logger names another save_dir,
+    name or sub_dir would otherwise put the resumed checkpoints somewhere else."""
+    if resume_dir is not None and os.path.realpath(run_dir) != os.path.realpath(resume_dir):
+        raise RunDirectoryError(
+            f"--resume {resume_dir}: its config.yaml would put the resumed run in {run_dir}, not in {resume_dir}; "
+            "a resumed run continues only in its own directory. Restore the logger settings of its config.yaml "
+            f"(or pass --trainer.logger.init_args.save_dir and name so that the run is {resume_dir})"
+        )
+
+
+def checked_name(path: str, dirpath: Optional[str]) -> str:
+    """A formatted checkpoint path, refused unless it is one file directly inside ``dirpath``."""
+    if dirpath and Path(os.path.normpath(path)).parent != Path(os.path.normpath(dirpath)):
+        raise UsageError(
+            f"checkpoint.filename formats to {path}, outside the checkpoint directory {dirpath}; a checkpoint "
+            "file name has no '/', '\\' or '..' (e.g. step{step})"
+        )
+    return path

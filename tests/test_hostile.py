@@ -1,0 +1,399 @@
+"""Hostile inputs (issue 41): a handed config, suite, checkpoint or run record may not run code, write outside
+its own fresh run directory, write through a link, overwrite a user's file, or end in a traceback or a hang.
+Each test performs one attack and checks that it is refused with one line (exit status 2) and left no trace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from andrea_testing import MICRO_OVERRIDES
+
+from andrea_lab.cli import main as cli_main
+
+QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
+
+
+class Payload:
+    """Unpickling this calls ``open(marker, "w")``: the marker file is the mark of code that ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def payload_checkpoint(path: Path, marker: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {}, "hyper_parameters": {"lr": 1e-3}, "payload": Payload(marker)}, path)
+    return path
+
+
+def micro_fit(corpus: Path, *extra: str) -> list[str]:
+    """A one-step micro fit of the quickstart config on ``corpus`` with ``extra`` arguments."""
+    return [
+        "fit",
+        "--config",
+        QUICKSTART,
+        *MICRO_OVERRIDES,
+        "--data.corpus",
+        str(corpus),
+        "--model.config.d_model",
+        "32",
+        "--model.config.block_size",
+        "32",
+        "--data.batch_size",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.num_sanity_val_steps",
+        "0",
+        "--heldout.max_tokens",
+        "1024",
+        "--trainer.max_steps",
+        "1",
+        *extra,
+    ]
+
+
+def refused(capsys, code: int, *named: str) -> str:
+    """The error of a refused command: exit status 2, no traceback, one ``error:`` line naming ``named``."""
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1, err
+    for text in named:
+        assert text in lines[0], err
+    return lines[0]
+
+
+# --- 1. a handed config or suite cannot unpickle ----------------------------------------------------------
+
+#: Each spelling of "load this checkpoint the unsafe way" a config file can hold; DIR holds the payload.
+UNPICKLE_SPELLINGS = {
+    "hpc-plugins-null": {"ckpt_path": "hpc", "weights_only": False, "trainer": {"plugins": None}},
+    "hpc-torch-io": {
+        "ckpt_path": "hpc",
+        "trainer": {"plugins": [{"class_path": "lightning.pytorch.plugins.io.TorchCheckpointIO"}]},
+    },
+    "last-plugins-null": {"ckpt_path": "last", "trainer": {"plugins": None}},
+    "hpc-weights-only-alone": {"ckpt_path": "hpc", "weights_only": False},
+    "path-weights-only-false": {"ckpt_path": "DIR/last.ckpt", "weights_only": False},
+    "strategy-checkpoint-io": {
+        "ckpt_path": "hpc",
+        "trainer": {
+            "plugins": None,
+            "strategy": {
+                "class_path": "lightning.pytorch.strategies.SingleDeviceStrategy",
+                "init_args": {
+                    "device": "cpu",
+                    "checkpoint_io": {"class_path": "lightning.pytorch.plugins.io.TorchCheckpointIO"},
+                },
+            },
+        },
+    },
+}
+
+
+def unpickle_attack(spelling: str, tmp_path: Path) -> tuple[dict, Path]:
+    """The config of ``spelling`` pointing at a directory that holds the payload as every name Lightning
+    looks for (``hpc_ckpt_1.ckpt``, ``last.ckpt``); returns it and the marker the payload would create."""
+    marker = tmp_path / "PAYLOAD_RAN"
+    where = tmp_path / "victim"
+    for name in ("hpc_ckpt_1.ckpt", "last.ckpt"):
+        payload_checkpoint(where / name, marker)
+    config = yaml.safe_load(yaml.safe_dump(UNPICKLE_SPELLINGS[spelling]).replace("DIR", str(where)))
+    config.setdefault("trainer", {})["default_root_dir"] = str(where)
+    config["checkpoint"] = {"dirpath": str(where)} if config["ckpt_path"] == "last" else {}
+    return config, marker
+
+
+@pytest.mark.parametrize("spelling", sorted(UNPICKLE_SPELLINGS))
+def test_hostile_config_cannot_unpickle_through_fit(spelling, tmp_path, text_corpus, monkeypatch, capsys):
+    config, marker = unpickle_attack(spelling, tmp_path)
+    (tmp_path / "attack.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, "--config", str(tmp_path / "attack.yaml")))
+    assert not marker.exists(), f"{spelling}: the checkpoint's code ran"
+    print(refused(capsys, code))
+
+
+def suite_with_common(tmp_path: Path, corpus: Path, common: dict) -> Path:
+    """A one-run suite of the tiny CPU base whose ``common:`` holds ``common``."""
+    from andrea_lab.experiments.sweep.tiny_suite import MICRO
+
+    base = Path(QUICKSTART).with_name("cpu-base.yaml")
+    suite = {
+        "name": "attack",
+        "base": str(base),
+        "common": {**MICRO, "trainer.max_steps": 1, "data.corpus": str(corpus), **common},
+        "lrs": [1e-3],
+        "seeds": [0],
+        "variants": [{"name": "only", "overrides": {}}],
+    }
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+def dotted(config: dict, prefix: str = "") -> dict:
+    """``{"trainer": {"plugins": None}}`` -> ``{"trainer.plugins": None}`` (a suite's override keys)."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and key != "init_args" and "class_path" not in value:
+            flat.update(dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+@pytest.mark.parametrize("spelling", sorted(UNPICKLE_SPELLINGS))
+def test_hostile_suite_common_cannot_unpickle_through_sweep(spelling, tmp_path, text_corpus, monkeypatch, capsys):
+    config, marker = unpickle_attack(spelling, tmp_path)
+    suite = suite_with_common(tmp_path, text_corpus, dotted(config))
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(["sweep", str(suite), "--runs-dir", str(tmp_path / "runs")])
+    assert not marker.exists(), f"{spelling}: the checkpoint's code ran"
+    refused(capsys, code, "is set by the sweep")
+
+
+# --- 2. a run writes only inside its own fresh run directory ----------------------------------------------
+
+
+def victim_run(root: Path) -> Path:
+    """A directory holding another run: its record, config and a checkpoint manifest."""
+    run = root / "runs" / "theirs" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "summary.json").write_text('{"status": "finished"}')
+    (run / "config.yaml").write_text("theirs: true\n")
+    (run / "checkpoints" / "last.ckpt.sha256.json").write_text('{"bytes": 1, "sha256": "theirs"}')
+    return run
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        ["--checkpoint.dirpath", "{victim}/checkpoints"],
+        ["--trainer.logger", "false", "--trainer.default_root_dir", "{victim}"],
+    ],
+    ids=["checkpoint-dirpath", "logger-false-default-root-dir"],
+)
+def test_hostile_fit_never_writes_into_another_run(attack, tmp_path, text_corpus, monkeypatch, capsys):
+    victim = victim_run(tmp_path)
+    before = tree(victim)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, *[arg.replace("{victim}", str(victim)) for arg in attack]))
+    refused(capsys, code, str(victim))
+    assert tree(victim) == before
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        ["--checkpoint.filename", "../../../../outside/evil{step}"],
+        ["--trainer.logger.init_args.sub_dir", "../../../../outside/subd"],
+        ["--preemption.filename", "../../outside/preempted"],
+        ["--checkpoint.filename", "/tmp/outside-evil{step}"],
+    ],
+    ids=["checkpoint-filename", "logger-sub-dir", "preemption-filename", "absolute-filename"],
+)
+def test_hostile_names_never_climb_out_of_the_run(attack, tmp_path, text_corpus, monkeypatch, capsys):
+    work = tmp_path / "a" / "b" / "c" / "d"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    code = cli_main(micro_fit(text_corpus, *attack))
+    refused(capsys, code, attack[1])
+    assert not list(tmp_path.rglob("outside*")) and not Path("/tmp/outside-evil1.ckpt").exists()
+
+
+@pytest.fixture(scope="module")
+def one_step_run(tmp_path_factory, text_corpus) -> Path:
+    """A working directory holding ``runs/quickstart/version_0``: a one-step micro fit."""
+    root = tmp_path_factory.mktemp("one-step")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        assert cli_main(micro_fit(text_corpus)) == 0
+    return root
+
+
+@pytest.fixture
+def run_copy(one_step_run, tmp_path, monkeypatch) -> Path:
+    """A copy of :func:`one_step_run`'s run directory, in a fresh working directory."""
+    import shutil
+
+    shutil.copytree(one_step_run, tmp_path / "work", symlinks=True)
+    monkeypatch.chdir(tmp_path / "work")
+    return tmp_path / "work" / "runs" / "quickstart" / "version_0"
+
+
+def test_hostile_resume_stays_in_its_run_whatever_its_config_says(run_copy, tmp_path, capsys):
+    config = run_copy / "config.yaml"
+    elsewhere = tmp_path / "elsewhere"
+    config.write_text(config.read_text().replace("save_dir: runs", f"save_dir: {elsewhere}"))
+    code = cli_main(["fit", "--resume", str(run_copy), "--trainer.max_steps", "2"])
+    refused(capsys, code, "--resume", str(run_copy))
+    assert not elsewhere.exists()
+
+
+def test_hostile_sweep_lock_that_is_a_link_is_not_written_through(tmp_path, text_corpus, monkeypatch, capsys):
+    suite = suite_with_common(tmp_path, text_corpus, {})
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the user's notes")
+    (tmp_path / "runs" / "attack").mkdir(parents=True)
+    (tmp_path / "runs" / "attack" / ".sweep.lock").symlink_to(notes)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(["sweep", str(suite), "--runs-dir", "runs", "--no-check"])
+    refused(capsys, code, ".sweep.lock", "symbolic link")
+    assert notes.read_text() == "the user's notes"
+
+
+def test_hostile_sweep_never_writes_runs_through_a_linked_variant_directory(tmp_path, text_corpus, monkeypatch, capsys):
+    suite = suite_with_common(tmp_path, text_corpus, {})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs" / "attack").mkdir(parents=True)
+    (tmp_path / "runs" / "attack" / "only").symlink_to(elsewhere)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(["sweep", str(suite), "--runs-dir", "runs", "--no-check"])
+    refused(capsys, code, "symbolic link")
+    assert not any(elsewhere.iterdir())
+
+
+def test_hostile_sweep_run_directory_outside_the_suite_is_refused(tmp_path):
+    from andrea_lab.errors import UsageError
+    from andrea_lab.files import refuse_links_below
+
+    with pytest.raises(UsageError, match="is not inside"):
+        refuse_links_below(tmp_path / "runs" / "suite", tmp_path / "runs" / "suite" / ".." / ".." / "out", "run")
+
+
+# --- 2 and 3. compare writes only into a directory of its own, never through a link ----------------------
+
+RUNS_CSV = Path(__file__).resolve().parent / "experiments/compare/data/runs-2026-11-29/norm_placement.csv"
+
+
+def compare(out: Path, source: Path = RUNS_CSV) -> int:
+    return cli_main(["compare", str(source), "--out", str(out), "--no-tensorboard"])
+
+
+def test_hostile_compare_never_overwrites_a_directory_it_did_not_make(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "runs.csv").write_text("the user's own runs.csv")
+    refused(capsys, compare(out), str(out), "did not write")
+    assert [p.name for p in out.iterdir()] == ["runs.csv"]
+    assert (out / "runs.csv").read_text() == "the user's own runs.csv"
+    assert compare(tmp_path / "fresh") == 0 and compare(tmp_path / "fresh") == 0  # its own: rewritten
+
+
+@pytest.mark.parametrize("linked", ["out", "comparison.md"])
+def test_hostile_compare_never_writes_through_a_link(linked, tmp_path, capsys):
+    (tmp_path / "notes.md").write_text("the user's notes")
+    out = tmp_path / "report"
+    if linked == "out":
+        (tmp_path / "target").mkdir()
+        out.symlink_to(tmp_path / "target")
+    else:
+        assert compare(out) == 0
+        capsys.readouterr()
+        (out / "comparison.md").unlink()
+        (out / "comparison.md").symlink_to(tmp_path / "notes.md")
+    refused(capsys, compare(out), "symbolic link")
+    assert (tmp_path / "notes.md").read_text() == "the user's notes"
+    assert linked != "out" or not any((tmp_path / "target").iterdir())
+
+
+@pytest.mark.parametrize("name", ["/tmp/hostile-abs-suite", "../../climbed"])
+def test_hostile_compare_recorded_suite_name_is_one_name(name, tmp_path, capsys):
+    source = tmp_path / "runs.csv"
+    source.write_text(RUNS_CSV.read_text().replace("norm_placement,", f"{name},"))
+    refused(capsys, compare(tmp_path / "out", source), repr(name))
+    assert not Path("/tmp/hostile-abs-suite").exists() and not (tmp_path.parent / "climbed").exists()
+
+
+# --- 3. trace writes only the files named, never over an existing one --------------------------------------
+
+
+def test_hostile_trace_plot_refuses_an_existing_file_and_writes_only_what_is_named(one_step_run, tmp_path, capsys):
+    ckpt = one_step_run / "runs/quickstart/version_0/checkpoints/last.ckpt"
+    png = tmp_path / "existing.png"
+    png.write_bytes(b"the user's picture")
+    code = cli_main(["trace", "--ckpt", str(ckpt), "--text", "def f", "--plot", str(png)])
+    refused(capsys, code, str(png), "--overwrite")
+    assert png.read_bytes() == b"the user's picture" and sorted(p.name for p in tmp_path.iterdir()) == [png.name]
+    assert cli_main(["trace", "--ckpt", str(ckpt), "--text", "def f", "--plot", str(png), "--overwrite"]) == 0
+    assert png.read_bytes() != b"the user's picture" and sorted(p.name for p in tmp_path.iterdir()) == [png.name]
+
+
+# --- 5. every file a fit rewrites is replaced whole ---------------------------------------------------------
+
+
+def test_hostile_resume_never_leaves_config_yaml_truncated(run_copy, monkeypatch):
+    """A failure while the resumed fit writes its config.yaml (here: the dump raises) leaves the old file."""
+    import inspect
+
+    import jsonargparse
+
+    config = run_copy / "config.yaml"
+    before = config.read_bytes()
+    real_dump = jsonargparse.ArgumentParser.dump
+
+    def failing_dump(self, cfg, *args, **kwargs):
+        if any(frame.function == "save" for frame in inspect.stack(0)):  # the parser saving config.yaml
+            raise RuntimeError("injected failure while writing config.yaml")
+        return real_dump(self, cfg, *args, **kwargs)
+
+    monkeypatch.setattr(jsonargparse.ArgumentParser, "dump", failing_dump)
+    with pytest.raises(RuntimeError, match="injected"):
+        cli_main(["fit", "--resume", str(run_copy), "--trainer.max_steps", "2"])
+    assert config.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["command-line", "config-file"])
+def test_hostile_fifo_as_a_config_value_is_refused_not_waited_on(where, tmp_path, text_corpus):
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    extra = ["--data", str(fifo)]
+    if where == "config-file":
+        (tmp_path / "attack.yaml").write_text(yaml.safe_dump({"data": str(fifo)}))
+        extra = ["--config", str(tmp_path / "attack.yaml")]
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "andrea_lab.cli", *micro_fit(text_corpus, *extra)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("andrea fit waited on the FIFO")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "not a regular file" in result.stderr and str(fifo) in result.stderr
+
+
+# --- 4. paths stored in a checkpoint are data -------------------------------------------------------------
+
+
+def test_hostile_lens_never_tokenizes_into_a_cache_the_checkpoint_names(one_step_run, tmp_path, capsys):
+    checkpoint = torch.load(one_step_run / "runs/quickstart/version_0/checkpoints/last.ckpt", weights_only=True)
+    elsewhere = tmp_path / "their-cache"
+    checkpoint["datamodule_hyper_parameters"]["cache_dir"] = str(elsewhere)
+    handed = tmp_path / "handed" / "model.ckpt"
+    handed.parent.mkdir()
+    torch.save(checkpoint, handed)
+    code = cli_main(["lens", "--ckpt", str(handed), "--out", str(tmp_path / "lens.json"), "--max_tokens", "256"])
+    assert code == 0, capsys.readouterr().err
+    assert not elsewhere.exists()
+    assert f"not using the cache directory the checkpoint names ({elsewhere})" in capsys.readouterr().err
