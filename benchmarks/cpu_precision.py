@@ -1,0 +1,245 @@
+"""fp32 against bf16 on the CPU, in one run: the matmuls alone, then ANDREA's own training step, by width.
+
+    python benchmarks/cpu_precision.py                         # d64 .. d768, 4 blocks, batch 16 x 128
+    python benchmarks/cpu_precision.py --widths 128,512 --steps 5 --json cpu_precision.json
+
+Why: the CPU suites are small because the CPU is slow, and part of this project's machines are Xeons whose
+AMX units (``amx_bf16``) multiply bf16 matrices 2-3.5x faster than fp32 at 256-1024 wide, and slower at
+128. Whether a fit gains depends on how much of its step is matmuls and what the rest costs in bf16.
+
+What it prints, every figure measured in this one run (never compare speeds across runs or machines):
+
+* the CPU model and its bf16-relevant flags (``amx_bf16``, ``amx_tile``, ``avx512_bf16``, ``avx512f``), and
+  a line saying so where it has no bf16 units (it still measures: bf16 then runs on emulation paths);
+* per width, square matmuls of that width: GFLOP/s in fp32 and bf16 and their ratio;
+* per width, the model's own matmul shapes (the tokens of a batch through its QKV, attention output and
+  MLP layers, the head over the vocabulary) timed in fp32 and bf16: the speed-up the matrix units could give
+  this step if nothing else existed;
+* per width and precision setting, ms per training step (forward, backward, AdamW step) and its ratio to
+  fp32: ``32-true``; ``bf16-mixed`` (what Lightning's ``precision: bf16-mixed`` does on the CPU: fp32
+  weights, the forward under ``torch.autocast("cpu", torch.bfloat16)``); ``bf16-true`` (weights and
+  activations in bf16, AdamW on bf16 parameters: faster, less exact);
+* the share of a bf16-mixed step spent in matmul kernels (``torch.profiler``: self CPU time of ``aten::mm``,
+  ``addmm``, ``bmm`` and the attention kernel, over all ops' self time), so what is left beside the matmuls
+  shows;
+* "of the possible": the bf16-mixed step's speed-up over the model-shape matmul speed-up (the issue's goal
+  is >= 85 % at d512 on an AMX machine).
+
+Steps are timed alternately (fp32, bf16-mixed, bf16-true, fp32, ...) after warm-up so that drift on a
+shared machine hits all settings alike; the median is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is not on the path
+    sys.path.insert(0, str(REPO))
+
+from andrea_lab.model.config import AndreaConfig  # noqa: E402
+from andrea_lab.model.transformer import Andrea  # noqa: E402
+
+BF16_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
+SETTINGS = ("32-true", "bf16-mixed", "bf16-true")
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu")
+
+
+def cpu_flags() -> dict[str, object]:
+    """The CPU model and which of :data:`BF16_FLAGS` /proc/cpuinfo lists (empty where it cannot be read)."""
+    model, flags = "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and model == "unknown":
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return {"cpu": model, "flags": [flag for flag in BF16_FLAGS if flag in flags]}
+
+
+def has_bf16_units(flags: list[str]) -> bool:
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def median_seconds(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def square_matmul(width: int, dtype: torch.dtype, reps: int) -> float:
+    """GFLOP/s of a ``width`` x ``width`` matmul in ``dtype``."""
+    a, b = torch.randn(width, width).to(dtype), torch.randn(width, width).to(dtype)
+    inner = max(1, int(2e8 // (2 * width**3)))  # about 0.2 GFLOP per timed call, so small widths are timeable
+
+    def run() -> None:
+        for _ in range(inner):
+            torch.mm(a, b)
+
+    return 2 * width**3 * inner / median_seconds(run, reps) / 1e9
+
+
+def model_shapes(config: AndreaConfig, tokens: int) -> list[tuple[int, int, int]]:
+    """(m, k, n) of the step's linear layers for ``tokens`` tokens: QKV, attention out, MLP in and out per
+    block, and the head over the vocabulary (attention's own matmuls are left to the step)."""
+    d, hidden = config.d_model, int(4 * config.d_model)
+    per_block = [(tokens, d, 3 * d), (tokens, d, d), (tokens, d, hidden), (tokens, hidden, d)]
+    return per_block * config.n_layer + [(tokens, d, config.vocab_size)]
+
+
+def shapes_seconds(shapes: list[tuple[int, int, int]], dtype: torch.dtype, reps: int) -> float:
+    """Seconds for forward + the two backward matmuls of every shape (3 matmuls each), in ``dtype``."""
+    tensors = [
+        (torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype), torch.randn(m, n).to(dtype)) for m, k, n in shapes
+    ]
+
+    def run() -> None:
+        for x, w, g in tensors:
+            torch.mm(x, w)
+            torch.mm(g, w.t())
+            torch.mm(x.t(), g)
+
+    return median_seconds(run, reps, warmup=1)
+
+
+def training_step(config: AndreaConfig, setting: str, batch: int, seed: int = 0) -> Callable[[], None]:
+    """One optimizer step of ``setting`` on random tokens; returns the step as a closure."""
+    torch.manual_seed(seed)
+    model = Andrea(config)
+    if setting == "bf16-true":
+        model = model.to(torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    idx = torch.randint(0, config.vocab_size, (batch, config.block_size))
+    targets = torch.randint(0, config.vocab_size, (batch, config.block_size))
+    autocast = setting == "bf16-mixed"
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            _, loss = model(idx, targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def matmul_share(step: Callable[[], None]) -> float:
+    """Share of one step's self CPU time in matmul kernels (:data:`MATMUL_OPS`)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    events = prof.key_averages()
+    total = sum(event.self_cpu_time_total for event in events)
+    matmuls = sum(event.self_cpu_time_total for event in events if event.key in MATMUL_OPS)
+    return matmuls / total if total else float("nan")
+
+
+def measure_width(width: int, args: argparse.Namespace) -> dict[str, object]:
+    config = AndreaConfig(
+        vocab_size=args.vocab, block_size=args.block, d_model=width, n_layer=args.layers, n_head=max(1, width // 64)
+    )
+    row: dict[str, object] = {"d_model": width}
+    fp32_mm, bf16_mm = (square_matmul(width, dtype, args.reps) for dtype in (torch.float32, torch.bfloat16))
+    row.update(square_fp32_gflops=fp32_mm, square_bf16_gflops=bf16_mm, square_ratio=bf16_mm / fp32_mm)
+    shapes = model_shapes(config, args.batch * args.block)
+    fp32_shapes, bf16_shapes = (shapes_seconds(shapes, dtype, args.reps) for dtype in (torch.float32, torch.bfloat16))
+    row["model_matmul_ratio"] = fp32_shapes / bf16_shapes
+    steps = {setting: training_step(config, setting, args.batch) for setting in SETTINGS}
+    for step in steps.values():  # warm-up: first-call allocation, oneDNN kernel selection
+        step()
+        step()
+    times: dict[str, list[float]] = {setting: [] for setting in SETTINGS}
+    for _ in range(args.steps):  # alternate, so drift on a shared machine hits every setting alike
+        for setting, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[setting].append(time.perf_counter() - start)
+    for setting in SETTINGS:
+        row[f"ms_{setting}"] = 1e3 * statistics.median(times[setting])
+        row[f"ratio_{setting}"] = row["ms_32-true"] / row[f"ms_{setting}"]
+    row["matmul_share_bf16_mixed"] = matmul_share(steps["bf16-mixed"])
+    row["of_possible_bf16_mixed"] = row["ratio_bf16-mixed"] / row["model_matmul_ratio"]
+    return row
+
+
+COLUMNS = [
+    ("d_model", "d", "{:d}"),
+    ("square_ratio", "mm bf16/fp32", "{:.2f}x"),
+    ("model_matmul_ratio", "model mm bf16/fp32", "{:.2f}x"),
+    ("ms_32-true", "fp32 ms/step", "{:.1f}"),
+    ("ms_bf16-mixed", "bf16-mixed ms/step", "{:.1f}"),
+    ("ratio_bf16-mixed", "speed-up", "{:.2f}x"),
+    ("ms_bf16-true", "bf16-true ms/step", "{:.1f}"),
+    ("ratio_bf16-true", "speed-up", "{:.2f}x"),
+    ("matmul_share_bf16_mixed", "bf16-mixed step in matmuls", "{:.0%}"),
+    ("of_possible_bf16_mixed", "of the possible", "{:.0%}"),
+]
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    lines = ["| " + " | ".join(label for _, label, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt.format(row[key]) for key, _, fmt in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--widths", default="64,128,256,512,768", help="d_model values, comma-separated")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--block", type=int, default=128)
+    parser.add_argument("--vocab", type=int, default=8449)
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per setting and width")
+    parser.add_argument("--reps", type=int, default=5, help="timed repetitions of each matmul measurement")
+    parser.add_argument("--json", help="also write every measurement here")
+    args = parser.parse_args(argv)
+    try:
+        args.widths = [int(w) for w in args.widths.split(",")]
+    except ValueError:
+        parser.error(f"--widths must be comma-separated integers, got {args.widths!r}")
+    for name in ("layers", "batch", "block", "vocab", "steps", "reps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    if any(w < 1 or w % max(1, w // 64) for w in args.widths):
+        parser.error(f"every width must be positive (and divisible by its head count, width // 64): {args.widths}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    machine = cpu_flags()
+    print(f"CPU: {machine['cpu']}; bf16-relevant flags: {', '.join(machine['flags']) or 'none'}")
+    if not has_bf16_units(machine["flags"]):
+        print("this CPU has no bf16 units (neither amx_bf16 nor avx512_bf16): bf16 is emulated, expect it slower")
+    shape = f"{args.layers} blocks, batch {args.batch} x {args.block}"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {shape}")
+    rows = []
+    for width in args.widths:
+        rows.append(measure_width(width, args))
+        print(f"  d{width} measured", file=sys.stderr, flush=True)
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine, "torch": torch.__version__, "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The CPU precision benchmark at toy size: every setting measured, the table printed, the flags read, the
+model's matmul shapes those of its linear layers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from andrea_lab.model.config import AndreaConfig
+from benchmarks import cpu_precision
+
+
+def test_the_model_shapes_are_its_linear_layers_and_head():
+    config = AndreaConfig(vocab_size=300, block_size=16, d_model=64, n_layer=2, n_head=1)
+    shapes = cpu_precision.model_shapes(config, tokens=32)
+    assert len(shapes) == 2 * 4 + 1 and shapes[-1] == (32, 64, 300)
+    assert shapes[:4] == [(32, 64, 192), (32, 64, 64), (32, 64, 256), (32, 256, 64)]
+
+
+def test_a_cpu_without_bf16_units_is_named_as_such():
+    assert cpu_precision.has_bf16_units(["amx_bf16", "amx_tile"]) and cpu_precision.has_bf16_units(["avx512_bf16"])
+    assert not cpu_precision.has_bf16_units(["avx512f"])
+
+
+def test_toy_run_prints_every_setting_side_by_side(tmp_path, capsys):
+    out = tmp_path / "precision.json"
+    args = ["--widths", "64", "--layers", "1", "--batch", "2", "--block", "16", "--vocab", "300", "--steps", "1"]
+    assert cpu_precision.main([*args, "--reps", "1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("CPU: ") and "| d | mm bf16/fp32 |" in printed and "| 64 |" in printed
+    (row,) = json.loads(out.read_text())["rows"]
+    for setting in cpu_precision.SETTINGS:
+        assert row[f"ms_{setting}"] > 0
+    assert row["ratio_32-true"] == 1.0 and 0 <= row["matmul_share_bf16_mixed"] <= 1
+
+
+def test_bad_widths_are_refused_with_the_value(capsys):
+    with pytest.raises(SystemExit):
+        cpu_precision.main(["--widths", "64,x"])
+    assert "'64,x'" in capsys.readouterr().err
