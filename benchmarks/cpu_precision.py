@@ -47,28 +47,10 @@ if str(REPO) not in sys.path:  # run as a script: benchmarks/ is not on the path
 
 from andrea_lab.model.config import AndreaConfig  # noqa: E402
 from andrea_lab.model.transformer import Andrea  # noqa: E402
+from andrea_lab.runs.machine import cpu_description, has_bf16_units  # noqa: E402
 
-BF16_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
 SETTINGS = ("32-true", "bf16-mixed", "bf16-true")
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu")
-
-
-def cpu_flags() -> dict[str, object]:
-    """The CPU model and which of :data:`BF16_FLAGS` /proc/cpuinfo lists (empty where it cannot be read)."""
-    model, flags = "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model == "unknown":
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {"cpu": model, "flags": [flag for flag in BF16_FLAGS if flag in flags]}
-
-
-def has_bf16_units(flags: list[str]) -> bool:
-    return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
 def median_seconds(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
@@ -225,9 +207,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    machine = cpu_flags()
-    print(f"CPU: {machine['cpu']}; bf16-relevant flags: {', '.join(machine['flags']) or 'none'}")
-    if not has_bf16_units(machine["flags"]):
+    machine = cpu_description()
+    print(f"CPU: {machine['cpu']}; bf16-relevant flags: {', '.join(machine['bf16_flags']) or 'none'}")
+    if not has_bf16_units(machine["bf16_flags"]):
         print("this CPU has no bf16 units (neither amx_bf16 nor avx512_bf16): bf16 is emulated, expect it slower")
     shape = f"{args.layers} blocks, batch {args.batch} x {args.block}"
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {shape}")

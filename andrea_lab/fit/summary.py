@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.fit.closing_sample import PROMPT, TEMPERATURE, closing_sample
@@ -34,6 +35,7 @@ from andrea_lab.model.registry import selected_entry_point
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import NONFINITE as NONFINITE_KIND
 from andrea_lab.runs.directory import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.runs.machine import machine_record
 
 
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
@@ -248,6 +250,7 @@ class RunSummary(L.Callback):
             heldout=heldout,
             data=datamodule.provenance() if hasattr(datamodule, "provenance") else {},
             versions=package_versions(),
+            machine=_machine(trainer, pl_module),
             training=_plain(training),
             plugins={kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
             config=config,
@@ -280,6 +283,13 @@ class RunSummary(L.Callback):
         }
         log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
         self._hparams_logged = True
+
+
+def _machine(trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+    """The record's ``machine`` (andrea_lab.runs.machine): this fit's precision and the device it ran on."""
+    device = pl_module.device
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" and torch.cuda.is_available() else None
+    return machine_record(trainer.precision, device.type, name)
 
 
 def _sample_of(trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[str]:

@@ -148,6 +148,8 @@ class RunRecord:
     data: dict[str, Any] = field(default_factory=dict)
     #: Package versions of the process that trained (python, torch, lightning, andrea-lab, ...).
     versions: dict[str, Optional[str]] = field(default_factory=dict)
+    #: What it ran on: precision, device, machine kind, CPU model and bf16 flags (andrea_lab.runs.machine).
+    machine: dict[str, Any] = field(default_factory=dict)
     #: The training hyperparameters besides the architecture (warmup_steps, weight_decay, ...).
     training: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, dict[str, Optional[str]]] = field(default_factory=dict)

@@ -18,9 +18,15 @@ def test_the_model_shapes_are_its_linear_layers_and_head():
     assert shapes[:4] == [(32, 64, 192), (32, 64, 64), (32, 64, 256), (32, 256, 64)]
 
 
-def test_a_cpu_without_bf16_units_is_named_as_such():
-    assert cpu_precision.has_bf16_units(["amx_bf16", "amx_tile"]) and cpu_precision.has_bf16_units(["avx512_bf16"])
-    assert not cpu_precision.has_bf16_units(["avx512f"])
+def test_the_cpus_bf16_units_are_read_from_its_flags(tmp_path):
+    from andrea_lab.runs.machine import cpu_description, has_bf16_units
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("model name\t: Xeon X\nflags\t\t: fpu avx512f amx_tile amx_bf16\nmodel name\t: Xeon X\n")
+    assert cpu_description(info) == {"cpu": "Xeon X", "bf16_flags": ["amx_bf16", "amx_tile", "avx512f"]}
+    assert has_bf16_units(["amx_bf16", "amx_tile"]) and has_bf16_units(["avx512_bf16"])
+    assert not has_bf16_units(["avx512f"])
+    assert cpu_description(tmp_path / "missing")["bf16_flags"] == []
 
 
 def test_toy_run_prints_every_setting_side_by_side(tmp_path, capsys):

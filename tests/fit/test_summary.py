@@ -83,6 +83,11 @@ def test_summary_json_has_exactly_the_schema(cli_run):
     summary = json.loads((cli_run / "summary.json").read_text())
     assert tuple(summary) == SUMMARY_KEYS
     assert summary["schema"] == 2 and summary["status"] == "finished"
+    machine = summary["machine"]  # what a comparison must keep equal between the runs of a claim
+    assert (
+        machine["precision"] == "32-true" and machine["device"] == "cpu" and machine["kind"].startswith(machine["cpu"])
+    )
+    assert set(machine["bf16_flags"]) <= {"amx_bf16", "amx_tile", "avx512_bf16", "avx512f"}
     assert summary["experiment"] == "quickstart" and summary["version"] == 0
     assert summary["divergence"] == {"step": None, "kind": None}
     assert summary["steps"] == STEPS and summary["tokens_seen"] == STEPS * 8 * 64

@@ -36,7 +36,10 @@ from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.runs.directory import format_lr
 
 CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity")
-CLAIM_OPTIONS = ("text", "lr", "exploratory")
+CLAIM_OPTIONS = ("text", "lr", "exploratory", "across")
+#: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision
+#: or the machine (andrea_lab.runs.machine) would be measured along with the variants'.
+MUST_MATCH = ("precision", "machine")
 CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
 ALPHA = 1 - stats.CONFIDENCE
 
@@ -52,6 +55,8 @@ class Claim:
     text: str = ""
     lrs: Optional[tuple[float, float]] = None
     exploratory: bool = False
+    #: Of :data:`MUST_MATCH`, what the suite compares on purpose (e.g. ``precision`` for bf16 against fp32).
+    across: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -138,8 +143,11 @@ def parse_claims(raw: list) -> list[Claim]:
             raise _bad(item, f"exploratory must be true or false, got {exploratory!r}")
         if kind == "lower_sensitivity" and item.get("lr") is not None:
             raise _bad(item, "lower_sensitivity is measured over the whole LR grid and takes no lr")
+        across = item.get("across", [])
+        if not isinstance(across, list) or not set(across) <= set(MUST_MATCH):
+            raise _bad(item, f"across must be a list of {', '.join(MUST_MATCH)}, got {across!r}")
         for lrs in _lr_pairs(item.get("lr"), a, b, item):
-            claims.append(Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory))
+            claims.append(Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory, tuple(across)))
     return claims
 
 
@@ -264,6 +272,23 @@ def outcome_of(favours_a: Optional[bool], p: float) -> str:
     return "reproduced" if favours_a else "contradicted"
 
 
+def check_alike(claim: Claim, counted: pd.DataFrame) -> None:
+    """Refuse a claim whose runs differ in precision or machine kind (:data:`MUST_MATCH`) unless it declares
+    so (``across``): the difference would be the machines' as much as the variants'. Runs that did not
+    record it (older ones) are not held against it."""
+    runs = counted[counted["variant"].isin([claim.a, claim.b])]
+    for column in MUST_MATCH:
+        if column in claim.across or column not in runs:
+            continue
+        values = {v: sorted(set(runs.loc[runs["variant"] == v, column].dropna())) for v in (claim.a, claim.b)}
+        if len(set(values[claim.a]) | set(values[claim.b])) > 1:
+            raise ValueError(
+                f"claim {claim.label!r}: its runs differ in {column} ({claim.a}: {', '.join(values[claim.a])}; "
+                f"{claim.b}: {', '.join(values[claim.b])}); run them alike, or say it is on purpose with "
+                f"`across: [{column}]` in the claim"
+            )
+
+
 def evaluate_claims(
     claims: Sequence[Any], runs: pd.DataFrame, loss_column: str = "final_val_loss"
 ) -> list[ClaimResult]:
@@ -275,6 +300,8 @@ def evaluate_claims(
             raise ValueError(f"unknown claim kind {claim.kind!r}; valid kinds: {', '.join(CLAIM_KINDS)}")
         stats.check_known([claim.a, claim.b], runs)
     counted = stats.counted_runs(runs, loss_column)
+    for claim in parsed:
+        check_alike(claim, counted)
     found = [_evidence(claim, counted) for claim in parsed]
     family = [index for index, claim in enumerate(parsed) if not claim.exploratory]
     adjusted = dict(zip(family, holm([found[index].p for index in family])))

@@ -112,7 +112,9 @@ SCALE, SCALE_INDEX = "scale", "scale_index"
 ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_entropy_min_final"
 #: ``stuck_after``: the stuck-at-unigram window's first step where the run's config set it (runs made before
 #: the suites set it have none, and their committed tables keep their columns).
-OPTIONAL_COLUMNS = ("stuck_after", SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL)
+#: The precision setting and the machine kind of a run (None for runs recorded before they were kept).
+PRECISION, MACHINE = "precision", "machine"
+OPTIONAL_COLUMNS = ("stuck_after", SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL, PRECISION, MACHINE)
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
 #: logs under; change it here if that metric is named otherwise).
@@ -276,6 +278,10 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
         )
     # The stuck-at-unigram window's first step, where the run's config set it (null: its warmup_steps).
     row["stuck_after"] = _first_number(config.get("stability.stuck_after"))
+    # What it ran at and on (andrea_lab.runs.machine): a claim between runs that differ in either is refused.
+    machine = record.machine if record is not None else {}
+    precision = config.get("trainer.precision") or machine.get("precision")
+    row[PRECISION], row[MACHINE] = (None if precision is None else str(precision)), machine.get("kind")
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
     curves = read_scalars(run_dir) if events else None
     if curves is not None:
@@ -298,7 +304,8 @@ def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
 
 def read_runs_csv(path: str | Path) -> pd.DataFrame:
     """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns)."""
-    return set_aside_unscored(_typed(pd.read_csv(path, dtype={"divergence_kind": "string", SCALE: "string"})))
+    strings = {"divergence_kind": "string", SCALE: "string", PRECISION: "string", MACHINE: "string"}
+    return set_aside_unscored(_typed(pd.read_csv(path, dtype=strings)))
 
 
 def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
@@ -314,7 +321,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every :data:`RUN_COLUMNS` present, numbers as floats (missing = NaN), names as strings."""
     frame = frame.reindex(columns=list(dict.fromkeys([*RUN_COLUMNS, *frame.columns])))
     for column in frame.columns:
-        if column in ("suite", "variant", "status", "divergence_kind", "source", "path", SCALE):
+        if column in ("suite", "variant", "status", "divergence_kind", "source", "path", SCALE, PRECISION, MACHINE):
             frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
         elif column in INTEGER_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")

@@ -172,3 +172,22 @@ def test_holm_over_the_december_claims_removes_two_verdicts():
     adjusted = holm([r.p_in_sample for r in found])
     removed = [r.claim.label for r, p in zip(found, adjusted) if r.p_in_sample < 0.05 <= p]
     assert removed == ["fewer_divergences: post vs post-nowarmup", "lower_sensitivity: pre vs pre-nowarmup"]
+
+
+def test_a_claim_between_runs_of_different_precision_or_machine_is_refused_unless_declared():
+    runs = cliff_runs()
+    runs["precision"] = ["bf16-mixed" if v == "a" else "32-true" for v in runs["variant"]]
+    runs["machine"] = "Xeon +bf16"
+    claim = {"lower_loss": ["a", "b"], "lr": LOW}
+    with pytest.raises(ValueError, match=r"its runs differ in precision \(a: bf16-mixed; b: 32-true\).*across"):
+        evaluate_claims([claim], runs)
+    (declared,) = evaluate_claims([{**claim, "across": ["precision"]}], runs)
+    assert declared.claim.across == ("precision",)
+    runs.loc[runs.index[0], "machine"] = "EPYC"  # one run on another machine, even within a variant
+    with pytest.raises(ValueError, match="differ in machine"):
+        evaluate_claims([{**claim, "across": ["precision"]}], runs)
+    with pytest.raises(ValueError, match="across must be a list of precision, machine"):
+        parse_claims([{**claim, "across": ["seed"]}])
+    older = cliff_runs()  # runs that recorded neither are not held against a claim
+    older["precision"] = None
+    assert evaluate_claims([claim], older)

@@ -257,6 +257,20 @@ def test_a_suite_file_moved_after_its_sweep_does_not_stop_the_comparison(tmp_pat
     assert f"the suite file {tmp_path / 'moved.yaml'} that the sweep recorded is gone" in err and "--suite" in err
 
 
+def test_each_run_carries_its_precision_and_machine_into_runs_csv(tmp_path):
+    root = tmp_path / "runs"
+    run_dir = write_run(root, "a", 1e-3, 0, 2.0)
+    data = json.loads((run_dir / "summary.json").read_text())
+    machine = {"precision": "bf16-mixed", "device": "cpu", "kind": "Xeon +bf16", "cpu": "Xeon", "bf16_flags": []}
+    (run_dir / "summary.json").write_text(json.dumps({**data, "machine": machine}))
+    runs = load_runs(root)
+    assert runs.loc[0, "precision"] == "bf16-mixed" and runs.loc[0, "machine"] == "Xeon +bf16"
+    outputs.write_outputs(runs, tmp_path / "out", None, (), None)
+    (csv,) = (tmp_path / "out").rglob("runs.csv")
+    again = read_runs_csv(csv)
+    assert again.loc[0, "precision"] == "bf16-mixed" and again.loc[0, "machine"] == "Xeon +bf16"
+
+
 def test_numbers_written_two_ways_are_one_setting_when_naming_variants():
     from andrea_lab.experiments.compare.config_variants import name_by_differences
 

@@ -1,0 +1,43 @@
+"""What a run ran on, recorded beside its numbers: the precision, the device and, on the CPU, the model and
+its bf16 units. Speeds differ by machine and losses by precision, so a comparison between runs that differ
+in either compares the machines too (``andrea compare`` refuses such a claim unless the claim declares it,
+andrea_lab.experiments.compare.claims). Detected, never assumed: the bf16 units are read from /proc/cpuinfo."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any, Optional
+
+#: The CPU flags that say whether bf16 matmuls have hardware (AMX tiles, AVX-512 BF16).
+BF16_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
+
+
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU model and which of :data:`BF16_FLAGS` it lists (``unknown`` and none where it cannot be read)."""
+    model, flags = "unknown", set()
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name") and model == "unknown":
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        model = platform.processor() or "unknown"
+    return {"cpu": model, "bf16_flags": [flag for flag in BF16_FLAGS if flag in flags]}
+
+
+def has_bf16_units(flags: list[str]) -> bool:
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def machine_record(precision: Any, device_type: str, device_name: Optional[str] = None) -> dict[str, Any]:
+    """summary.json's ``machine``: ``precision`` (Lightning's setting, e.g. ``32-true``, ``bf16-mixed``),
+    ``device`` (``cpu``, ``cuda``...), ``kind`` (what a comparison must keep equal: the GPU's name, or the
+    CPU model with ``+bf16`` where it has bf16 units), and the CPU's model and bf16 flags."""
+    cpu = cpu_description()
+    if device_type == "cpu":
+        kind = cpu["cpu"] + (" +bf16" if has_bf16_units(cpu["bf16_flags"]) else "")
+    else:
+        kind = device_name or device_type
+    return {"precision": str(precision), "device": device_type, "kind": kind, **cpu}
