@@ -20,8 +20,8 @@ What it prints, every figure measured in this one run (never compare speeds acro
   weights, the forward under ``torch.autocast("cpu", torch.bfloat16)``); ``bf16-true`` (weights and
   activations in bf16, AdamW on bf16 parameters: faster, less exact);
 * the share of a bf16-mixed step spent in matmul kernels (``torch.profiler``: self CPU time of ``aten::mm``,
-  ``addmm``, ``bmm`` and the attention kernel, over all ops' self time), so what is left beside the matmuls
-  shows;
+  ``addmm``, ``bmm`` and the attention kernel, over all ops' self time), and at the widest width the ops that
+  take most of it (``--top``), so what is left beside the matmuls shows;
 * "of the possible": the bf16-mixed step's speed-up over the model-shape matmul speed-up (the issue's goal
   is >= 85 % at d512 on an AMX machine).
 
@@ -120,17 +120,22 @@ def training_step(config: AndreaConfig, setting: str, batch: int, seed: int = 0)
     return step
 
 
-def matmul_share(step: Callable[[], None]) -> float:
-    """Share of one step's self CPU time in matmul kernels (:data:`MATMUL_OPS`)."""
+def profile_step(step: Callable[[], None]) -> list[tuple[str, float]]:
+    """Each op's share of one step's self CPU time (torch.profiler), largest first."""
     from torch.profiler import ProfilerActivity, profile
 
     step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
     events = prof.key_averages()
-    total = sum(event.self_cpu_time_total for event in events)
-    matmuls = sum(event.self_cpu_time_total for event in events if event.key in MATMUL_OPS)
-    return matmuls / total if total else float("nan")
+    total = sum(event.self_cpu_time_total for event in events) or float("nan")
+    shares = [(event.key, event.self_cpu_time_total / total) for event in events]
+    return sorted(shares, key=lambda share: -share[1])
+
+
+def matmul_share(shares: list[tuple[str, float]]) -> float:
+    """Share of the step in matmul kernels (:data:`MATMUL_OPS`)."""
+    return sum(share for key, share in shares if key in MATMUL_OPS)
 
 
 def measure_width(width: int, args: argparse.Namespace) -> dict[str, object]:
@@ -156,7 +161,9 @@ def measure_width(width: int, args: argparse.Namespace) -> dict[str, object]:
     for setting in SETTINGS:
         row[f"ms_{setting}"] = 1e3 * statistics.median(times[setting])
         row[f"ratio_{setting}"] = row["ms_32-true"] / row[f"ms_{setting}"]
-    row["matmul_share_bf16_mixed"] = matmul_share(steps["bf16-mixed"])
+    shares = profile_step(steps["bf16-mixed"])
+    row["matmul_share_bf16_mixed"] = matmul_share(shares)
+    row["top_ops_bf16_mixed"] = shares[: args.top]
     row["of_possible_bf16_mixed"] = row["ratio_bf16-mixed"] / row["model_matmul_ratio"]
     return row
 
@@ -191,13 +198,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=int, default=8449)
     parser.add_argument("--steps", type=int, default=8, help="timed steps per setting and width")
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions of each matmul measurement")
+    parser.add_argument("--top", type=int, default=8, help="ops of the widest bf16-mixed step to list by share")
     parser.add_argument("--json", help="also write every measurement here")
     args = parser.parse_args(argv)
     try:
         args.widths = [int(w) for w in args.widths.split(",")]
     except ValueError:
         parser.error(f"--widths must be comma-separated integers, got {args.widths!r}")
-    for name in ("layers", "batch", "block", "vocab", "steps", "reps"):
+    for name in ("layers", "batch", "block", "vocab", "steps", "reps", "top"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be a positive integer, got {getattr(args, name)}")
     if any(w < 1 or w % max(1, w // 64) for w in args.widths):
@@ -218,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(measure_width(width, args))
         print(f"  d{width} measured", file=sys.stderr, flush=True)
     print(table(rows))
+    widest = rows[-1]
+    print(f"\nwhere the bf16-mixed step goes at d{widest['d_model']} (self CPU time, torch.profiler):")
+    for key, share in widest["top_ops_bf16_mixed"]:
+        print(f"  {share:6.1%}  {key}")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine, "torch": torch.__version__, "rows": rows}, indent=2))
     return 0

@@ -39,6 +39,7 @@ def test_toy_run_prints_every_setting_side_by_side(tmp_path, capsys):
     for setting in cpu_precision.SETTINGS:
         assert row[f"ms_{setting}"] > 0
     assert row["ratio_32-true"] == 1.0 and 0 <= row["matmul_share_bf16_mixed"] <= 1
+    assert "where the bf16-mixed step goes at d64" in printed and len(row["top_ops_bf16_mixed"]) == 8
 
 
 def test_bad_widths_are_refused_with_the_value(capsys):
