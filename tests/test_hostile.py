@@ -397,3 +397,112 @@ def test_hostile_lens_never_tokenizes_into_a_cache_the_checkpoint_names(one_step
     assert code == 0, capsys.readouterr().err
     assert not elsewhere.exists()
     assert f"not using the cache directory the checkpoint names ({elsewhere})" in capsys.readouterr().err
+
+
+# --- 5. handed checkpoints and arguments end in one line, nothing allocated for a config's say-so ------------
+
+
+def _edited_checkpoint(run: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the one-step run's last.ckpt with ``edit(checkpoint)`` applied, saved as plain tensors."""
+    from andrea_lab.runs.checkpoint_io import load_checkpoint
+
+    checkpoint = load_checkpoint(run / "runs" / "quickstart" / "version_0" / "checkpoints" / "last.ckpt")
+    edit(checkpoint)
+    path = tmp_path / "edited.ckpt"
+    torch.save(checkpoint, path)
+    return path
+
+
+def _config(checkpoint: dict) -> dict:
+    return checkpoint["hyper_parameters"]["config"]
+
+
+HOSTILE_CHECKPOINTS = {
+    # a 300 KB file whose config asks for a 40-billion-parameter model: refused before anything is allocated
+    "huge-config": (lambda c: _config(c).update(d_model=8192, n_layer=48, n_head=64), "do not fit"),
+    "more-layers-than-weights": (lambda c: _config(c).update(n_layer=_config(c)["n_layer"] + 1), "missing"),
+    "mismatched-shape": (
+        lambda c: c["state_dict"].update({"model.lm_head.weight": torch.zeros(3, 3)}),
+        "model.lm_head.weight",
+    ),
+    "nan-weights": (
+        lambda c: next(v for k, v in c["state_dict"].items() if k.endswith("weight")).fill_(float("nan")),
+        "NaN or infinite",
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(HOSTILE_CHECKPOINTS))
+def test_hostile_checkpoint_ends_generate_in_one_line(attack, one_step_run, tmp_path, capsys):
+    edit, named = HOSTILE_CHECKPOINTS[attack]
+    path = _edited_checkpoint(one_step_run, tmp_path, edit)
+    refused(capsys, cli_main(["generate", "--ckpt", str(path), "--max_new_tokens", "2"]), named)
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--temperature", "1e-45"], "--temperature must be 0 (greedy) or a finite number >= 0.001"),
+        (["--seed", str(10**24)], "--seed must be between 0 and 2**64 - 1"),
+    ],
+)
+def test_hostile_sampling_arguments_end_in_one_line(argv, named, one_step_run, capsys):
+    ckpt = one_step_run / "runs" / "quickstart" / "version_0" / "checkpoints" / "last.ckpt"
+    refused(capsys, cli_main(["generate", "--ckpt", str(ckpt), "--max_new_tokens", "2", *argv]), named)
+
+
+def test_hostile_tokenizer_ids_beyond_the_vocabulary_end_in_one_line(one_step_run, tmp_path, capsys):
+    from andrea_lab.data.tokenizer import train_bpe_tokenizer
+
+    bigger = train_bpe_tokenizer(["def f(x):\n    return x\n" * 50], 270)  # 270 ids for a 257-id model
+
+    def swap_tokenizer(checkpoint):
+        for state in checkpoint.values():
+            if isinstance(state, dict) and "tokenizer_json" in state:
+                state["tokenizer_json"] = bigger.to_str()
+
+    path = _edited_checkpoint(one_step_run, tmp_path, swap_tokenizer)
+    refused(
+        capsys,
+        cli_main(["generate", "--ckpt", str(path), "--prompt", "def f(x): return", "--max_new_tokens", "1"]),
+        "beyond the model's vocabulary of 257",
+    )
+
+
+def test_hostile_tokenizer_that_fails_on_text_is_refused_when_loaded():
+    """The Rust library's panic (pyo3's PanicException is a BaseException) is turned into one line at load."""
+    from andrea_lab.data.tokenizer import TokenizerError, probed
+
+    class PanicException(BaseException):
+        pass
+
+    class Panicking:
+        def encode(self, text):
+            raise PanicException("regex automaton exploded")
+
+        def decode(self, ids):
+            return ""
+
+    with pytest.raises(TokenizerError, match="the tokenizer JSON fails on ordinary text .PanicException"):
+        probed(Panicking(), "the tokenizer JSON")
+
+
+def test_hostile_fifo_as_an_event_file_is_refused_by_compare_not_waited_on(one_step_run, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    shutil.copytree(one_step_run / "runs", runs, symlinks=True)
+    os.mkfifo(runs / "quickstart" / "version_0" / "events.out.tfevents.0.fifo")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "andrea_lab.cli", "compare", str(runs / "quickstart"), "--no-tensorboard"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("andrea compare waited on the FIFO")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "events.out.tfevents.0.fifo is not a regular file" in result.stderr

@@ -108,12 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     source = Path(args.runs)
-    if source.is_file() and source.suffix == ".csv":
-        runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
-    elif source.is_dir():
-        runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
-    else:
-        return _error(f"{args.runs!r} is neither a directory of runs nor a runs.csv")
+    try:
+        if source.is_file() and source.suffix == ".csv":
+            runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
+        elif source.is_dir():
+            runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
+        else:
+            return _error(f"{args.runs!r} is neither a directory of runs nor a runs.csv")
+    except ValueError as exc:  # a file in a run that no reader may open (a FIFO as an event file)
+        return _error(str(exc))
     check_output_dir(out, "--out")
     if runs.empty:
         return _error(f"no runs under {source} (a run directory holds TensorBoard event files or summary.json)")

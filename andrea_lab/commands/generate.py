@@ -25,14 +25,26 @@ def tokenizer_from_checkpoint(checkpoint: dict, path: str):
     return tokenizer
 
 
-def check_sampling(max_new_tokens: int, temperature: float, top_k: int) -> None:
-    """The sampling options, before the checkpoint is read: counts >= 0, a finite temperature >= 0."""
+#: The lowest temperature other than 0: below it the logits divided by it overflow float32 to inf (sampling
+#: then fails on NaN probabilities), and sampling is greedy in all but name anyway.
+MIN_TEMPERATURE = 1e-3
+#: torch.Generator seeds are unsigned 64-bit numbers.
+MAX_SEED = 2**64 - 1
+
+
+def check_sampling(max_new_tokens: int, temperature: float, top_k: int, seed: int = 0) -> None:
+    """The sampling options, before the checkpoint is read: counts >= 0, a temperature of 0 or a finite one
+    >= :data:`MIN_TEMPERATURE`, a seed torch can take."""
     if max_new_tokens < 0:
         raise UsageError(f"--max_new_tokens must be >= 0, got {max_new_tokens}")
-    if not 0 <= temperature < float("inf"):
-        raise UsageError(f"--temperature must be a finite number >= 0 (0 = greedy), got {temperature}")
+    if not (temperature == 0 or MIN_TEMPERATURE <= temperature < float("inf")):
+        raise UsageError(
+            f"--temperature must be 0 (greedy) or a finite number >= {MIN_TEMPERATURE:g}, got {temperature}"
+        )
     if top_k < 0:
         raise UsageError(f"--top_k must be >= 0 (0 = sample among all ids), got {top_k}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be between 0 and 2**64 - 1, got {seed}")
 
 
 def main(argv: list[str]) -> int:
@@ -49,7 +61,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1337, help="seeds the sampling")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where to run")
     args = parser.parse_args(argv)
-    check_sampling(args.max_new_tokens, args.temperature, args.top_k)
+    check_sampling(args.max_new_tokens, args.temperature, args.top_k, args.seed)
     args.device = checked_device(args.device)
 
     checkpoint = load_checkpoint(args.ckpt)
@@ -58,6 +70,12 @@ def main(argv: list[str]) -> int:
 
     eot = (checkpoint.get("AndreaDataModule") or {}).get("eot_id", tokenizer.get_vocab_size() - 1)
     ids = tokenizer.encode(args.prompt).ids if args.prompt else [eot]
+    vocab = model.config.vocab_size
+    if any(not 0 <= i < vocab for i in ids):
+        raise UsageError(
+            f"{args.ckpt}: its tokenizer gives ids up to {max(ids)}, beyond the model's vocabulary of {vocab} ids "
+            "(the stored tokenizer does not belong to these weights)"
+        )
     if len(ids) > model.config.block_size:
         raise UsageError(
             f"the prompt is {len(ids)} tokens, longer than the model's context "

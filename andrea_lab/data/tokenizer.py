@@ -178,6 +178,26 @@ def _prepared(tokenizer: Tokenizer, origin: str) -> Tokenizer:
         raise TokenizerError(f"{origin} has no {END_OF_TEXT} token, which separates documents")
     # Literal "<|endoftext|>" in text encodes as ordinary bytes: the id is reserved for real boundaries.
     tokenizer.encode_special_tokens = True
+    return probed(tokenizer, origin)
+
+
+#: Text a tokenizer must encode and decode when it is loaded: code, prose, non-ASCII, whitespace runs.
+PROBE_TEXT = "def f(x):\n    return x  # Über café 東京 🙂\n\n\tend <|endoftext|>"
+
+
+def probed(tokenizer, origin: str):
+    """``tokenizer`` once it has encoded and decoded :data:`PROBE_TEXT`: a handed tokenizer.json whose rules
+    make the Rust library fail (an error, or a panic: pyo3's PanicException derives from BaseException) is
+    refused here, where it is loaded, with one line, not later in the middle of a fit or a generation."""
+    try:
+        tokenizer.decode(tokenizer.encode(PROBE_TEXT).ids)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as error:  # noqa: B036 - the Rust panic is a BaseException
+        raise TokenizerError(
+            f"{origin} fails on ordinary text ({type(error).__name__}: {str(error)[:200]}); "
+            "it cannot tokenize a corpus: use another tokenizer.json, or bpe/byte"
+        ) from None
     return tokenizer
 
 

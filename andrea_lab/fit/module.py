@@ -111,8 +111,13 @@ class AndreaLM(L.LightningModule):
         """The module a loaded checkpoint (``checkpoint_io.load_checkpoint``) holds, weights included."""
         if stored_model_config(checkpoint) is None:
             raise UsageError(f"{path} is not an andrea checkpoint (no model config in its hyper_parameters)")
-        module = cls(**stored_hyperparameters(checkpoint))
+        hparams = stored_hyperparameters(checkpoint)
+        with torch.device("meta"):  # the shapes its config describes, before a byte is allocated for them
+            skeleton = cls(**hparams)
+        check_weights_fit(skeleton.state_dict(), checkpoint.get("state_dict"), path)
+        module = cls(**hparams)
         module.load_state_dict(checkpoint["state_dict"])
+        check_finite_weights(module, path)
         return module
 
     def setup(self, stage: str) -> None:
@@ -212,3 +217,35 @@ class AndreaLM(L.LightningModule):
             fused=self.use_fused_adamw and not clips_under_scaler,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def check_weights_fit(expected: dict[str, torch.Tensor], stored: Any, path: str) -> None:
+    """The checkpoint's tensors are exactly those its model config describes (names and shapes): a handed
+    checkpoint whose config asks for more layers or wider ones than its weights hold is refused before the
+    model is built (its config could ask for gigabytes), with one line naming the first differences."""
+    if not isinstance(stored, dict):
+        raise UsageError(f"{path} has no state_dict of weights")
+    problems = [f"{name} missing" for name in expected if name not in stored]
+    problems += [f"unexpected {name}" for name in stored if name not in expected]
+    problems += [
+        f"{name} is {tuple(stored[name].shape)}, the config needs {tuple(tensor.shape)}"
+        for name, tensor in expected.items()
+        if name in stored and (not isinstance(stored[name], torch.Tensor) or stored[name].shape != tensor.shape)
+    ]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise UsageError(
+            f"{path}: its weights do not fit the model its config describes: {'; '.join(problems[:3])}{more}; "
+            "the checkpoint is damaged or was edited"
+        )
+
+
+def check_finite_weights(module: torch.nn.Module, path: str) -> None:
+    """Every weight is a finite number: a checkpoint of a run that blew up (or an edited one) would sample or
+    score NaN; say which tensor instead."""
+    for name, parameter in module.named_parameters():
+        if not torch.isfinite(parameter).all():
+            raise UsageError(
+                f"{path}: weight {name} holds NaN or infinite values (a run that blew up, or a damaged file); "
+                "use a checkpoint from before the blow-up"
+            )

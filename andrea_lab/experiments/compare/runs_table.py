@@ -153,6 +153,9 @@ def read_scalars(run_dir: Path) -> dict[str, Curve]:
     at a step wins)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    for path in run_dir.glob("*tfevents*"):
+        if not path.is_file():  # a FIFO would block the reader forever, a device feed it without end
+            raise ValueError(f"{path} is not a regular file (a FIFO, device or dangling link?); move it out of the run")
     accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     accumulator.Reload()
     return {
