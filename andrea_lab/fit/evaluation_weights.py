@@ -25,9 +25,7 @@ def swaps_weights(plugin: Optimizer | None) -> bool:
 
 
 def save_evaluation_weights(
-    checkpoint: dict,
-    state_dict: Callable[[], dict[str, torch.Tensor]],
-    evaluation: contextlib.AbstractContextManager,
+    checkpoint: dict, state_dict: Callable[[], dict[str, torch.Tensor]], evaluation: contextlib.AbstractContextManager
 ) -> None:
     """Put the evaluation weights (read inside ``evaluation``) in ``checkpoint["state_dict"]``, the training
     weights under :data:`TRAINING_WEIGHTS_KEY`. Lightning's ``state_dict`` shares storage with the

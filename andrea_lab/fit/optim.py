@@ -21,14 +21,7 @@ from andrea_lab.model.param_groups import assign_groups, parameter_assignment, t
 from andrea_lab.model.registry import describe_selection, resolve
 from andrea_lab.model.training_contracts import Optimizer, Schedule
 
-__all__ = [
-    "OptimizerChoice",
-    "adamw_with_schedule",
-    "clip_fused",
-    "fused_adamw",
-    "tag_weight_decay",
-    "warmup_cosine",
-]
+__all__ = ["OptimizerChoice", "adamw_with_schedule", "clip_fused", "fused_adamw", "tag_weight_decay", "warmup_cosine"]
 
 #: Every parameter's role and decay flag, recorded on the original shapes (model/param_groups.py).
 tag_weight_decay = tag_parameters
@@ -107,9 +100,7 @@ class OptimizerChoice:
         """The optimizer over ``model``'s parameter groups, its per-step schedule and the optimizer plugin
         (whose :meth:`~Optimizer.evaluation_weights` the module uses around evaluation and checkpoints)."""
         plugin = self.optimizer_plugin()
-        groups = assign_groups(
-            model, plugin.groups, self.weight_decay, describe_selection("optimizer", self.optimizer)
-        )
+        groups = assign_groups(model, plugin.groups, self.weight_decay, describe_selection("optimizer", self.optimizer))
         optimizer = plugin.build(groups, fused=fused)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.schedule_plugin(decay_steps).multiplier)
         return optimizer, scheduler, plugin

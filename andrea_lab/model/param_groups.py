@@ -33,7 +33,10 @@ def parameter_roles(model: nn.Module) -> dict[int, str]:
     """``{id(parameter): role}`` for every parameter of ``model`` (see the module doc)."""
     head = getattr(model, "lm_head", None)
     embedded = {
-        id(p) for module in model.modules() if isinstance(module, nn.Embedding) or module is head for p in module.parameters()
+        id(p)
+        for module in model.modules()
+        if isinstance(module, nn.Embedding) or module is head
+        for p in module.parameters()
     }
     return {
         id(p): "embedding" if id(p) in embedded else "matrix" if p.dim() >= 2 else "vector" for p in model.parameters()
@@ -64,7 +67,8 @@ def rule_of_role(rules: Mapping[str, tuple[str, ...]], who: str) -> dict[str, st
         for role in roles:
             if role not in PARAMETER_ROLES:
                 raise ConfigError(
-                    f"{who} gives unknown parameter role {role!r} to {rule!r}; valid roles: {', '.join(PARAMETER_ROLES)}"
+                    f"{who} gives unknown parameter role {role!r} to {rule!r}; "
+                    f"valid roles: {', '.join(PARAMETER_ROLES)}"
                 )
             if role in owner:
                 raise ConfigError(

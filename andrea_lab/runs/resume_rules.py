@@ -29,12 +29,7 @@ def _same(name: str, saved: Any, current: Any) -> bool:
     if saved == current:
         return True
     kind = name.rsplit(".", 1)[-1]
-    return (
-        kind in KINDS
-        and isinstance(saved, str)
-        and isinstance(current, str)
-        and same_plugin(kind, saved, current)
-    )
+    return kind in KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(kind, saved, current)
 
 
 def _as_dict(value: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping
 
 import torch
 
