@@ -67,15 +67,22 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     return {e.step: e.value for e in events.Scalars("train/loss")}
 
 
+#: Every built-in optimizer: its state (moments, Muon's momentum, schedule-free's average and counters) and its
+#: schedule's position must come back exactly.
+OPTIMIZERS = ["adamw", "adamw_independent_wd", "muon", "lion", "schedule_free"]
+
+
 @pytest.mark.slow
-def test_killed_fit_resumes_with_identical_losses(tmp_path, text_corpus):
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_killed_fit_resumes_with_identical_losses(tmp_path, text_corpus, optimizer):
     runs = tmp_path / "runs"
-    run(fit_command(runs, text_corpus, 40))
+    chosen = ("--model.optimizer", optimizer)
+    run(fit_command(runs, text_corpus, 40, *chosen))
     reference = runs / "quickstart" / "version_0"
 
     # The same fit, with no step limit in sight, killed (SIGKILL) once its step-10 checkpoint is complete.
     victim = subprocess.Popen(
-        fit_command(runs, text_corpus, 100_000),
+        fit_command(runs, text_corpus, 100_000, *chosen),
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -92,7 +99,7 @@ def test_killed_fit_resumes_with_identical_losses(tmp_path, text_corpus):
     assert victim.returncode == -signal.SIGKILL
 
     checkpoint = killed_dir / "checkpoints" / "step10.ckpt"
-    run(fit_command(runs, text_corpus, 40, "--ckpt_path", str(checkpoint)))
+    run(fit_command(runs, text_corpus, 40, *chosen, "--ckpt_path", str(checkpoint)))
     resumed = runs / "quickstart" / "version_2"  # a new directory: nothing of the killed run is overwritten
 
     expected, got = train_losses(reference), train_losses(resumed)

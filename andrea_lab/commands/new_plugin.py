@@ -20,9 +20,17 @@ from andrea_lab import __version__
 from andrea_lab.errors import UsageError
 from andrea_lab.files import check_output_dir
 from andrea_lab.model.contracts import CONTRACT_VERSION, PLUGIN_KINDS
+from andrea_lab.model.registry import KINDS
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
-MODULES = {"activation": "activations", "norm_placement": "placements", "kernel_backend": "backends", "norm": "norms"}
+MODULES = {
+    "activation": "activations",
+    "norm_placement": "placements",
+    "kernel_backend": "backends",
+    "norm": "norms",
+    "optimizer": "optimizers",
+    "schedule": "schedules",
+}
 
 CLASSES = {
     "activation": '''
@@ -147,6 +155,62 @@ CLASSES = {
                 # then accelerates this norm too. Replace with your function.
                 return self.backend.rms_norm(x, self.weight, self.eps)
         ''',
+    "optimizer": '''
+        """{name}: an optimizer (replace this line: it is shown by `andrea plugins`)."""
+
+        from typing import Any, ClassVar, Mapping
+
+        import torch
+
+        from andrea_lab.plugin import Optimizer
+
+
+        class {cls}(Optimizer):
+            """{name}: describe the update rule here.
+
+            AndreaLM constructs it as ``{cls}(lr=..., betas=..., eps=..., weight_decay=..., **optimizer_args)``
+            and calls ``build`` with torch param groups per update rule: ``groups`` below says which parameter
+            roles (matrix, embedding, vector) each rule of yours takes; decay is already set per group.
+            """
+
+            contract_version: ClassVar[int] = {contract}
+            description: ClassVar[str] = "{name} (replace: one line shown by `andrea plugins`)"
+            groups: ClassVar[Mapping[str, tuple[str, ...]]] = {{"sgd": ("matrix", "embedding", "vector")}}
+
+            def __init__(self, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
+                         momentum: float = 0.9):
+                super().__init__(lr, betas, eps, weight_decay)
+                self.momentum = momentum  # an option of yours: model.optimizer_args: {{momentum: 0.9}}
+
+            def build(self, groups: Mapping[str, list[dict[str, Any]]], fused: bool = True) -> torch.optim.Optimizer:
+                # Replace with your optimizer; it must leave parameters without a gradient untouched.
+                return torch.optim.SGD(groups["sgd"], lr=self.lr, momentum=self.momentum)
+        ''',
+    "schedule": '''
+        """{name}: a learning-rate schedule (replace this line: it is shown by `andrea plugins`)."""
+
+        from typing import ClassVar
+
+        from andrea_lab.plugin import Schedule
+
+
+        class {cls}(Schedule):
+            """{name}: describe the schedule here.
+
+            AndreaLM constructs it as ``{cls}(warmup_steps=..., decay_steps=..., min_lr_ratio=...)`` and
+            multiplies the peak learning rate by ``multiplier(step)`` at every optimizer step.
+            """
+
+            contract_version: ClassVar[int] = {contract}
+            description: ClassVar[str] = "{name} (replace: one line shown by `andrea plugins`)"
+            constant: ClassVar[bool] = False  # True only if constant after warmup (schedule-free needs that)
+
+            def multiplier(self, step: int) -> float:
+                warm = self.warmup(step)  # the linear warmup, None after it
+                if warm is not None:
+                    return warm
+                return max(self.min_lr_ratio, 1.0 - (step - self.warmup_steps) / self.decay_steps)  # replace
+        ''',
 }
 
 TESTS = {
@@ -223,6 +287,30 @@ TESTS = {
             {cls}(8, recording_backend)(torch.randn(2, 3, 8))
             assert recording_backend.calls == ["rms_norm"]  # update when you change forward
         """,
+    "optimizer": """
+        from andrea_lab.plugin import check_optimizer
+        from {package}.{module} import {cls}
+
+
+        def test_keeps_the_optimizer_contract():
+            # Trains a micro model; a step without gradients changes nothing; state_dict resumes bit for bit.
+            check_optimizer({cls})
+            check_optimizer("{dist}:{name}")  # selected by its registered name, as a YAML does
+        """,
+    "schedule": """
+        from andrea_lab.plugin import check_schedule
+        from {package}.{module} import {cls}
+
+
+        def test_keeps_the_schedule_contract():
+            check_schedule({cls})
+            check_schedule("{dist}:{name}")
+
+
+        def test_warms_up_linearly():
+            schedule = {cls}(warmup_steps=4, decay_steps=100, min_lr_ratio=0.1)
+            assert [schedule.multiplier(step) for step in range(4)] == [0.25, 0.5, 0.75, 1.0]
+        """,
 }
 
 README = """
@@ -234,7 +322,7 @@ README = """
     pip install -e '.[test]'
     pytest                                  # the tests use andrea_lab.plugin.testing (installed with andrea-lab)
     andrea plugins --check {name}           # the same checks, from the command line
-    andrea fit --config experiments/quickstart.yaml --model.config.{kind} {dist}:{name}
+    andrea fit --config experiments/quickstart.yaml --{config_key} {dist}:{name}
     ```
 
     `{name}` alone works as long as no other installed distribution registers the same name;
@@ -259,7 +347,7 @@ PYPROJECT = """
     [project.optional-dependencies]
     test = ["pytest>=8"]
 
-    # The registration: the name on the left is what a YAML selects (model.config.{kind}: {name}).
+    # The registration: the name on the left is what a YAML selects ({config_key}: {name}).
     [project.entry-points."andrea_lab.{kind}"]
     {name} = "{package}.{module}:{cls}"
 
@@ -280,8 +368,8 @@ def compatible_range(version: str = __version__) -> str:
 
 def files_for(kind: str, name: str) -> tuple[str, dict[str, str]]:
     """The distribution name and ``{relative path: text}`` of a new plugin package."""
-    if kind not in PLUGIN_KINDS:
-        raise UsageError(f"unknown plugin kind {kind!r}; valid kinds: {', '.join(PLUGIN_KINDS)}")
+    if kind not in KINDS:
+        raise UsageError(f"unknown plugin kind {kind!r}; valid kinds: {', '.join(KINDS)}")
     if not NAME_PATTERN.fullmatch(name):
         raise UsageError(
             f"plugin name {name!r} must be lower case letters, digits and underscores, starting "
@@ -291,6 +379,7 @@ def files_for(kind: str, name: str) -> tuple[str, dict[str, str]]:
     values = dict(
         kind=kind,
         name=name,
+        config_key=f"model.config.{kind}" if kind in PLUGIN_KINDS else f"model.{kind}",
         dist=dist,
         package=dist.replace("-", "_"),
         module=MODULES[kind],
@@ -316,7 +405,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="andrea new-plugin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("kind", help=f"one of: {', '.join(PLUGIN_KINDS)}")
+    parser.add_argument("kind", help=f"one of: {', '.join(KINDS)}")
     parser.add_argument("name", help="the name a YAML will select, e.g. squared_tanh")
     parser.add_argument("--dir", type=Path, default=None, help="where to write it (default: ./andrea-lab-NAME)")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, Optional
 
 from andrea_lab.model.config import ConfigError
@@ -37,9 +37,20 @@ class TrainingArgs:
     max_skipped_steps: int
     compile: bool
     z_loss: float
+    #: The optimizer and schedule plugins (names in ``andrea_lab.optimizer``/``andrea_lab.schedule``) and their
+    #: own options; defaults for a checkpoint saved before they existed (which trained with these).
+    optimizer: str = "adamw"
+    schedule: Optional[str] = None
+    optimizer_args: dict[str, Any] = field(default_factory=dict)
+    schedule_args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
+        for name in ("optimizer_args", "schedule_args"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigError(f"{name} must be a mapping of the plugin's options (or null), got {value!r}")
+            object.__setattr__(self, name, dict(value or {}))
         checks = [
             (_finite(self.lr) and self.lr > 0, f"lr must be a finite number > 0, got {self.lr!r}"),
             (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps!r}"),
@@ -71,5 +82,12 @@ class TrainingArgs:
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> "TrainingArgs":
-        """The fields' values out of a mapping that holds other keys too (a checkpoint's hyperparameters)."""
-        return cls(**{field.name: arguments[field.name] for field in fields(cls)})
+        """The fields' values out of a mapping that holds other keys too (a checkpoint's hyperparameters); a field
+        with a default may be missing (a checkpoint saved before it existed)."""
+        return cls(
+            **{
+                f.name: arguments[f.name]
+                for f in fields(cls)
+                if f.name in arguments or (f.default is MISSING and f.default_factory is MISSING)
+            }
+        )

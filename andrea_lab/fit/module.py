@@ -10,6 +10,7 @@ along, so any Trainer gets it), the RNG states of a checkpoint (``rng_state``) a
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from typing import Any, ClassVar, Literal, Optional, Sequence
 
@@ -20,10 +21,11 @@ from torchmetrics.text import Perplexity
 
 from andrea_lab.errors import UsageError
 from andrea_lab.fit.args import TrainingArgs
+from andrea_lab.fit.evaluation_weights import load_training_weights, save_evaluation_weights, swaps_weights
 from andrea_lab.fit.initial_weights import InitialWeights
 from andrea_lab.fit.log_cadence import logger_writes_now
 from andrea_lab.fit.nonfinite import NonFiniteGuard, grad_scaler, takes_found_inf
-from andrea_lab.fit.optim import adamw_with_schedule, clip_fused, tag_weight_decay
+from andrea_lab.fit.optim import OptimizerChoice, clip_fused, tag_weight_decay
 from andrea_lab.fit.rng_state import capture_rng_states, restore_rng_states
 from andrea_lab.fit.z_loss import training_objective
 from andrea_lab.model.components import check_same_architecture
@@ -34,7 +36,7 @@ from andrea_lab.runs.checkpoint_io import stored_hyperparameters, stored_model_c
 
 
 class AndreaLM(L.LightningModule):
-    """Train ANDREA: AdamW (decay on matrices only), linear warmup then cosine decay.
+    """Train ANDREA: by default AdamW (decay on matrices and embeddings), linear warmup then cosine decay.
 
     Args:
         config: The architecture (defaults: ANDREA-120M).
@@ -42,9 +44,16 @@ class AndreaLM(L.LightningModule):
         warmup_steps: Linear warmup length in optimizer steps (0 = start at the peak).
         decay_steps: Step at which the cosine reaches ``min_lr_ratio·lr``; None = the trainer's total steps.
         min_lr_ratio: Final learning rate as a fraction of ``lr``.
-        weight_decay: AdamW weight decay, applied to weight matrices and embeddings only.
-        betas: AdamW betas.
+        weight_decay: Weight decay, applied to weight matrices and embeddings only.
+        betas: AdamW betas (also the AdamW part of muon, and schedule_free's).
         eps: AdamW epsilon.
+        optimizer: The optimizer plugin (group ``andrea_lab.optimizer``): ``adamw`` (default),
+            ``adamw_independent_wd``, ``muon``, ``lion``, ``schedule_free`` or a third party's (``andrea plugins``).
+        schedule: The learning-rate schedule plugin (group ``andrea_lab.schedule``): ``warmup_cosine``, ``wsd``,
+            ``constant``, ``linear``, ...; null = the optimizer's default (warmup_cosine; constant for
+            schedule_free, which takes no other).
+        optimizer_args: The optimizer plugin's own options, e.g. ``{momentum: 0.95}`` for muon.
+        schedule_args: The schedule plugin's own options, e.g. ``{decay_fraction: 0.2}`` for wsd.
         on_nonfinite: What to do when the loss or gradient norm is NaN/inf: ``stop`` (raise
             DivergenceError; the last good checkpoint is kept) or ``skip`` (drop that step's update).
             Such an update is never applied; the host checks every ``trainer.log_every_n_steps``
@@ -78,6 +87,10 @@ class AndreaLM(L.LightningModule):
         compile: bool = False,
         z_loss: float = 0.0,
         init_from: Optional[str] = None,
+        optimizer: str = "adamw",
+        schedule: Optional[str] = None,
+        optimizer_args: Optional[dict[str, Any]] = None,
+        schedule_args: Optional[dict[str, Any]] = None,
     ):
         super().__init__()
         self.config = config if isinstance(config, AndreaConfig) else AndreaConfig(**config)  # a stored dict
@@ -93,6 +106,10 @@ class AndreaLM(L.LightningModule):
             max_skipped_steps=max_skipped_steps,
             compile=compile,
             z_loss=z_loss,
+            optimizer=optimizer,
+            schedule=schedule,
+            optimizer_args=optimizer_args,
+            schedule_args=schedule_args,
         )
         # Saved as plain values (checkpoints load weights-only, hparams.yaml stays plain YAML), the same keys
         # as ever; not init_from: a checkpoint of this run is complete without the file it started from.
@@ -100,6 +117,10 @@ class AndreaLM(L.LightningModule):
         self.save_hyperparameters({"config": asdict(self.config), **asdict(self.args)})
         self.model = Andrea(self.config)
         tag_weight_decay(self.model)
+        self.optimizer_choice = _optimizer_choice(self.args)
+        self.optimizer_choice.check(self.model)  # a bad name or option fails here, before any run directory
+        self._optimizer_plugin = None  # set by configure_optimizers
+        self._evaluating = contextlib.ExitStack()
         self._initial_weights = InitialWeights.load_into(self, init_from) if init_from else None
         self.val_loss, self.val_perplexity = MeanMetric(), Perplexity()
         #: The one owner of the non-finite policy and tally, and this module's callback (configure_callbacks);
@@ -160,14 +181,31 @@ class AndreaLM(L.LightningModule):
             return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
         clip_fused(optimizer, float(gradient_clip_val), gradient_clip_algorithm, self.nonfinite.last_grad_norm)
 
+    def _evaluation_weights(self) -> contextlib.AbstractContextManager:
+        """The optimizer plugin's evaluation weights (schedule-free: its average), or nothing to switch."""
+        optimizers = self.trainer.optimizers if self._trainer is not None else []
+        if self._optimizer_plugin is None or not optimizers:
+            return contextlib.nullcontext()
+        return self._optimizer_plugin.evaluation_weights(optimizers[0])
+
+    def on_validation_epoch_start(self) -> None:
+        self._evaluating.enter_context(self._evaluation_weights())
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_initial_validation()
+        self._evaluating.close()
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng_states"] = capture_rng_states()  # a resumed run continues as an uninterrupted one
+        if swaps_weights(self._optimizer_plugin):
+            save_evaluation_weights(checkpoint, self.state_dict, self._evaluation_weights())
         # The guard's part here, not in its own callback hook, which a weights-only checkpoint skips: it
         # settles first, so "stop" raises before a checkpoint of a diverged run is written.
         self.nonfinite.save_into(checkpoint, self._trainer)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         check_same_architecture(self.config, stored_model_config(checkpoint))
+        load_training_weights(checkpoint)  # before Lightning loads checkpoint["state_dict"]
         if checkpoint.get("rng_states"):
             restore_rng_states(checkpoint["rng_states"])
         self.nonfinite.load_from(checkpoint)
@@ -186,7 +224,7 @@ class AndreaLM(L.LightningModule):
         self.log(tags.STAGE_LOSS[stage], self.val_loss, prog_bar=True)
         self.log(tags.STAGE_PERPLEXITY[stage], self.val_perplexity)
 
-    def on_validation_epoch_end(self) -> None:
+    def _log_initial_validation(self) -> None:
         # Lightning discards what the sanity check logs. Its loss is the loss at initialisation (about
         # ln(vocab_size)), the natural first point of every curve: log it at step 0.
         if self.trainer.sanity_checking and self.global_step == 0 and self.logger is not None:
@@ -205,16 +243,8 @@ class AndreaLM(L.LightningModule):
         clips_under_scaler = (
             self._trainer is not None and grad_scaler(self.trainer) is not None and bool(self.trainer.gradient_clip_val)
         )
-        optimizer, scheduler = adamw_with_schedule(
-            self.model,
-            args.lr,
-            args.betas,
-            args.eps,
-            args.weight_decay,
-            args.warmup_steps,
-            decay_steps,
-            args.min_lr_ratio,
-            fused=self.use_fused_adamw and not clips_under_scaler,
+        optimizer, scheduler, self._optimizer_plugin = self.optimizer_choice.build(
+            self.model, decay_steps, fused=self.use_fused_adamw and not clips_under_scaler
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
@@ -249,3 +279,18 @@ def check_finite_weights(module: torch.nn.Module, path: str) -> None:
                 f"{path}: weight {name} holds NaN or infinite values (a run that blew up, or a damaged file); "
                 "use a checkpoint from before the blow-up"
             )
+
+
+def _optimizer_choice(args: TrainingArgs) -> OptimizerChoice:
+    return OptimizerChoice(
+        args.optimizer,
+        args.schedule,
+        args.optimizer_args,
+        args.schedule_args,
+        args.lr,
+        args.betas,
+        args.eps,
+        args.weight_decay,
+        args.warmup_steps,
+        args.min_lr_ratio,
+    )

@@ -1,5 +1,6 @@
-"""AndreaLM's optimizer and learning-rate schedule, for any model: AdamW with weight decay on the
-matrices only, fused where torch has the kernel, and a per-step linear warmup then cosine decay.
+"""AndreaLM's optimizer and learning-rate schedule, for any model: the selected optimizer and schedule plugins
+(resolved once, by name, through the registry), built over the parameter groups of
+:mod:`andrea_lab.model.param_groups`, with the schedule stepped once per optimizer step.
 
 A module of its own so that a benchmark (benchmarks/throughput trains HF GPT-2 with it) or any other
 training loop uses exactly what ``andrea fit`` uses, without importing the LightningModule.
@@ -7,44 +8,102 @@ training loop uses exactly what ``andrea fit`` uses, without importing the Light
 
 from __future__ import annotations
 
-import math
-from typing import Optional
+import inspect
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
 import torch
 
+from andrea_lab.fit.optimizers.adamw import fused_adamw
+from andrea_lab.fit.schedules import warmup_cosine
+from andrea_lab.model.config import ConfigError
+from andrea_lab.model.param_groups import assign_groups, parameter_assignment, tag_parameters
+from andrea_lab.model.registry import describe_selection, resolve
+from andrea_lab.model.training_contracts import Optimizer, Schedule
 
-def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> float:
-    """Learning-rate multiplier: linear warmup from 0 to 1 over ``warmup_steps``, then cosine decay to
-    ``min_lr_ratio`` at ``decay_steps``, flat afterwards. ``warmup_steps == 0`` starts at the peak."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if step >= decay_steps:
-        return min_lr_ratio
-    progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
-    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+__all__ = ["OptimizerChoice", "adamw_with_schedule", "clip_fused", "fused_adamw", "tag_weight_decay", "warmup_cosine"]
+
+#: Every parameter's role and decay flag, recorded on the original shapes (model/param_groups.py).
+tag_weight_decay = tag_parameters
 
 
-def fused_adamw(param_groups: list[dict], fused: bool = True, **hparams) -> torch.optim.AdamW:
-    """AdamW with the fused kernel wherever torch has one (CUDA, CPU, ...), else (or with
-    ``fused=False``) torch's default implementation.
-
-    Fused is one kernel per step instead of several per parameter group (GPU) and no slower on the
-    CPU (docs/performance.md); it also takes the device-side skip flag ``found_inf`` that keeps the
-    non-finite check free of host syncs (andrea_lab/fit/nonfinite.py)."""
-    if not fused:
-        return torch.optim.AdamW(param_groups, **hparams)
+def _construct(kind: str, name: str, cls: type, arguments: Mapping[str, Any], options: Mapping[str, Any]):
+    """``cls(**arguments, **options)``; an option the plugin does not take is a one-line ConfigError."""
     try:
-        return torch.optim.AdamW(param_groups, fused=True, **hparams)
-    except RuntimeError:  # a device or dtype without the fused kernel
-        return torch.optim.AdamW(param_groups, **hparams)
+        inspect.signature(cls).bind(**arguments, **options)
+    except TypeError as exc:
+        own = [p for p in inspect.signature(cls).parameters if p not in arguments and p not in ("self",)]
+        raise ConfigError(
+            f"model.{kind}_args {dict(options)!r} for {kind} {name!r}: {exc}; its options: {', '.join(own) or '(none)'}"
+        ) from None
+    try:
+        return cls(**arguments, **options)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"model.{kind}_args {dict(options)!r} for {kind} {name!r}: {exc}") from None
 
 
-def tag_weight_decay(model: torch.nn.Module) -> None:
-    """Mark which parameters get weight decay (``_andrea_decay``: the matrices, ``dim >= 2``), on the
-    original shapes: under FSDP the optimizer later sees flattened 1-D shards, and ``p.dim()`` would
-    then turn decay off for all of them."""
-    for parameter in model.parameters():
-        parameter._andrea_decay = parameter.dim() >= 2
+@dataclass(frozen=True)
+class OptimizerChoice:
+    """The optimizer and schedule a run trains with: names as the YAML gives them, each plugin's own options,
+    the hyperparameters every optimizer takes. Checked when built (:meth:`check`), before any run directory:
+    unknown names, options a plugin does not take, a schedule the optimizer refuses."""
+
+    optimizer: str
+    schedule: Optional[str]
+    optimizer_args: Mapping[str, Any]
+    schedule_args: Mapping[str, Any]
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    warmup_steps: int
+    min_lr_ratio: float
+
+    @property
+    def optimizer_class(self) -> type[Optimizer]:
+        return resolve("optimizer", self.optimizer)
+
+    @property
+    def schedule_name(self) -> str:
+        """The schedule selected, or the optimizer's default when the YAML leaves it unset."""
+        return self.schedule if self.schedule is not None else self.optimizer_class.default_schedule
+
+    def optimizer_plugin(self) -> Optimizer:
+        arguments = dict(lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay)
+        return _construct("optimizer", self.optimizer, self.optimizer_class, arguments, self.optimizer_args)
+
+    def schedule_plugin(self, decay_steps: int) -> Schedule:
+        cls = resolve("schedule", self.schedule_name)
+        arguments = dict(warmup_steps=self.warmup_steps, decay_steps=decay_steps, min_lr_ratio=self.min_lr_ratio)
+        return _construct("schedule", self.schedule_name, cls, arguments, self.schedule_args)
+
+    def check(self, model: Optional[torch.nn.Module] = None) -> None:
+        """Resolve and construct both plugins (and assign ``model``'s parameters) once, raising the first
+        bad value as a one-line :class:`ConfigError`/``PluginError``."""
+        optimizer = self.optimizer_class
+        schedule = resolve("schedule", self.schedule_name)
+        if optimizer.needs_constant_schedule and not schedule.constant:
+            raise ConfigError(
+                f"optimizer {self.optimizer!r} takes only a constant schedule (after warmup), got schedule "
+                f"{self.schedule_name!r}; set model.schedule: constant (or leave it unset)"
+            )
+        self.optimizer_plugin()
+        self.schedule_plugin(max(1, self.warmup_steps + 1))
+        if model is not None:
+            parameter_assignment(model, optimizer.groups, describe_selection("optimizer", self.optimizer))
+
+    def build(
+        self, model: torch.nn.Module, decay_steps: int, fused: bool = True
+    ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR, Optimizer]:
+        """The optimizer over ``model``'s parameter groups, its per-step schedule and the optimizer plugin
+        (whose :meth:`~Optimizer.evaluation_weights` the module uses around evaluation and checkpoints)."""
+        plugin = self.optimizer_plugin()
+        groups = assign_groups(model, plugin.groups, self.weight_decay, describe_selection("optimizer", self.optimizer))
+        optimizer = plugin.build(groups, fused=fused)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.schedule_plugin(decay_steps).multiplier)
+        return optimizer, scheduler, plugin
 
 
 def adamw_with_schedule(
@@ -57,24 +116,12 @@ def adamw_with_schedule(
     decay_steps: int,
     min_lr_ratio: float,
     fused: bool = True,
-) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW with weight decay on the matrices only (``dim >= 2``, unless a parameter says otherwise in
-    ``_andrea_decay``: :func:`tag_weight_decay`), fused where torch has the kernel, and the per-step
-    warmup + cosine schedule (:func:`warmup_cosine`)."""
-    decays = [(p, getattr(p, "_andrea_decay", p.dim() >= 2)) for p in model.parameters()]
-    optimizer = fused_adamw(
-        [
-            {"params": [p for p, d in decays if d], "weight_decay": weight_decay},
-            {"params": [p for p, d in decays if not d], "weight_decay": 0.0},
-        ],
-        lr=lr,
-        betas=betas,
-        eps=eps,
-        fused=fused,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_cosine(step, warmup_steps, decay_steps, min_lr_ratio)
-    )
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with weight decay on the matrices only (``dim >= 2``, unless :func:`tag_weight_decay` recorded
+    otherwise), fused where torch has the kernel, and the per-step warmup + cosine schedule: the defaults
+    of ``andrea fit``, for a training loop of its own (benchmarks/throughput)."""
+    choice = OptimizerChoice("adamw", "warmup_cosine", {}, {}, lr, betas, eps, weight_decay, warmup_steps, min_lr_ratio)
+    optimizer, scheduler, _ = choice.build(model, decay_steps, fused=fused)
     return optimizer, scheduler
 
 

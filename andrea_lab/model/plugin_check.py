@@ -19,28 +19,22 @@ from torch import nn
 
 from andrea_lab.errors import AndreaError
 from andrea_lab.model.builtin.backends import TorchBackend
+from andrea_lab.model.check_failed import MICRO, CheckFailed, require
 from andrea_lab.model.config import preset
 from andrea_lab.model.contracts import PLUGIN_KINDS, Availability, KernelBackend
 from andrea_lab.model.guard import shape_text
 from andrea_lab.model.registry import PluginInfo, check_availability, list_plugins, resolve, with_article
+from andrea_lab.model.training_check import check_optimizer, check_schedule
 from andrea_lab.model.transformer import Andrea, NormFactory, accepts, placement_kwargs
 
-#: The micro model the checks build: small enough that every combination takes milliseconds.
-MICRO = dict(vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2)
 BUILTIN_DISTRIBUTION = "andrea-lab"
-
-
-class CheckFailed(AssertionError):
-    """A plugin does not behave as its contract says; the message says what it did and what was expected."""
 
 
 class Unavailable(Exception):
     """A kernel backend whose ``availability()`` says it cannot run here (its reason is the message)."""
 
 
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise CheckFailed(message)
+_require = require
 
 
 def _finite(tensor: torch.Tensor) -> bool:
@@ -235,6 +229,8 @@ UNIT_CHECKS = {
     "norm_placement": check_placement,
     "kernel_backend": check_backend,
     "norm": check_norm,
+    "optimizer": check_optimizer,
+    "schedule": check_schedule,
 }
 
 
@@ -329,7 +325,8 @@ def _check_plugin(info: PluginInfo) -> Verdict:
     try:
         cls = resolve(info.kind, name)
         verdict.passed.append(UNIT_CHECKS[info.kind](cls))
-        verdict.passed.append(check_in_models(info.kind, name))
+        if info.kind in PLUGIN_KINDS:  # a model's part; an optimizer's own check trains a micro model already
+            verdict.passed.append(check_in_models(info.kind, name))
     except Unavailable as exc:
         verdict.unavailable = str(exc)
     except (CheckFailed, AndreaError) as exc:

@@ -34,17 +34,14 @@ from importlib import metadata
 from packaging.utils import canonicalize_name
 
 from andrea_lab.errors import UsageError
-from andrea_lab.model.contracts import (
-    BACKEND_OPS,
-    CONTRACT_VERSION,
-    GROUP_CONTRACTS,
-    PLUGIN_KINDS,
-    Availability,
-    eager_fallbacks,
-)
+from andrea_lab.model.contracts import BACKEND_OPS, CONTRACT_VERSION, PLUGIN_KINDS, Availability, eager_fallbacks
+from andrea_lab.model.contracts import GROUP_CONTRACTS as MODEL_CONTRACTS
 from andrea_lab.model.import_paths import IMPORT_PATHS_ENV_VAR, env_flag, import_paths_allowed
+from andrea_lab.model.training_contracts import TRAINING_CONTRACTS
 
-KINDS = PLUGIN_KINDS  # the name this module has always exported
+#: Every entry-point group's contract: the model's kinds (fields of AndreaConfig), then training's (of AndreaLM).
+GROUP_CONTRACTS = {**MODEL_CONTRACTS, **TRAINING_CONTRACTS}
+KINDS: tuple[str, ...] = tuple(GROUP_CONTRACTS)  # every kind ``andrea plugins`` lists
 STRICT_ENV_VAR = "ANDREA_LAB_STRICT_PLUGINS"
 
 

@@ -5,14 +5,16 @@ modules behind these names (``andrea_lab.model.contracts``, ``.registry``, ``.bu
 ``andrea_lab.plugin.testing``) may move between releases, this list does not. docs/plugins.md walks through it.
 
 * **Contracts** -- the base classes a plugin subclasses (``NormPlacement``, ``Activation``, ``KernelBackend``,
-  ``Norm``, with ``NormFactory`` and the eager ``LayerNorm``), ``Availability`` for a backend's
+  ``Norm``, with ``NormFactory`` and the eager ``LayerNorm``; for training, ``Optimizer`` and ``Schedule`` with
+  ``PARAMETER_ROLES`` and ``TRAINING_KINDS``), ``Availability`` for a backend's
   ``availability()``, ``CONTRACT_VERSION``, ``PLUGIN_KINDS``, ``BACKEND_OPS`` and ``eager_fallbacks``.
 * **Eager references** -- ``TorchBackend``, the backend every op of another backend is compared against.
 * **The registry, read-only** -- ``resolve``, ``list_plugins``, ``clear_cache`` and the errors a lookup raises.
 * **The model** -- ``Andrea``, ``AndreaConfig``, ``preset``, ``ConfigError``: build a model with your plugin.
 * **The test kit** (imports pytest, so loaded on first use) -- ``check_activation``, ``check_placement``,
-  ``check_backend``, ``check_norm``, ``RecordingBackend``, ``write_distribution``, ``forget_modules``,
-  ``require_gpu`` and ``REQUIRE_GPU_ENV_VAR``; its fixtures come with the ``pytest11`` plugin.
+  ``check_backend``, ``check_norm``, ``check_optimizer``, ``check_schedule``, ``RecordingBackend``,
+  ``write_distribution``, ``forget_modules``, ``require_gpu`` and ``REQUIRE_GPU_ENV_VAR``; its fixtures come
+  with the ``pytest11`` plugin.
 * **Files** -- ``atomic_write``, for a plugin that caches what it builds (the CUDA plugin's compiled library).
 """
 
@@ -43,6 +45,7 @@ from andrea_lab.model.registry import (
     list_plugins,
     resolve,
 )
+from andrea_lab.model.training_contracts import PARAMETER_ROLES, TRAINING_KINDS, Optimizer, Schedule
 
 #: Imported on first use: the kit needs pytest, the model a few hundred ms more than a plugin's own import.
 _LAZY = {
@@ -54,6 +57,8 @@ _LAZY = {
     "check_placement": "andrea_lab.plugin.testing",
     "check_backend": "andrea_lab.plugin.testing",
     "check_norm": "andrea_lab.plugin.testing",
+    "check_optimizer": "andrea_lab.plugin.testing",
+    "check_schedule": "andrea_lab.plugin.testing",
     "RecordingBackend": "andrea_lab.plugin.testing",
     "write_distribution": "andrea_lab.plugin.testing",
     "forget_modules": "andrea_lab.plugin.testing",
@@ -75,19 +80,25 @@ __all__ = [
     "Norm",
     "NormFactory",
     "NormPlacement",
+    "Optimizer",
+    "PARAMETER_ROLES",
     "PLUGIN_KINDS",
     "PluginError",
     "PluginInfo",
     "PluginRuntimeError",
     "REQUIRE_GPU_ENV_VAR",
     "RecordingBackend",
+    "Schedule",
+    "TRAINING_KINDS",
     "TorchBackend",
     "UnregisteredPluginError",
     "atomic_write",
     "check_activation",
     "check_backend",
     "check_norm",
+    "check_optimizer",
     "check_placement",
+    "check_schedule",
     "clear_cache",
     "eager_fallbacks",
     "forget_modules",

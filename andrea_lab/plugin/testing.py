@@ -15,6 +15,9 @@ What it provides:
   reference, a norm at a d_model and a head width)
   and in a micro model, alone and with each built-in of the other kinds. ``check_backend`` skips the
   test (with the backend's reason) when ``availability()`` says no.
+* :func:`check_optimizer`, :func:`check_schedule` -- an optimizer trains a micro model, changes nothing in a
+  step without gradients (the non-finite skip), resumes bit for bit from its ``state_dict`` and gives the
+  training weights back after ``evaluation_weights``; a schedule is a pure, finite, non-negative multiplier.
 * :class:`RecordingBackend` — the eager reference backend, recording which ops were called, to assert
   that a plugin computes through its backend (so that a faster backend is actually used).
 * :func:`write_distribution` / :func:`forget_modules` — install a throwaway distribution with entry
@@ -48,7 +51,9 @@ __all__ = [
     "check_activation",
     "check_backend",
     "check_norm",
+    "check_optimizer",
     "check_placement",
+    "check_schedule",
     "forget_modules",
     "write_distribution",
 ]
@@ -186,3 +191,16 @@ def check_backend(plugin: type | str, rtol: float = 1e-4, atol: float = 1e-5, in
         if in_models:
             with _selecting(plugin):
                 _assert(plugin_check.check_in_models, "kernel_backend", name)
+
+
+def check_optimizer(plugin: type | str) -> None:
+    """Assert that an optimizer (class or registered name) keeps the contract when it trains (see module doc)."""
+    cls, _ = _plugin("optimizer", plugin)
+    with plugin_check.one_thread():
+        _assert(plugin_check.check_optimizer, cls)
+
+
+def check_schedule(plugin: type | str) -> None:
+    """Assert that a learning-rate schedule (class or registered name) is a pure, finite, non-negative multiplier."""
+    cls, _ = _plugin("schedule", plugin)
+    _assert(plugin_check.check_schedule, cls)

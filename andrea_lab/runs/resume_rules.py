@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from andrea_lab.errors import UsageError
-from andrea_lab.model.contracts import PLUGIN_KINDS
-from andrea_lab.model.registry import same_plugin
+from andrea_lab.model.registry import KINDS, same_plugin
 
 #: ``section.field`` names a resumed fit may set to another value (speed, not results).
 MAY_CHANGE = frozenset({"model.compile", "model.config.kernel_backend", "data.num_workers", "data.cache_dir"})
@@ -30,12 +29,7 @@ def _same(name: str, saved: Any, current: Any) -> bool:
     if saved == current:
         return True
     kind = name.rsplit(".", 1)[-1]
-    return (
-        kind in PLUGIN_KINDS
-        and isinstance(saved, str)
-        and isinstance(current, str)
-        and same_plugin(kind, saved, current)
-    )
+    return kind in KINDS and isinstance(saved, str) and isinstance(current, str) and same_plugin(kind, saved, current)
 
 
 def _as_dict(value: Any) -> Any:

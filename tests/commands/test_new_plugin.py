@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("isolated_plugins")
 
 
 @pytest.mark.slow  # pip builds and installs the package
-@pytest.mark.parametrize("kind", ["activation", "norm_placement", "kernel_backend", "norm"])
+@pytest.mark.parametrize("kind", ["activation", "norm_placement", "kernel_backend", "norm", "optimizer", "schedule"])
 def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pytester, monkeypatch, capsys):
     name = f"my_{kind}"
     root = tmp_path / "pkg"
@@ -34,6 +34,8 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
         "norm_placement": "placements",
         "kernel_backend": "backends",
         "norm": "norms",
+        "optimizer": "optimizers",
+        "schedule": "schedules",
     }[kind]
     cls = "My" + "".join(part.capitalize() for part in kind.split("_"))
     assert pyproject["project"]["entry-points"][f"andrea_lab.{kind}"] == {name: f"{package}.{module}:{cls}"}

@@ -8,7 +8,14 @@ import pytest
 from andrea_lab.commands.plugins import main
 from andrea_lab.model.registry import STRICT_ENV_VAR
 
-GROUPS = ["andrea_lab.norm_placement", "andrea_lab.activation", "andrea_lab.kernel_backend", "andrea_lab.norm"]
+GROUPS = [
+    "andrea_lab.norm_placement",
+    "andrea_lab.activation",
+    "andrea_lab.kernel_backend",
+    "andrea_lab.norm",
+    "andrea_lab.optimizer",
+    "andrea_lab.schedule",
+]
 
 # Whatever else is installed here, these tests see andrea-lab's built-ins and their own plugins only.
 pytestmark = pytest.mark.usefixtures("isolated_plugins")

@@ -71,6 +71,10 @@ def test_every_argument_reaches_the_training_args_by_name():
         max_skipped_steps=3,
         compile=False,
         z_loss=1e-4,
+        optimizer="muon",
+        schedule="wsd",
+        optimizer_args={"momentum": 0.9},
+        schedule_args={"decay_fraction": 0.3},
     )
     assert set(given) == set(TrainingArgs.__dataclass_fields__)
     module = AndreaLM(config=preset("andrea-micro"), **given)

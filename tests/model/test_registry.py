@@ -13,13 +13,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andrea_lab import AndreaConfig
+from andrea_lab.fit.optimizers.adamw import AdamW, AdamWIndependentDecay
+from andrea_lab.fit.optimizers.lion import Lion
+from andrea_lab.fit.optimizers.muon import Muon
+from andrea_lab.fit.optimizers.schedule_free import ScheduleFreeAdamW
+from andrea_lab.fit.schedules import Constant, Linear, WarmupCosine, WarmupStableDecay
 from andrea_lab.model.builtin.activations import GELU, ReLU, SwiGLU
 from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.norms import LayerNorm, RMSNorm
 from andrea_lab.model.builtin.placements import DeepNorm, PeriNorm, PostNorm, PreNorm, ReorderedNorm
 from andrea_lab.model.components import resolve_components
-from andrea_lab.model.contracts import CONTRACT_VERSION, GROUP_CONTRACTS
+from andrea_lab.model.contracts import CONTRACT_VERSION
 from andrea_lab.model.registry import (
+    GROUP_CONTRACTS,
     KINDS,
     STRICT_ENV_VAR,
     PluginError,
@@ -43,6 +49,14 @@ BUILTINS = {
     "activation": {"gelu": GELU, "relu": ReLU, "swiglu": SwiGLU},
     "kernel_backend": {"torch": TorchBackend},
     "norm": {"layernorm": LayerNorm, "rmsnorm": RMSNorm},
+    "optimizer": {
+        "adamw": AdamW,
+        "adamw_independent_wd": AdamWIndependentDecay,
+        "muon": Muon,
+        "lion": Lion,
+        "schedule_free": ScheduleFreeAdamW,
+    },
+    "schedule": {"warmup_cosine": WarmupCosine, "wsd": WarmupStableDecay, "constant": Constant, "linear": Linear},
 }
 ALL_BUILTIN_NAMES = [name for names in BUILTINS.values() for name in names]
 

@@ -1,0 +1,66 @@
+"""Several torch optimizers as one: Muon on the hidden matrices and AdamW on the rest, in one object.
+
+Lightning's automatic optimisation steps, clips, schedules and checkpoints *one* optimizer, so an optimizer
+plugin with several update rules returns them combined. ``param_groups`` is the list of the parts' own group
+dicts (the same objects), so the LR schedule scales every part and gradient clipping sees every parameter;
+``state_dict()`` holds each part's under its rule's name, so a resumed run continues each part exactly.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap, OrderedDict
+from typing import Any, Mapping
+
+import torch
+
+
+class CombinedOptimizer(torch.optim.Optimizer):
+    """The optimizers ``parts`` (``{rule: optimizer}``, disjoint parameters) stepped together."""
+
+    def __init__(self, parts: Mapping[str, torch.optim.Optimizer]) -> None:
+        # Not torch.optim.Optimizer.__init__: it would own param_groups and state, which here are the parts'.
+        self.parts = dict(parts)
+        self.defaults: dict[str, Any] = {}
+        for hooks in (
+            "_optimizer_step_pre_hooks",
+            "_optimizer_step_post_hooks",
+            "_optimizer_state_dict_pre_hooks",
+            "_optimizer_state_dict_post_hooks",
+            "_optimizer_load_state_dict_pre_hooks",
+            "_optimizer_load_state_dict_post_hooks",
+        ):
+            setattr(self, hooks, OrderedDict())
+        self.param_groups = [group for part in self.parts.values() for group in part.param_groups]
+
+    @property
+    def state(self) -> ChainMap:  # type: ignore[override]
+        return ChainMap(*(part.state for part in self.parts.values()))
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for part in self.parts.values():
+            part.step()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for part in self.parts.values():
+            part.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {rule: part.state_dict() for rule, part in self.parts.items()}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:  # type: ignore[override]
+        if set(state_dict) != set(self.parts):
+            raise ValueError(
+                f"optimizer state for the parts {sorted(state_dict)}, but this optimizer has {sorted(self.parts)}; "
+                "a run resumes only with the optimizer it was trained with"
+            )
+        for rule, part in self.parts.items():
+            part.load_state_dict(state_dict[rule])
+
+    def __repr__(self) -> str:
+        return "CombinedOptimizer(" + ", ".join(f"{rule}={type(p).__name__}" for rule, p in self.parts.items()) + ")"

@@ -1,0 +1,34 @@
+"""Lion (Chen et al. 2023, "Symbolic discovery of optimization algorithms"), from ``lion-pytorch``."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from andrea_lab.fit.optimizers.extras import require
+from andrea_lab.model.training_contracts import Optimizer
+
+
+class Lion(Optimizer):
+    """Lion (lion-pytorch): the sign of an interpolated momentum; one state tensor per weight instead of two.
+
+    Its update has a unit RMS, so it wants a learning rate about 3-10x below AdamW's and a weight decay as
+    many times larger (the paper's advice; the suite gives it its own grid). ``model.betas`` are AdamW's;
+    Lion's own are ``model.optimizer_args.lion_betas`` (the paper's (0.9, 0.99) by default)."""
+
+    def __init__(
+        self,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        weight_decay: float,
+        lion_betas: tuple[float, float] = (0.9, 0.99),
+    ) -> None:
+        super().__init__(lr, betas, eps, weight_decay)
+        self.lion_betas = tuple(lion_betas)
+
+    def build(self, groups: Mapping[str, list[dict[str, Any]]], fused: bool = True) -> torch.optim.Optimizer:
+        lion_pytorch = require("lion_pytorch", "lion-pytorch", "lion")
+        # Parameters without a gradient are left alone (a skipped step), as the contract asks.
+        return lion_pytorch.Lion(groups["adamw"], lr=self.lr, betas=self.lion_betas, use_triton=False)
