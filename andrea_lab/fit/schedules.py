@@ -49,7 +49,7 @@ class Linear(Schedule):
         if warm is not None:
             return warm
         progress = min(1.0, (step - self.warmup_steps) / max(1, self.decay_steps - self.warmup_steps))
-        return 1.0 - (1.0 - self.min_lr_ratio) * progress
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * (1.0 - progress)
 
 
 class WarmupStableDecay(Schedule):
@@ -73,4 +73,4 @@ class WarmupStableDecay(Schedule):
         if step < decay_start:
             return 1.0
         progress = min(1.0, (step - decay_start) / max(1, self.decay_steps - decay_start))
-        return 1.0 - (1.0 - self.min_lr_ratio) * progress
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * (1.0 - progress)
