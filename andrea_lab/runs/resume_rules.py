@@ -23,7 +23,14 @@ class ResumeOverrideError(UsageError):
     """A resumed fit was asked to change what the checkpoint fixes."""
 
 
+def _no_options(value: Any) -> bool:
+    """None or an empty mapping: a plugin's options left unset (the checkpoint stores ``{}``, the CLI ``null``)."""
+    return value is None or (isinstance(value, Mapping) and not value)
+
+
 def _same(name: str, saved: Any, current: Any) -> bool:
+    if _no_options(saved) and _no_options(current):
+        return True
     if isinstance(saved, (list, tuple)) and isinstance(current, (list, tuple)):
         return list(saved) == list(current)
     if saved == current:
@@ -43,7 +50,8 @@ def differences(prefix: str, saved: Mapping[str, Any], current: Mapping[str, Any
         if key.startswith("_") or key not in current:
             continue
         name, current_value = f"{prefix}.{key}", _as_dict(current[key])
-        if isinstance(saved_value, Mapping) and isinstance(current_value, Mapping):
+        options = key.endswith("_args")  # a plugin's options: a key added or dropped is a change too
+        if isinstance(saved_value, Mapping) and isinstance(current_value, Mapping) and not options:
             found += differences(name, saved_value, current_value)
         elif not _same(name, saved_value, current_value):
             found.append(f"{name} (checkpoint {saved_value!r}, now {current_value!r})")

@@ -113,19 +113,28 @@ def plan_sweep(
     python: str = sys.executable,
     scales: Optional[Sequence[str]] = None,
 ) -> list[RunSpec]:
-    """Every combination of the suite (or of the grids given instead), in run order."""
-    lrs = tuple(suite.lrs if lrs is None else lrs)
+    """Every combination of the suite (or of the grids given instead), in run order. Each variant runs at its
+    own LR grid where it has one; ``lrs`` (``--lrs``) replaces every variant's."""
     seeds = tuple(suite.seeds if seeds is None else seeds)
     chosen = suite.variants if variants is None else tuple(suite.variant(name) for name in variants)
     points = choose_scales(suite.scales, scales, str(suite.path))
-    if not lrs or not seeds or not chosen:
+    grids = {variant.name: tuple(suite.lrs_of(variant) if lrs is None else lrs) for variant in chosen}
+    if not seeds or not chosen or not all(grids.values()):
         raise SuiteError(
-            f"{suite.path}: nothing to run (lrs: {list(lrs)}, seeds: {list(seeds)}, "
-            f"variants: {[v.name for v in chosen]})"
+            f"{suite.path}: nothing to run (lrs: {list(lrs if lrs is not None else suite.lrs)}, "
+            f"seeds: {list(seeds)}, variants: {[v.name for v in chosen]})"
         )
     check_disjoint(suite.scales, suite.common, suite.variants, str(suite.path))  # --set may have added a key
     save_dir = suite_runs_dir(runs_dir, suite).resolve()
-    combos = [(seed, scale, lr, variant) for seed in seeds for scale in points for lr in lrs for variant in chosen]
+    every_lr = list(dict.fromkeys(lr for grid in ((suite.lrs if lrs is None else lrs), *grids.values()) for lr in grid))
+    combos = [
+        (seed, scale, lr, variant)
+        for seed in seeds
+        for scale in points
+        for lr in every_lr
+        for variant in chosen
+        if lr in grids[variant.name]
+    ]
     position = {variant.name: number for number, variant in enumerate(suite.variants)}
     scale_position = {scale.name: number for number, scale in enumerate(suite.scales)}
     specs = []

@@ -14,6 +14,7 @@ A suite is a small YAML file::
         overrides: {model.config.norm_placement: pre}
       - name: post-nowarmup
         overrides: {model.config.norm_placement: post, model.warmup_steps: 0}
+        lrs: [3.0e-4, 1.0e-3, 3.0e-3]   # optional: this variant's own grid instead of the suite's
     reference: pre                  # optional: what andrea compare pairs every variant with (default: the first)
     claims:                         # optional: hypotheses andrea compare evaluates (docs/experiments.md)
       - lower_loss: [pre, post-nowarmup]
@@ -28,6 +29,12 @@ Every run is ``andrea fit --config BASE`` followed by the common overrides, then
 the keys the sweep itself owns (``model.lr``, ``seed_everything``, ``data.seed`` and the logger's
 ``save_dir``/``name``/``version``), which a suite may therefore not set. :func:`load_suite` checks all
 of this and raises :class:`SuiteError` naming the offending key or value.
+
+A variant may tune over its own LR grid (``lrs:`` in the variant): an optimizer whose best LR lies a decade
+away from AdamW's needs a grid around its own optimum to be compared fairly. How many LRs a variant tried per
+seed is its *tuning budget*; ``andrea compare`` prints each variant's and refuses a claim between variants of
+different budgets unless the claim says so (``unequal_budgets: true``), and a ``lower_sensitivity`` claim
+between variants whose grids differ (:mod:`andrea_lab.experiments.compare.claims`).
 
 Divergence counts compare variants only if the StabilityMonitor looks for a stuck run over the same steps in
 every variant: its window starts at ``stability.stuck_after``, else at each run's ``model.warmup_steps``, so
@@ -73,7 +80,7 @@ SUITE_KEYS = (
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
-VARIANT_KEYS = ("name", "description", "overrides", "seed_offset")
+VARIANT_KEYS = ("name", "description", "overrides", "seed_offset", "lrs")
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,8 @@ class Variant:
     #: Added to the seed of every run of this variant (init and data). For A/A checks only: a variant
     #: that differs from another only by its seeds must come out "not detected" in ``andrea compare``.
     seed_offset: int = 0
+    #: This variant's own learning-rate grid; None: the suite's ``lrs``.
+    lrs: Optional[tuple[float, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,10 @@ class Suite:
                 if first.overrides == second.overrides and first.seed_offset != second.seed_offset:
                     return first.name, second.name
         return None
+
+    def lrs_of(self, variant: Variant) -> tuple[float, ...]:
+        """The learning rates ``variant`` is run at: its own grid, else the suite's."""
+        return self.lrs if variant.lrs is None else variant.lrs
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -234,7 +247,12 @@ def _variant(raw: Any, number: int, where: str, seen: dict[str, int]) -> Variant
         raise SuiteError(
             f"{where}: variant {variant_name!r}: seed_offset must be a non-negative integer, got {seed_offset!r}"
         )
-    return Variant(variant_name, overrides, str(description), seed_offset)
+    lrs = None
+    if raw.get("lrs") is not None:
+        if not isinstance(raw["lrs"], list):
+            raise SuiteError(f"{where}: variant {variant_name!r}: lrs must be a list, got {raw['lrs']!r}")
+        lrs = parse_grid(raw["lrs"], "lrs", f"{where}: variant {variant_name!r}")
+    return Variant(variant_name, overrides, str(description), seed_offset, lrs)
 
 
 def _variants(raw_variants: Any, where: str) -> list[Variant]:
@@ -246,8 +264,10 @@ def _variants(raw_variants: Any, where: str) -> list[Variant]:
     return [_variant(raw, number, where, seen) for number, raw in enumerate(raw_variants, start=1)]
 
 
-def _check_claims(claims: list, names: list[str], lrs: tuple[float, ...], where: str) -> None:
-    """Each claim parses, names two of the suite's variants, and fixes its LR (``lr:``) to one of the grid's."""
+def _check_claims(claims: list, grids: dict[str, tuple[float, ...]], where: str) -> None:
+    """Each claim parses, names two of the suite's variants, and fixes each variant's LR (``lr:``) to one of
+    that variant's grid (``grids``: variant name -> its LRs)."""
+    names = list(grids)
     try:
         # Imported here: the statistics need pandas and scipy, which a suite without claims never loads.
         from andrea_lab.experiments.compare.claims import parse_claims
@@ -256,12 +276,12 @@ def _check_claims(claims: list, names: list[str], lrs: tuple[float, ...], where:
             for named in (claim.a, claim.b):
                 if named not in names:
                     raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(names)}")
-            grid = {format_lr(lr) for lr in lrs}
-            for lr in claim.lrs or ():
-                if format_lr(lr) not in grid:
+            for named, lr in zip((claim.a, claim.b), claim.lrs or ()):
+                grid = grids[named]
+                if format_lr(lr) not in {format_lr(value) for value in grid}:
                     raise ValueError(
-                        f"claim {claim.label}: lr {format_lr(lr)} is not in the suite's lrs "
-                        f"({', '.join(format_lr(value) for value in lrs)})"
+                        f"claim {claim.label}: lr {format_lr(lr)} is not in {named}'s lrs "
+                        f"({', '.join(format_lr(value) for value in grid)})"
                     )
     except ValueError as problem:
         raise SuiteError(f"{where}: claims: {problem}") from None
@@ -369,7 +389,7 @@ def load_suite(path: str | Path) -> Suite:
     if reference not in names:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
-    _check_claims(claims, names, lrs, where)
+    _check_claims(claims, {v.name: lrs if v.lrs is None else v.lrs for v in variants}, where)
     suite = Suite(
         name=name,
         path=path.resolve(),

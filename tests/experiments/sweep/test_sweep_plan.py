@@ -193,3 +193,42 @@ def test_a_seed_offset_changes_the_seeds_a_variant_trains_with_not_its_directory
     )
     with pytest.raises(SuiteError, match="seed_offset must be a non-negative integer, got -1"):
         load_suite(tmp_path / "bad.yaml")
+
+
+def _own_grid_suite(tmp_path: Path, claims: list | None = None, muon_lrs=(1e-2, 3e-2)) -> Path:
+    (tmp_path / "base.yaml").write_text("model: {}\n")
+    document = {
+        "base": "base.yaml",
+        "lrs": [1e-3, 3e-3],
+        "seeds": [0, 1],
+        "variants": [{"name": "adamw"}, {"name": "muon", "lrs": list(muon_lrs)}],
+    }
+    if claims is not None:
+        document["claims"] = claims
+    (tmp_path / "opt.yaml").write_text(yaml.safe_dump(document))
+    return tmp_path / "opt.yaml"
+
+
+def test_a_variant_with_its_own_grid_runs_only_its_lrs(tmp_path):
+    """An optimizer whose optimum lies a decade away tunes over a grid around it; --lrs replaces every grid."""
+    suite = load_suite(_own_grid_suite(tmp_path))
+    specs = plan_sweep(suite, tmp_path / "runs")
+    assert {(s.variant, s.lr) for s in specs} == {("adamw", 1e-3), ("adamw", 3e-3), ("muon", 1e-2), ("muon", 3e-2)}
+    assert len(specs) == 8 and [s.index for s in specs] == list(range(1, 9))
+    assert {s.seed for s in specs[:4]} == {0}  # seeds still outermost: the first seed is a whole comparison
+    assert {(s.variant, s.lr) for s in plan_sweep(suite, tmp_path / "runs", lrs=[5e-3])} == {
+        ("adamw", 5e-3),
+        ("muon", 5e-3),
+    }
+
+
+def test_a_variants_own_grid_is_checked_and_claims_fix_lrs_from_it(tmp_path):
+    with pytest.raises(SuiteError, match="variant 'muon'.*lrs lists 0.01 twice"):
+        load_suite(_own_grid_suite(tmp_path, muon_lrs=(1e-2, 0.01)))
+    with pytest.raises(SuiteError, match="variant 'muon'.*learning rate -1 must be a finite number > 0"):
+        load_suite(_own_grid_suite(tmp_path, muon_lrs=(-1,)))
+    good = [{"lower_loss": ["muon", "adamw"], "lr": {"muon": 3e-2, "adamw": 1e-3}}]
+    assert load_suite(_own_grid_suite(tmp_path, claims=good)).claims
+    bad = [{"lower_loss": ["muon", "adamw"], "lr": 1e-3}]
+    with pytest.raises(SuiteError, match=r"lr 1e-3 is not in muon's lrs \(1e-2, 3e-2\)"):
+        load_suite(_own_grid_suite(tmp_path, claims=bad))

@@ -313,7 +313,7 @@ def test_a_variant_that_sets_its_own_stuck_after_is_refused_too(tmp_path):
 @pytest.mark.parametrize(
     "claim, fragment",
     [
-        ({"lower_loss": ["pre", "post"], "lr": 2e-3}, "lr 2e-3 is not in the suite's lrs (1e-3, 3e-3)"),
+        ({"lower_loss": ["pre", "post"], "lr": 2e-3}, "lr 2e-3 is not in pre's lrs (1e-3, 3e-3)"),
         ({"lower_loss": ["pre", "post"], "lr": "fast"}, "lr 'fast' is not a learning rate"),
         ({"lower_loss": ["pre", "post"], "lr": {"pre": 1e-3}}, "names exactly the claim's two variants"),
         ({"lower_sensitivity": ["pre", "post"], "lr": 1e-3}, "takes no lr"),
