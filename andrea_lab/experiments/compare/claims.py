@@ -36,7 +36,7 @@ from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.runs.directory import format_lr
 
 CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity")
-CLAIM_OPTIONS = ("text", "lr", "exploratory", "across")
+CLAIM_OPTIONS = ("text", "lr", "exploratory", "across", "unequal_budgets")
 #: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision
 #: or the machine (andrea_lab.runs.machine) would be measured along with the variants'.
 MUST_MATCH = ("precision", "machine")
@@ -57,6 +57,8 @@ class Claim:
     exploratory: bool = False
     #: Of :data:`MUST_MATCH`, what the suite compares on purpose (e.g. ``precision`` for bf16 against fp32).
     across: tuple[str, ...] = ()
+    #: The suite compares variants tuned over LR grids of different sizes on purpose (``unequal_budgets: true``).
+    unequal_budgets: bool = False
 
     @property
     def label(self) -> str:
@@ -146,8 +148,13 @@ def parse_claims(raw: list) -> list[Claim]:
         across = item.get("across", [])
         if not isinstance(across, list) or not set(across) <= set(MUST_MATCH):
             raise _bad(item, f"across must be a list of {', '.join(MUST_MATCH)}, got {across!r}")
+        unequal_budgets = item.get("unequal_budgets", False)
+        if not isinstance(unequal_budgets, bool):
+            raise _bad(item, f"unequal_budgets must be true or false, got {unequal_budgets!r}")
         for lrs in _lr_pairs(item.get("lr"), a, b, item):
-            claims.append(Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory, tuple(across)))
+            claims.append(
+                Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory, tuple(across), unequal_budgets)
+            )
     return claims
 
 
@@ -289,6 +296,35 @@ def check_alike(claim: Claim, counted: pd.DataFrame) -> None:
             )
 
 
+def tuning_grid(runs: pd.DataFrame, variant: str) -> tuple[float, ...]:
+    """The learning rates of ``variant``'s counted runs (finished or diverged): its tuning budget is how many."""
+    return tuple(sorted(set(runs.loc[(runs["variant"] == variant) & runs["lr"].notna(), "lr"].astype(float))))
+
+
+def check_budgets(claim: Claim, runs: pd.DataFrame) -> None:
+    """Refuse a claim that would favour the variant tuned harder: where each variant's LR is chosen (no
+    ``lr:``), both must have tried as many LRs per seed unless the claim says ``unequal_budgets: true``; LR
+    sensitivity and a divergence count over the grid are properties of the grid, so ``lower_sensitivity`` and
+    ``fewer_divergences`` without ``lr:`` need the same grid."""
+    if claim.lrs is not None:  # judged at LRs fixed in advance: nothing was tuned
+        return
+    grids = {name: tuning_grid(runs, name) for name in (claim.a, claim.b)}
+    listed = "; ".join(
+        f"{name}: {len(grid)} ({', '.join(format_lr(lr) for lr in grid)})" for name, grid in grids.items()
+    )
+    if claim.kind in ("lower_sensitivity", "fewer_divergences") and grids[claim.a] != grids[claim.b]:
+        raise ValueError(
+            f"claim {claim.label!r}: it is measured over the LR grid, and the two variants ran different "
+            f"grids ({listed}); give both the same lrs, or fix the LRs it is judged at with lr:"
+        )
+    if len(grids[claim.a]) != len(grids[claim.b]) and not claim.unequal_budgets:
+        raise ValueError(
+            f"claim {claim.label!r}: the variants were tuned with different budgets (LRs per seed: {listed}), "
+            "so the better-tuned one would be favoured; give both grids as many LRs, or say it is on purpose "
+            "with `unequal_budgets: true` in the claim"
+        )
+
+
 def evaluate_claims(
     claims: Sequence[Any], runs: pd.DataFrame, loss_column: str = "final_val_loss"
 ) -> list[ClaimResult]:
@@ -302,6 +338,7 @@ def evaluate_claims(
     counted = stats.counted_runs(runs, loss_column)
     for claim in parsed:
         check_alike(claim, counted)
+        check_budgets(claim, counted)
     found = [_evidence(claim, counted) for claim in parsed]
     family = [index for index, claim in enumerate(parsed) if not claim.exploratory]
     adjusted = dict(zip(family, holm([found[index].p for index in family])))

@@ -126,6 +126,8 @@ How to read these tables (docs/experiments.md):
 - **loss**: {scored}. **capped loss**: a diverged run counts as its loss at init (min(loss, loss at init)),
   which mixes how often a variant gets stuck with how well it trains; **loss of the runs that trained**
   and **diverged** keep the two apart.
+- **LRs tried**: the variant's tuning budget, the LRs of its grid (a suite may give a variant its own); a claim
+  between variants of different budgets is refused unless the suite says `unequal_budgets: true`.
 - **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
 - **− reference, LRs chosen on the other seeds [95 % CI]** (the default): for each seed, each variant's LR
   is the best over the *other* seeds, and the seed's paired difference (same seed = same batches and init)

@@ -191,3 +191,23 @@ def test_a_claim_between_runs_of_different_precision_or_machine_is_refused_unles
     older = cliff_runs()  # runs that recorded neither are not held against a claim
     older["precision"] = None
     assert evaluate_claims([claim], older)
+
+
+def test_a_claim_between_variants_tuned_with_different_budgets_is_refused_unless_declared():
+    """Muon at its own grid of 3 LRs against AdamW at 1 would favour Muon by its tuning, not its update."""
+    base = [2.50, 2.55, 2.45, 2.52, 2.48]
+    runs = _runs(
+        {"muon": {1e-2: [x - 0.05 for x in base], 2e-2: [x - 0.08 for x in base], 4e-2: base}, "adamw": {LOW: base}}
+    )
+    claim = {"lower_loss": ["muon", "adamw"]}
+    with pytest.raises(ValueError, match=r"different budgets \(LRs per seed: muon: 3 \(1e-2, 2e-2, 4e-2\); adamw: 1"):
+        evaluate_claims([claim], runs)
+    (declared,) = evaluate_claims([{**claim, "unequal_budgets": True}], runs)
+    assert declared.claim.unequal_budgets and declared.outcome == "reproduced"
+    fixed = {"lower_loss": ["muon", "adamw"], "lr": {"muon": 2e-2, "adamw": LOW}}
+    assert evaluate_claims([fixed], runs)[0].outcome == "reproduced"  # fixed in advance: nothing tuned
+    for over_the_grid in ("lower_sensitivity", "fewer_divergences"):
+        with pytest.raises(ValueError, match="measured over the LR grid, and the two variants ran different grids"):
+            evaluate_claims([{over_the_grid: ["muon", "adamw"], "unequal_budgets": True}], runs)
+    with pytest.raises(ValueError, match="unequal_budgets must be true or false"):
+        parse_claims([{**claim, "unequal_budgets": "yes"}])
