@@ -15,6 +15,7 @@ across ranks, so the result is the same as on one device.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from pathlib import Path
@@ -29,6 +30,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, clustered_mean
 from andrea_lab.data.progress import Progress
 from andrea_lab.data.tokenizer import token_byte_lengths
+from andrea_lab.errors import UsageError
 from andrea_lab.files import write_json_atomic
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
@@ -58,29 +60,52 @@ class HeldOutEvaluation(L.Callback):
             runs of different lengths are scored on the same windows.
         seed: Seeds that sample; keep it fixed so runs are scored on the same windows.
         batch_size: Windows per forward pass; default the data module's batch size.
+        at_steps: Also score the same windows after these optimizer steps (e.g. ``[100, 200, 300]``): the
+            learning curve from which ``andrea compare`` says in how many steps one variant reaches another's
+            final loss. Fixed before the runs (a suite's ``common:``), never chosen after looking; each point
+            costs one evaluation. Steps beyond ``trainer.max_steps`` never come.
     """
 
     def __init__(
-        self, enabled: bool = True, max_tokens: Optional[int] = None, seed: int = 0, batch_size: Optional[int] = None
+        self,
+        enabled: bool = True,
+        max_tokens: Optional[int] = None,
+        seed: int = 0,
+        batch_size: Optional[int] = None,
+        at_steps: Optional[list[int]] = None,
     ):
         super().__init__()
+        self.at_steps = _steps(at_steps)
+        #: ``[{"step", "loss", "se"}]``: the evaluations at ``at_steps`` so far (kept in checkpoints).
+        self.curve: list[dict[str, Any]] = []
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
-            raise ValueError(
+            raise UsageError(
                 f"heldout.max_tokens must be a positive number of tokens or null (sized to the run), got {max_tokens!r}"
             )
         if batch_size is not None and batch_size < 1:
-            raise ValueError(f"heldout.batch_size must be positive or null, got {batch_size!r}")
+            raise UsageError(f"heldout.batch_size must be positive or null, got {batch_size!r}")
         self.enabled = enabled
         self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.seed = int(seed)
         self.batch_size = batch_size
 
-    def evaluate(self, trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[HeldOut]:
-        """Score the planned windows now; None when disabled or the data module has no held-out split."""
+    def evaluate(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, steps: Optional[int] = None
+    ) -> Optional[HeldOut]:
+        """Score the planned windows now; None when disabled or the data module has no held-out split.
+        ``steps``: the run length the budget is sized to (default: the steps taken so far); the model is
+        scored with its evaluation weights (a schedule-free optimizer's average)."""
         datamodule = trainer.datamodule
         if not self.enabled or datamodule is None or not hasattr(datamodule, "heldout_dataset"):
             return None
-        budget = self.max_tokens if self.max_tokens is not None else sized_to_run(trainer, datamodule)
+        weights = getattr(pl_module, "evaluation_weights", contextlib.nullcontext)
+        with weights():
+            return self._score(trainer, pl_module, datamodule, steps)
+
+    def _score(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule: Any, steps: Optional[int]
+    ) -> HeldOut:
+        budget = self.max_tokens if self.max_tokens is not None else sized_to_run(trainer, datamodule, steps)
         dataset: HeldOutDataset = datamodule.heldout_dataset(budget, self.seed)
         plan = dataset.plan
         batch_size = self.batch_size or getattr(datamodule, "batch_size", 16)
@@ -133,6 +158,36 @@ class HeldOutEvaluation(L.Callback):
             max_tokens=int(budget),
         )
 
+    # ------------------------------------------------------------ the curve at fixed steps
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step = trainer.global_step
+        if step not in self.at_steps or any(point["step"] == step for point in self.curve):
+            return  # not a fixed step, or already scored (gradient accumulation: several batches per step)
+        planned = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
+        heldout = self.evaluate(trainer, pl_module, steps=planned)  # the windows of the final evaluation
+        if heldout is None:
+            return
+        self.curve.append({"step": int(step), "loss": heldout.loss, "se": heldout.se})
+        if heldout.loss is not None and trainer.logger is not None and trainer.is_global_zero:
+            # Straight to the logger at this step: self.log would re-log the value at every later logging step.
+            trainer.logger.log_metrics({tags.HELDOUT_LOSS: heldout.loss}, step=step)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"curve": [dict(point) for point in self.curve]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A resumed fit keeps the points scored before it stopped (checked: a handed checkpoint's state is
+        plain numbers or nothing)."""
+        curve = state_dict.get("curve") if isinstance(state_dict, dict) else None
+        self.curve = [
+            {"step": int(p["step"]), "loss": finite_or_none(p.get("loss")), "se": finite_or_none(p.get("se"))}
+            for p in curve or []
+            if isinstance(p, dict) and isinstance(p.get("step"), int) and not isinstance(p.get("step"), bool)
+        ]
+
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """``andrea validate``: the held-out record of the checkpoint, as ``validate.json``."""
         if trainer.state.fn != TrainerFn.VALIDATING or trainer.sanity_checking:
@@ -162,17 +217,31 @@ SIZED_MIN_TOKENS = 16_384
 SIZED_SHARE = 4  # a quarter of the tokens trained on
 
 
-def sized_to_run(trainer: L.Trainer, datamodule: Any) -> int:
+def _steps(at_steps: Any) -> tuple[int, ...]:
+    """``heldout.at_steps``: positive optimizer steps, sorted, each once."""
+    if at_steps is None:
+        return ()
+    values = list(at_steps) if isinstance(at_steps, (list, tuple)) else [at_steps]
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(
+                f"heldout.at_steps must be a list of optimizer steps >= 1, e.g. [100, 200], got {at_steps!r}"
+            )
+    return tuple(sorted(set(values)))
+
+
+def sized_to_run(trainer: L.Trainer, datamodule: Any, steps: Optional[int] = None) -> int:
     """The held-out budget of a run without ``heldout.max_tokens``: a quarter of the tokens its optimizer
-    steps consumed (all ranks, gradient accumulation included), between :data:`SIZED_MIN_TOKENS` and
-    :data:`DEFAULT_MAX_TOKENS`."""
+    steps consumed (``steps``, default the steps taken; all ranks, gradient accumulation included), between
+    :data:`SIZED_MIN_TOKENS` and :data:`DEFAULT_MAX_TOKENS`."""
     per_step = (
         int(getattr(datamodule, "batch_size", 1))
         * int(getattr(datamodule, "block_size", 1))
         * int(trainer.accumulate_grad_batches)
         * int(trainer.world_size)
     )
-    return max(SIZED_MIN_TOKENS, min(DEFAULT_MAX_TOKENS, int(trainer.global_step) * per_step // SIZED_SHARE))
+    steps = int(trainer.global_step if steps is None else steps)
+    return max(SIZED_MIN_TOKENS, min(DEFAULT_MAX_TOKENS, steps * per_step // SIZED_SHARE))
 
 
 def _byte_lengths(datamodule: Any, device: torch.device) -> Optional[torch.Tensor]:

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Optional
 import lightning as L
 
 from andrea_lab.files import read_json
+from andrea_lab.runs import tags
 from andrea_lab.runs.directory import START_MARKER, RunRecord
 
 Scalar = bool | float | int | str
@@ -49,7 +50,8 @@ STATUS, SUITE, VARIANT = "Status", "Suite", "Variant"
 #: The run's point on a suite's scale axis (runs/<suite>/<scale>/<variant>/), "None" without one.
 SCALE = "Scale"
 #: The held-out evaluation's loss and standard error: sorted before every other metric tag.
-HELDOUT_LOSS, HELDOUT_LOSS_SE = "heldout/loss", "heldout/loss_se"
+#: ``heldout/loss`` is also the tag of the curve at ``heldout.at_steps``, whose last point this is.
+HELDOUT_LOSS, HELDOUT_LOSS_SE = tags.HELDOUT_LOSS, "heldout/loss_se"
 
 
 def hparam_value(value: Any) -> Scalar:

@@ -181,7 +181,7 @@ class AndreaLM(L.LightningModule):
             return super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
         clip_fused(optimizer, float(gradient_clip_val), gradient_clip_algorithm, self.nonfinite.last_grad_norm)
 
-    def _evaluation_weights(self) -> contextlib.AbstractContextManager:
+    def evaluation_weights(self) -> contextlib.AbstractContextManager:
         """The optimizer plugin's evaluation weights (schedule-free: its average), or nothing to switch."""
         optimizers = self.trainer.optimizers if self._trainer is not None else []
         if self._optimizer_plugin is None or not optimizers:
@@ -189,7 +189,7 @@ class AndreaLM(L.LightningModule):
         return self._optimizer_plugin.evaluation_weights(optimizers[0])
 
     def on_validation_epoch_start(self) -> None:
-        self._evaluating.enter_context(self._evaluation_weights())
+        self._evaluating.enter_context(self.evaluation_weights())
 
     def on_validation_epoch_end(self) -> None:
         self._log_initial_validation()
@@ -198,7 +198,7 @@ class AndreaLM(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng_states"] = capture_rng_states()  # a resumed run continues as an uninterrupted one
         if swaps_weights(self._optimizer_plugin):
-            save_evaluation_weights(checkpoint, self.state_dict, self._evaluation_weights())
+            save_evaluation_weights(checkpoint, self.state_dict, self.evaluation_weights())
         # The guard's part here, not in its own callback hook, which a weights-only checkpoint skips: it
         # settles first, so "stop" raises before a checkpoint of a diverged run is written.
         self.nonfinite.save_into(checkpoint, self._trainer)

@@ -248,6 +248,7 @@ class RunSummary(L.Callback):
             unigram_loss=None if monitor is None else finite_or_none(monitor.unigram_loss),
             probe=_last_probe(monitor),
             heldout=heldout,
+            heldout_curve=[] if heldout_callback is None else [dict(point) for point in heldout_callback.curve],
             data=datamodule.provenance() if hasattr(datamodule, "provenance") else {},
             versions=package_versions(),
             machine=_machine(trainer, pl_module),

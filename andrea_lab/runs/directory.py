@@ -144,6 +144,9 @@ class RunRecord:
     #: any block) and ``attn_entropy_min_final`` (lowest attention entropy of any head); {} without a probe.
     probe: dict[str, Any] = field(default_factory=dict)
     heldout: Optional[HeldOut] = None
+    #: The held-out loss at the steps fixed in advance (``heldout.at_steps``): ``[{"step", "loss", "se"}]``,
+    #: on the same windows as ``heldout``; [] without them.
+    heldout_curve: list[dict[str, Any]] = field(default_factory=list)
     #: What makes the run reproducible: corpus and tokenizer hashes, split sizes (see RunSummary).
     data: dict[str, Any] = field(default_factory=dict)
     #: Package versions of the process that trained (python, torch, lightning, andrea-lab, ...).

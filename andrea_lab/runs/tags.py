@@ -18,6 +18,9 @@ STAGE_LOSS = {"val": "val/loss", "test": "test/loss"}
 STAGE_PERPLEXITY = {"val": "val/perplexity", "test": "test/perplexity"}
 VAL_LOSS = STAGE_LOSS["val"]
 VAL_PERPLEXITY = STAGE_PERPLEXITY["val"]
+#: The held-out loss at the steps a suite fixed in advance (``heldout.at_steps``): a learning curve on the
+#: representative windows, for effects in steps (andrea_lab.experiments.compare.steps).
+HELDOUT_LOSS = "heldout/loss"
 
 # The stability monitor's per-step event scalars (docs/stability.md).
 LOSS_EMA = "stability/loss_ema"
@@ -39,6 +42,7 @@ ALL = (
     TRAIN_Z_LOSS,
     *STAGE_LOSS.values(),
     *STAGE_PERPLEXITY.values(),
+    HELDOUT_LOSS,
     LOSS_EMA,
     SPIKES,
     NONFINITE,

@@ -172,7 +172,7 @@ def test_schedule_free_checkpoints_hold_evaluation_weights_and_resume_from_train
         optimizer.step()
         optimizer.zero_grad()
     module._optimizer_plugin = plugin
-    module._evaluation_weights = lambda: plugin.evaluation_weights(optimizer)  # no trainer attached here
+    module.evaluation_weights = lambda: plugin.evaluation_weights(optimizer)  # no trainer attached here
     training = {k: v.clone() for k, v in module.state_dict().items()}
     checkpoint = {"state_dict": module.state_dict()}
     module.on_save_checkpoint(checkpoint)

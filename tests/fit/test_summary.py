@@ -57,6 +57,8 @@ def cli_run(tmp_path_factory, text_corpus) -> Path:
         "5",
         "--heldout.max_tokens",
         "1024",
+        "--heldout.at_steps",
+        "[10, 30, 99]",  # 99: beyond max_steps, never comes
         "--data.val_fraction",
         "0.5",
     ]
@@ -129,6 +131,34 @@ def test_summary_json_has_exactly_the_schema(cli_run):
     config = yaml.safe_load((cli_run / "config.yaml").read_text())
     assert config["stability"]["interval"] == 20 and config["stability"]["enabled"] is True
     assert config["heldout"]["max_tokens"] == 1024 and config["heldout"]["enabled"] is True
+
+
+@pytest.mark.slow
+def test_the_heldout_curve_is_scored_at_the_fixed_steps_on_the_final_windows(cli_run):
+    """heldout.at_steps: the same windows as the final evaluation, after those optimizer steps, in summary.json
+    and TensorBoard; the curve falls (the run learns between step 10 and 30 and the end)."""
+    summary = json.loads((cli_run / "summary.json").read_text())
+    curve = summary["heldout_curve"]
+    assert [point["step"] for point in curve] == [10, 30]
+    assert curve[0]["loss"] > curve[1]["loss"] > summary["heldout"]["loss"]
+    assert all(point["se"] > 0 for point in curve)
+    logged = [(e.step, e.value) for e in events_of(cli_run).Scalars("heldout/loss")]
+    assert [step for step, _ in logged] == [10, 30, STEPS], "the curve, then the final score (HParams)"
+    expected = [point["loss"] for point in curve] + [summary["heldout"]["loss"]]
+    assert [value for _, value in logged] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["[0]", "[10, -3]", "true", "[1.5]"])
+def test_a_bad_heldout_step_is_one_line_before_any_run(tmp_path, text_corpus, bad):
+    env = {**os.environ, "ANDREA_LAB_CACHE": str(tmp_path / "cache")}
+    args = ["fit", "--config", str(REPO / "experiments/quickstart.yaml"), *MICRO_OVERRIDES]
+    args += ["--data.corpus", str(text_corpus), "--heldout.at_steps", bad, "--trainer.max_steps", "2"]
+    result = subprocess.run(
+        [sys.executable, "-m", "andrea_lab.cli", *args], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 2, result.stderr
+    assert "heldout.at_steps" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from andrea_lab.experiments.compare.config_variants import SUPERSEDED
 from andrea_lab.experiments.compare.divergence import stuck_window_note
 from andrea_lab.experiments.compare.runs_table import INIT, write_runs_csv
 from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
+from andrea_lab.experiments.compare.steps import has_curves, steps_lines
 from andrea_lab.fit.stability import probe
 from andrea_lab.runs.directory import format_lr
 
@@ -229,6 +230,9 @@ def suite_sections(
     sections = [("variants", header_lines(suite, variants, loss_column))]
     if claims is not None and len(claims):
         sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
+    reference = next((v.name for v in variants if v.is_reference), None)
+    if reference is not None and has_curves(runs) and (steps := steps_lines(variants, loss_column, reference)):
+        sections.append(("steps", steps))
     if calibration is not None:
         sections.append(("aa_calibration", ["## A/A calibration", "", calibration, ""]))
     sections.append(

@@ -121,6 +121,10 @@ OPTIONAL_COLUMNS = ("stuck_after", SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATT
 ATTN_LOGIT_MAX_TAG = probe.attn_logit_max.tag
 ATTN_ENTROPY_TAG = probe.attn_entropy.tag
 
+#: ``heldout_at_<step>``: the held-out loss at a step fixed in advance (summary.json ``heldout_curve``), one
+#: column per step that some run has; written to runs.csv so that effects in steps recompute from it.
+HELDOUT_AT = "heldout_at_"
+
 Curve = list[tuple[int, float]]
 #: Row keys :func:`load_run` adds for :func:`load_runs` only: the run's flat config, whether a sweep or its
 #: config named its variant (else :mod:`andrea_lab.experiments.compare.config_variants` names it by its differences).
@@ -279,6 +283,9 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             warmup_steps=record.training.get("warmup_steps"),
             vocab_size=record.config.get("vocab_size"),
         )
+        for point in record.heldout_curve:
+            if isinstance(point, dict) and isinstance(point.get("step"), int):
+                row[f"{HELDOUT_AT}{point['step']}"] = point.get("loss")
     # The stuck-at-unigram window's first step, where the run's config set it (null: its warmup_steps).
     row["stuck_after"] = _first_number(config.get("stability.stuck_after"))
     # What it ran at and on (andrea_lab.runs.machine): a claim between runs that differ in either is refused.
@@ -315,6 +322,9 @@ def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
     """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs (and those
     :data:`OPTIONAL_COLUMNS` some run has)."""
     present = [c for c in OPTIONAL_COLUMNS if c in runs and runs[c].notna().any()]
+    present += sorted(
+        (c for c in runs if c.startswith(HELDOUT_AT) and runs[c].notna().any()), key=lambda c: int(c[len(HELDOUT_AT) :])
+    )
     order = ([SCALE_INDEX] if SCALE_INDEX in present else []) + ["variant", "lr", "seed"]
     table = runs.reindex(columns=RUN_COLUMNS + present).sort_values(order, na_position="last")
     table.to_csv(path, index=False)
