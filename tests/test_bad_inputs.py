@@ -47,6 +47,26 @@ CASES = [
         ["unknown activation 'mish'", "gelu", "relu", "swiglu"],
     ),
     ("unknown-norm", [*FIT, "--model.config.norm", "batchnorm"], ["unknown norm 'batchnorm'", "layernorm", "rmsnorm"]),
+    (
+        "unknown-optimizer",
+        [*FIT, "--model.optimizer", "adam"],
+        ["unknown optimizer 'adam'", "did you mean 'adamw'", "lion", "muon", "schedule_free"],
+    ),
+    (
+        "unknown-schedule",
+        [*FIT, "--model.schedule", "cosine"],
+        ["unknown schedule 'cosine'", "did you mean 'warmup_cosine'", "constant", "linear", "wsd"],
+    ),
+    (
+        "schedule-free-decaying",
+        [*FIT, "--model.optimizer", "schedule_free", "--model.schedule", "warmup_cosine"],
+        ["'schedule_free' takes only a constant schedule", "got schedule 'warmup_cosine'", "model.schedule: constant"],
+    ),
+    (
+        "optimizer-args-unknown-key",
+        [*FIT, "--model.optimizer", "muon", "--model.optimizer_args", "{{momentun: 0.9}}"],
+        ["model.optimizer_args", "'momentun'", "its options: momentum, nesterov, ns_steps"],
+    ),
     ("qk-norm-maybe", [*FIT, "--model.config.qk_norm", "maybe"], ["qk_norm", "maybe"]),
     ("negative-lr", [*FIT, "--model.lr", "-1"], ["lr must be a finite number > 0, got -1"]),
     (
@@ -265,3 +285,22 @@ def test_bad_input_gets_one_clear_message(case_id, argv, fragments, bad_files, t
         message = next(line for line in output.splitlines() if "error" in line or "diverged" in line)
         with open(record, "a", encoding="utf-8") as file:
             file.write(f"| {case_id} | {status} | `{message.replace(str(bad_files), '…').replace('|', '/')}` |\n")
+
+
+@pytest.mark.parametrize(
+    "argv,offending",
+    [
+        (["--model.optimizer", "adam"], "'adam'"),
+        (["--model.schedule", "cosine"], "'cosine'"),
+        (["--model.optimizer", "schedule_free", "--model.schedule", "warmup_cosine"], "'warmup_cosine'"),
+        (["--model.optimizer", "muon", "--model.optimizer_args", "{{momentun: 0.9}}"], "'momentun'"),
+        (["--model.schedule", "wsd", "--model.schedule_args", "{{decay_fraction: 1.5}}"], "1.5"),
+    ],
+    ids=["optimizer", "schedule", "schedule-free-decaying", "optimizer-args", "schedule-args"],
+)
+def test_a_bad_optimizer_or_schedule_exits_2_in_one_line_before_any_run_directory(argv, offending, tmp_path, capsys):
+    status = main([a.format(tmp=tmp_path, quickstart=QUICKSTART) for a in [*FIT, *argv]])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line]  # the other line: ANDREA_LAB_DEBUG's hint
+    assert status == 2 and len(errors) == 1 and offending in errors[0] and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()

@@ -18,7 +18,7 @@ import time
 import warnings
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import lightning as L
 import torch
@@ -219,6 +219,9 @@ class RunSummary(L.Callback):
         training = {
             key: value for key, value in dict(getattr(pl_module, "hparams", {}) or {}).items() if key != "config"
         }
+        choice = getattr(pl_module, "optimizer_choice", None)
+        if choice is not None and training.get("schedule") is None:
+            training["schedule"] = choice.schedule_name  # left unset: the optimizer's default, what the run used
         seed = os.environ.get("PL_GLOBAL_SEED")
         datamodule = trainer.datamodule
         data_seed = getattr(datamodule, "seed", None) if datamodule is not None else None
@@ -351,13 +354,17 @@ def _last_probe(monitor: Optional[StabilityMonitor]) -> dict[str, Any]:
     return {"step": monitor.last_probe_step, **attention_extremes(monitor.last_probe)}
 
 
-def _plain(values: dict[str, Any]) -> dict[str, Any]:
-    """JSON-ready hyperparameters: tuples as lists, anything exotic as its string."""
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-ready hyperparameters: tuples as lists, mappings (a plugin's ``optimizer_args``) as plain dicts, so
+    that each option is a knob of its own (``model.optimizer_args.momentum``), anything exotic as its string."""
     out = {}
     for key, value in values.items():
         if isinstance(value, tuple):
             value = list(value)
-        out[key] = value if isinstance(value, (int, float, str, bool, list, type(None))) else str(value)
+        if isinstance(value, Mapping):
+            out[key] = _plain(value)
+        else:
+            out[key] = value if isinstance(value, (int, float, str, bool, list, type(None))) else str(value)
     return out
 
 

@@ -5,12 +5,19 @@ tests/experiments/compare/test_tensorboard_report.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import pytest
 import torch
+from stability_helpers import fit
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import api_pb2, metadata
 
+from andrea_lab.fit import RunSummary
 from andrea_lab.fit.hparams import flatten, hparam_value, run_hparams, run_metrics, session_summaries, trial_name
+from andrea_lab.fit.module import AndreaLM
+from andrea_lab.model.config import preset
 from andrea_lab.runs.directory import HeldOut, RunRecord
 
 
@@ -162,3 +169,26 @@ def test_a_resumed_run_shows_its_results_once_and_the_status_it_ended_with(tmp_p
     assert [(s.step, s.value) for s in events.Scalars("heldout/loss")] == [(6, 4.0)]
     content = events.SummaryMetadata(metadata.SESSION_END_INFO_TAG).plugin_data.content
     assert metadata.parse_session_end_info_plugin_data(content).status == api_pb2.STATUS_SUCCESS
+
+
+def test_the_optimizer_the_schedule_and_each_of_their_options_are_knobs():
+    training = {"optimizer": "muon", "schedule": "wsd", "optimizer_args": {"momentum": 0.9, "nesterov": False}}
+    hparams = run_hparams(record(training={**training, "schedule_args": {"decay_fraction": 0.2}}), {}, {})
+    assert hparams["model.optimizer"] == "muon" and hparams["model.schedule"] == "wsd"
+    assert hparams["model.optimizer_args.momentum"] == 0.9 and hparams["model.optimizer_args.nesterov"] is False
+    assert hparams["model.schedule_args.decay_fraction"] == 0.2
+
+
+@pytest.mark.slow  # a real (2-step) fit
+def test_a_runs_hparams_session_shows_its_optimizer_and_the_schedule_it_trained_with(tmp_path, text_corpus):
+    module = AndreaLM(config=preset("andrea-micro", block_size=32), optimizer="muon", optimizer_args={"momentum": 0.9})
+    summary = RunSummary()
+    trainer = fit(tmp_path, text_corpus, [summary], max_steps=2, module=module)
+    events = EventAccumulator(trainer.logger.log_dir)
+    events.Reload()
+    content = events.PluginTagToContent("hparams")[metadata.SESSION_START_INFO_TAG]
+    start = metadata.parse_session_start_info_plugin_data(content).hparams
+    assert start["model.optimizer"].string_value == "muon"
+    assert start["model.schedule"].string_value == "warmup_cosine", "left unset: the optimizer's default, by name"
+    assert start["model.optimizer_args.momentum"].number_value == 0.9
+    assert json.loads(summary.path.read_text())["training"]["optimizer_args"] == {"momentum": 0.9}
