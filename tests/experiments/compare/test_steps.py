@@ -33,9 +33,8 @@ def test_a_curve_is_the_fixed_evaluations_then_the_final_loss():
 
 def test_the_share_of_steps_has_an_interval_only_when_every_seed_reached():
     assert StepsEffect("a", "b", {0: 0.7, 1: 0.8, 2: 0.75}).describe() == "75.0% of b's steps [62.6%, 87.4%], n=3"
-    assert (
-        StepsEffect("a", "b", {0: 0.7, 1: None}).describe() == "1 of 2 seeds never reach it (reached: 70.0%); no interval"
-    )
+    never = "1 of 2 seeds never reach it (reached: 70.0%); no interval"
+    assert StepsEffect("a", "b", {0: 0.7, 1: None}).describe() == never
     assert StepsEffect("a", "b", {}).describe() == "no seed with a curve on both sides"
 
 
