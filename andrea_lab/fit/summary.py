@@ -32,6 +32,7 @@ from andrea_lab.fit.stability.monitor import StabilityMonitor
 from andrea_lab.fit.stability.probe import attention_extremes
 from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import selected_entry_point
+from andrea_lab.model.training_contracts import TRAINING_KINDS
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import NONFINITE as NONFINITE_KIND
 from andrea_lab.runs.directory import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
@@ -256,7 +257,14 @@ class RunSummary(L.Callback):
             versions=package_versions(),
             machine=_machine(trainer, pl_module),
             training=_plain(training),
-            plugins={kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
+            plugins={
+                **{kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
+                **{
+                    kind: plugin_provenance(kind, training[kind])
+                    for kind in TRAINING_KINDS
+                    if isinstance(training.get(kind), str)
+                },
+            },
             config=config,
         )
 

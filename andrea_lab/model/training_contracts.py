@@ -30,8 +30,8 @@ class Optimizer:
     The module constructs it as ``cls(lr=..., betas=..., eps=..., weight_decay=..., **optimizer_args)``
     (``optimizer_args`` is the YAML's ``model.optimizer_args`` block, for the plugin's own options), then
     calls :meth:`build` with ``{rule: [param group, ...]}``: for each update rule named in :attr:`groups`,
-    torch-style param group dicts (``params``, ``weight_decay`` -- 0 for a parameter that is not decayed --
-    and ``names``). What the contract asks of the optimizer built:
+    torch-style param group dicts (``params`` and ``weight_decay``, 0 for a parameter that is not decayed).
+    What the contract asks of the optimizer built:
 
     * one object (Lightning schedules and checkpoints one): several update rules are combined into one
       (``andrea_lab.fit.optimizers.combined``);

@@ -125,6 +125,18 @@ def test_summary_json_has_exactly_the_schema(cli_run):
             "version": version,
             "target": "andrea_lab.model.builtin.norms:LayerNorm",
         },
+        "optimizer": {
+            "name": "adamw",
+            "distribution": "andrea-lab",
+            "version": version,
+            "target": "andrea_lab.fit.optimizers.adamw:AdamW",
+        },
+        "schedule": {
+            "name": "warmup_cosine",
+            "distribution": "andrea-lab",
+            "version": version,
+            "target": "andrea_lab.fit.schedules:WarmupCosine",
+        },
     }
     assert not [p for p in cli_run.iterdir() if p.name.endswith(".tmp")], "no temporary file left behind"
     # The keys are YAML config keys: the run's saved config has them.

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import torch
 
 from andrea_lab.fit.optimizers.extras import require
-from andrea_lab.model.training_contracts import Optimizer
+from andrea_lab.model.training_contracts import PARAMETER_ROLES, Optimizer
 
 
 class Lion(Optimizer):
     """Lion (lion-pytorch): the sign of an interpolated momentum; one state tensor per weight instead of two.
 
     Its update has a unit RMS, so it wants a learning rate about 3-10x below AdamW's and a weight decay as
-    many times larger (the paper's advice; the suite gives it its own grid). ``model.betas`` are AdamW's;
+    many times larger (the paper's advice: give it its own LR grid in a suite). ``model.betas`` are AdamW's;
     Lion's own are ``model.optimizer_args.lion_betas`` (the paper's (0.9, 0.99) by default)."""
+
+    groups: ClassVar[Mapping[str, tuple[str, ...]]] = {"lion": PARAMETER_ROLES}
 
     def __init__(
         self,
@@ -31,4 +33,4 @@ class Lion(Optimizer):
     def build(self, groups: Mapping[str, list[dict[str, Any]]], fused: bool = True) -> torch.optim.Optimizer:
         lion_pytorch = require("lion_pytorch", "lion-pytorch", "lion")
         # Parameters without a gradient are left alone (a skipped step), as the contract asks.
-        return lion_pytorch.Lion(groups["adamw"], lr=self.lr, betas=self.lion_betas, use_triton=False)
+        return lion_pytorch.Lion(groups["lion"], lr=self.lr, betas=self.lion_betas, use_triton=False)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 import torch
 
 from andrea_lab.fit.optimizers.extras import require
-from andrea_lab.model.training_contracts import Optimizer
+from andrea_lab.model.training_contracts import PARAMETER_ROLES, Optimizer
 
 
 @functools.cache
@@ -46,6 +46,7 @@ class ScheduleFreeAdamW(Optimizer):
     checkpoints see the averaged weights. ``model.optimizer_args``: ``r`` and ``weight_lr_power``, the
     package's averaging options."""
 
+    groups: ClassVar[Mapping[str, tuple[str, ...]]] = {"schedule_free_adamw": PARAMETER_ROLES}
     needs_constant_schedule: ClassVar[bool] = True
     default_schedule: ClassVar[str] = "constant"
 
@@ -63,7 +64,12 @@ class ScheduleFreeAdamW(Optimizer):
 
     def build(self, groups: Mapping[str, list[dict[str, Any]]], fused: bool = True) -> torch.optim.Optimizer:
         optimizer = skipping_schedule_free()(
-            groups["adamw"], lr=self.lr, betas=self.betas, eps=self.eps, r=self.r, weight_lr_power=self.weight_lr_power
+            groups["schedule_free_adamw"],
+            lr=self.lr,
+            betas=self.betas,
+            eps=self.eps,
+            r=self.r,
+            weight_lr_power=self.weight_lr_power,
         )
         optimizer.train()  # the package starts in eval mode and refuses to step there
         return optimizer
