@@ -177,10 +177,18 @@ def print_header(suite, specs, directory) -> None:
     grid_seeds = sorted({s.seed for s in specs})
     grid_scales = list(dict.fromkeys(s.scale for s in specs if s.scale is not None))
     at_scales = f"{len(grid_scales)} scales ({', '.join(grid_scales)}) x " if grid_scales else ""
+    grids: dict[str, list[float]] = {}
+    for spec in specs:
+        grids.setdefault(spec.variant, [])
+        if spec.lr not in grids[spec.variant]:
+            grids[spec.variant].append(spec.lr)
+    if len({tuple(sorted(grid)) for grid in grids.values()}) > 1:  # variants with LR grids of their own
+        lrs = "; ".join(f"{name} {', '.join(format_lr(lr) for lr in sorted(grid))}" for name, grid in grids.items())
+        variants_by_lrs = f"{len(grids)} variants at their own LRs ({lrs})"
+    else:
+        variants_by_lrs = f"{len(grids)} variants x {len(grid_lrs)} LRs ({', '.join(format_lr(lr) for lr in grid_lrs)})"
     print(
-        f"suite {suite.name} ({suite.path}): {at_scales}{len({s.variant for s in specs})} variants x "
-        f"{len(grid_lrs)} LRs "
-        f"({', '.join(format_lr(lr) for lr in grid_lrs)}) x {len(grid_seeds)} seeds "
+        f"suite {suite.name} ({suite.path}): {at_scales}{variants_by_lrs} x {len(grid_seeds)} seeds "
         f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}",
         flush=True,
     )

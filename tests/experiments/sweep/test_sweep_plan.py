@@ -232,3 +232,14 @@ def test_a_variants_own_grid_is_checked_and_claims_fix_lrs_from_it(tmp_path):
     bad = [{"lower_loss": ["muon", "adamw"], "lr": 1e-3}]
     with pytest.raises(SuiteError, match=r"lr 1e-3 is not in muon's lrs \(1e-2, 3e-2\)"):
         load_suite(_own_grid_suite(tmp_path, claims=bad))
+
+
+def test_the_sweep_header_names_each_variants_own_grid(tmp_path, capsys):
+    from andrea_lab.commands.sweep import print_header
+
+    suite = load_suite(_own_grid_suite(tmp_path))
+    print_header(suite, plan_sweep(suite, tmp_path / "runs"), "runs/opt")
+    assert capsys.readouterr().out.startswith(
+        f"suite opt ({suite.path}): 2 variants at their own LRs (adamw 1e-3, 3e-3; muon 1e-2, 3e-2) x 2 seeds (0, 1)"
+        " = 8 runs in runs/opt"
+    )
