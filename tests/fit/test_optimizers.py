@@ -182,3 +182,25 @@ def test_schedule_free_checkpoints_hold_evaluation_weights_and_resume_from_train
     load_training_weights(checkpoint)
     assert TRAINING_WEIGHTS_KEY not in checkpoint
     assert all(torch.equal(training[k], v) for k, v in checkpoint["state_dict"].items())
+
+
+def test_muons_combined_state_reads_and_writes_each_entry_in_the_part_that_owns_it():
+    """Lightning walks ``optimizer.state.items()`` and writes every entry back when it moves an optimizer
+    between devices (resume, teardown); reading an AdamW-part parameter must not add an empty entry to the
+    Muon part, whose ``state_dict()`` would then fail on a parameter it does not own."""
+    from lightning.fabric.utilities.optimizer import _optimizer_to_device
+
+    module = AndreaLM(config=preset("andrea-micro", block_size=16), optimizer="muon", warmup_steps=0)
+    optimizer, _, _ = module.optimizer_choice.build(module.model, 10)
+    idx = torch.randint(0, module.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    module.model(idx, idx)[1].backward()
+    optimizer.step()
+    sizes = {rule: len(part.state) for rule, part in optimizer.parts.items()}
+    assert len(optimizer.state) == sum(sizes.values()) and all(sizes.values())
+    list(optimizer.state.values())
+    _optimizer_to_device(optimizer, torch.device("cpu"))
+    assert {rule: len(part.state) for rule, part in optimizer.parts.items()} == sizes
+    saved = optimizer.state_dict()  # raised KeyError with the ChainMap view
+    assert set(saved) == {"muon", "adamw"}
+    embedding = module.model.token_embed.weight
+    assert optimizer.state[embedding] is optimizer.parts["adamw"].state[embedding]

@@ -24,6 +24,7 @@ other side; else **not detected**, which is not "no difference".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -59,6 +60,9 @@ class Claim:
     across: tuple[str, ...] = ()
     #: The suite compares variants tuned over LR grids of different sizes on purpose (``unequal_budgets: true``).
     unequal_budgets: bool = False
+    #: Labels of this claim's mirror images the suite also wrote (``B vs A`` of ``A vs B``): one two-sided
+    #: hypothesis, counted once in the family (:func:`merge_mirrors`).
+    mirrors: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -76,7 +80,9 @@ class Claim:
 @dataclass(frozen=True)
 class ClaimResult:
     """A claim judged: its outcome, the evidence in words, raw p, Holm p (None: exploratory), the in-sample
-    best-LR figure (secondary; empty where nothing is selected) and its p (= ``p`` where nothing is)."""
+    best-LR figure (secondary; empty where nothing is selected) and its p (= ``p`` where nothing is), and the
+    exact sign-flip p of the per-seed differences with the smallest p it can reach (NaN for divergence
+    counts, whose McNemar p is exact already)."""
 
     claim: Claim
     outcome: str
@@ -85,6 +91,8 @@ class ClaimResult:
     p_adjusted: Optional[float] = None
     in_sample: str = ""
     p_in_sample: float = math.nan
+    p_exact: float = math.nan
+    p_floor: float = math.nan
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -155,7 +163,33 @@ def parse_claims(raw: list) -> list[Claim]:
             claims.append(
                 Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory, tuple(across), unequal_budgets)
             )
-    return claims
+    return merge_mirrors(claims)
+
+
+def _mirror_key(claim: Claim) -> tuple:
+    lrs = None if claim.lrs is None else (claim.lrs[1], claim.lrs[0])
+    return (claim.kind, claim.b, claim.a, lrs, claim.exploratory)
+
+
+def merge_mirrors(claims: Sequence[Claim]) -> list[Claim]:
+    """A claim and its mirror image (``lower_loss: [A, B]`` and ``[B, A]`` at mirrored LRs) are one two-sided
+    test: counted twice, the Holm family would be larger than the hypotheses it holds, and every adjusted p
+    too large. The first written is kept, with the mirror's label in ``mirrors``."""
+    kept: list[Claim] = []
+    for claim in claims:
+        first = next(
+            (
+                i
+                for i, k in enumerate(kept)
+                if _mirror_key(k) == (claim.kind, claim.a, claim.b, claim.lrs, claim.exploratory)
+            ),
+            None,
+        )
+        if first is None:
+            kept.append(claim)
+        else:
+            kept[first] = dataclasses.replace(kept[first], mirrors=kept[first].mirrors + (claim.label,))
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------- evidence
@@ -168,6 +202,7 @@ class _Evidence:
     text: str
     in_sample: str = ""
     p_in_sample: Optional[float] = None  # None: nothing selected, the same as p
+    differences: Sequence[float] = ()  # the per-seed differences the p rests on (none for divergence counts)
 
 
 def _side(mean: float) -> Optional[bool]:
@@ -241,14 +276,23 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
             f"p = {_p(at_best.p_value)}"
         )
         p_in_sample = at_best.p_value
-    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference), in_sample, p_in_sample)
+    return _Evidence(
+        _side(difference.mean),
+        difference.p_value,
+        text + _seeds_note(difference),
+        in_sample,
+        p_in_sample,
+        difference.differences,
+    )
 
 
 def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Evidence:
     """Each seed's sensitivity is a function of that seed's runs alone: no LR is chosen across seeds."""
     difference = comparison.sensitivity
     text = f"{claim.a} − {claim.b} = {difference.describe()} in LR sensitivity"
-    return _Evidence(_side(difference.mean), difference.p_value, text + _seeds_note(difference))
+    return _Evidence(
+        _side(difference.mean), difference.p_value, text + _seeds_note(difference), differences=difference.differences
+    )
 
 
 def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
@@ -346,15 +390,21 @@ def evaluate_claims(
     for index, (claim, evidence) in enumerate(zip(parsed, found)):
         p_used = adjusted.get(index, evidence.p)
         p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
+        p_exact, p_floor = stats.sign_flip_p(evidence.differences) if evidence.differences else (math.nan, math.nan)
+        mirrored = (
+            f"; also written as {', '.join(claim.mirrors)}: one two-sided test, counted once" if claim.mirrors else ""
+        )
         results.append(
             ClaimResult(
                 claim,
                 outcome_of(evidence.favours_a, p_used),
-                evidence.text,
+                evidence.text + mirrored,
                 evidence.p,
                 adjusted.get(index),
                 evidence.in_sample,
                 p_in_sample,
+                p_exact,
+                p_floor,
             )
         )
     return results
@@ -363,6 +413,16 @@ def evaluate_claims(
 def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_val_loss") -> ClaimResult:
     """One claim alone (a family of one: its Holm p is its raw p)."""
     return evaluate_claims([claim], runs, loss_column)[0]
+
+
+def format_exact(result: ClaimResult) -> str:
+    """The exact sign-flip p with its floor, saying when the seeds are too few for it to reach 0.05."""
+    if math.isnan(result.p_exact):
+        return "n/a (McNemar is exact)" if result.claim.kind == "fewer_divergences" else "n/a"
+    floor = f"floor {result.p_floor:.3g}"
+    if result.p_floor >= ALPHA:
+        floor += ": too few seeds to reach 0.05"
+    return f"{_p(result.p_exact)} ({floor})"
 
 
 def format_p(p: Optional[float]) -> str:

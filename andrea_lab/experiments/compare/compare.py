@@ -285,6 +285,7 @@ CLAIM_COLUMNS = [
     Column("outcome", "outcome", lambda r: f"**{r.outcome}**"),
     Column("evidence", "evidence (95 % CI, unadjusted, or exact test)", lambda r: r.evidence),
     Column("p", "p", lambda r: claims_module.format_p(r.p)),
+    Column("p_exact", "exact sign-flip p", claims_module.format_exact),
     Column(
         "p_holm", "Holm p", lambda r: "exploratory" if r.p_adjusted is None else claims_module.format_p(r.p_adjusted)
     ),

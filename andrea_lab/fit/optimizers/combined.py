@@ -8,10 +8,47 @@ dicts (the same objects), so the LR schedule scales every part and gradient clip
 
 from __future__ import annotations
 
-from collections import ChainMap, OrderedDict
+from collections import OrderedDict
+from collections.abc import Iterator, MutableMapping
 from typing import Any, Mapping
 
 import torch
+
+
+class PartsState(MutableMapping):
+    """The parts' ``state`` tables as one, each parameter's entry read from and written to the part that
+    owns it. (A ``ChainMap`` would not do: reading a parameter of the second part through it indexes the
+    first part's ``defaultdict`` first, which silently adds an empty entry there, and that part's
+    ``state_dict()`` then fails on a parameter it does not have. Lightning reads and writes every entry
+    this way when it moves the optimizer between devices.)"""
+
+    def __init__(self, parts: Mapping[str, torch.optim.Optimizer]) -> None:
+        self._parts = list(parts.values())
+
+    def _owner(self, parameter: Any) -> torch.optim.Optimizer:
+        for part in self._parts:
+            if parameter in part.state:
+                return part
+        for part in self._parts:
+            if any(parameter is p for group in part.param_groups for p in group["params"]):
+                return part
+        raise KeyError(parameter)
+
+    def __getitem__(self, parameter: Any) -> Any:
+        return self._owner(parameter).state[parameter]  # a defaultdict, in the part that owns it
+
+    def __setitem__(self, parameter: Any, value: Any) -> None:
+        self._owner(parameter).state[parameter] = value
+
+    def __delitem__(self, parameter: Any) -> None:
+        del self._owner(parameter).state[parameter]
+
+    def __iter__(self) -> Iterator[Any]:
+        for part in self._parts:
+            yield from part.state
+
+    def __len__(self) -> int:
+        return sum(len(part.state) for part in self._parts)
 
 
 class CombinedOptimizer(torch.optim.Optimizer):
@@ -33,8 +70,8 @@ class CombinedOptimizer(torch.optim.Optimizer):
         self.param_groups = [group for part in self.parts.values() for group in part.param_groups]
 
     @property
-    def state(self) -> ChainMap:  # type: ignore[override]
-        return ChainMap(*(part.state for part in self.parts.values()))
+    def state(self) -> PartsState:  # type: ignore[override]
+        return PartsState(self.parts)
 
     @torch.no_grad()
     def step(self, closure=None):  # type: ignore[override]

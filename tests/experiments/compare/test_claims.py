@@ -211,3 +211,38 @@ def test_a_claim_between_variants_tuned_with_different_budgets_is_refused_unless
             evaluate_claims([{over_the_grid: ["muon", "adamw"], "unequal_budgets": True}], runs)
     with pytest.raises(ValueError, match="unequal_budgets must be true or false"):
         parse_claims([{**claim, "unequal_budgets": "yes"}])
+
+
+def test_a_claim_and_its_mirror_image_are_one_hypothesis_the_aa_known_answer():
+    """The A/A suite writes lower_loss b vs a and a vs b: one two-sided test. Merged, the family holds the
+    three distinct hypotheses and the loss claim's Holm p is 0.041 (issue 36's known answer), where the
+    duplicated family of four gave 0.0547."""
+    raw = [dict(claim) for claim in load_suite(REPO / "experiments" / "suites" / "aa.yaml").claims]
+    parsed = parse_claims(raw)
+    assert [c.label for c in parsed] == ["lower_loss: b vs a", "lower_sensitivity: b vs a", "fewer_divergences: b vs a"]
+    assert parsed[0].mirrors == ("lower_loss: a vs b",)
+    results = evaluate_claims(raw, committed("aa"), HELDOUT)
+    assert results[0].p_adjusted == pytest.approx(0.041, abs=5e-4) and results[0].outcome == "contradicted"
+    assert "also written as lower_loss: a vs b: one two-sided test, counted once" in results[0].evidence
+    assert holm([r.p for r in results]) == pytest.approx([r.p_adjusted for r in results])
+    # Not a mirror: another LR, or one exploratory and one not, are different hypotheses.
+    assert len(parse_claims([{"lower_loss": ["a", "b"], "lr": LOW}, {"lower_loss": ["b", "a"], "lr": HIGH}])) == 2
+    assert len(parse_claims([{"lower_loss": ["a", "b"]}, {"lower_loss": ["b", "a"], "exploratory": True}])) == 2
+    mirrored_lrs = [
+        {"lower_loss": ["a", "b"], "lr": {"a": LOW, "b": HIGH}},
+        {"lower_loss": ["b", "a"], "lr": {"a": LOW, "b": HIGH}},
+    ]
+    assert len(parse_claims(mirrored_lrs)) == 1
+
+
+def test_the_exact_sign_flip_p_and_its_floor_say_when_seeds_are_too_few():
+    from andrea_lab.experiments.compare.claims import format_exact
+    from andrea_lab.experiments.compare.stats import sign_flip_p
+
+    assert sign_flip_p([0.1, 0.2, 0.15, 0.12, 0.3]) == (0.0625, 0.0625)  # 5 seeds, all one side: the floor
+    assert sign_flip_p([0.1, -0.2, 0.15]) == (1.0, 0.25)
+    p, floor = sign_flip_p([0.3, 0.1, 0.2, 0.4, 0.2, 0.1, -0.05, 0.3])
+    assert floor == 2 / 256 and p == pytest.approx(4 / 256)  # the flips of 0.05 only, and their mirrors
+    (five_seeds,) = evaluate_claims([{"lower_loss": ["b", "a"], "lr": LOW}], cliff_runs(), "final_val_loss")
+    assert five_seeds.outcome == "reproduced" and five_seeds.p < 1e-4  # the t-test: decisive
+    assert format_exact(five_seeds) == "0.0625 (floor 0.0625: too few seeds to reach 0.05)"
