@@ -19,10 +19,14 @@ optimizer it prints:
 * the median optimizer step (``optimizer.step()`` alone, timed inside the training step and then
   ``--step-repeats - 1`` times more on the same gradients, the fastest of them counting for the round: on a
   shared machine other jobs only ever add time, and one step is a few ms) and the median training step
-  (the repeats left out), in ms, each with its ratio to AdamW's median and the spread of that ratio (the 25th-75th
-  percentile of the per-round ratios, each against AdamW's step in the same round);
+  (the repeats left out), in ms, each with its ratio to AdamW: the median of the per-round ratios (each
+  against AdamW's step in the same round, so drift between rounds cancels) and their spread (25th-75th
+  percentile);
 * the optimizer's state: the bytes of every tensor in ``optimizer.state`` after the warm-up, and that over
   the bytes of the weights.
+
+On a machine busier than its cores, ``--threads 1``: two threads that wait on each other at every op make
+every step several times slower and far noisier (measured: docs/performance.md, "Optimizer cost").
 
 An optimizer that cannot be built (its package is not installed) is listed as skipped, with the reason.
 Every figure is measured in this one run: never compare milliseconds across runs or machines.
@@ -90,10 +94,14 @@ class Base:
 
 
 def state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    """Bytes of every tensor the optimizer keeps per parameter (a combined optimizer's parts' alike)."""
+    """Bytes of every tensor the optimizer keeps per parameter. A combined optimizer (muon) is read part by
+    part: its ``state`` is a ChainMap over the parts' defaultdicts, where reading a parameter of a later part
+    returns (and inserts into the first part) an empty dict, so its AdamW part would count nothing."""
+    parts = getattr(optimizer, "parts", {"": optimizer}).values()
     return sum(
         value.numel() * value.element_size()
-        for state in optimizer.state.values()
+        for part in parts
+        for state in part.state.values()
         for value in state.values()
         if isinstance(value, torch.Tensor)
     )
@@ -143,11 +151,11 @@ def rounds(steps: dict[str, Callable], count: int) -> dict[str, dict[str, list[f
 
 
 def ratio_summary(times: list[float], baseline: list[float]) -> dict[str, float]:
-    """Median ms, its ratio to the baseline's median, and the 25th/75th percentiles of per-round ratios."""
+    """Median ms; the median and 25th/75th percentiles of the per-round ratios to the baseline (paired by
+    round: drift between rounds cancels, which a ratio of the two medians would not see)."""
     per_round = [t / b for t, b in zip(times, baseline)]
-    low, _, high = statistics.quantiles(per_round, n=4, method="inclusive") if len(per_round) > 1 else per_round * 3
-    median = statistics.median(times)
-    return {"ms": 1e3 * median, "ratio": median / statistics.median(baseline), "ratio_p25": low, "ratio_p75": high}
+    low, mid, high = statistics.quantiles(per_round, n=4, method="inclusive") if len(per_round) > 1 else per_round * 3
+    return {"ms": 1e3 * statistics.median(times), "ratio": mid, "ratio_p25": low, "ratio_p75": high}
 
 
 def measure_width(base: Base, width: int, args: argparse.Namespace) -> list[dict[str, object]]:
@@ -222,6 +230,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=3,
         help="optimizer steps per round on the same gradients; the fastest counts",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads (default: torch's); 1 on a busy machine, where 2 threads wait on each other",
+    )
     parser.add_argument("--json", help="also write every measurement here")
     args = parser.parse_args(argv)
     registered = registered_names("optimizer")
@@ -235,7 +248,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--widths must be comma-separated integers, got {args.widths!r}")
     if args.widths and min(args.widths) < 1:
         parser.error(f"--widths must be positive, got {args.widths}")
-    for name in ("layers", "batch", "warmup", "rounds", "step_repeats"):
+    for name in ("layers", "batch", "warmup", "rounds", "step_repeats", "threads"):
         least = 0 if name == "warmup" else 1
         if getattr(args, name) is not None and getattr(args, name) < least:
             parser.error(f"--{name.replace('_', '-')} must be an integer >= {least}, got {getattr(args, name)}")
@@ -247,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Base.read(Path(args.config))
     args.widths = args.widths or [base.config.d_model]
     args.batch = args.batch or base.batch
+    if args.threads:
+        torch.set_num_threads(args.threads)
     config = base.at_width(base.config.d_model, args.layers)
     print(f"CPU: {cpu_description()['cpu']}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(
@@ -266,7 +281,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: {row['optimizer']} at d{row['d_model']} ended at loss {row['final_loss']} (timed anyway)")
     if args.json:
         machine = {"cpu": cpu_description()["cpu"], "torch": torch.__version__, "threads": torch.get_num_threads()}
-        setup = {key: getattr(args, key) for key in ("config", "layers", "batch", "warmup", "rounds", "step_repeats")}
+        setup = {
+            key: getattr(args, key)
+            for key in ("config", "layers", "batch", "warmup", "rounds", "step_repeats", "threads")
+        }
         Path(args.json).write_text(json.dumps({"machine": machine, "setup": setup, "rows": rows}, indent=2))
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ def test_toy_run_measures_every_optimizer_against_adamw(tmp_path, capsys):
         assert row["state_bytes"] > 0 and row["d_model"] == 16
     assert rows["adamw"]["step_ratio"] == rows["adamw"]["train_ratio"] == 1.0
     assert rows["lion"]["state_bytes"] < rows["adamw"]["state_bytes"]  # one state tensor per weight, not two
+    assert rows["muon"]["state_bytes"] > rows["lion"]["state_bytes"]  # its AdamW part (two per weight) counted too
 
 
 def test_an_optimizer_whose_package_is_missing_is_skipped_with_the_reason(monkeypatch, capsys):
@@ -42,3 +44,12 @@ def test_an_unknown_optimizer_is_refused_with_the_registered_ones(capsys):
     with pytest.raises(SystemExit):
         optimizer_cost.main(["--optimizers", "adamw,lamb"])
     assert "lamb not registered; registered: adamw" in capsys.readouterr().err
+
+
+def test_the_documented_command_line_is_accepted():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text(encoding="utf-8")
+    commands = [part.split("`")[0] for part in text.split("python benchmarks/optimizer_cost.py")[1:]]
+    assert commands, "docs/performance.md no longer shows how to run benchmarks/optimizer_cost.py"
+    for command in commands:
+        args = optimizer_cost.parse_args(command.split())
+        assert args.optimizers[0] == "adamw" and args.widths, command
