@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report, scales_report
+from andrea_lab.experiments.compare.project import PROJECT, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
@@ -96,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--doc", help="a Markdown file whose generated blocks for this suite (claims, A/A calibration) are rewritten"
     )
     parser.add_argument(
+        "--project",
+        action="store_true",
+        help="RUNS is a results directory of committed suites (<dir>/<suite>/runs.csv, e.g. docs/results): judge "
+        "every claim of every suite under the project's one error rule (confirmatory: Holm over the project; "
+        "exploratory: BH q-values) and print the table; with --doc, rewrite its 'project claims' block",
+    )
+    parser.add_argument(
+        "--suites",
+        default="experiments/suites",
+        help="with --project: where the suite files are (default: %(default)s)",
+    )
+    parser.add_argument(
         "--no-tensorboard",
         dest="tensorboard",
         action="store_false",
@@ -105,8 +118,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def project_main(args: argparse.Namespace) -> int:
+    """``andrea compare docs/results --project``: every committed suite's claims under the project rule."""
+    results, suites = Path(args.runs), Path(args.suites)
+    if not results.is_dir() or not any(results.glob("*/runs.csv")):
+        return _error(f"--project: {args.runs!r} holds no <suite>/runs.csv (e.g. docs/results)")
+    if not suites.is_dir():
+        return _error(f"--suites {args.suites!r} is not a directory of suite files")
+    try:
+        block = project_block(results, suites)
+    except (SuiteError, ValueError) as exc:
+        return _error(str(exc))
+    print(block)
+    if args.doc:
+        update_doc(Path(args.doc), PROJECT, {"claims": block})
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.project:
+        return project_main(args)
     source = Path(args.runs)
     try:
         if source.is_file() and source.suffix == ".csv":

@@ -93,6 +93,8 @@ class ClaimResult:
     p_in_sample: float = math.nan
     p_exact: float = math.nan
     p_floor: float = math.nan
+    #: The estimate's side: True = A lower (the claimed side), False = B lower, None = neither.
+    favours_a: Optional[bool] = None
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -405,6 +407,7 @@ def evaluate_claims(
                 p_in_sample,
                 p_exact,
                 p_floor,
+                evidence.favours_a,
             )
         )
     return results

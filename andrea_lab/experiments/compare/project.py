@@ -1,0 +1,137 @@
+"""One error rule for the project: every claim of every committed suite, judged as the project's claims.
+
+Per-suite families let the number of verdicts depend on how claims happen to be grouped into files (Holm
+over each suite kept 21 verdicts where one family over the same claims kept 9). The project's rule:
+
+* a claim is **confirmatory** when its LRs are fixed in advance (``lr:``; nothing is selected on the
+  runs it is judged on) and it is not marked ``exploratory: true``; all the project's confirmatory claims
+  are one family, Holm-adjusted (family-wise error 5 % over the project, under any dependence), and a
+  suite added to the project enlarges the family and is recomputed with it;
+* A/A suites (two identical variants) check the statistics and are left out, as are scaled suites (judged
+  per scale in their own reports);
+* every other claim (its LR chosen on the runs, or marked exploratory) is **exploratory**: it carries a
+  Benjamini-Hochberg q-value over the project's exploratory claims (``scipy.stats.false_discovery_control``)
+  and is a lead for a confirmatory rerun, not a verdict;
+* beside the paired-t p, the exact sign-flip p and its floor (:func:`~andrea_lab.experiments.compare.stats.
+  sign_flip_p`): with 5 seeds it cannot go below 0.0625, so a verdict there rests on the t distribution.
+
+Whether a confirmatory claim's seeds were fresh and its file written before its runs is not checked here:
+the suite files' git history shows it (docs/experiments.md).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from andrea_lab.experiments.compare import claims as claims_module
+from andrea_lab.experiments.compare.compare import scored_loss_column
+from andrea_lab.experiments.compare.multiplicity import holm
+from andrea_lab.experiments.compare.runs_table import read_runs_csv
+from andrea_lab.experiments.sweep.suite import load_suite
+
+CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
+#: The name of the project's block in docs/results.md (``<!-- andrea compare: BEGIN project-wide claims -->``).
+PROJECT = "project-wide"
+
+
+def is_confirmatory(claim: claims_module.Claim) -> bool:
+    """LRs fixed in advance and not marked exploratory (a sensitivity claim has no LR to fix: exploratory)."""
+    return not claim.exploratory and claim.lrs is not None
+
+
+def judged_claims(results_dir: Path, suites_dir: Path) -> pd.DataFrame:
+    """Every claim of every suite with a committed ``<results_dir>/<suite>/runs.csv`` and a suite file in
+    ``suites_dir``, one row each, with its suite-level result."""
+    rows = []
+    for runs_csv in sorted(Path(results_dir).glob("*/runs.csv")):
+        suite_file = Path(suites_dir) / f"{runs_csv.parent.name}.yaml"
+        if not suite_file.is_file():
+            continue
+        suite = load_suite(suite_file)
+        runs = read_runs_csv(runs_csv)
+        if not suite.claims or suite.scales:  # a scaled suite's claims are judged per scale, in its own report
+            continue
+        if suite.identical_variants() is not None:  # an A/A suite checks the statistics: not a hypothesis
+            continue
+        for result in claims_module.evaluate_claims(list(suite.claims), runs, scored_loss_column(runs)):
+            rows.append({"suite": suite.name, "result": result})
+    return pd.DataFrame(rows, columns=["suite", "result"])
+
+
+def project_table(results_dir: Path, suites_dir: Path) -> pd.DataFrame:
+    """The project's claims: kind, raw and exact p, the project-wide Holm p (confirmatory) or BH q
+    (exploratory), and the verdict under the project's rule."""
+    judged = judged_claims(results_dir, suites_dir)
+    if judged.empty:
+        return pd.DataFrame()
+    results = list(judged["result"])
+    kinds = [CONFIRMATORY if is_confirmatory(r.claim) else EXPLORATORY for r in results]
+    adjusted: list[Optional[float]] = [None] * len(results)
+    confirmatory = [i for i, kind in enumerate(kinds) if kind == CONFIRMATORY]
+    exploratory = [i for i, kind in enumerate(kinds) if kind == EXPLORATORY]
+    for index, p in zip(confirmatory, holm([results[i].p for i in confirmatory])):
+        adjusted[index] = p
+    if exploratory:
+        raw = [1.0 if math.isnan(results[i].p) else results[i].p for i in exploratory]
+        for index, q in zip(exploratory, scipy_stats.false_discovery_control(raw, method="bh")):
+            adjusted[index] = float(q)
+    rows = []
+    for suite, result, kind, p_project in zip(judged["suite"], results, kinds, adjusted):
+        outcome = claims_module.outcome_of(result.favours_a, p_project)
+        rows.append(
+            {
+                "suite": suite,
+                "claim": result.claim.label,
+                "kind": kind,
+                "verdict": outcome if kind == CONFIRMATORY or outcome == "not detected" else f"{outcome} (lead)",
+                "evidence": result.evidence,
+                "p": claims_module.format_p(result.p),
+                "exact_p": claims_module.format_exact(result),
+                "project_p": claims_module.format_p(p_project),
+                "suite_verdict": result.outcome,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+PROJECT_COLUMNS = (
+    ("suite", "suite"),
+    ("claim", "claim"),
+    ("kind", "kind"),
+    ("verdict", "verdict (project rule)"),
+    ("suite_verdict", "suite's own verdict"),
+    ("p", "p (paired t)"),
+    ("exact_p", "exact sign-flip p"),
+    ("project_p", "project p: Holm (confirmatory) / BH q (exploratory)"),
+    ("evidence", "evidence (95 % CI, unadjusted)"),
+)
+
+
+def project_block(results_dir: Path, suites_dir: Path) -> str:
+    """The Markdown block docs/results.md opens with: the counts, then every claim under the project rule."""
+    table = project_table(results_dir, suites_dir)
+    if table.empty:
+        return "No suite with claims has committed runs yet."
+    confirmatory = table[table["kind"] == CONFIRMATORY]
+    decided = confirmatory[confirmatory["verdict"] != "not detected"]
+    leads = table[table["verdict"].str.endswith("(lead)")]
+    header = (
+        f"{len(table)} claims in {table['suite'].nunique()} suites: {len(confirmatory)} confirmatory (LRs fixed "
+        f"in advance), Holm-adjusted as one project-wide family: {len(decided)} verdicts; "
+        f"{len(table) - len(confirmatory)} exploratory, with BH q-values: {len(leads)} leads at q < 0.05 (a lead "
+        "is a reason for a confirmatory rerun, not a verdict). A/A suites and scaled suites are left out: the "
+        "first check the statistics, the second are judged per scale in their own reports."
+    )
+    lines = [
+        "| " + " | ".join(label for _, label in PROJECT_COLUMNS) + " |",
+        "|" + "|".join("---" for _ in PROJECT_COLUMNS) + "|",
+    ]
+    for _, row in table.iterrows():
+        cells = [str(row[key]).replace("|", "\\|") for key, _ in PROJECT_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return header + "\n\n" + "\n".join(lines)
