@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report, scales_report
-from andrea_lab.experiments.compare.project import PROJECT, project_block
+from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
@@ -118,6 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def committed_suites(results: Path, suites: Path) -> list[CommittedSuite]:
+    """Every ``<results>/<suite>/runs.csv`` whose suite file ``<suites>/<suite>.yaml`` exists, with its claims."""
+    found = []
+    for runs_csv in sorted(results.glob("*/runs.csv")):
+        suite_file = suites / f"{runs_csv.parent.name}.yaml"
+        if suite_file.is_file():
+            suite = load_suite(suite_file)
+            aa, scaled = suite.identical_variants() is not None, bool(suite.scales)
+            found.append(CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled))
+    return found
+
+
 def project_main(args: argparse.Namespace) -> int:
     """``andrea compare docs/results --project``: every committed suite's claims under the project rule."""
     results, suites = Path(args.runs), Path(args.suites)
@@ -126,7 +138,7 @@ def project_main(args: argparse.Namespace) -> int:
     if not suites.is_dir():
         return _error(f"--suites {args.suites!r} is not a directory of suite files")
     try:
-        block = project_block(results, suites)
+        block = project_block(committed_suites(results, suites))
     except (SuiteError, ValueError) as exc:
         return _error(str(exc))
     print(block)

@@ -24,6 +24,7 @@ from andrea_lab.experiments.compare import claims as claims_module
 from andrea_lab.experiments.compare import stats
 from andrea_lab.experiments.compare.attention_columns import attention_columns
 from andrea_lab.experiments.compare.divergence import describe_rate
+from andrea_lab.experiments.compare.runs_table import BITS_PER_BYTE
 from andrea_lab.runs.directory import format_lr
 
 HELDOUT = "heldout_loss"
@@ -113,6 +114,15 @@ def _versus(difference: Optional[stats.PairedDifference]) -> str:
     return f"{verdict}: {difference.describe()}"
 
 
+def _bits_per_byte(variant: "Variant") -> Optional[float]:
+    """Mean held-out bits per byte of text at the variant's best LR; None where no run recorded it."""
+    column = variant.rows.get(BITS_PER_BYTE)
+    if column is None:
+        return None
+    values = column[variant.rows["lr"] == variant.best_lr].dropna()
+    return float(values.mean()) if len(values) else None
+
+
 def _grad(value: Any) -> str:
     return "n/a" if value is None or pd.isna(value) else f"{value:.3g}"
 
@@ -125,6 +135,7 @@ VARIANT_COLUMNS = [
     Column("best_lr", "best LR (all seeds)", lambda v: v.best_lr, format_lr),
     Column("loss_at_best_mean", "capped loss at best LR", lambda v: float(v.at_best.mean()), lambda x: fmt(x)),
     Column("loss_at_best_sd", "sd over seeds", lambda v: float(v.at_best.std(ddof=1)), fmt),
+    Column("bits_per_byte", "bits/byte at best LR", lambda v: _bits_per_byte(v), fmt),
     Column(
         "vs_reference",
         "− reference, LRs chosen on the other seeds [95 % CI]",
@@ -168,6 +179,7 @@ VARIANT_LOSS_KEYS = (
     "best_lr",
     "loss_at_best_mean",
     "loss_at_best_sd",
+    "bits_per_byte",
     "vs_reference",
     "vs_reference_in_sample",
 )
@@ -181,12 +193,6 @@ VARIANT_STABILITY_KEYS = (
     "spikes",
     "flags",
 )
-
-
-def variant_columns(keys: Sequence[str]) -> list[Column]:
-    """The :data:`VARIANT_COLUMNS` named by ``keys``, in that order."""
-    by_key = {column.key: column for column in VARIANT_COLUMNS}
-    return [by_key[key] for key in keys]
 
 
 @dataclass(frozen=True)
@@ -265,7 +271,15 @@ def table(columns: Sequence[Column], items: Sequence[Any]) -> pd.DataFrame:
 
 
 def variant_table(variants: Sequence[Variant]) -> pd.DataFrame:
-    return table(VARIANT_COLUMNS, variants)
+    """Every :data:`VARIANT_COLUMNS`, less bits per byte where no run recorded it (older runs)."""
+    frame = table(VARIANT_COLUMNS, variants)
+    return frame if frame["bits_per_byte"].notna().any() else frame.drop(columns=["bits_per_byte"])
+
+
+def variant_columns(keys: Sequence[str], frame: Optional[pd.DataFrame] = None) -> list[Column]:
+    """The :data:`VARIANT_COLUMNS` named by ``keys``, in that order (those ``frame`` has, when given)."""
+    by_key = {column.key: column for column in VARIANT_COLUMNS}
+    return [by_key[key] for key in keys if frame is None or key in frame]
 
 
 def per_lr_columns(variants: Sequence[Variant]) -> list[Column]:

@@ -22,8 +22,8 @@ the suite files' git history shows it (docs/experiments.md).
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Optional
+from dataclasses import dataclass
+from typing import Iterable, Optional
 
 import pandas as pd
 from scipy import stats as scipy_stats
@@ -31,8 +31,6 @@ from scipy import stats as scipy_stats
 from andrea_lab.experiments.compare import claims as claims_module
 from andrea_lab.experiments.compare.compare import scored_loss_column
 from andrea_lab.experiments.compare.multiplicity import holm
-from andrea_lab.experiments.compare.runs_table import read_runs_csv
-from andrea_lab.experiments.sweep.suite import load_suite
 
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
 #: The name of the project's block in docs/results.md (``<!-- andrea compare: BEGIN project-wide claims -->``).
@@ -44,29 +42,34 @@ def is_confirmatory(claim: claims_module.Claim) -> bool:
     return not claim.exploratory and claim.lrs is not None
 
 
-def judged_claims(results_dir: Path, suites_dir: Path) -> pd.DataFrame:
-    """Every claim of every suite with a committed ``<results_dir>/<suite>/runs.csv`` and a suite file in
-    ``suites_dir``, one row each, with its suite-level result."""
+@dataclass(frozen=True)
+class CommittedSuite:
+    """One committed suite as the project table reads it: its name, its runs.csv and its suite file's claims.
+    ``aa``: it has two identical variants (an A/A check); ``scaled``: it has a scale axis."""
+
+    name: str
+    runs: pd.DataFrame
+    claims: tuple
+    aa: bool = False
+    scaled: bool = False
+
+
+def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
+    """Every claim of every suite, one row each, with its suite-level result. A/A suites check the statistics
+    and are not hypotheses; a scaled suite's claims are judged per scale, in its own report."""
     rows = []
-    for runs_csv in sorted(Path(results_dir).glob("*/runs.csv")):
-        suite_file = Path(suites_dir) / f"{runs_csv.parent.name}.yaml"
-        if not suite_file.is_file():
+    for suite in suites:
+        if not suite.claims or suite.scaled or suite.aa:
             continue
-        suite = load_suite(suite_file)
-        runs = read_runs_csv(runs_csv)
-        if not suite.claims or suite.scales:  # a scaled suite's claims are judged per scale, in its own report
-            continue
-        if suite.identical_variants() is not None:  # an A/A suite checks the statistics: not a hypothesis
-            continue
-        for result in claims_module.evaluate_claims(list(suite.claims), runs, scored_loss_column(runs)):
+        for result in claims_module.evaluate_claims(list(suite.claims), suite.runs, scored_loss_column(suite.runs)):
             rows.append({"suite": suite.name, "result": result})
     return pd.DataFrame(rows, columns=["suite", "result"])
 
 
-def project_table(results_dir: Path, suites_dir: Path) -> pd.DataFrame:
+def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
     """The project's claims: kind, raw and exact p, the project-wide Holm p (confirmatory) or BH q
     (exploratory), and the verdict under the project's rule."""
-    judged = judged_claims(results_dir, suites_dir)
+    judged = judged_claims(suites)
     if judged.empty:
         return pd.DataFrame()
     results = list(judged["result"])
@@ -112,9 +115,9 @@ PROJECT_COLUMNS = (
 )
 
 
-def project_block(results_dir: Path, suites_dir: Path) -> str:
+def project_block(suites: Iterable[CommittedSuite]) -> str:
     """The Markdown block docs/results.md opens with: the counts, then every claim under the project rule."""
-    table = project_table(results_dir, suites_dir)
+    table = project_table(suites)
     if table.empty:
         return "No suite with claims has committed runs yet."
     confirmatory = table[table["kind"] == CONFIRMATORY]

@@ -130,6 +130,8 @@ How to read these tables (docs/experiments.md):
 - **LRs tried**: the variant's tuning budget, the LRs of its grid (a suite may give a variant its own); a claim
   between variants of different budgets is refused unless the suite says `unequal_budgets: true`.
 - **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
+- **bits/byte at best LR** (where runs recorded it): the held-out loss per byte of text in bits, the scale on
+  which byte-level and BPE runs compare.
 - **− reference, LRs chosen on the other seeds [95 % CI]** (the default): for each seed, each variant's LR
   is the best over the *other* seeds, and the seed's paired difference (same seed = same batches and init)
   is taken there; mean, paired-t 95 % interval and the number of seeds n. **at in-sample best LRs
@@ -188,9 +190,9 @@ def variants_tables(variants: Sequence[compare.Variant]) -> list[str]:
     """The variant table as two narrower Markdown tables (loss, then stability), so each fits a page."""
     frame = compare.variant_table(variants)
     return [
-        markdown_table(compare.variant_columns(compare.VARIANT_LOSS_KEYS), frame),
+        markdown_table(compare.variant_columns(compare.VARIANT_LOSS_KEYS, frame), frame),
         "",
-        markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS), frame),
+        markdown_table(compare.variant_columns(compare.VARIANT_STABILITY_KEYS, frame), frame),
         "",
     ]
 

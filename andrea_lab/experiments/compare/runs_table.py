@@ -114,7 +114,19 @@ ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_ent
 #: the suites set it have none, and their committed tables keep their columns).
 #: The precision setting and the machine kind of a run (None for runs recorded before they were kept).
 PRECISION, MACHINE = "precision", "machine"
-OPTIONAL_COLUMNS = ("stuck_after", SCALE, SCALE_INDEX, ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL, PRECISION, MACHINE)
+#: The held-out loss in bits per byte of text (summary.json ``heldout.bits_per_byte``): byte-level and BPE runs
+#: on one scale. None for runs recorded before it was kept, or without a byte-level tokenizer.
+BITS_PER_BYTE = "heldout_bits_per_byte"
+OPTIONAL_COLUMNS = (
+    "stuck_after",
+    SCALE,
+    SCALE_INDEX,
+    ATTN_LOGIT_MAX_FINAL,
+    ATTN_ENTROPY_MIN_FINAL,
+    PRECISION,
+    MACHINE,
+    BITS_PER_BYTE,
+)
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
 #: logs under; change it here if that metric is named otherwise).
@@ -273,6 +285,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             heldout_se=None if heldout is None else heldout.se,
             heldout_tokens=None if heldout is None else heldout.tokens,
             heldout_documents=None if heldout is None else heldout.documents,
+            heldout_bits_per_byte=None if heldout is None else heldout.bits_per_byte,
             divergence_kind=record.divergence_kind if record.diverged else None,
             divergence_step=record.divergence_step if record.diverged else None,
             grad_norm_median=record.grad_norm_median,

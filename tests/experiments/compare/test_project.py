@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from scipy import stats as scipy_stats
 
+from andrea_lab.commands.compare import committed_suites
 from andrea_lab.experiments.compare.claims import Claim
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.project import is_confirmatory, judged_claims, project_table
@@ -26,8 +27,8 @@ def test_confirmatory_means_lrs_fixed_in_advance_and_not_marked_exploratory():
 
 
 def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_the_rest():
-    judged = judged_claims(RESULTS, SUITES)
-    table = project_table(RESULTS, SUITES)
+    suites = committed_suites(RESULTS, SUITES)
+    judged, table = judged_claims(suites), project_table(suites)
     assert "aa" not in set(table["suite"]), "the A/A suite checks the statistics; it is not a hypothesis"
     confirmatory = [r for r in judged["result"] if is_confirmatory(r.claim)]
     exploratory = [r for r in judged["result"] if not is_confirmatory(r.claim)]

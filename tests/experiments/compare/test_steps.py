@@ -52,7 +52,7 @@ def _write(root: Path, variant: str, lr: float, seed: int, curve: dict[int, floa
             lr=lr,
             seed=seed,
             steps=max(curve),
-            heldout=HeldOut(final, 0.01, 1000, 10, 10, 1000, False, "document", 0),
+            heldout=HeldOut(final, 0.01, 1000, 10, 10, 1000, False, "document", 0, 1000, final / math.log(2)),
             heldout_curve=[{"step": s, "loss": v, "se": 0.01} for s, v in sorted(curve.items()) if s < max(curve)],
             training={"warmup_steps": 10},
         ),
@@ -89,3 +89,14 @@ def test_compare_reports_steps_both_ways_and_runs_csv_keeps_the_curve(runs, tmp_
     ]
     assert steps_rows(compare.build_variants(again, "adamw"), compare.HELDOUT) == [row]
     assert not math.isnan(pd.to_numeric(again["heldout_at_300"]).max())
+
+
+def test_bits_per_byte_reach_the_variant_table_and_runs_csv(runs, tmp_path):
+    """Byte-level runs score 1 byte per token: bits per byte = nats / ln 2, at each variant's best LR."""
+    frame = compare.variant_table(compare.build_variants(runs, "adamw"))
+    adamw = frame.set_index("variant").loc["adamw"]
+    assert adamw["best_lr"] == 3e-3 and adamw["bits_per_byte"] == pytest.approx(2.001 / math.log(2), abs=1e-6)
+    write_runs_csv(runs, tmp_path / "runs.csv")
+    assert read_runs_csv(tmp_path / "runs.csv")["heldout_bits_per_byte"].notna().all()
+    older = runs.drop(columns=["heldout_bits_per_byte"])  # runs recorded before it was kept: no column at all
+    assert "bits_per_byte" not in compare.variant_table(compare.build_variants(older, "adamw"))
