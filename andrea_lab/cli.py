@@ -18,7 +18,8 @@ from typing import Any
 
 from andrea_lab import __version__
 from andrea_lab.commands.quiet import quiet_third_party
-from andrea_lab.errors import AndreaError, DivergenceError, MissingFileError, PreemptedError, UsageError
+from andrea_lab.errors import AndreaError, DiskFullError, DivergenceError, MissingFileError, PreemptedError, UsageError
+from andrea_lab.files import disk_full_cause
 from andrea_lab.runs.directory import read_record, resume_checkpoint
 from andrea_lab.safe_yaml import read_yaml
 
@@ -255,6 +256,17 @@ def environment_error(exc: BaseException) -> str | None:
     return None
 
 
+def disk_full_message(cause: OSError) -> str:
+    """One line for a full disk met by a writer that does not replace files atomically itself: which file,
+    and that files replaced atomically (checkpoints, summary.json, configs, reports) are intact."""
+    where = f" while writing {cause.filename}" if cause.filename else ""
+    return (
+        f"the disk is full ({os.strerror(cause.errno)}){where}; checkpoints, records and reports already written "
+        "are intact (they are replaced only once complete). Free space (or point the output elsewhere) and run "
+        "again; a fit continues with `andrea fit --resume RUN`"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -284,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(set {DEBUG_ENV_VAR}=1 for the full traceback)", file=sys.stderr)
         return getattr(exc, "exit_status", 2)
     except (OSError, MemoryError, RuntimeError) as exc:
+        full = None if os.environ.get(DEBUG_ENV_VAR) else disk_full_cause(exc)
+        if full is not None:  # a writer without its own handling (event files, plots, exports) ran out of disk
+            print(f"andrea {command}: error: {disk_full_message(full)}", file=sys.stderr)
+            return DiskFullError.exit_status
         message = None if os.environ.get(DEBUG_ENV_VAR) else environment_error(exc)
         if message is None:
             raise

@@ -506,3 +506,24 @@ def test_hostile_fifo_as_an_event_file_is_refused_by_compare_not_waited_on(one_s
         pytest.fail("andrea compare waited on the FIFO")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "events.out.tfevents.0.fifo is not a regular file" in result.stderr
+
+
+def test_hostile_full_disk_in_a_writer_without_its_own_handling_exits_5_in_one_line(
+    one_step_run, tmp_path, monkeypatch, capsys
+):
+    """A plot (or an event file, an export) that meets ENOSPC: exit 5, one line naming the file, no traceback;
+    what was already written is complete (those files are replaced atomically)."""
+    import errno as errno_module
+
+    from matplotlib.figure import Figure
+
+    def full(self, path, *args, **kwargs):
+        raise OSError(errno_module.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    out = tmp_path / "out"
+    runs = one_step_run / "runs" / "quickstart"
+    assert cli_main(["compare", str(runs), "--out", str(out), "--no-tensorboard"]) == 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the disk is full (No space left on device) while writing" in err
+    assert "loss_curves.png" in err and "Traceback" not in err
