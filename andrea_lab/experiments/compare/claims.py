@@ -2,7 +2,8 @@
 
 A claim is ``{<kind>: [A, B]}`` with optional ``text:``, ``lr:`` and ``exploratory:`` (docs/experiments.md):
 
-- ``lower_loss``: A's capped loss (a diverged run counts as its loss at init) is lower than B's;
+- ``lower_loss``: A's capped loss (``min(loss, loss at init)``: a stuck run at the loss it was stopped at, a
+  non-finite one at its loss at init) is lower than B's;
 - ``lower_loss_trained``: the same over the seeds where *both* runs trained (neither diverged): how good a
   variant is when it trains, apart from how often it gets stuck;
 - ``fewer_divergences``: A diverges in fewer runs than B (exact McNemar on paired runs);

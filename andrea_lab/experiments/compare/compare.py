@@ -216,7 +216,7 @@ PER_LR_COLUMNS = [
     Column("variant", "variant", lambda c: c.variant.name),
     Column("lr", "LR", lambda c: format_lr(c.lr) + (" ←best" if c.lr == c.variant.best_lr else "")),
     Column("seeds", "seeds", lambda c: len(c.rows)),
-    Column("capped_loss", "capped loss (diverged = loss at init)", lambda c: mean_sd(c.rows["capped"])),
+    Column("capped_loss", "capped loss (min of loss, loss at init)", lambda c: mean_sd(c.rows["capped"])),
     Column(
         "vs_reference",
         "− reference, same LR [95 % CI, unadjusted]",

@@ -124,7 +124,8 @@ def legend(loss_column: str) -> str:
     return f"""\
 How to read these tables (docs/experiments.md):
 
-- **loss**: {scored}. **capped loss**: a diverged run counts as its loss at init (min(loss, loss at init)),
+- **loss**: {scored}. **capped loss**: min(loss, loss at init): a run stopped as stuck counts at the loss it
+  was stopped at (the unigram plateau), a run that blew up (non-finite) at its loss at init,
   which mixes how often a variant gets stuck with how well it trains; **loss of the runs that trained**
   and **diverged** keep the two apart.
 - **LRs tried**: the variant's tuning budget, the LRs of its grid (a suite may give a variant its own); a claim
