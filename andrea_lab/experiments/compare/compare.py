@@ -110,6 +110,8 @@ def mean_sd(values: pd.Series) -> str:
 def _versus(difference: Optional[stats.PairedDifference]) -> str:
     if difference is None:
         return "reference"
+    if difference.n == 0:
+        return "n/a"
     verdict = difference.verdict + (" (n < 3)" if difference.too_few_seeds else "")
     return f"{verdict}: {difference.describe()}"
 

@@ -326,9 +326,13 @@ def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Compari
     best_a, best_b = best_lr(table_a[seeds]), best_lr(table_b[seeds])
     shared_lrs = table_a.index.intersection(table_b.index)
     per_lr = {float(lr): paired_difference(table_a.loc[lr], table_b.loc[lr]) for lr in shared_lrs}
-    # Sensitivity over the LRs both ran, so both numbers measure the same grid.
-    sensitivity = paired_difference(
-        lr_sensitivity_per_seed(table_a.loc[shared_lrs]), lr_sensitivity_per_seed(table_b.loc[shared_lrs])
+    # Sensitivity is a property of the grid: only between variants run on the same one (with its own LR grid a
+    # variant has another, and the few LRs two grids share would measure neither's sensitivity).
+    same_grid = set(table_a.index) == set(table_b.index) and len(shared_lrs) > 1
+    sensitivity = (
+        paired_difference(lr_sensitivity_per_seed(table_a), lr_sensitivity_per_seed(table_b))
+        if same_grid
+        else PairedDifference(math.nan, math.nan, math.nan, 0, ())
     )
     picks_a, picks_b = held_out_best_lrs(table_a[seeds]), held_out_best_lrs(table_b[seeds])
     divergence_p = {}

@@ -209,6 +209,9 @@ def test_a_claim_between_variants_tuned_with_different_budgets_is_refused_unless
     for over_the_grid in ("lower_sensitivity", "fewer_divergences"):
         with pytest.raises(ValueError, match="measured over the LR grid, and the two variants ran different grids"):
             evaluate_claims([{over_the_grid: ["muon", "adamw"], "unequal_budgets": True}], runs)
+    from andrea_lab.experiments.compare import stats
+
+    assert stats.compare_variants(runs, "adamw", "final_val_loss")["muon"].sensitivity.n == 0  # n/a, not 0 ± 0
     with pytest.raises(ValueError, match="unequal_budgets must be true or false"):
         parse_claims([{**claim, "unequal_budgets": "yes"}])
 
