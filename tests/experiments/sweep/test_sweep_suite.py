@@ -218,6 +218,7 @@ CPU_ONLY = {
     "activation_wide.yaml": "the width check of activation.yaml; the GPU activation suite is at width 768",
     "activation_init.yaml": "a mechanism check of a CPU-scale result (GELU near-linear at init_std 0.02)",
     "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims",
+    "precision.yaml": "bf16-mixed on the CPU's matrix units against fp32: a question about the CPU path",
 }
 
 
