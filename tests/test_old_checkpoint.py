@@ -49,7 +49,15 @@ def test_the_module_rebuilds_from_it_with_its_arguments_and_weights():
     assert module.config.d_model == 16 and module.config.n_layer == 1
     assert (module.args.lr, module.args.z_loss, module.args.on_nonfinite) == (3e-3, 1e-4, "skip")
     assert module.nonfinite.skips
-    assert dict(module.hparams) == stored_hyperparameters(checkpoint)  # saved the same way as then
+    stored, now = stored_hyperparameters(checkpoint), dict(module.hparams)
+    assert {key: now[key] for key in stored} == stored  # saved the same way as then
+    # Arguments added since take the defaults the old run trained with (AdamW, warmup-cosine, no options).
+    assert {key: now[key] for key in now if key not in stored} == {
+        "optimizer": "adamw",
+        "optimizer_args": {},
+        "schedule": None,
+        "schedule_args": {},
+    }
     state = module.state_dict()
     assert all(torch.equal(state[key], value) for key, value in checkpoint["state_dict"].items())
     module.on_load_checkpoint(checkpoint)  # the architecture check and the RNG states
@@ -95,9 +103,17 @@ def test_a_fit_resumes_it_with_ckpt_path(in_fixture_dir):
     assert main(["fit", *_fit_args(), "--trainer.max_steps", "6", "--ckpt_path", str(CKPT)]) == 0
     last = load_checkpoint(next(in_fixture_dir.glob("runs/quickstart/version_*/checkpoints/last.ckpt")))
     assert last["global_step"] == 6
-    # Today's code writes the hyperparameters exactly as the old code did: same keys, order and types.
+    # Today's code writes the hyperparameters as the old code did (same keys, order and types), followed by the
+    # arguments added since (the optimizer and schedule plugins), at the defaults the old run trained with.
     old = load_checkpoint(CKPT)["hyper_parameters"]
-    assert list(last["hyper_parameters"].items()) == list(old.items()) and isinstance(old["betas"], tuple)
+    written = list(last["hyper_parameters"].items())
+    assert written[: len(old)] == list(old.items()) and isinstance(old["betas"], tuple)
+    assert dict(written[len(old) :]) == {
+        "optimizer": "adamw",
+        "schedule": None,
+        "optimizer_args": {},
+        "schedule_args": {},
+    }
 
 
 def test_a_fit_started_from_it_with_init_from_resumes_without_reading_init_from_again(in_fixture_dir):
