@@ -129,7 +129,7 @@ def test_sweep_killed_resumed_and_compared(tmp_path, text_corpus, capsys):
     assert "## At initialisation" in markdown, "the StabilityMonitor's step-0 probe reaches the report"
     assert "left out" not in markdown, "the run moved aside is not a run of the comparison"
     csv_lines = (out_dir / "comparison.csv").read_text().splitlines()
-    assert len(csv_lines) == 3 and csv_lines[0].startswith("suite,variant,runs,seeds,best_lr")
+    assert len(csv_lines) == 3 and csv_lines[0].startswith("suite,variant,runs,seeds,tuning_budget,best_lr")
     assert {line.split(",")[1] for line in csv_lines[1:]} == {"pre", "post"}
     assert len((out_dir / "runs.csv").read_text().splitlines()) == 1 + 4
     for name in ("loss_curves.png", "loss_vs_lr.png", "grad_norm_init.png", "delta_ratio_init.png"):

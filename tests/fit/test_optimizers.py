@@ -204,3 +204,16 @@ def test_muons_combined_state_reads_and_writes_each_entry_in_the_part_that_owns_
     assert set(saved) == {"muon", "adamw"}
     embedding = module.model.token_embed.weight
     assert optimizer.state[embedding] is optimizer.parts["adamw"].state[embedding]
+
+
+def test_the_schedule_still_reaches_muons_parts_after_its_state_is_loaded():
+    """A part's load_state_dict replaces its group dicts; the combined optimizer must hand the schedule the new
+    ones (a resumed Muon run trained on at the LR it was loaded with: its schedule stood still)."""
+    module = AndreaLM(config=preset("andrea-micro", block_size=16), optimizer="muon", warmup_steps=0)
+    optimizer, scheduler, _ = module.optimizer_choice.build(module.model, 10)
+    optimizer.load_state_dict(optimizer.state_dict())
+    before = [group["lr"] for part in optimizer.parts.values() for group in part.param_groups]
+    scheduler.step()
+    after = [group["lr"] for part in optimizer.parts.values() for group in part.param_groups]
+    assert all(b > a for b, a in zip(before, after)), (before, after)  # the cosine decay reached every part
+    assert [group["lr"] for group in optimizer.param_groups] == after

@@ -2,7 +2,8 @@
 
 Lightning's automatic optimisation steps, clips, schedules and checkpoints *one* optimizer, so an optimizer
 plugin with several update rules returns them combined. ``param_groups`` is the list of the parts' own group
-dicts (the same objects), so the LR schedule scales every part and gradient clipping sees every parameter;
+dicts (the same objects, read anew each time), so the LR schedule scales every part and gradient clipping
+sees every parameter;
 ``state_dict()`` holds each part's under its rule's name, so a resumed run continues each part exactly.
 """
 
@@ -67,7 +68,13 @@ class CombinedOptimizer(torch.optim.Optimizer):
             "_optimizer_load_state_dict_post_hooks",
         ):
             setattr(self, hooks, OrderedDict())
-        self.param_groups = [group for part in self.parts.values() for group in part.param_groups]
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        """The parts' own group dicts, read anew each time: a part's ``load_state_dict`` replaces its group
+        dicts, and a list taken once would keep the old ones, which the LR schedule would then scale while
+        the parts step with the LR they were loaded with (a resumed run's schedule stood still)."""
+        return [group for part in self.parts.values() for group in part.param_groups]
 
     @property
     def state(self) -> PartsState:  # type: ignore[override]
