@@ -188,6 +188,8 @@ def test_fit_with_the_defaults_records_the_builtins(tmp_path):
         "activation": ("gelu", "andrea-lab"),
         "kernel_backend": ("torch", "andrea-lab"),
         "norm": ("layernorm", "andrea-lab"),
+        "optimizer": ("adamw", "andrea-lab"),
+        "schedule": ("warmup_cosine", "andrea-lab"),
     }
 
 
