@@ -39,6 +39,18 @@ from andrea_lab.runs.directory import SUMMARY_FILE, RunRecord, finite_or_none, p
 from andrea_lab.runs.machine import machine_record
 
 
+def _plugins(config: dict[str, Any], training: dict[str, Any]) -> dict[str, dict[str, Optional[str]]]:
+    """Where each plugin of the run comes from: the model's parts, then the optimizer and schedule."""
+    return {
+        **{kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
+        **{
+            kind: plugin_provenance(kind, training[kind])
+            for kind in TRAINING_KINDS
+            if isinstance(training.get(kind), str)
+        },
+    }
+
+
 def plugin_provenance(kind: str, name: str) -> dict[str, Optional[str]]:
     """Where the plugin a config names comes from: its entry point's distribution, version and target.
 
@@ -215,8 +227,7 @@ class RunSummary(L.Callback):
         divergence = detector.divergence
         status = "diverged" if divergence is not None else ("interrupted" if interrupted else "finished")
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
-        logger = trainer.logger
-        config = model_config_dict(pl_module)
+        logger, config = trainer.logger, model_config_dict(pl_module)
         training = {
             key: value for key, value in dict(getattr(pl_module, "hparams", {}) or {}).items() if key != "config"
         }
@@ -252,19 +263,12 @@ class RunSummary(L.Callback):
             unigram_loss=None if monitor is None else finite_or_none(monitor.unigram_loss),
             probe=_last_probe(monitor),
             heldout=heldout,
-            heldout_curve=[] if heldout_callback is None else [dict(point) for point in heldout_callback.curve],
+            heldout_curve=[dict(point) for point in getattr(heldout_callback, "curve", [])],
             data=datamodule.provenance() if hasattr(datamodule, "provenance") else {},
             versions=package_versions(),
             machine=_machine(trainer, pl_module),
             training=_plain(training),
-            plugins={
-                **{kind: plugin_provenance(kind, config[kind]) for kind in PLUGIN_KINDS if kind in config},
-                **{
-                    kind: plugin_provenance(kind, training[kind])
-                    for kind in TRAINING_KINDS
-                    if isinstance(training.get(kind), str)
-                },
-            },
+            plugins=_plugins(config, training),
             config=config,
         )
 

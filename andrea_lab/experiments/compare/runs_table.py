@@ -296,9 +296,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             warmup_steps=record.training.get("warmup_steps"),
             vocab_size=record.config.get("vocab_size"),
         )
-        for point in record.heldout_curve:
-            if isinstance(point, dict) and isinstance(point.get("step"), int):
-                row[f"{HELDOUT_AT}{point['step']}"] = point.get("loss")
+        row.update(heldout_curve_columns(record.heldout_curve))
     # The stuck-at-unigram window's first step, where the run's config set it (null: its warmup_steps).
     row["stuck_after"] = _first_number(config.get("stability.stuck_after"))
     # What it ran at and on (andrea_lab.runs.machine): a claim between runs that differ in either is refused.
@@ -314,6 +312,15 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
         row.update(final_attention(run_dir, curves))
     row[_CONFIG], row[_NAMED] = config, bool(named)
     return row
+
+
+def heldout_curve_columns(curve: Iterable[Any]) -> dict[str, Any]:
+    """``{"heldout_at_<step>": loss}`` from summary.json's ``heldout_curve``."""
+    return {
+        f"{HELDOUT_AT}{point['step']}": point.get("loss")
+        for point in curve
+        if isinstance(point, dict) and isinstance(point.get("step"), int)
+    }
 
 
 def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:

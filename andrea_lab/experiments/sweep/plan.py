@@ -126,15 +126,7 @@ def plan_sweep(
         )
     check_disjoint(suite.scales, suite.common, suite.variants, str(suite.path))  # --set may have added a key
     save_dir = suite_runs_dir(runs_dir, suite).resolve()
-    every_lr = list(dict.fromkeys(lr for grid in ((suite.lrs if lrs is None else lrs), *grids.values()) for lr in grid))
-    combos = [
-        (seed, scale, lr, variant)
-        for seed in seeds
-        for scale in points
-        for lr in every_lr
-        for variant in chosen
-        if lr in grids[variant.name]
-    ]
+    combos = _combinations(seeds, points, suite.lrs if lrs is None else lrs, chosen, grids)
     position = {variant.name: number for number, variant in enumerate(suite.variants)}
     scale_position = {scale.name: number for number, scale in enumerate(suite.scales)}
     specs = []
@@ -170,6 +162,20 @@ def plan_sweep(
             )
         )
     return specs
+
+
+def _combinations(seeds, points, lrs, chosen, grids: dict[str, tuple]) -> list[tuple]:
+    """(seed, scale, lr, variant) in run order: seeds outermost, then scales, LRs (the suite's order, then
+    those only variants' own grids have) and variants, each variant at the LRs of its grid only."""
+    every_lr = list(dict.fromkeys(lr for grid in (lrs, *grids.values()) for lr in grid))
+    return [
+        (seed, scale, lr, variant)
+        for seed in seeds
+        for scale in points
+        for lr in every_lr
+        for variant in chosen
+        if lr in grids[variant.name]
+    ]
 
 
 def _scale_overrides(scale: Optional[Scale]) -> dict[str, Any]:
