@@ -27,14 +27,13 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from andrea_lab.fit.closing_sample import PROMPT, TEMPERATURE, closing_sample
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
-from andrea_lab.fit.stability.events import DivergenceDetector
+from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, divergence_flags
 from andrea_lab.fit.stability.monitor import StabilityMonitor
 from andrea_lab.fit.stability.probe import attention_extremes
 from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import selected_entry_point
 from andrea_lab.model.training_contracts import TRAINING_KINDS
 from andrea_lab.runs import tags
-from andrea_lab.runs.directory import NONFINITE as NONFINITE_KIND
 from andrea_lab.runs.directory import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 from andrea_lab.runs.machine import machine_record
 
@@ -245,11 +244,7 @@ class RunSummary(L.Callback):
             final_val_loss=finite_or_none(final),
             best_val_loss=finite_or_none(best),
             best_step=best_step,
-            divergence=(
-                {"step": divergence.step, "kind": divergence.kind}
-                if divergence is not None
-                else {"step": None, "kind": None}
-            ),
+            divergence=divergence.as_dict() if divergence is not None else {"step": None, "kind": None},
             spike_count=0 if monitor is None else monitor.spike_count,
             grad_norm_max=finite_or_none(grad_max),
             grad_norm_median=finite_or_none(grad_median),
@@ -293,8 +288,8 @@ class RunSummary(L.Callback):
         # both tags of a flag's chart get the point (the flag and its scale, at the same steps).
         metrics = {
             **run_metrics(summary),
-            tags.DIVERGED: float(summary.diverged),
-            tags.NONFINITE: float(summary.divergence_kind == NONFINITE_KIND),
+            **divergence_flags(_divergence_of(summary)),
+            tags.NONFINITE: float(summary.nonfinite),
             tags.FLAG_SCALE: 1.0,
         }
         log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
@@ -333,7 +328,8 @@ def closing_lines(
         loss = f"final val loss {final} (no held-out evaluation)"
     status = record.status
     if record.diverged:
-        status += f" ({record.divergence_kind} at step {record.divergence_step})"
+        cause = f": {record.divergence_cause}" if record.divergence_cause else ""
+        status += f" ({record.divergence_kind}{cause} at step {record.divergence_step})"
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     runs = run_dir.parent.parent if suite else run_dir.parent
     lines = [f"run: {run_dir}", f"status: {status} after {record.steps} steps; {loss}", f"record: {path}"]
@@ -347,6 +343,12 @@ def closing_lines(
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
     lines.append(f"      andrea compare {runs}")
     return "\n".join(lines)
+
+
+def _divergence_of(record: RunRecord) -> Optional[Divergence]:
+    if not record.diverged or record.divergence_kind is None:
+        return None
+    return Divergence(record.divergence_step or 0, record.divergence_kind, record.divergence_cause)
 
 
 def _max_after_warmup(monitor: Optional[StabilityMonitor], warmup_steps: Any) -> Optional[float]:

@@ -54,7 +54,12 @@ DONE_STATES = ("finished", "diverged")
 NONFINITE = "nonfinite"
 STUCK_AT_UNIGRAM = "stuck_at_unigram"
 FINAL_ABOVE_BEST = "final_above_best"
-DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, FINAL_ABOVE_BEST)
+#: A run that trained (well below the unigram loss) and then failed: its loss went back up and stayed up, or
+#: turned non-finite (``divergence.cause``: LOSS_ROSE or NONFINITE). The instability the stability
+#: interventions are meant to prevent; ``stuck_at_unigram`` is a run that never trained.
+TRAINED_THEN_DIVERGED = "trained_then_diverged"
+LOSS_ROSE = "loss_rose"
+DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, FINAL_ABOVE_BEST, TRAINED_THEN_DIVERGED)
 ASIDE_TAGS = (".interrupted-", ".failed-")
 #: The directory name of ``andrea compare``'s TensorBoard run (and the prefix of its temporary twin).
 COMPARISON_RUN = "_comparison"
@@ -176,6 +181,16 @@ class RunRecord:
     @property
     def divergence_step(self) -> Optional[int]:
         return (self.divergence or {}).get("step")
+
+    @property
+    def divergence_cause(self) -> Optional[str]:
+        """What failed in a ``trained_then_diverged`` run (``loss_rose`` or ``nonfinite``); None otherwise."""
+        return (self.divergence or {}).get("cause")
+
+    @property
+    def nonfinite(self) -> bool:
+        """Whether the run ended in a non-finite loss or gradient (its final weights are not a model)."""
+        return NONFINITE in (self.divergence_kind, self.divergence_cause)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

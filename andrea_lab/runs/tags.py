@@ -27,6 +27,10 @@ LOSS_EMA = "stability/loss_ema"
 SPIKES = "stability/spikes"
 NONFINITE = "stability/nonfinite"
 DIVERGED = "stability/diverged"
+#: The two ways a run diverges that a comparison tells apart (0/1 flags, docs/stability.md): it never trained
+#: beyond token frequencies, or it trained and then failed.
+STUCK = "stability/stuck_at_unigram"
+TRAINED_THEN_DIVERGED = "stability/trained_then_diverged"
 #: A constant 1 beside the 0/1 flags, a second line in their custom-scalars charts, which holds the
 #: y axis at [0, 1] (TensorBoard scales a chart to the 5-95 % quantiles of its points by default, so a flag
 #: that is 1 at a single step would be drawn off the chart).
@@ -47,5 +51,7 @@ ALL = (
     SPIKES,
     NONFINITE,
     DIVERGED,
+    STUCK,
+    TRAINED_THEN_DIVERGED,
     FLAG_SCALE,
 )

@@ -11,13 +11,17 @@ from hypothesis import strategies as st
 
 from andrea_lab.fit.stability.events import (
     FINAL_ABOVE_BEST,
+    LOSS_ROSE,
     NONFINITE,
     STUCK_AT_UNIGRAM,
+    TRAINED_THEN_DIVERGED,
     Divergence,
     DivergenceDetector,
     SpikeDetector,
+    divergence_flags,
     unigram_entropy,
 )
+from andrea_lab.runs import tags
 
 
 def falling_curve(steps: int, start: float = 5.5, end: float = 2.0, noise: float = 0.05, seed: int = 0) -> list[float]:
@@ -167,7 +171,8 @@ def test_stuck_requires_patience_consecutive_steps():
 
 
 def test_a_dip_below_the_unigram_level_resets_the_patience():
-    losses = [UNIGRAM] * 80 + [1.0] * 30 + [UNIGRAM] * 80
+    # A dip below the stuck line (unigram - 0.1) that is not yet training (unigram - 0.5: trained_margin).
+    losses = [UNIGRAM] * 80 + [UNIGRAM - 0.3] * 30 + [UNIGRAM] * 80
     detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
     feed(detector, losses)
     assert detector.divergence is None
@@ -218,6 +223,88 @@ def test_divergence_detector_state_round_trips():
     second.load_state_dict(first.state_dict())
     feed(second, [UNIGRAM] * 4, 6)
     assert second.divergence == Divergence(0, STUCK_AT_UNIGRAM)
+
+
+# ------------------------------------------------------ trained, then diverged
+
+
+def test_a_run_that_trained_and_then_rose_is_trained_then_diverged_from_its_onset():
+    # Trains to ~2.0 (well below the unigram 3.0), then at step 400 the loss jumps to 3.4 and stays there.
+    losses = falling_curve(400, end=2.0) + [3.4] * 100
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=40, rise_margin=0.5, rise_patience=50)
+    feed(detector, losses)
+    divergence = detector.divergence
+    assert divergence is not None and (divergence.kind, divergence.cause) == (TRAINED_THEN_DIVERGED, LOSS_ROSE)
+    # The smoothed loss (EMA 0.9) crosses best + 0.5 a few steps after the jump: that is the onset.
+    assert 400 <= divergence.step <= 410, divergence
+    assert divergence.as_dict() == {"step": divergence.step, "kind": TRAINED_THEN_DIVERGED, "cause": LOSS_ROSE}
+
+
+def test_a_trained_run_back_on_the_unigram_plateau_is_not_called_stuck():
+    losses = falling_curve(300, end=2.0) + [UNIGRAM] * 300
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=0, stuck_patience=100, rise_patience=200)
+    feed(detector, losses)
+    assert detector.divergence is not None and detector.divergence.kind == TRAINED_THEN_DIVERGED
+
+
+def test_a_spike_that_recovers_within_the_patience_is_not_a_divergence():
+    losses = falling_curve(300, end=2.0) + [4.0] * 20 + [2.0] * 200
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, rise_patience=50)
+    feed(detector, losses)
+    assert detector.divergence is None
+    slower = DivergenceDetector(unigram_loss=UNIGRAM, rise_patience=10)
+    feed(slower, losses)
+    assert slower.divergence is not None and slower.divergence.kind == TRAINED_THEN_DIVERGED
+
+
+def test_a_run_still_above_the_trained_line_is_never_trained_then_diverged():
+    # Hovers just below the stuck line but never trained_margin below the unigram loss: a rise is no divergence
+    # of this kind (and not stuck either while it stays below the stuck line).
+    losses = [UNIGRAM - 0.2] * 200 + [UNIGRAM - 0.11] * 200
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, trained_margin=0.5, rise_margin=0.05, rise_patience=10)
+    feed(detector, losses)
+    assert detector.divergence is None
+
+
+@pytest.mark.parametrize("trained, expected", [(False, Divergence(5, NONFINITE)), (True, None)])
+def test_a_nan_is_nonfinite_before_training_and_trained_then_diverged_after(trained, expected):
+    detector = DivergenceDetector(unigram_loss=UNIGRAM)
+    feed(detector, [1.5 if trained else 4.0] * 5)
+    found = detector.update(5, float("nan"))
+    assert found == (expected or Divergence(5, TRAINED_THEN_DIVERGED, NONFINITE))
+    assert DivergenceDetector(unigram_loss=UNIGRAM).nonfinite(3) == Divergence(3, NONFINITE)
+
+
+def test_the_rise_state_round_trips_and_old_states_still_load():
+    losses = falling_curve(300, end=2.0) + [3.5] * 30
+    first = DivergenceDetector(unigram_loss=UNIGRAM, rise_patience=50)
+    feed(first, losses)
+    assert first.rise_since is not None and first.divergence is None
+    second = DivergenceDetector(unigram_loss=UNIGRAM, rise_patience=50)
+    second.load_state_dict(first.state_dict())
+    feed(second, [3.5] * 30, first_step=len(losses))
+    assert second.divergence == Divergence(first.rise_since, TRAINED_THEN_DIVERGED, LOSS_ROSE)
+    old = {k: v for k, v in first.state_dict().items() if k not in ("best", "rise_since", "rise_steps")}
+    third = DivergenceDetector(unigram_loss=UNIGRAM)
+    third.load_state_dict(old)
+    assert third.best == first.smoothed and third.rise_steps == 0
+
+
+@pytest.mark.parametrize(
+    "option, value", [("trained_margin", -0.1), ("rise_margin", 0.0), ("rise_patience", 0), ("rise_margin", math.nan)]
+)
+def test_absurd_rise_settings_are_refused_naming_the_option(option, value):
+    with pytest.raises(ValueError, match=option):
+        DivergenceDetector(**{option: value})
+
+
+def test_the_tensorboard_flags_tell_the_kinds_apart():
+    assert divergence_flags(None) == {tags.DIVERGED: 0.0, tags.STUCK: 0.0, tags.TRAINED_THEN_DIVERGED: 0.0}
+    stuck = divergence_flags(Divergence(10, STUCK_AT_UNIGRAM))
+    assert (stuck[tags.DIVERGED], stuck[tags.STUCK], stuck[tags.TRAINED_THEN_DIVERGED]) == (1.0, 1.0, 0.0)
+    trained = divergence_flags(Divergence(10, TRAINED_THEN_DIVERGED, NONFINITE))
+    assert (trained[tags.STUCK], trained[tags.TRAINED_THEN_DIVERGED]) == (0.0, 1.0)
+    assert Divergence(3, STUCK_AT_UNIGRAM).as_dict() == {"step": 3, "kind": STUCK_AT_UNIGRAM}
 
 
 # --------------------------------------------------------------- unigram

@@ -23,7 +23,7 @@ import pandas as pd
 from andrea_lab.experiments.compare import claims as claims_module
 from andrea_lab.experiments.compare import stats
 from andrea_lab.experiments.compare.attention_columns import attention_columns
-from andrea_lab.experiments.compare.divergence import describe_rate
+from andrea_lab.experiments.compare.divergence import any_trained_then_diverged, describe_kinds, describe_rate
 from andrea_lab.experiments.compare.runs_table import BITS_PER_BYTE
 from andrea_lab.runs.directory import format_lr
 
@@ -288,7 +288,12 @@ def per_lr_columns(variants: Sequence[Variant]) -> list[Column]:
     """:data:`PER_LR_COLUMNS`, plus the attention columns some run of ``variants`` has values for
     (:mod:`andrea_lab.experiments.compare.attention_columns`)."""
 
-    return [*PER_LR_COLUMNS, *(Column(*spec) for spec in attention_columns(variants))]
+    kinds = (
+        [Column("divergence_kinds", "how they diverged (onset step)", lambda c: describe_kinds(c.rows))]
+        if any(any_trained_then_diverged(v.rows) for v in variants)
+        else []
+    )
+    return [*PER_LR_COLUMNS, *kinds, *(Column(*spec) for spec in attention_columns(variants))]
 
 
 def per_lr_table(variants: Sequence[Variant]) -> pd.DataFrame:

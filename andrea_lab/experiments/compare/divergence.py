@@ -17,6 +17,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare.stats import CONFIDENCE
+from andrea_lab.runs.directory import NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
 
 
 def clopper_pearson(diverged: int, runs: int) -> tuple[float, float]:
@@ -33,6 +34,34 @@ def describe_rate(diverged: int, runs: int) -> str:
         return "0/0"
     low, high = clopper_pearson(diverged, runs)
     return f"{diverged}/{runs} [{low:.0%}, {high:.0%}]".replace("%", " %")
+
+
+def describe_kinds(rows: pd.DataFrame) -> str:
+    """How the runs of a table cell diverged: ``stuck 1; trained then diverged 2 (loss rose at 412, 530)``.
+    Empty when none diverged. The two kinds are different failures (docs/stability.md): a run that never
+    trained beyond token frequencies, and one that trained and then failed, with its onset step and cause."""
+    diverged = rows[rows["status"] == "diverged"]
+    parts = []
+    stuck = int((diverged["divergence_kind"] == STUCK_AT_UNIGRAM).sum())
+    if stuck:
+        parts.append(f"stuck {stuck}")
+    trained = diverged[diverged["divergence_kind"] == TRAINED_THEN_DIVERGED]
+    if len(trained):
+        causes = trained["divergence_cause"] if "divergence_cause" in trained else pd.Series(None, index=trained.index)
+        onsets = ", ".join(
+            f"{'non-finite' if cause == NONFINITE else 'loss rose'} at {int(step)}"
+            for step, cause in sorted(zip(trained["divergence_step"], causes), key=lambda sc: sc[0])
+        )
+        parts.append(f"trained then diverged {len(trained)} ({onsets})")
+    other = len(diverged) - stuck - len(trained)
+    if other:
+        parts.append(f"other {other}")
+    return "; ".join(parts)
+
+
+def any_trained_then_diverged(runs: pd.DataFrame) -> bool:
+    """Whether some run trained and then diverged (the per-LR table then says how each cell's runs diverged)."""
+    return "divergence_kind" in runs and bool((runs["divergence_kind"] == TRAINED_THEN_DIVERGED).any())
 
 
 def mcnemar_exact_p(only_a: int, only_b: int) -> float:

@@ -117,6 +117,8 @@ PRECISION, MACHINE = "precision", "machine"
 #: The held-out loss in bits per byte of text (summary.json ``heldout.bits_per_byte``): byte-level and BPE runs
 #: on one scale. None for runs recorded before it was kept, or without a byte-level tokenizer.
 BITS_PER_BYTE = "heldout_bits_per_byte"
+#: What failed in a ``trained_then_diverged`` run: ``loss_rose`` or ``nonfinite`` (summary.json ``divergence.cause``).
+DIVERGENCE_CAUSE = "divergence_cause"
 OPTIONAL_COLUMNS = (
     "stuck_after",
     SCALE,
@@ -126,6 +128,7 @@ OPTIONAL_COLUMNS = (
     PRECISION,
     MACHINE,
     BITS_PER_BYTE,
+    DIVERGENCE_CAUSE,
 )
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
@@ -288,6 +291,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
             heldout_bits_per_byte=None if heldout is None else heldout.bits_per_byte,
             divergence_kind=record.divergence_kind if record.diverged else None,
             divergence_step=record.divergence_step if record.diverged else None,
+            divergence_cause=record.divergence_cause if record.diverged else None,
             grad_norm_median=record.grad_norm_median,
             grad_norm_max=record.grad_norm_max,
             grad_norm_max_after_warmup=record.grad_norm_max_after_warmup,
@@ -334,7 +338,13 @@ def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
 
 def read_runs_csv(path: str | Path) -> pd.DataFrame:
     """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns)."""
-    strings = {"divergence_kind": "string", SCALE: "string", PRECISION: "string", MACHINE: "string"}
+    strings = {
+        "divergence_kind": "string",
+        DIVERGENCE_CAUSE: "string",
+        SCALE: "string",
+        PRECISION: "string",
+        MACHINE: "string",
+    }
     return set_aside_unscored(_typed(pd.read_csv(path, dtype=strings)))
 
 
@@ -350,11 +360,25 @@ def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
     table.to_csv(path, index=False)
 
 
+_STRING_COLUMNS = (
+    "suite",
+    "variant",
+    "status",
+    "divergence_kind",
+    DIVERGENCE_CAUSE,
+    "source",
+    "path",
+    SCALE,
+    PRECISION,
+    MACHINE,
+)
+
+
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every :data:`RUN_COLUMNS` present, numbers as floats (missing = NaN), names as strings."""
     frame = frame.reindex(columns=list(dict.fromkeys([*RUN_COLUMNS, *frame.columns])))
     for column in frame.columns:
-        if column in ("suite", "variant", "status", "divergence_kind", "source", "path", SCALE, PRECISION, MACHINE):
+        if column in _STRING_COLUMNS:
             frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
         elif column in INTEGER_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")

@@ -234,7 +234,8 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     counted = runs[runs["status"].isin(COUNTED_STATUSES)].copy()
     loss = pd.to_numeric(counted[loss_column], errors="coerce").astype(float)
     _refuse_unscored(counted, loss, loss_column)
-    loss = loss.where(counted["divergence_kind"] != NONFINITE_KIND, math.nan)
+    cause = counted["divergence_cause"] if "divergence_cause" in counted else pd.Series(None, index=counted.index)
+    loss = loss.where((counted["divergence_kind"] != NONFINITE_KIND) & (cause != NONFINITE_KIND), math.nan)
     counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
     counted["diverged"] = counted["status"] == "diverged"
     counted["trained"] = loss.where(~counted["diverged"], math.nan)

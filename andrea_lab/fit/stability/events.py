@@ -17,7 +17,14 @@ Divergence (the first of these to happen; later evidence never replaces it)
                           post-norm ANDREA at too high a learning rate does exactly this without ever
                           producing a NaN.) The reported step is the first step of that stretch;
     ``final_above_best``  at the end of the run, the final validation loss is at least
-                          ``best + final_margin`` (nats).
+                          ``best + final_margin`` (nats);
+    ``trained_then_diverged``  a run that *trained* -- its smoothed loss once fell ``trained_margin`` nats
+                          below the unigram loss -- and then failed, after ``stuck_after`` steps: its smoothed
+                          loss stayed at least ``rise_margin`` above its best for ``rise_patience``
+                          consecutive steps (cause ``loss_rose``; the reported step, the onset, is the first
+                          step of that stretch), or its loss turned non-finite (cause ``nonfinite``). A run
+                          that trained is never called ``stuck_at_unigram``: going back to the plateau is
+                          this kind, not that one.
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from andrea_lab.runs.directory import FINAL_ABOVE_BEST, NONFINITE, STUCK_AT_UNIGRAM  # the kinds are the record's
+from andrea_lab.runs import tags
+from andrea_lab.runs.directory import (  # the kinds are the record's
+    FINAL_ABOVE_BEST,
+    LOSS_ROSE,
+    NONFINITE,
+    STUCK_AT_UNIGRAM,
+    TRAINED_THEN_DIVERGED,
+)
 
 
 def _finite(value: float) -> bool:
@@ -96,9 +110,13 @@ class Divergence:
 
     step: int
     kind: str
+    cause: Optional[str] = None  # for trained_then_diverged: loss_rose or nonfinite
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        if found["cause"] is None:  # the record of the other kinds keeps its two keys
+            del found["cause"]
+        return found
 
 
 class DivergenceDetector:
@@ -118,6 +136,11 @@ class DivergenceDetector:
             stuck: only a plateau counts.
         stuck_decay: EMA decay used to smooth the training loss for the stuck check.
         final_margin: Nats above the best validation loss that make the final one a divergence.
+        trained_margin: Nats below the unigram loss the smoothed loss must once reach for the run to count
+            as trained (from then on a failure is ``trained_then_diverged``, never ``stuck_at_unigram``).
+        rise_margin: Nats above its best that the smoothed loss of a trained run must stay...
+        rise_patience: ...for this many consecutive steps to be ``trained_then_diverged`` (cause ``loss_rose``).
+            A spike that recovers within the patience is a spike, not a divergence.
     """
 
     def __init__(
@@ -128,6 +151,9 @@ class DivergenceDetector:
         stuck_margin: float = 0.1,
         stuck_decay: float = 0.9,
         final_margin: float = 1.0,
+        trained_margin: float = 0.5,
+        rise_margin: float = 0.5,
+        rise_patience: int = 50,
     ):
         if stuck_patience < 1:
             raise ValueError(f"stuck_patience must be >= 1 step, got {stuck_patience!r}")
@@ -137,13 +163,25 @@ class DivergenceDetector:
             raise ValueError(f"stuck EMA decay must be in [0, 1), got {stuck_decay!r}")
         if not final_margin > 0:
             raise ValueError(f"final_margin must be > 0 nats, got {final_margin!r}")
+        if not trained_margin >= 0:
+            raise ValueError(f"trained_margin must be >= 0 nats, got {trained_margin!r}")
+        if not rise_margin > 0:
+            raise ValueError(f"rise_margin must be > 0 nats, got {rise_margin!r}")
+        if rise_patience < 1:
+            raise ValueError(f"rise_patience must be >= 1 step, got {rise_patience!r}")
         self.unigram_loss = unigram_loss
         self.stuck_after = int(stuck_after)
         self.stuck_patience = int(stuck_patience)
         self.stuck_margin = float(stuck_margin)
         self.stuck_decay = float(stuck_decay)
         self.final_margin = float(final_margin)
+        self.trained_margin = float(trained_margin)
+        self.rise_margin = float(rise_margin)
+        self.rise_patience = int(rise_patience)
         self.divergence: Optional[Divergence] = None
+        self.best: Optional[float] = None  # the lowest smoothed loss so far
+        self.rise_since: Optional[int] = None
+        self.rise_steps = 0
         self.smoothed: Optional[float] = None
         self.stuck_since: Optional[int] = None
         self.stuck_steps = 0
@@ -153,10 +191,22 @@ class DivergenceDetector:
     def diverged(self) -> bool:
         return self.divergence is not None
 
-    def _declare(self, step: int, kind: str) -> Divergence:
+    @property
+    def trained(self) -> bool:
+        """Whether the smoothed loss has once been ``trained_margin`` below the unigram loss."""
+        return (
+            self.unigram_loss is not None
+            and self.best is not None
+            and self.best < self.unigram_loss - self.trained_margin
+        )
+
+    def _declare(self, step: int, kind: str, cause: Optional[str] = None) -> Divergence:
         if self.divergence is None:
-            self.divergence = Divergence(int(step), kind)
+            self.divergence = Divergence(int(step), kind, cause)
         return self.divergence
+
+    def _declare_nonfinite(self, step: int) -> Divergence:
+        return self._declare(step, TRAINED_THEN_DIVERGED, NONFINITE) if self.trained else self._declare(step, NONFINITE)
 
     def update(self, step: int, loss: float) -> Optional[Divergence]:
         """Feed one training loss; return the divergence if it is declared at this call."""
@@ -164,12 +214,15 @@ class DivergenceDetector:
             return None
         loss = float(loss)
         if not _finite(loss):
-            return self._declare(step, NONFINITE)
+            return self._declare_nonfinite(step)
         self.smoothed = (
             loss if self.smoothed is None else (self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss)
         )
+        self.best = self.smoothed if self.best is None else min(self.best, self.smoothed)
         if self.unigram_loss is None or step < self.stuck_after:
             return None
+        if self.trained:
+            return self._check_rise(step)
         if self.smoothed < self.unigram_loss - self.stuck_margin:
             self.stuck_since, self.stuck_steps, self.stuck_reference = None, 0, None
             return None
@@ -181,11 +234,24 @@ class DivergenceDetector:
             return self._declare(self.stuck_since, STUCK_AT_UNIGRAM)
         return None
 
+    def _check_rise(self, step: int) -> Optional[Divergence]:
+        """A trained run's smoothed loss held ``rise_margin`` above its best for ``rise_patience`` steps."""
+        assert self.smoothed is not None and self.best is not None
+        if self.smoothed < self.best + self.rise_margin:
+            self.rise_since, self.rise_steps = None, 0
+            return None
+        if self.rise_since is None:
+            self.rise_since = int(step)
+        self.rise_steps += 1
+        if self.rise_steps >= self.rise_patience:
+            return self._declare(self.rise_since, TRAINED_THEN_DIVERGED, LOSS_ROSE)
+        return None
+
     def nonfinite(self, step: int) -> Optional[Divergence]:
         """Report a non-finite value other than the loss (e.g. the gradient norm) at ``step``."""
         if self.divergence is not None:
             return None
-        return self._declare(step, NONFINITE)
+        return self._declare_nonfinite(step)
 
     def check_final(
         self, step: int, final_val_loss: Optional[float], best_val_loss: Optional[float]
@@ -194,7 +260,7 @@ class DivergenceDetector:
         if self.divergence is not None or final_val_loss is None:
             return None
         if not _finite(final_val_loss):
-            return self._declare(step, NONFINITE)
+            return self._declare_nonfinite(step)
         if best_val_loss is not None and final_val_loss >= best_val_loss + self.final_margin:
             return self._declare(step, FINAL_ABOVE_BEST)
         return None
@@ -206,11 +272,14 @@ class DivergenceDetector:
             "stuck_since": self.stuck_since,
             "stuck_steps": self.stuck_steps,
             "stuck_reference": self.stuck_reference,
+            "best": self.best,
+            "rise_since": self.rise_since,
+            "rise_steps": self.rise_steps,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         found = state.get("divergence")
-        self.divergence = None if found is None else Divergence(found["step"], found["kind"])
+        self.divergence = None if found is None else Divergence(found["step"], found["kind"], found.get("cause"))
         self.smoothed, self.stuck_since, self.stuck_steps = (
             state["smoothed"],
             state["stuck_since"],
@@ -218,6 +287,19 @@ class DivergenceDetector:
         )
         # Checkpoints from before the improvement rule: the stretch's start is the best reference known.
         self.stuck_reference = state.get("stuck_reference", self.smoothed if self.stuck_since is not None else None)
+        # Checkpoints from before the trained-then-diverged rule: the smoothed loss is the best one known.
+        self.best = state.get("best", self.smoothed)
+        self.rise_since, self.rise_steps = state.get("rise_since"), int(state.get("rise_steps", 0))
+
+
+def divergence_flags(divergence: Optional[Divergence]) -> dict[str, float]:
+    """The 0/1 divergence flags of TensorBoard: diverged at all, stuck at the unigram loss, trained then diverged."""
+    kind = None if divergence is None else divergence.kind
+    return {
+        tags.DIVERGED: float(divergence is not None),
+        tags.STUCK: float(kind == STUCK_AT_UNIGRAM),
+        tags.TRAINED_THEN_DIVERGED: float(kind == TRAINED_THEN_DIVERGED),
+    }
 
 
 def unigram_entropy(counts) -> float:

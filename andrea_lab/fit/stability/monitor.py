@@ -34,7 +34,7 @@ from torch import nn
 from andrea_lab.errors import DivergenceError
 from andrea_lab.fit.nonfinite import global_grad_norm, guard_of
 from andrea_lab.fit.stability import probe
-from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, SpikeDetector
+from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, SpikeDetector, divergence_flags
 from andrea_lab.fit.stability.layout import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.fit.stability.probe import PREFIX, measure_probe, param_groups
 from andrea_lab.fit.stability.unigram import measure_unigram_loss
@@ -69,6 +69,10 @@ class StabilityMonitor(L.Callback):
         stuck_after: Steps before the stuck check starts; null = the module's ``warmup_steps`` (else 0).
         stuck_margin: Nats below the unigram loss that still count as "at" it.
         final_margin: A final validation loss at least this many nats above the best is a divergence.
+        trained_margin: A run has *trained* once its smoothed loss is this many nats below the unigram loss;
+            after that a failure is ``trained_then_diverged`` (docs/stability.md), never ``stuck_at_unigram``.
+        rise_margin: Nats above its best that a trained run's smoothed loss must stay...
+        rise_patience: ...for this many consecutive steps to be ``trained_then_diverged``.
         unigram_loss: The unigram loss of the training data in nats; null = measure it from the data
             module's training tokens (a sample of ``unigram_sample_tokens``), else ln(vocab_size).
         unigram_sample_tokens: Tokens read to measure the unigram loss.
@@ -90,6 +94,9 @@ class StabilityMonitor(L.Callback):
         stuck_after: Optional[int] = None,
         stuck_margin: float = 0.1,
         final_margin: float = 1.0,
+        trained_margin: float = 0.5,
+        rise_margin: float = 0.5,
+        rise_patience: int = 50,
         unigram_loss: Optional[float] = None,
         unigram_sample_tokens: int = 1_000_000,
         stop_on_divergence: bool = False,
@@ -108,7 +115,15 @@ class StabilityMonitor(L.Callback):
             raise ValueError(f"stability.unigram_sample_tokens must be >= 1, got {unigram_sample_tokens!r}")
         # Build the detectors once here so that bad thresholds fail at construction, not mid-run.
         SpikeDetector(spike_threshold, spike_ema_decay, spike_warmup)
-        DivergenceDetector(None, stuck_after or 0, stuck_patience, stuck_margin, final_margin=final_margin)
+        self.divergence_options = dict(
+            stuck_patience=stuck_patience,
+            stuck_margin=stuck_margin,
+            final_margin=final_margin,
+            trained_margin=trained_margin,
+            rise_margin=rise_margin,
+            rise_patience=rise_patience,
+        )
+        DivergenceDetector(None, stuck_after or 0, **self.divergence_options)
         self.enabled = enabled
         self.interval = interval
         self.flush_every = flush_every
@@ -131,9 +146,7 @@ class StabilityMonitor(L.Callback):
 
     def _reset(self) -> None:
         self.spikes = SpikeDetector(self.spike_threshold, self.spike_ema_decay, self.spike_warmup)
-        self.divergence_detector = DivergenceDetector(
-            None, self.stuck_after or 0, self.stuck_patience, self.stuck_margin, final_margin=self.final_margin
-        )
+        self.divergence_detector = DivergenceDetector(None, self.stuck_after or 0, **self.divergence_options)
         self.unigram_loss: Optional[float] = self.unigram_loss_setting
         self.grad_norms: list[float] = []
         self.nonfinite_steps = 0
@@ -322,7 +335,7 @@ class StabilityMonitor(L.Callback):
         metrics = {
             tags.NONFINITE: float(window_nonfinite > 0),
             tags.SPIKES: float(self.spikes.count),
-            tags.DIVERGED: float(self.divergence is not None),
+            **divergence_flags(self.divergence),
             tags.FLAG_SCALE: 1.0,
         }
         if self.spikes.ema is not None:

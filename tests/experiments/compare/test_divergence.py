@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from andrea_lab.experiments.compare.compare import build_variants, per_lr_table
 from andrea_lab.experiments.compare.divergence import (
+    any_trained_then_diverged,
     clopper_pearson,
+    describe_kinds,
     describe_rate,
     mcnemar_exact_p,
     paired_divergences,
     stuck_window_note,
     stuck_windows,
 )
-from andrea_lab.experiments.compare.runs_table import read_runs_csv
+from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv, write_runs_csv
+from andrea_lab.experiments.compare.stats import counted_runs
+from andrea_lab.experiments.sweep.suite import run_version
+from andrea_lab.runs.directory import NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
+from tests.experiments.compare.test_compare import write_run
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -66,3 +74,45 @@ def test_runs_with_stuck_after_set_have_one_window():
         "Divergence counts are not on equal footing across these variants: the variants' stuck-at-unigram windows"
     )
     assert stuck_window_note(runs.assign(warmup_steps=[None, None], stuck_after=[None, None])) is None  # unknown
+
+
+def _diverge(run_dir: Path, divergence: dict) -> None:
+    path = run_dir / "summary.json"
+    record = json.loads(path.read_text())
+    record.update(status="diverged", divergence=divergence)
+    path.write_text(json.dumps(record))
+
+
+def test_trained_then_diverged_is_told_apart_in_runs_csv_and_in_the_per_lr_table(tmp_path):
+    root = tmp_path / "runs"
+    for seed in range(3):
+        write_run(root, "b", 1e-3, seed, 2.3 + seed / 10, index=0)
+        write_run(root, "a", 1e-3, seed, 2.4 + seed / 10, index=1)
+    _diverge(
+        root / "toy" / "a" / run_version(1e-3, 0), {"step": 530, "kind": TRAINED_THEN_DIVERGED, "cause": "loss_rose"}
+    )
+    _diverge(
+        root / "toy" / "a" / run_version(1e-3, 1), {"step": 412, "kind": TRAINED_THEN_DIVERGED, "cause": NONFINITE}
+    )
+    _diverge(root / "toy" / "a" / run_version(1e-3, 2), {"step": 40, "kind": STUCK_AT_UNIGRAM})
+    written = tmp_path / "runs.csv"
+    write_runs_csv(load_runs(root), written)
+    runs = read_runs_csv(written)
+    causes = runs.set_index(["variant", "seed"])["divergence_cause"]
+    assert (causes[("a", 0)], causes[("a", 1)]) == ("loss_rose", NONFINITE) and pd.isna(causes[("a", 2)])
+    assert describe_kinds(runs[runs["variant"] == "a"]) == (
+        "stuck 1; trained then diverged 2 (non-finite at 412, loss rose at 530)"
+    )
+    assert describe_kinds(runs[runs["variant"] == "b"]) == ""
+    table = per_lr_table(build_variants(runs, reference="b"))
+    assert "divergence_kinds" in table
+    # The non-finite run's loss is not a model's: like a `nonfinite` run it counts at its loss at init; the run
+    # whose loss rose keeps its (finite) held-out loss.
+    capped = counted_runs(runs, "heldout_loss").set_index(["variant", "seed"])["capped"]
+    assert (capped[("a", 1)], capped[("a", 0)]) == (5.5, pytest.approx(2.4))
+
+
+def test_runs_without_a_trained_then_diverged_run_keep_their_per_lr_columns():
+    runs = read_runs_csv(REPO / "docs" / "results" / "norm_placement" / "runs.csv")
+    assert not any_trained_then_diverged(runs)
+    assert "divergence_kinds" not in per_lr_table(build_variants(runs))
