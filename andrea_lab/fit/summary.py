@@ -259,6 +259,7 @@ class RunSummary(L.Callback):
             probe=_last_probe(monitor),
             heldout=heldout,
             heldout_curve=[dict(point) for point in getattr(heldout_callback, "curve", [])],
+            gave_way_first=[] if monitor is None else [record.as_dict() for record in monitor.gave_way],
             data=datamodule.provenance() if hasattr(datamodule, "provenance") else {},
             versions=package_versions(),
             machine=_machine(trainer, pl_module),

@@ -152,6 +152,10 @@ class RunRecord:
     #: The held-out loss at the steps fixed in advance (``heldout.at_steps``): ``[{"step", "loss", "se"}]``,
     #: on the same windows as ``heldout``; [] without them.
     heldout_curve: list[dict[str, Any]] = field(default_factory=list)
+    #: For the divergence and each spike (the first 20): which precursor signal left its running band first and
+    #: how many steps it led the loss, ``[{"event", "step", "signal", "left_band_at", "lead_steps", "also"}]``
+    #: (andrea_lab.fit.stability.bands); [] without the monitor's precursors or without events.
+    gave_way_first: list[dict[str, Any]] = field(default_factory=list)
     #: What makes the run reproducible: corpus and tokenizer hashes, split sizes (see RunSummary).
     data: dict[str, Any] = field(default_factory=dict)
     #: Package versions of the process that trained (python, torch, lightning, andrea-lab, ...).

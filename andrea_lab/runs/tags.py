@@ -31,6 +31,9 @@ DIVERGED = "stability/diverged"
 #: beyond token frequencies, or it trained and then failed.
 STUCK = "stability/stuck_at_unigram"
 TRAINED_THEN_DIVERGED = "stability/trained_then_diverged"
+#: Below it, per precursor signal, its lead in steps over a divergence or spike it left its band before
+#: (``stability/gave_way_first/attn_logit_max_head/block_00_h1``), logged at the event's step.
+GAVE_WAY_FIRST = "stability/gave_way_first"
 #: A constant 1 beside the 0/1 flags, a second line in their custom-scalars charts, which holds the
 #: y axis at [0, 1] (TensorBoard scales a chart to the 5-95 % quantiles of its points by default, so a flag
 #: that is 1 at a single step would be drawn off the chart).

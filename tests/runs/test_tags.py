@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 import andrea_lab
-from andrea_lab.fit.stability import probe
+from andrea_lab.fit.stability import (
+    precursors,  # noqa: F401  (registers the precursor metrics in probe.METRICS)
+    probe,
+)
 from andrea_lab.runs import tags
 
 PACKAGE = Path(andrea_lab.__file__).parent
@@ -62,7 +65,8 @@ def _line_of(tag: str) -> int:
 def test_a_probe_tag_is_spelled_once_by_its_metric(metric):
     assert spellings(metric.tag, LITERALS) == [], "the probe's tags are composed from PREFIX and the name"
     named = [f"{file}:{line}" for file, line, text in LITERALS if text == metric.name]
-    assert len(named) == 1 and named[0].startswith("andrea_lab/fit/stability/probe.py"), named
+    registries = ("andrea_lab/fit/stability/probe.py", "andrea_lab/fit/stability/precursors.py")
+    assert len(named) == 1 and named[0].startswith(registries), named
     assert metric.compute.__name__ == metric.name, "the function is named after its tag"
 
 

@@ -29,7 +29,10 @@ from andrea_lab.experiments.compare.config_variants import (
 )
 from andrea_lab.experiments.compare.stats import set_aside_unscored
 from andrea_lab.files import read_json
-from andrea_lab.fit.stability import probe
+from andrea_lab.fit.stability import (
+    precursors,  # noqa: F401  (registers the precursor metrics in probe.METRICS)
+    probe,
+)
 from andrea_lab.inside.lens_loss import lens_columns
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import (
@@ -37,6 +40,7 @@ from andrea_lab.runs.directory import (
     FAILED_MARKER,
     START_MARKER,
     SUMMARY_FILE,
+    RunRecord,
     is_aside,
     is_comparison_run,
     parse_run_version,
@@ -95,6 +99,7 @@ RUN_COLUMNS = [
 ]
 
 INTEGER_COLUMNS = (
+    "gave_way_lead",
     "variant_index",
     "seed",
     "heldout_tokens",
@@ -119,6 +124,9 @@ PRECISION, MACHINE = "precision", "machine"
 BITS_PER_BYTE = "heldout_bits_per_byte"
 #: What failed in a ``trained_then_diverged`` run: ``loss_rose`` or ``nonfinite`` (summary.json ``divergence.cause``).
 DIVERGENCE_CAUSE = "divergence_cause"
+#: The precursor signal that left its band first before the run's divergence (else its first spike), and by how
+#: many steps it led the loss (summary.json ``gave_way_first``; docs/stability.md).
+GAVE_WAY, GAVE_WAY_LEAD = "gave_way_first", "gave_way_lead"
 OPTIONAL_COLUMNS = (
     "stuck_after",
     SCALE,
@@ -129,6 +137,8 @@ OPTIONAL_COLUMNS = (
     MACHINE,
     BITS_PER_BYTE,
     DIVERGENCE_CAUSE,
+    GAVE_WAY,
+    GAVE_WAY_LEAD,
 )
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
@@ -144,6 +154,16 @@ Curve = list[tuple[int, float]]
 #: Row keys :func:`load_run` adds for :func:`load_runs` only: the run's flat config, whether a sweep or its
 #: config named its variant (else :mod:`andrea_lab.experiments.compare.config_variants` names it by its differences).
 _CONFIG, _NAMED = "_config", "_named"
+
+
+def gave_way_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The signal that gave way first before the divergence (else the first spike with one) and its lead."""
+    records = [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
+    chosen = next((r for r in records if r.get("event") == "divergence"), None)
+    chosen = chosen or next((r for r in records if r.get("signal")), None)
+    if chosen is None or not isinstance(chosen.get("signal"), str):
+        return {GAVE_WAY: None, GAVE_WAY_LEAD: None}
+    return {GAVE_WAY: f"{chosen['event']}: {chosen['signal']}", GAVE_WAY_LEAD: chosen.get("lead_steps")}
 
 
 def _is_run_dir(names: Iterable[str]) -> bool:
@@ -255,6 +275,32 @@ def _state_without_record(run_dir: Path, started: dict) -> str:
     return "no summary"
 
 
+def record_columns(record: RunRecord) -> dict[str, Any]:
+    """The numbers of a run's summary.json that runs.csv carries."""
+    heldout = record.heldout
+    return dict(
+        initial_val_loss=record.initial_val_loss,
+        final_val_loss=record.final_val_loss,
+        best_val_loss=record.best_val_loss,
+        heldout_loss=None if heldout is None else heldout.loss,
+        heldout_se=None if heldout is None else heldout.se,
+        heldout_tokens=None if heldout is None else heldout.tokens,
+        heldout_documents=None if heldout is None else heldout.documents,
+        heldout_bits_per_byte=None if heldout is None else heldout.bits_per_byte,
+        divergence_kind=record.divergence_kind if record.diverged else None,
+        divergence_step=record.divergence_step if record.diverged else None,
+        divergence_cause=record.divergence_cause if record.diverged else None,
+        **gave_way_columns(record.gave_way_first),
+        grad_norm_median=record.grad_norm_median,
+        grad_norm_max=record.grad_norm_max,
+        grad_norm_max_after_warmup=record.grad_norm_max_after_warmup,
+        spike_count=record.spike_count,
+        steps=record.steps,
+        warmup_steps=record.training.get("warmup_steps"),
+        vocab_size=record.config.get("vocab_size"),
+    )
+
+
 def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool = True) -> dict[str, Any]:
     """One run directory as a row: identity, its record's numbers, and (with ``events``) its curves."""
     run_dir = Path(run_dir)
@@ -279,27 +325,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     if started.get(SCALE) is not None:  # a suite's scale axis (andrea_lab.experiments.sweep.scales)
         row.update(scale=str(started[SCALE]), scale_index=started.get(SCALE_INDEX))
     if record is not None:
-        heldout = record.heldout
-        row.update(
-            initial_val_loss=record.initial_val_loss,
-            final_val_loss=record.final_val_loss,
-            best_val_loss=record.best_val_loss,
-            heldout_loss=None if heldout is None else heldout.loss,
-            heldout_se=None if heldout is None else heldout.se,
-            heldout_tokens=None if heldout is None else heldout.tokens,
-            heldout_documents=None if heldout is None else heldout.documents,
-            heldout_bits_per_byte=None if heldout is None else heldout.bits_per_byte,
-            divergence_kind=record.divergence_kind if record.diverged else None,
-            divergence_step=record.divergence_step if record.diverged else None,
-            divergence_cause=record.divergence_cause if record.diverged else None,
-            grad_norm_median=record.grad_norm_median,
-            grad_norm_max=record.grad_norm_max,
-            grad_norm_max_after_warmup=record.grad_norm_max_after_warmup,
-            spike_count=record.spike_count,
-            steps=record.steps,
-            warmup_steps=record.training.get("warmup_steps"),
-            vocab_size=record.config.get("vocab_size"),
-        )
+        row.update(record_columns(record))
         row.update(heldout_curve_columns(record.heldout_curve))
     # The stuck-at-unigram window's first step, where the run's config set it (null: its warmup_steps).
     row["stuck_after"] = _first_number(config.get("stability.stuck_after"))
@@ -341,6 +367,7 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
     strings = {
         "divergence_kind": "string",
         DIVERGENCE_CAUSE: "string",
+        GAVE_WAY: "string",
         SCALE: "string",
         PRECISION: "string",
         MACHINE: "string",
@@ -366,6 +393,7 @@ _STRING_COLUMNS = (
     "status",
     "divergence_kind",
     DIVERGENCE_CAUSE,
+    GAVE_WAY,
     "source",
     "path",
     SCALE,

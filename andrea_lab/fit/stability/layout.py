@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
-from andrea_lab.fit.stability import probe
+from andrea_lab.fit.stability import (
+    precursors,  # noqa: F401  (registers the precursor metrics in probe.METRICS)
+    probe,
+)
 from andrea_lab.runs import tags
 
 #: TensorBoard custom-scalars layout: one chart per group of per-layer curves (tags are regexes), so every
@@ -33,6 +36,14 @@ def custom_scalars_layout() -> dict[str, dict[str, list]]:
     """``{section: {chart: ["Multiline", [tag regex, ...]]}}`` for ``SummaryWriter.add_custom_scalars``."""
     entries = [(section, title, f"^{re.escape(tag)}$") for section, title, names in _STEP_CHARTS for tag in names]
     layout: dict[str, dict[str, list]] = {}
+    # Which precursor left its band first, before each divergence or spike: its lead in steps (docs/stability.md).
+    entries.append(
+        (
+            "stability: loss and events",
+            "gave way first: lead over the loss (steps)",
+            f"^{re.escape(tags.GAVE_WAY_FIRST)}/.*$",
+        )
+    )
     for section, title, regex in entries + probe.layout_entries():
         layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
     for section, title, tag in _FLAG_CHARTS:

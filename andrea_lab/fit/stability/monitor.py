@@ -9,13 +9,12 @@ Two kinds of measurement, both logged under ``stability/`` (full list and defini
   The loss, learning rate and gradient norm curves themselves are AndreaLM's ``train/*`` scalars.
 * **every ``interval`` steps, and at step 0 before any update**, on one fixed *probe batch* (the first
   validation batch): gradient norm per block and for the embeddings, update-to-weight ratio per block,
-  residual-stream RMS after each block, each sublayer's change of the stream relative to the stream,
-  the largest attention logit and the attention entropy per block, the output logits' max and log Z, and the fraction
-  of dead MLP
-  units (each one function in :mod:`andrea_lab.fit.stability.probe`). The probe runs with the model in eval mode, under
-  an isolated RNG, and takes its gradients with
-  ``torch.autograd.grad`` (never ``.backward()``), so parameters' ``.grad``, the RNG streams and the
-  training mode are exactly as they were: a run with the monitor trains identically to one without.
+  residual-stream RMS after each block, each sublayer's change of the stream relative to the stream, the
+  largest attention logit and the attention entropy per block, the output logits' max and log Z, dead MLP
+  units, and the precursor signals (one function each in :mod:`.probe` and :mod:`.precursors`; which one
+  gave way first before a divergence or spike: :mod:`.bands`). The probe runs in eval mode, under an
+  isolated RNG, and takes its gradients with ``torch.autograd.grad`` (never ``.backward()``), so ``.grad``,
+  the RNG streams and the training mode are as they were: a run with the monitor trains as one without.
 """
 
 from __future__ import annotations
@@ -28,26 +27,21 @@ from typing import Any, Optional
 
 import lightning as L
 import torch
-from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 
 from andrea_lab.errors import DivergenceError
 from andrea_lab.fit.nonfinite import global_grad_norm, guard_of
+from andrea_lab.fit.stability import precursors as signals
 from andrea_lab.fit.stability import probe
+from andrea_lab.fit.stability.bands import GaveWay, GaveWayRecorder
 from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, SpikeDetector, divergence_flags
 from andrea_lab.fit.stability.layout import CUSTOM_SCALARS_LAYOUT
 from andrea_lab.fit.stability.probe import PREFIX, measure_probe, param_groups
+from andrea_lab.fit.stability.probe_batch import capture_probe_batch
+from andrea_lab.fit.stability.settings import check_settings
 from andrea_lab.fit.stability.unigram import measure_unigram_loss
 from andrea_lab.model.transformer import Andrea
 from andrea_lab.runs import tags
-
-
-def _inputs_of(batch: Any) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    if isinstance(batch, (tuple, list)):
-        return batch[0], (batch[1] if len(batch) > 1 else None)
-    if isinstance(batch, dict):
-        return batch["input_ids"] if "input_ids" in batch else batch["x"], batch.get("targets", batch.get("y"))
-    return batch, None
 
 
 class StabilityMonitor(L.Callback):
@@ -71,8 +65,14 @@ class StabilityMonitor(L.Callback):
         final_margin: A final validation loss at least this many nats above the best is a divergence.
         trained_margin: A run has *trained* once its smoothed loss is this many nats below the unigram loss;
             after that a failure is ``trained_then_diverged`` (docs/stability.md), never ``stuck_at_unigram``.
-        rise_margin: Nats above its best that a trained run's smoothed loss must stay...
-        rise_patience: ...for this many consecutive steps to be ``trained_then_diverged``.
+        rise_margin, rise_patience: A trained run's smoothed loss this many nats above its best for this many steps.
+        precursors: Measure the precursor signals on each probe (per-matrix update size, Adam's second
+            moments against ε) and record, for every divergence and spike, which signal left its running
+            band first and how many steps it led the loss (summary.json ``gave_way_first``).
+        spectral_every: Estimate the top singular value of each block's weights and update on every this many
+            probes (power iteration; 0 = never).
+        band_width: A signal has left its band at this many standard deviations (of log|signal|).
+        band_horizon: An excursion that began more than this many steps before an event is not its precursor.
         unigram_loss: The unigram loss of the training data in nats; null = measure it from the data
             module's training tokens (a sample of ``unigram_sample_tokens``), else ln(vocab_size).
         unigram_sample_tokens: Tokens read to measure the unigram loss.
@@ -97,24 +97,20 @@ class StabilityMonitor(L.Callback):
         trained_margin: float = 0.5,
         rise_margin: float = 0.5,
         rise_patience: int = 50,
+        precursors: bool = True,
+        spectral_every: int = 4,
+        band_width: float = 4.0,
+        band_horizon: int = 500,
         unigram_loss: Optional[float] = None,
         unigram_sample_tokens: int = 1_000_000,
         stop_on_divergence: bool = False,
         custom_scalars: bool = True,
     ):
         super().__init__()
-        if interval < 0:
-            raise ValueError(f"stability.interval must be >= 0 (0 = no probe), got {interval!r}")
-        if flush_every < 1:
-            raise ValueError(f"stability.flush_every must be >= 1, got {flush_every!r}")
-        if probe not in ("val", "train"):
-            raise ValueError(f"stability.probe must be 'val' or 'train', got {probe!r}")
-        if probe_sequences is not None and probe_sequences < 1:
-            raise ValueError(f"stability.probe_sequences must be >= 1 or null, got {probe_sequences!r}")
-        if unigram_sample_tokens < 1:
-            raise ValueError(f"stability.unigram_sample_tokens must be >= 1, got {unigram_sample_tokens!r}")
-        # Build the detectors once here so that bad thresholds fail at construction, not mid-run.
-        SpikeDetector(spike_threshold, spike_ema_decay, spike_warmup)
+        check_settings(interval, flush_every, probe, probe_sequences, unigram_sample_tokens, spectral_every)
+        # Build the detectors and bands once here so that bad thresholds fail at construction, not mid-run.
+        self.spike_options = (spike_threshold, spike_ema_decay, spike_warmup)
+        SpikeDetector(*self.spike_options)
         self.divergence_options = dict(
             stuck_patience=stuck_patience,
             stuck_margin=stuck_margin,
@@ -124,28 +120,20 @@ class StabilityMonitor(L.Callback):
             rise_patience=rise_patience,
         )
         DivergenceDetector(None, stuck_after or 0, **self.divergence_options)
-        self.enabled = enabled
-        self.interval = interval
-        self.flush_every = flush_every
-        self.probe = probe
-        self.probe_sequences = probe_sequences
-        self.spike_threshold = spike_threshold
-        self.spike_ema_decay = spike_ema_decay
-        self.spike_warmup = spike_warmup
-        self.stuck_patience = stuck_patience
+        self.band_options = dict(width=band_width, horizon=band_horizon, linear=signals.LINEAR_SIGNALS)
+        GaveWayRecorder(signals.is_signal, signals.MAX_SPIKES, **self.band_options)
+        self.enabled, self.interval, self.flush_every = enabled, interval, flush_every
+        self.probe, self.probe_sequences = probe, probe_sequences
+        self.precursors, self.spectral_every = precursors, spectral_every
         self.stuck_after = stuck_after
-        self.stuck_margin = stuck_margin
-        self.final_margin = final_margin
-        self.unigram_loss_setting = unigram_loss
-        self.unigram_sample_tokens = unigram_sample_tokens
-        self.stop_on_divergence = stop_on_divergence
-        self.custom_scalars = custom_scalars
+        self.unigram_loss_setting, self.unigram_sample_tokens = unigram_loss, unigram_sample_tokens
+        self.stop_on_divergence, self.custom_scalars = stop_on_divergence, custom_scalars
         self._reset()
 
     # ------------------------------------------------------------------ state
 
     def _reset(self) -> None:
-        self.spikes = SpikeDetector(self.spike_threshold, self.spike_ema_decay, self.spike_warmup)
+        self.spikes = SpikeDetector(*self.spike_options)
         self.divergence_detector = DivergenceDetector(None, self.stuck_after or 0, **self.divergence_options)
         self.unigram_loss: Optional[float] = self.unigram_loss_setting
         self.grad_norms: list[float] = []
@@ -162,6 +150,8 @@ class StabilityMonitor(L.Callback):
         self._layout_written = False
         self.probe_seconds: list[float] = []
         self.last_probe: dict[str, float] = {}
+        self.recorder = GaveWayRecorder(signals.is_signal, signals.MAX_SPIKES, **self.band_options)
+        self._probes_done = 0
 
     @property
     def last_probe_step(self) -> Optional[int]:
@@ -189,6 +179,8 @@ class StabilityMonitor(L.Callback):
             "divergence": self.divergence_detector.state_dict(),
             "grad_norms": list(self.grad_norms),
             "nonfinite_steps": self.nonfinite_steps,
+            "gave_way": self.recorder.state_dict(),
+            "probes_done": self._probes_done,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -212,6 +204,7 @@ class StabilityMonitor(L.Callback):
         if self.unigram_loss is None:
             self.unigram_loss = measure_unigram_loss(trainer, _andrea_of(pl_module), self.unigram_sample_tokens)
         self.divergence_detector.unigram_loss = self.unigram_loss
+        self.recorder.bands.after = self.divergence_detector.stuck_after
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.enabled and self.custom_scalars and trainer.is_global_zero:
@@ -225,6 +218,8 @@ class StabilityMonitor(L.Callback):
         self.divergence_detector.load_state_dict(state["divergence"])
         self.grad_norms = list(state["grad_norms"])
         self.nonfinite_steps = state["nonfinite_steps"]
+        self.recorder.load_state_dict(state.get("gave_way", {}))  # none in checkpoints from before the record
+        self._probes_done = int(state.get("probes_done", 0))
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -243,7 +238,7 @@ class StabilityMonitor(L.Callback):
         ):
             self._last_probe_step = step
             if self._probe_batch is None:
-                self._probe_batch = self._capture_probe_batch(trainer, pl_module, batch)
+                self._probe_batch = capture_probe_batch(trainer, pl_module, batch, self.probe, self.probe_sequences)
             self._run_probe(trainer, pl_module, step)
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
@@ -321,7 +316,8 @@ class StabilityMonitor(L.Callback):
             bad = not math.isfinite(loss) or (grad_norm is not None and not math.isfinite(grad_norm))
             if bad:
                 window_nonfinite += 1
-            self.spikes.update(step, loss)
+            if self.spikes.update(step, loss):
+                self._attribute(trainer, "spike", step)
             found = (
                 None
                 if self._skip_nonfinite and not math.isfinite(loss)
@@ -331,6 +327,8 @@ class StabilityMonitor(L.Callback):
                 found = self.divergence_detector.nonfinite(step)
             newly_diverged = newly_diverged or found
         self.nonfinite_steps += window_nonfinite
+        if newly_diverged is not None:
+            self._attribute(trainer, "divergence", newly_diverged.step)
         last_step = pending[-1][0]
         metrics = {
             tags.NONFINITE: float(window_nonfinite > 0),
@@ -346,44 +344,6 @@ class StabilityMonitor(L.Callback):
 
     # ------------------------------------------------------------ the probe
 
-    def _capture_probe_batch(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, train_batch: Any
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        batch = None
-        if self.probe == "val":
-            with isolate_rng():  # creating a DataLoader iterator draws from the global RNG
-                batch = self._first_val_batch(trainer)
-        if batch is None:
-            batch = train_batch
-        x, y = _inputs_of(batch)
-        if self.probe_sequences is not None:
-            x = x[: self.probe_sequences]
-            y = None if y is None else y[: self.probe_sequences]
-        device = pl_module.device
-        return x.detach().to(device).clone(), (None if y is None else y.detach().to(device).clone())
-
-    @staticmethod
-    def _first_val_batch(trainer: L.Trainer) -> Any:
-        loaders = []
-        datamodule = trainer.datamodule
-        if datamodule is not None:
-            try:
-                loaders.append(datamodule.val_dataloader())  # a fresh loader: the trainer's is left untouched
-            except Exception:
-                pass
-        if trainer.val_dataloaders is not None:
-            loaders.append(trainer.val_dataloaders)
-        for loader in loaders:
-            if isinstance(loader, (list, tuple)):
-                loader = loader[0] if loader else None
-            if loader is None:
-                continue
-            try:
-                return next(iter(loader))
-            except (StopIteration, TypeError):
-                continue
-        return None
-
     def _run_probe(self, trainer: L.Trainer, pl_module: L.LightningModule, step: int) -> None:
         model = _andrea_of(pl_module)
         assert model is not None and self._probe_batch is not None
@@ -391,6 +351,8 @@ class StabilityMonitor(L.Callback):
         x, y = self._probe_batch
         with probe.eval_mode(pl_module):  # the whole LightningModule, not only the model inside it
             values = measure_probe(model, x, y, autocast=trainer.precision_plugin.forward_context())
+        if self.precursors:
+            values.update(signals.measure_optimizer(model, trainer.optimizers))
         # Snapshot the weights; the update ratio is measured after this step's optimizer step.
         self._snapshot = (
             step,
@@ -399,7 +361,10 @@ class StabilityMonitor(L.Callback):
                 for key, members in param_groups(model).items()
                 if key != "head"
             },
+            signals.snapshot_matrices(model) if self.precursors else None,
         )
+        self._probes_done += 1
+        self._feed_bands(step, values)
         seconds = time.perf_counter() - started
         self.probe_seconds.append(seconds)
         metrics = {f"{PREFIX}/{k}": v for k, v in values.items()}
@@ -409,10 +374,30 @@ class StabilityMonitor(L.Callback):
 
     def _log_update_ratios(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         assert self._snapshot is not None
-        step, before = self._snapshot
+        step, before, matrices = self._snapshot
         self._snapshot = None
+        spectral = bool(self.spectral_every) and (self._probes_done - 1) % self.spectral_every == 0
         values = probe.measure_updates(_andrea_of(pl_module), before)
+        if matrices is not None:
+            values.update(signals.measure_matrix_updates(_andrea_of(pl_module), matrices, spectral))
+        self._feed_bands(step, values)
         self._log(trainer, {f"{PREFIX}/{k}": v for k, v in values.items()}, step)
+
+    def _feed_bands(self, step: int, values: dict[str, float]) -> None:
+        if self.precursors:
+            self.recorder.feed(step, values)
+
+    @property
+    def gave_way(self) -> list[GaveWay]:
+        """For the divergence and the first spikes: which signal gave way first (summary.json ``gave_way_first``)."""
+        return self.recorder.records
+
+    def _attribute(self, trainer: L.Trainer, event: str, step: int) -> None:
+        """Record which signal gave way first before this divergence or spike and log its lead in steps at the
+        event's step (``stability/gave_way_first/<signal>``)."""
+        record = self.recorder.attribute(event, step) if self.precursors else None
+        if record is not None and record.signal is not None:
+            self._log(trainer, {f"{tags.GAVE_WAY_FIRST}/{record.signal}": float(record.lead_steps)}, step)
 
     # ------------------------------------------------------------ helpers
 

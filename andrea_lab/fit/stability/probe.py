@@ -8,11 +8,14 @@ A metric reads one kind of *event* of a probe pass and returns its values by key
 * ``hidden``    ``f(sublayer, hidden)``         — an MLP's activation output;
 * ``output``    ``f(logits, loss)``             — the model's output on the probe batch;
 * ``gradients`` ``f(gradients)``                — :class:`ProbeGradients` of the probe loss;
-* ``update``    ``f(before, after)``            — a group's weights before and after an optimizer step.
+* ``update``    ``f(before, after)``            — a group's weights before and after an optimizer step;
+* ``matrices``  ``f(matrix_update)``            — each matrix before and after a step (:mod:`.precursors`);
+* ``optimizer`` ``f(optimizer_state)``          — Adam's second moments (:mod:`.precursors`).
 
-Adding a metric is one decorated function in this file; the TensorBoard custom-scalars layout and the
-comparison's step-0 columns (``andrea compare``) are derived from :data:`METRICS`. Definitions of every
-metric: docs/stability.md.
+The precursor signals of an instability are registered the same way in :mod:`.precursors` (which imports
+this module; whoever lists METRICS imports it too). Adding a metric is one decorated function; the
+TensorBoard custom-scalars layout and the comparison's step-0 columns (``andrea compare``) are derived from
+:data:`METRICS`. Definitions of every metric: docs/stability.md.
 """
 
 from __future__ import annotations
@@ -268,7 +271,7 @@ def attention_extremes(values: dict[str, float]) -> dict[str, Optional[float]]:
 # ------------------------------------------------------------------------------------------ measuring
 
 
-def _emit(values: Values, event: str, *args: Any) -> None:
+def emit(values: Values, event: str, *args: Any) -> None:
     for metric in METRICS.values():
         if metric.event == event:
             with torch.no_grad():
@@ -302,11 +305,11 @@ def measure_updates(model: Andrea, before: dict[str, list[torch.Tensor]]) -> dic
     """The ``update`` metrics of ``model`` against a snapshot of its groups' weights (names as measure_probe's)."""
     after = {key: [p.detach() for _, p in members] for key, members in param_groups(model).items()}
     values: Values = {}
-    _emit(values, "update", before, after)
-    return _to_floats(values)
+    emit(values, "update", before, after)
+    return to_floats(values)
 
 
-def _to_floats(values: Values) -> dict[str, float]:
+def to_floats(values: Values) -> dict[str, float]:
     """One host sync for all values."""
     if not values:
         return {}
@@ -337,7 +340,7 @@ def measure_probe(
     def on_stream(s: Sublayer, before: torch.Tensor, after: torch.Tensor) -> None:
         if not bottom and before.requires_grad:
             bottom.append(before)
-        _emit(values, "stream", s, before, after)
+        emit(values, "stream", s, before, after)
 
     with ExitStack() as stack:
         stack.enter_context(isolate_rng())
@@ -345,18 +348,18 @@ def measure_probe(
         stack.enter_context(torch.enable_grad())
         stack.enter_context(
             model.tap(
-                on_stream, lambda s, a: _emit(values, "attention", s, a), lambda s, h: _emit(values, "hidden", s, h)
+                on_stream, lambda s, a: emit(values, "attention", s, a), lambda s, h: emit(values, "hidden", s, h)
             )
         )
         if autocast is not None:
             stack.enter_context(autocast)
         logits, loss = model(x, y)
         grads = torch.autograd.grad(loss, [p for _, p in named] + bottom, allow_unused=True)
-    _emit(values, "output", logits, loss)
+    emit(values, "output", logits, loss)
     by_group: dict[str, list[torch.Tensor]] = {}
     for (key, _), g in zip(named, grads):
         if g is not None:
             by_group.setdefault(key, []).append(g)
     token = next((g for (_, p), g in zip(named, grads) if p is model.token_embed.weight), None)
-    _emit(values, "gradients", ProbeGradients(model, x, by_group, token, grads[len(named)] if bottom else None))
-    return _to_floats(values)
+    emit(values, "gradients", ProbeGradients(model, x, by_group, token, grads[len(named)] if bottom else None))
+    return to_floats(values)
