@@ -64,6 +64,34 @@ def any_trained_then_diverged(runs: pd.DataFrame) -> bool:
     return "divergence_kind" in runs and bool((runs["divergence_kind"] == TRAINED_THEN_DIVERGED).any())
 
 
+def gave_way_lines(runs: pd.DataFrame) -> list[str]:
+    """A table per variant of which precursor signal left its band first before each run's divergence (else its
+    first spike), by metric, with the median lead in steps over the loss (summary.json ``gave_way_first``;
+    docs/stability.md). Empty when no run has the record (runs made before it, or without events)."""
+    if "gave_way_first" not in runs or not runs["gave_way_first"].notna().any():
+        return []
+    lines = [
+        "## What gave way first",
+        "",
+        "Per variant, over its runs with a divergence or a spike: the precursor signal that left its running band "
+        "first (by metric; the event in brackets), how many runs, and the median and range of its lead over the "
+        "loss in steps (a multiple of the probe interval). Runs where nothing left its band first are counted as "
+        "`none`.",
+        "",
+        "| variant | signal (event) | runs | median lead [min, max] |",
+        "| --- | --- | --- | --- |",
+    ]
+    recorded = runs[runs["gave_way_first"].notna()]
+    for variant, rows in recorded.groupby("variant", sort=False):
+        event_signal = rows["gave_way_first"].astype(str).str.split(": ", n=1, expand=True)
+        families = event_signal[1].str.split("/").str[0] + " (" + event_signal[0] + ")"
+        for family, members in rows.groupby(families.values, sort=True):
+            leads = pd.to_numeric(members["gave_way_lead"], errors="coerce").dropna()
+            spread = "n/a" if leads.empty else f"{leads.median():g} [{leads.min():g}, {leads.max():g}]"
+            lines.append(f"| {variant} | {family} | {len(members)} | {spread} |")
+    return [*lines, ""]
+
+
 def mcnemar_exact_p(only_a: int, only_b: int) -> float:
     """Two-sided exact McNemar p: the discordant pairs as a binomial(only_a + only_b, 1/2); 1 with none."""
     discordant = only_a + only_b

@@ -19,7 +19,7 @@ from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
 from andrea_lab.experiments.compare.compare import Column
 from andrea_lab.experiments.compare.config_variants import SUPERSEDED
-from andrea_lab.experiments.compare.divergence import stuck_window_note
+from andrea_lab.experiments.compare.divergence import gave_way_lines, stuck_window_note
 from andrea_lab.experiments.compare.runs_table import INIT, write_runs_csv
 from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
 from andrea_lab.experiments.compare.steps import has_curves, steps_lines
@@ -252,6 +252,8 @@ def suite_sections(
             ],
         )
     )
+    if gave_way := gave_way_lines(runs):
+        sections.append(("gave_way_first", gave_way))
     at_init = [v for v in variants if any(c.startswith(INIT) and v.rows[c].notna().any() for c in v.rows.columns)]
     if at_init:
         sections.append(("at_init", init_lines(at_init)))

@@ -160,10 +160,11 @@ def gave_way_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The signal that gave way first before the divergence (else the first spike with one) and its lead."""
     records = [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
     chosen = next((r for r in records if r.get("event") == "divergence"), None)
-    chosen = chosen or next((r for r in records if r.get("signal")), None)
-    if chosen is None or not isinstance(chosen.get("signal"), str):
+    chosen = chosen or next((r for r in records if r.get("signal")), None) or next(iter(records), None)
+    if chosen is None or chosen.get("event") not in ("divergence", "spike"):
         return {GAVE_WAY: None, GAVE_WAY_LEAD: None}
-    return {GAVE_WAY: f"{chosen['event']}: {chosen['signal']}", GAVE_WAY_LEAD: chosen.get("lead_steps")}
+    signal = chosen.get("signal") if isinstance(chosen.get("signal"), str) else "none"
+    return {GAVE_WAY: f"{chosen['event']}: {signal}", GAVE_WAY_LEAD: chosen.get("lead_steps")}
 
 
 def _is_run_dir(names: Iterable[str]) -> bool:

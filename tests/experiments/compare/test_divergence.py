@@ -15,6 +15,7 @@ from andrea_lab.experiments.compare.divergence import (
     clopper_pearson,
     describe_kinds,
     describe_rate,
+    gave_way_lines,
     mcnemar_exact_p,
     paired_divergences,
     stuck_window_note,
@@ -116,3 +117,50 @@ def test_runs_without_a_trained_then_diverged_run_keep_their_per_lr_columns():
     runs = read_runs_csv(REPO / "docs" / "results" / "norm_placement" / "runs.csv")
     assert not any_trained_then_diverged(runs)
     assert "divergence_kinds" not in per_lr_table(build_variants(runs))
+
+
+def test_what_gave_way_first_reaches_runs_csv_and_a_per_variant_table(tmp_path):
+    root = tmp_path / "runs"
+    records = {
+        0: [
+            {
+                "event": "divergence",
+                "step": 900,
+                "signal": "attn_logit_max_head/block_01_h0",
+                "left_band_at": 850,
+                "lead_steps": 50,
+                "also": [["attn_entropy/block_01_min", 860]],
+            }
+        ],
+        1: [
+            {"event": "spike", "step": 300, "signal": None, "left_band_at": None, "lead_steps": None, "also": []},
+            {
+                "event": "divergence",
+                "step": 1000,
+                "signal": "attn_entropy/block_00_min",
+                "left_band_at": 970,
+                "lead_steps": 30,
+                "also": [],
+            },
+        ],
+        2: [{"event": "spike", "step": 300, "signal": None, "left_band_at": None, "lead_steps": None, "also": []}],
+    }
+    for seed, gave_way in records.items():
+        write_run(root, "b", 1e-3, seed, 2.3, index=0)
+        run_dir = write_run(root, "a", 1e-3, seed, 2.4, index=1)
+        record = json.loads((run_dir / "summary.json").read_text())
+        (run_dir / "summary.json").write_text(json.dumps({**record, "gave_way_first": gave_way}))
+    written = tmp_path / "runs.csv"
+    write_runs_csv(load_runs(root), written)
+    runs = read_runs_csv(written)
+    a = runs[runs["variant"] == "a"].set_index("seed")
+    assert (
+        a.loc[0, "gave_way_first"] == "divergence: attn_logit_max_head/block_01_h0" and a.loc[0, "gave_way_lead"] == 50
+    )
+    assert a.loc[1, "gave_way_first"] == "divergence: attn_entropy/block_00_min", "the divergence's record wins"
+    assert a.loc[2, "gave_way_first"] == "spike: none" and pd.isna(a.loc[2, "gave_way_lead"])
+    lines = gave_way_lines(runs)
+    assert "| a | attn_entropy (divergence) | 1 | 30 [30, 30] |" in lines
+    assert "| a | attn_logit_max_head (divergence) | 1 | 50 [50, 50] |" in lines
+    assert "| a | none (spike) | 1 | n/a |" in lines
+    assert gave_way_lines(runs[runs["variant"] == "b"]) == []
