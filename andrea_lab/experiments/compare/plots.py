@@ -21,6 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from andrea_lab.experiments.compare.runs_table import init_column  # noqa: E402
@@ -195,3 +196,32 @@ def plot_init_delta_ratios(variants, path: Path) -> Optional[Path]:
         "delta / stream",
         legend_columns=2,
     )
+
+
+def plot_precursors(variants, path: Path) -> Optional[Path]:
+    """The two Wortsman et al. signals against the step, one column per LR: the largest attention logit of any
+    block (log scale) and the output log Z, mean over seeds per variant (band: lowest to highest seed). None
+    when no run has the probe's curves."""
+    lrs = sorted({float(lr) for v in variants for lr in v.rows["lr"]})
+    if not lrs or not any(
+        isinstance(c, list) and c for v in variants for c in v.rows.get("attn_logit_curve", pd.Series(dtype=object))
+    ):
+        return None
+    fig, axes = plt.subplots(2, len(lrs), figsize=(3.6 * len(lrs), 6.5), squeeze=False)
+    for column, lr in enumerate(lrs):
+        for index, v in enumerate(variants):
+            runs = v.rows[v.rows["lr"] == lr]
+            for row, key in enumerate(("attn_logit_curve", "log_z_curve")):
+                curves = [c for c in runs.get(key, []) if isinstance(c, list) and c]
+                steps, mean, low, high = _seed_band(curves)
+                if steps:
+                    ax = axes[row][column]
+                    ax.plot(steps, mean, color=f"C{index % 10}", label=v.name, linewidth=1)
+                    ax.fill_between(steps, low, high, color=f"C{index % 10}", alpha=0.15, linewidth=0)
+        axes[0][column].set(title=f"peak LR {format_lr(lr)}", yscale="log", ylabel="max attention logit")
+        axes[1][column].set(xlabel="step", ylabel="output log Z")
+        for row in (0, 1):
+            axes[row][column].grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("probe batch: max attention logit and log Z\nmean over seeds; band: lowest to highest", fontsize=9)
+    return _save(fig, path)

@@ -315,6 +315,7 @@ def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:
     for kind, plot in (
         ("grad_norm_init", plots.plot_init_grad_norms),
         ("delta_ratio_init", plots.plot_init_delta_ratios),
+        ("precursors", plots.plot_precursors),
     ):
         path = plot(variants, directory / f"{kind}.png")
         if path is not None:

@@ -156,6 +156,21 @@ Curve = list[tuple[int, float]]
 _CONFIG, _NAMED = "_config", "_named"
 
 
+#: The per-run curves a comparison plots (never written to runs.csv): the losses, and the largest attention
+#: logit of any block and log Z per probe step (the two Wortsman et al. instabilities' signals).
+CURVE_COLUMNS = ("val_curve", "train_curve", "attn_logit_curve", "log_z_curve")
+
+
+def precursor_curves(curves: dict[str, Curve]) -> dict[str, Curve]:
+    """The largest attention logit over blocks at each probe step, and log Z, from a run's scalars."""
+    per_step: dict[int, float] = {}
+    for tag, curve in curves.items():
+        if probe.attn_logit_max.owns(tag) and tag != probe.attn_logit_max.tag:
+            for step, value in curve:
+                per_step[step] = max(per_step.get(step, value), value)
+    return {"attn_logit_curve": sorted(per_step.items()), "log_z_curve": list(curves.get(probe.log_z.tag, []))}
+
+
 def gave_way_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The signal that gave way first before the divergence (else the first spike with one) and its lead."""
     records = [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
@@ -338,6 +353,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     curves = read_scalars(run_dir) if events else None
     if curves is not None:
         row["val_curve"], row["train_curve"] = curves.get(VAL_TAG, []), curves.get(TRAIN_TAG, [])
+        row.update(precursor_curves(curves))
         row.update(_init_values(curves))
     if record is not None:
         row.update(final_attention(run_dir, curves))
@@ -411,6 +427,6 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
             frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
         elif column in INTEGER_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
-        elif column not in ("val_curve", "train_curve"):
+        elif column not in CURVE_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     return frame
