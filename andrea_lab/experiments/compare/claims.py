@@ -7,14 +7,17 @@ A claim is ``{<kind>: [A, B]}`` with optional ``text:``, ``lr:`` and ``explorato
 - ``lower_loss_trained``: the same over the seeds where *both* runs trained (neither diverged): how good a
   variant is when it trains, apart from how often it gets stuck;
 - ``fewer_divergences``: A diverges in fewer runs than B (exact McNemar on paired runs);
-- ``lower_sensitivity``: A's LR sensitivity is lower than B's.
+- ``lower_sensitivity``: A's LR sensitivity is lower than B's;
+- ``higher_ceiling``: A's LR ceiling is higher than B's: per seed, log2 of the highest LR of the grid with no
+  divergence at it or below (:func:`andrea_lab.experiments.compare.divergence.ceilings`), paired by seed,
+  judged by the exact sign-flip test (the differences are whole steps of the grid).
 
 Where a loss is judged: without ``lr:``, each seed at the LRs chosen on the *other* seeds
 (:mod:`andrea_lab.experiments.compare.selection`); the in-sample choice is kept as a labelled secondary column. With
 ``lr: 2.0e-3`` both variants at that LR, fixed in advance (no selection); ``lr: {A: 4.0e-3, B: 1.0e-3}``
 each at its own; ``lr: [2.0e-3, 4.0e-3]`` makes one claim per LR (each its own member of the family).
 ``fewer_divergences`` with ``lr:`` pairs the runs at those LRs by seed instead of the whole grid by
-(lr, seed); ``lower_sensitivity`` is a property of the whole grid and takes no ``lr:``.
+(lr, seed); ``lower_sensitivity`` and ``higher_ceiling`` are properties of the whole grid and take no ``lr:``.
 
 Every claim has a p-value (paired t for losses and sensitivities, the same t as the interval; exact
 McNemar for divergences). The claims of a suite not marked ``exploratory: true`` are one family, Holm-
@@ -33,11 +36,13 @@ from typing import Any, Mapping, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare import selection, stats
-from andrea_lab.experiments.compare.divergence import paired_divergences
+from andrea_lab.experiments.compare.divergence import ceilings, paired_divergences
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.runs.directory import format_lr
 
-CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity")
+CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity", "higher_ceiling")
+#: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
+GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling")
 CLAIM_OPTIONS = ("text", "lr", "exploratory", "across", "unequal_budgets")
 #: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision
 #: or the machine (andrea_lab.runs.machine) would be measured along with the variants'.
@@ -154,8 +159,8 @@ def parse_claims(raw: list) -> list[Claim]:
         exploratory = item.get("exploratory", False)
         if not isinstance(exploratory, bool):
             raise _bad(item, f"exploratory must be true or false, got {exploratory!r}")
-        if kind == "lower_sensitivity" and item.get("lr") is not None:
-            raise _bad(item, "lower_sensitivity is measured over the whole LR grid and takes no lr")
+        if kind in ("lower_sensitivity", "higher_ceiling") and item.get("lr") is not None:
+            raise _bad(item, f"{kind} is measured over the whole LR grid and takes no lr")
         across = item.get("across", [])
         if not isinstance(across, list) or not set(across) <= set(MUST_MATCH):
             raise _bad(item, f"across must be a list of {', '.join(MUST_MATCH)}, got {across!r}")
@@ -306,9 +311,24 @@ def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
     return _Evidence(favours, found.p_value, text)
 
 
+def _ceiling_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
+    """The per-seed LR ceilings in octaves, A − B; the p is the exact sign-flip test's (the differences are
+    whole octaves of the grid, not normal), the interval the paired t's."""
+    difference = stats.paired_difference(ceilings(counted, claim.a), ceilings(counted, claim.b))
+    p_exact, _ = stats.sign_flip_p(difference.differences)
+    text = (
+        f"{claim.a} − {claim.b} = {difference.describe(2)} octaves of LR ceiling (log2 of the highest LR with no "
+        f"divergence at it or below; one octave under the grid where its lowest LR diverged); exact sign-flip p"
+    )
+    favours = None if math.isnan(difference.mean) or difference.mean == 0 else difference.mean > 0
+    return _Evidence(favours, p_exact, text + _seeds_note(difference), differences=difference.differences)
+
+
 def _evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
     if claim.kind == "fewer_divergences":
         return _divergence_evidence(claim, counted)
+    if claim.kind == "higher_ceiling":
+        return _ceiling_evidence(claim, counted)
     comparison = stats.compare_pair(counted, claim.a, claim.b)
     if claim.kind == "lower_sensitivity":
         return _sensitivity_evidence(claim, comparison)
@@ -359,7 +379,7 @@ def check_budgets(claim: Claim, runs: pd.DataFrame) -> None:
     listed = "; ".join(
         f"{name}: {len(grid)} ({', '.join(format_lr(lr) for lr in grid)})" for name, grid in grids.items()
     )
-    if claim.kind in ("lower_sensitivity", "fewer_divergences") and grids[claim.a] != grids[claim.b]:
+    if claim.kind in GRID_KINDS and grids[claim.a] != grids[claim.b]:
         raise ValueError(
             f"claim {claim.label!r}: it is measured over the LR grid, and the two variants ran different "
             f"grids ({listed}); give both the same lrs, or fix the LRs it is judged at with lr:"

@@ -92,6 +92,26 @@ def gave_way_lines(runs: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
+def ceilings(counted: pd.DataFrame, variant: str) -> dict[int, float]:
+    """Per seed, the variant's LR ceiling in octaves: log2 of the highest LR of its grid at which neither that run
+    nor any at a lower LR diverged; one octave below the grid's lowest LR where that one diverged already.
+    A seed missing a run of the grid has no ceiling (left out)."""
+    rows = counted[counted["variant"] == variant]
+    grid = sorted(rows["lr"].astype(float).unique())
+    flags = rows.pivot_table(index="seed", columns="lr", values="diverged", aggfunc="max").reindex(columns=grid)
+    found: dict[int, float] = {}
+    for seed, row in flags.iterrows():
+        if row.isna().any():
+            continue
+        ceiling = math.log2(grid[0]) - 1.0
+        for lr in grid:
+            if bool(row[lr]):
+                break
+            ceiling = math.log2(lr)
+        found[int(seed)] = ceiling
+    return found
+
+
 def mcnemar_exact_p(only_a: int, only_b: int) -> float:
     """Two-sided exact McNemar p: the discordant pairs as a binomial(only_a + only_b, 1/2); 1 with none."""
     discordant = only_a + only_b

@@ -385,7 +385,7 @@ def method_line(claims: Sequence[Any]) -> str:
     """How the claims of a block were judged: the family, the adjustment, where the LRs come from."""
     family = sum(not claim.exploratory for claim in claims)
     exploratory = len(claims) - family
-    fixed = all(claim.lrs is not None for claim in claims if claim.kind != "lower_sensitivity")
+    fixed = all(claim.lrs is not None for claim in claims if claim.kind not in ("lower_sensitivity", "higher_ceiling"))
     where = (
         "every loss and divergence claim is judged at LRs fixed in advance (nothing is selected)"
         if fixed

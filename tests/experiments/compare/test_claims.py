@@ -249,3 +249,27 @@ def test_the_exact_sign_flip_p_and_its_floor_say_when_seeds_are_too_few():
     (five_seeds,) = evaluate_claims([{"lower_loss": ["b", "a"], "lr": LOW}], cliff_runs(), "final_val_loss")
     assert five_seeds.outcome == "reproduced" and five_seeds.p < 1e-4  # the t-test: decisive
     assert format_exact(five_seeds) == "0.0625 (floor 0.0625: too few seeds to reach 0.05)"
+
+
+def test_the_lr_ceiling_claim_pairs_each_seeds_highest_lr_without_a_divergence():
+    """Over a grid 2x apart, A diverges only at the top LR on seeds 0-5; B from the third LR on every seed, and
+    on seed 0 already at the lowest (one octave below the grid). A's ceiling is higher on every seed."""
+    lrs = [1e-2, 2e-2, 4e-2, 8e-2]
+    seeds = range(6)
+    losses = {name: {lr: [2.5] * len(seeds) for lr in lrs} for name in ("a", "b")}
+    diverged = {("a", 8e-2, s) for s in seeds} | {("b", lr, s) for s in seeds for lr in lrs[2:]} | {("b", 1e-2, 0)}
+    result = evaluate_claim(Claim("higher_ceiling", "a", "b"), _runs(losses, diverged))
+    # per seed: a at log2(4e-2), b at log2(2e-2) (seeds 1-5) or log2(1e-2) - 1 (seed 0): +1 x5, +3 x1 octaves
+    assert result.outcome == "reproduced" and result.p == pytest.approx(2 / 2**6)
+    assert result.evidence.startswith("a − b = +1.33 [") and "n=6" in result.evidence
+    assert evaluate_claim(Claim("higher_ceiling", "b", "a"), _runs(losses, diverged)).outcome == "contradicted"
+    none = evaluate_claim(Claim("higher_ceiling", "a", "b"), _runs(losses))
+    assert none.outcome == "not detected" and none.evidence.startswith("a − b = +0.00")
+
+
+def test_the_lr_ceiling_claim_takes_no_lr_and_needs_one_grid():
+    with pytest.raises(ValueError, match="higher_ceiling is measured over the whole LR grid"):
+        parse_claims([{"higher_ceiling": ["a", "b"], "lr": 1e-2}])
+    runs = _runs({"a": {1e-2: [2.5] * 3, 2e-2: [2.5] * 3}, "b": {1e-2: [2.5] * 3, 4e-2: [2.5] * 3}})
+    with pytest.raises(ValueError, match="ran different grids"):
+        evaluate_claim(Claim("higher_ceiling", "a", "b"), runs)
