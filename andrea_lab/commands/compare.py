@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--doc", help="a Markdown file whose generated blocks for this suite (claims, A/A calibration) are rewritten"
     )
     parser.add_argument(
+        "--no-claims",
+        action="store_true",
+        help="leave the suite's claims out: an interim look at a sweep that is still running (its grids are "
+        "not complete yet, so its claims would be judged on part of the runs, or refused)",
+    )
+    parser.add_argument(
         "--project",
         action="store_true",
         help="RUNS is a results directory of committed suites (<dir>/<suite>/runs.csv, e.g. docs/results): judge "
@@ -178,7 +184,9 @@ def main(argv: list[str]) -> int:
     except SuiteError as exc:
         return _error(str(exc))
     reference = args.reference or (suite.reference if suite else None)
-    claims = suite.claims if suite else ()
+    claims = suite.claims if suite and not args.no_claims else ()
+    if args.doc and args.no_claims:
+        return _error("--doc writes the suite's claims block: it cannot be combined with --no-claims")
     aa_pair = suite.identical_variants() if suite else None
     known = compare.variant_order(runs)
     if reference is not None and reference not in known:
@@ -190,7 +198,8 @@ def main(argv: list[str]) -> int:
     try:
         written = outputs.write_outputs(runs, out, reference, claims, aa_pair)
     except ValueError as exc:  # e.g. a claim names a variant these runs lack
-        return _error(str(exc))
+        interim = " (a sweep still running? `--no-claims` gives an interim report without them)" if claims else ""
+        return _error(str(exc) + interim)
     if args.tensorboard and source.is_dir():
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)

@@ -5,6 +5,7 @@ and the generated claims blocks of docs/results.md, regenerated from the committ
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -506,3 +507,19 @@ def test_the_stuck_window_of_a_run_comes_from_its_config(tmp_path):
     assert load_run(run_dir, tmp_path / "runs")["stuck_after"] == 100
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"stability": {"stuck_after": None}}))
     assert load_run(run_dir, tmp_path / "runs")["stuck_after"] is None  # the window is the run's warmup
+
+
+def test_a_sweep_still_running_gets_an_interim_report_without_its_claims(toy_runs, tmp_path, capsys):
+    """b has not reached 1e-2 yet: the grid claims are refused, pointing at --no-claims, which reports the rest."""
+    shutil.rmtree(toy_runs / "toy" / "b" / run_version(1e-2, 0))
+    shutil.rmtree(toy_runs / "toy" / "b" / run_version(1e-2, 1))
+    shutil.rmtree(toy_runs / "toy" / "b" / run_version(1e-2, 2))
+    suite = str(toy_runs / "toy" / "suite.yaml")
+    assert compare_main([str(toy_runs / "toy"), "--out", str(tmp_path / "o"), "--suite", suite]) == 2
+    assert "`--no-claims` gives an interim report" in capsys.readouterr().err
+    out = tmp_path / "interim"
+    argv = [str(toy_runs / "toy"), "--out", str(out), "--suite", suite, "--no-claims", "--no-tensorboard"]
+    assert compare_main(argv) == 0
+    assert "## Claims" not in (out / "comparison.md").read_text() and not (out / "claims.csv").exists()
+    assert compare_main([*argv[:-2], "--no-claims", "--doc", str(tmp_path / "r.md")]) == 2
+    assert "cannot be combined with --no-claims" in capsys.readouterr().err
