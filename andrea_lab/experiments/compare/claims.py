@@ -10,7 +10,9 @@ A claim is ``{<kind>: [A, B]}`` with optional ``text:``, ``lr:`` and ``explorato
 - ``lower_sensitivity``: A's LR sensitivity is lower than B's;
 - ``higher_ceiling``: A's LR ceiling is higher than B's: per seed, log2 of the highest LR of the grid with no
   divergence at it or below (:func:`andrea_lab.experiments.compare.divergence.ceilings`), paired by seed,
-  judged by the exact sign-flip test (the differences are whole steps of the grid).
+  judged by the exact sign-flip test (the differences are whole steps of the grid);
+- ``equivalent_loss`` (with ``margin:``, nats): A's and B's capped losses differ by less than the margin, by two
+  one-sided t-tests: "not detected" is not "no difference", this claim is how "no difference" is said.
 
 Where a loss is judged: without ``lr:``, each seed at the LRs chosen on the *other* seeds
 (:mod:`andrea_lab.experiments.compare.selection`); the in-sample choice is kept as a labelled secondary column. With
@@ -28,59 +30,46 @@ other side; else **not detected**, which is not "no difference".
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
 from andrea_lab.experiments.compare import selection, stats
+from andrea_lab.experiments.compare.claim_spec import (
+    CLAIM_KINDS,
+    CLAIM_OPTIONS,
+    GRID_KINDS,
+    MUST_MATCH,
+    Claim,
+    merge_mirrors,
+    parse_claims,
+)
 from andrea_lab.experiments.compare.divergence import ceilings, paired_divergences
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.runs.directory import format_lr
 
-CLAIM_KINDS = ("lower_loss", "lower_loss_trained", "fewer_divergences", "lower_sensitivity", "higher_ceiling")
-#: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
-GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling")
-CLAIM_OPTIONS = ("text", "lr", "exploratory", "across", "unequal_budgets")
-#: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision
-#: or the machine (andrea_lab.runs.machine) would be measured along with the variants'.
-MUST_MATCH = ("precision", "machine")
+__all__ = [
+    "ALPHA",
+    "CLAIM_KINDS",
+    "CLAIM_OPTIONS",
+    "CLAIM_OUTCOMES",
+    "GRID_KINDS",
+    "MUST_MATCH",
+    "Claim",
+    "ClaimResult",
+    "evaluate_claim",
+    "evaluate_claims",
+    "format_exact",
+    "format_p",
+    "merge_mirrors",
+    "outcome_of",
+    "parse_claims",
+]
+
 CLAIM_OUTCOMES = ("reproduced", "not detected", "contradicted")
 ALPHA = 1 - stats.CONFIDENCE
-
-
-@dataclass(frozen=True)
-class Claim:
-    """``a`` has lower loss / fewer divergences / lower LR sensitivity than ``b``; ``lrs`` = (A's LR, B's LR)
-    fixed in advance, None = chosen on the other seeds."""
-
-    kind: str
-    a: str
-    b: str
-    text: str = ""
-    lrs: Optional[tuple[float, float]] = None
-    exploratory: bool = False
-    #: Of :data:`MUST_MATCH`, what the suite compares on purpose (e.g. ``precision`` for bf16 against fp32).
-    across: tuple[str, ...] = ()
-    #: The suite compares variants tuned over LR grids of different sizes on purpose (``unequal_budgets: true``).
-    unequal_budgets: bool = False
-    #: Labels of this claim's mirror images the suite also wrote (``B vs A`` of ``A vs B``): one two-sided
-    #: hypothesis, counted once in the family (:func:`merge_mirrors`).
-    mirrors: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        where = ""
-        if self.lrs is not None:
-            lr_a, lr_b = self.lrs
-            where = (
-                f" @ {format_lr(lr_a)}"
-                if lr_a == lr_b
-                else f" @ {self.a} {format_lr(lr_a)}, {self.b} {format_lr(lr_b)}"
-            )
-        return f"{self.kind}: {self.a} vs {self.b}{where}" + (" (exploratory)" if self.exploratory else "")
 
 
 @dataclass(frozen=True)
@@ -104,103 +93,6 @@ class ClaimResult:
 
 
 # ---------------------------------------------------------------------------------------------- parsing
-
-
-def _bad(item: Any, why: str) -> ValueError:
-    return ValueError(
-        f"bad claim {item!r}: {why}; expected one of {', '.join(CLAIM_KINDS)} with two variant "
-        f"names, e.g. {{lower_loss: [A, B]}}, and optional {', '.join(CLAIM_OPTIONS)}"
-    )
-
-
-def _lr(value: Any, item: Any) -> float:
-    try:
-        lr = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        lr = math.nan
-    if not (math.isfinite(lr) and lr > 0):
-        raise _bad(item, f"lr {value!r} is not a learning rate > 0")
-    return lr
-
-
-def _lr_pairs(value: Any, a: str, b: str, item: Any) -> list[Optional[tuple[float, float]]]:
-    """``lr:`` as (A's, B's) pairs: a number, ``{A: lr, B: lr}``, or a list of either (one claim each)."""
-    if value is None:
-        return [None]
-    if isinstance(value, list):
-        if not value:
-            raise _bad(item, "lr is an empty list")
-        return [pair for entry in value for pair in _lr_pairs(entry, a, b, item)]
-    if isinstance(value, Mapping):
-        if set(value) != {a, b}:
-            raise _bad(item, f"lr as a mapping names exactly the claim's two variants ({a}, {b})")
-        return [(_lr(value[a], item), _lr(value[b], item))]
-    lr = _lr(value, item)
-    return [(lr, lr)]
-
-
-def parse_claims(raw: list) -> list[Claim]:
-    """Claims from YAML, an ``lr:`` list expanded into one claim per LR."""
-    if not isinstance(raw, list):
-        raise ValueError(f"claims must be a list, got {type(raw).__name__}")
-    claims = []
-    for item in raw:
-        kinds = [key for key in item if key not in CLAIM_OPTIONS] if isinstance(item, Mapping) else []
-        pair = item.get(kinds[0]) if len(kinds) == 1 else None
-        if (
-            len(kinds) != 1
-            or kinds[0] not in CLAIM_KINDS
-            or not isinstance(pair, (list, tuple))
-            or len(pair) != 2
-            or not all(isinstance(name, str) for name in pair)
-        ):
-            raise _bad(item, "not one claim kind with two variant names")
-        kind, (a, b) = kinds[0], pair
-        exploratory = item.get("exploratory", False)
-        if not isinstance(exploratory, bool):
-            raise _bad(item, f"exploratory must be true or false, got {exploratory!r}")
-        if kind in ("lower_sensitivity", "higher_ceiling") and item.get("lr") is not None:
-            raise _bad(item, f"{kind} is measured over the whole LR grid and takes no lr")
-        across = item.get("across", [])
-        if not isinstance(across, list) or not set(across) <= set(MUST_MATCH):
-            raise _bad(item, f"across must be a list of {', '.join(MUST_MATCH)}, got {across!r}")
-        unequal_budgets = item.get("unequal_budgets", False)
-        if not isinstance(unequal_budgets, bool):
-            raise _bad(item, f"unequal_budgets must be true or false, got {unequal_budgets!r}")
-        for lrs in _lr_pairs(item.get("lr"), a, b, item):
-            claims.append(
-                Claim(kind, a, b, str(item.get("text", "")), lrs, exploratory, tuple(across), unequal_budgets)
-            )
-    return merge_mirrors(claims)
-
-
-def _mirror_key(claim: Claim) -> tuple:
-    lrs = None if claim.lrs is None else (claim.lrs[1], claim.lrs[0])
-    return (claim.kind, claim.b, claim.a, lrs, claim.exploratory)
-
-
-def merge_mirrors(claims: Sequence[Claim]) -> list[Claim]:
-    """A claim and its mirror image (``lower_loss: [A, B]`` and ``[B, A]`` at mirrored LRs) are one two-sided
-    test: counted twice, the Holm family would be larger than the hypotheses it holds, and every adjusted p
-    too large. The first written is kept, with the mirror's label in ``mirrors``."""
-    kept: list[Claim] = []
-    for claim in claims:
-        first = next(
-            (
-                i
-                for i, k in enumerate(kept)
-                if _mirror_key(k) == (claim.kind, claim.a, claim.b, claim.lrs, claim.exploratory)
-            ),
-            None,
-        )
-        if first is None:
-            kept.append(claim)
-        else:
-            kept[first] = dataclasses.replace(kept[first], mirrors=kept[first].mirrors + (claim.label,))
-    return kept
-
-
-# ---------------------------------------------------------------------------------------------- evidence
 
 
 @dataclass(frozen=True)
@@ -294,6 +186,29 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
     )
 
 
+def _equivalence_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Comparison) -> _Evidence:
+    """A − B of the capped loss, at the LRs a ``lower_loss`` claim would use, tested for equivalence within the
+    declared margin (TOST). Only "reproduced" (equivalent) or "not detected": a difference found is another
+    claim's business. No sign-flip p: it tests a mean of 0, not a margin."""
+    assert claim.margin is not None
+    table_a, table_b = stats.loss_table(counted, claim.a), stats.loss_table(counted, claim.b)
+    seeds = sorted(set(table_a.columns) & set(table_b.columns))
+    picks_a, picks_b, where = _picks(claim, comparison, seeds)
+    difference = selection.difference_at(table_a, table_b, picks_a, picks_b)
+    p = stats.tost_p(difference.differences, claim.margin)
+    low, high = stats.t_interval(difference.differences, 0.90)
+    text = (
+        f"{claim.a} − {claim.b} = {_signed3(difference.mean)}, 90 % interval [{_signed3(low)}, {_signed3(high)}], "
+        f"n={difference.n}, against the margin ±{claim.margin:g} (TOST) {where}"
+    )
+    inside = not math.isnan(difference.mean) and abs(difference.mean) < claim.margin
+    return _Evidence(True if inside else None, p, text + _seeds_note(difference))
+
+
+def _signed3(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+.3f}".replace("-", "−")
+
+
 def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Evidence:
     """Each seed's sensitivity is a function of that seed's runs alone: no LR is chosen across seeds."""
     difference = comparison.sensitivity
@@ -332,6 +247,8 @@ def _evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
     comparison = stats.compare_pair(counted, claim.a, claim.b)
     if claim.kind == "lower_sensitivity":
         return _sensitivity_evidence(claim, comparison)
+    if claim.kind == "equivalent_loss":
+        return _equivalence_evidence(claim, counted, comparison)
     return _loss_evidence(claim, counted, comparison)
 
 

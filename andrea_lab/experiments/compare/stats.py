@@ -127,6 +127,29 @@ def sign_flip_p(differences: Sequence[float]) -> tuple[float, float]:
     return float(np.mean(means >= observed)), floor
 
 
+def tost_p(differences: Sequence[float], margin: float) -> float:
+    """Two one-sided t-tests of |mean difference| < ``margin``: the larger of the two one-sided p-values
+    (p < 0.05 exactly when the 90 % t interval lies inside ±margin). NaN below two seeds."""
+    n = len(differences)
+    if n < 2:
+        return math.nan
+    mean, sd = float(np.mean(differences)), float(np.std(differences, ddof=1))
+    if sd == 0:
+        return 0.0 if abs(mean) < margin else 1.0
+    se = sd / math.sqrt(n)
+    return float(max(scipy_stats.t.sf((mean + margin) / se, n - 1), scipy_stats.t.sf((margin - mean) / se, n - 1)))
+
+
+def t_interval(differences: Sequence[float], confidence: float) -> tuple[float, float]:
+    """The t interval of the differences' mean at ``confidence``; (NaN, NaN) below two seeds."""
+    n = len(differences)
+    if n < 2:
+        return math.nan, math.nan
+    mean, sd = float(np.mean(differences)), float(np.std(differences, ddof=1))
+    half_width = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    return mean - half_width, mean + half_width
+
+
 def paired_difference(a: Mapping[int, float], b: Mapping[int, float]) -> PairedDifference:
     """A − B paired by seed: the seeds both have, pairs with a NaN on either side dropped.
 

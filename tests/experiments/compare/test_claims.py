@@ -5,6 +5,7 @@ of the runs that trained, and exploratory claims outside the family."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -273,3 +274,34 @@ def test_the_lr_ceiling_claim_takes_no_lr_and_needs_one_grid():
     runs = _runs({"a": {1e-2: [2.5] * 3, 2e-2: [2.5] * 3}, "b": {1e-2: [2.5] * 3, 4e-2: [2.5] * 3}})
     with pytest.raises(ValueError, match="ran different grids"):
         evaluate_claim(Claim("higher_ceiling", "a", "b"), runs)
+
+
+def test_equivalence_within_a_declared_margin_by_two_one_sided_tests():
+    """A − B per seed at 1e-3 (fixed): +0.004, −0.003, +0.002, −0.001, +0.003, 0.000. Mean +0.0008, sd 0.0027:
+    the 90 % interval [−0.0014, +0.0031] lies inside ±0.01 (equivalent), not inside ±0.002."""
+    shifts = [0.004, -0.003, 0.002, -0.001, 0.003, 0.0]
+    base = [2.50, 2.55, 2.45, 2.52, 2.48, 2.51]
+    runs = _runs({"a": {LOW: [b + s for b, s in zip(base, shifts)]}, "b": {LOW: base}})
+    wide = evaluate_claim(Claim("equivalent_loss", "a", "b", lrs=(LOW, LOW), margin=0.01), runs)
+    assert wide.outcome == "reproduced" and wide.p < 0.001
+    assert wide.evidence.startswith("a − b = +0.001, 90 % interval [−0.001, +0.003], n=6, against the margin ±0.01")
+    assert math.isnan(wide.p_exact), "the sign-flip test is of a mean of 0, not of a margin"
+    narrow = evaluate_claim(Claim("equivalent_loss", "a", "b", lrs=(LOW, LOW), margin=0.002), runs)
+    assert narrow.outcome == "not detected" and narrow.p > 0.05
+    far = _runs({"a": {LOW: [b + 0.05 for b in base]}, "b": {LOW: base}})
+    assert evaluate_claim(Claim("equivalent_loss", "a", "b", lrs=(LOW, LOW), margin=0.01), far).outcome == (
+        "not detected"
+    ), "a clear difference is not equivalence (and is no verdict of this claim either)"
+
+
+def test_an_equivalence_claim_needs_its_margin_and_others_take_none():
+    with pytest.raises(ValueError, match="equivalent_loss needs margin: a positive number of nats"):
+        parse_claims([{"equivalent_loss": ["a", "b"]}])
+    with pytest.raises(ValueError, match="equivalent_loss needs margin"):
+        parse_claims([{"equivalent_loss": ["a", "b"], "margin": -0.01}])
+    with pytest.raises(ValueError, match="margin is for equivalent_loss claims, not lower_loss"):
+        parse_claims([{"lower_loss": ["a", "b"], "margin": 0.01}])
+    merged = parse_claims(
+        [{"equivalent_loss": ["a", "b"], "margin": 0.02}, {"equivalent_loss": ["b", "a"], "margin": 0.02}]
+    )
+    assert len(merged) == 1 and merged[0].label == "equivalent_loss: a vs b within ±0.02"
