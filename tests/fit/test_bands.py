@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from andrea_lab.fit.stability.bands import GaveWay, SignalBands
+from andrea_lab.fit.stability.bands import GaveWay, GaveWayRecorder, SignalBands
 
 
 def noisy(rng: random.Random, level: float, spread: float = 0.05) -> float:
@@ -90,3 +90,31 @@ def test_the_bands_round_trip_through_a_checkpoint_state():
 def test_absurd_band_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="band"):
         SignalBands(**kwargs)
+
+
+def test_the_recorder_keeps_only_signals_bounds_spikes_and_round_trips():
+    recorder = GaveWayRecorder(lambda key: key.startswith("sig"), max_spikes=2, warmup=5)
+    feed = [(step, {"sig": 1.0, "other": 1.0}) for step in range(0, 100, 10)]
+    for step, values in feed:
+        recorder.feed(step, values)
+    recorder.feed(100, {"sig": 100.0, "other": 1e6})
+    assert set(recorder.bands.bands) == {"sig"}
+    first = recorder.attribute("spike", 100)
+    assert first.signal == "sig" and recorder.attribute("spike", 110) is not None
+    assert recorder.attribute("spike", 120) is None, "spikes past the bound are not recorded"
+    assert recorder.attribute("divergence", 130).signal == "sig", "a divergence always is"
+    again = GaveWayRecorder(lambda key: True, max_spikes=2, warmup=5)
+    again.load_state_dict(recorder.state_dict())
+    assert again.records == recorder.records and again.bands.state_dict() == recorder.bands.state_dict()
+    fresh = GaveWayRecorder(lambda key: True, max_spikes=2)
+    fresh.load_state_dict({})  # a checkpoint from before the record
+    assert fresh.records == [] and fresh.bands.bands == {}
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{"bands": "x"}, {"bands": {"s": {"mean": 1, "nope": 2}}}, {"records": [{"event": "spike"}]}, {"records": 7}, []],
+)
+def test_a_malformed_recorder_state_is_one_value_error(state):
+    with pytest.raises(ValueError, match="gave-way state in the checkpoint is malformed"):
+        GaveWayRecorder(lambda key: True, max_spikes=2).load_state_dict(state)

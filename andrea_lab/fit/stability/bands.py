@@ -178,5 +178,12 @@ class GaveWayRecorder:
         return {"bands": self.bands.state_dict(), "records": [r.as_dict() for r in self.records]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.bands.load_state_dict(state.get("bands", {}))
-        self.records = [GaveWay(**{**r, "also": tuple(map(tuple, r["also"]))}) for r in state.get("records", [])]
+        """Restore from a checkpoint; a malformed state (a handed or damaged file) is one ValueError naming it."""
+        try:
+            self.bands.load_state_dict(dict(state.get("bands", {})))
+            self.records = [GaveWay(**{**r, "also": tuple(map(tuple, r["also"]))}) for r in state.get("records", [])]
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            raise ValueError(
+                f"the stability monitor's gave-way state in the checkpoint is malformed ({type(exc).__name__}: {exc}); "
+                "resume from another checkpoint, or start the run afresh"
+            ) from None
