@@ -143,3 +143,14 @@ def test_forced_output_logit_drift_is_named_as_log_z(tmp_path, text_corpus):
     for metric in (precursors.update_rms_ratio, precursors.adam_eps_share, precursors.massive_activation):
         assert any(metric.owns(tag) for tag in logged), metric.tag
     assert not any(precursors.weight_sigma_max.owns(tag) for tag in logged), "spectral_every=0: never estimated"
+
+
+def test_singular_values_are_estimated_on_every_nth_probe_only(tmp_path, text_corpus):
+    monitor = StabilityMonitor(interval=2, flush_every=2, spectral_every=3)
+    trainer = fit(tmp_path, text_corpus, [monitor], max_steps=12, module=micro_module(warmup_steps=0))
+    events = EventAccumulator(trainer.logger.log_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    tag = next(t for t in events.Tags()["scalars"] if precursors.weight_sigma_max.owns(t))
+    assert [e.step for e in events.Scalars(tag)] == [0, 6], "probes at 0, 2, 4, ...: the 1st, 4th, 7th estimate"
+    probes = [e.step for e in events.Scalars(f"stability/{precursors.update_rms_ratio.name}/blocks_0_attn_sublayer_qkv")]
+    assert probes[:3] == [0, 2, 4]
