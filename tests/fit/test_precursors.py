@@ -152,5 +152,7 @@ def test_singular_values_are_estimated_on_every_nth_probe_only(tmp_path, text_co
     events.Reload()
     tag = next(t for t in events.Tags()["scalars"] if precursors.weight_sigma_max.owns(t))
     assert [e.step for e in events.Scalars(tag)] == [0, 6], "probes at 0, 2, 4, ...: the 1st, 4th, 7th estimate"
-    probes = [e.step for e in events.Scalars(f"stability/{precursors.update_rms_ratio.name}/blocks_0_attn_sublayer_qkv")]
+    probes = [
+        e.step for e in events.Scalars(f"stability/{precursors.update_rms_ratio.name}/blocks_0_attn_sublayer_qkv")
+    ]
     assert probes[:3] == [0, 2, 4]
