@@ -15,7 +15,7 @@ after it is reported as not run.
 Parts: environment (driver, nvcc, torch, device; builds the kernels), gpu_tests (``pytest -m gpu``
 with ANDREA_REQUIRE_GPU=1: a skip is a failure), sanitizer_memcheck / sanitizer_racecheck
 (``compute-sanitizer`` over LayerNorm and RMSNorm forward/backward with rows >> grid at d = 768 and 8192,
-strided SwiGLU, GELU and ReLU tails), kernels_bf16 / kernels_fp32 (``benchmarks/kernels.py``:
+strided SwiGLU, GELU and ReLU tails), kernels_bf16 / kernels_fp32 (``benchmarks/kernel_bandwidth.py``:
 bandwidth as a fraction of a measured copy), fit_cuda_vs_torch (200 steps of ANDREA-120M on a
 token file with each backend, loss curves compared), throughput_eager / throughput_compiled
 (``benchmarks/throughput.py``: (a) Lightning, (b) bare, (c) HF GPT-2, bf16, MFU against the

@@ -27,7 +27,7 @@ from benchmarks.gpu_check_parts import (
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ROOT / "benchmarks" / "gpu_check_workloads.py"
-KERNELS = ROOT / "benchmarks" / "kernels.py"
+KERNELS = ROOT / "benchmarks" / "kernel_bandwidth.py"
 THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
 
 
@@ -86,7 +86,7 @@ def _sanitizer_part(tool: str, py: str) -> Part:
 def _kernels_part(short: str, dtype: str, work: Path, py: str) -> Part:
     return Part(
         f"kernels_{short}",
-        f"benchmarks/kernels.py {dtype}: bandwidth as a fraction of a measured copy",
+        f"benchmarks/kernel_bandwidth.py {dtype}: bandwidth as a fraction of a measured copy",
         [
             py,
             str(KERNELS),

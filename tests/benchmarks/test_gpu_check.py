@@ -192,7 +192,7 @@ def test_sanitizer_outcomes(code, log, status):
 
 
 def test_kernels_reader_takes_each_ops_largest_size(tmp_path):
-    kernels = _load("andrea_benchmark_kernels_for_gpu_check", ROOT / "benchmarks" / "kernels.py")
+    kernels = _load("andrea_benchmark_kernels_for_gpu_check", ROOT / "benchmarks" / "kernel_bandwidth.py")
     results = [
         kernels.Result("gelu_fwd", impl, n, 2 * n * 2, 1.0, 100.0, frac)
         for n, impl, frac in ((1 << 20, "cuda", 0.5), (1 << 24, "cuda", 0.9), (1 << 24, "eager", 0.7))

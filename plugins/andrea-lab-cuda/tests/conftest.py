@@ -43,11 +43,11 @@ def fresh_availability():
 
 @pytest.fixture
 def benchmark_module():
-    """benchmarks/kernels.py of the andrea-lab checkout this plugin sits in, imported as a module."""
+    """benchmarks/kernel_bandwidth.py of the andrea-lab checkout this plugin sits in, imported as a module."""
     import importlib.util
     import sys
 
-    path = HERE.parents[2] / "benchmarks" / "kernels.py"
+    path = HERE.parents[2] / "benchmarks" / "kernel_bandwidth.py"
     if not path.is_file():
         pytest.skip(f"{path} not found (the plugin is not inside an andrea-lab checkout)")
     name = "andrea_benchmark_kernels"

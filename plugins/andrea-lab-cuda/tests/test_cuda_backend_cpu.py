@@ -577,4 +577,4 @@ def test_the_benchmark_exits_with_a_clear_message_without_a_gpu(benchmark_module
         bench.main(["--json", "/nonexistent/never-written.json"])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("benchmarks/kernels.py: needs a CUDA GPU, and torch.cuda.is_available() is False")
+    assert err.startswith("benchmarks/kernel_bandwidth.py: needs a CUDA GPU, and torch.cuda.is_available() is False")

@@ -1,7 +1,7 @@
 """Memory bandwidth of the andrea-lab-cuda kernels, beside eager PyTorch and torch.compile.
 
-    python benchmarks/kernels.py                       # bf16, 2^16 .. 2^28 elements
-    python benchmarks/kernels.py --dtype float32 --ops gelu_fwd,layer_norm_fwd --json bench.json
+    python benchmarks/kernel_bandwidth.py                       # bf16, 2^16 .. 2^28 elements
+    python benchmarks/kernel_bandwidth.py --dtype float32 --ops gelu_fwd,layer_norm_fwd --json bench.json
 
 Every op is memory bound, so the figure of merit is bandwidth: the exact number of bytes the op
 must move (each input read once, each output written once: see ``OPS``), divided by the time of
@@ -245,7 +245,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def fail(message: str) -> None:
-    print(f"benchmarks/kernels.py: {message}", file=sys.stderr)
+    print(f"benchmarks/kernel_bandwidth.py: {message}", file=sys.stderr)
     sys.exit(2)
 
 
