@@ -18,9 +18,7 @@ def _names_shadowing_installed_modules() -> list[str]:
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCHMARKS and p != here]
     try:
-        names = sorted(
-            {p.stem for p in BENCHMARKS.glob("*.py")} | {p.name for p in BENCHMARKS.iterdir() if p.is_dir()}
-        )
+        names = sorted({p.stem for p in BENCHMARKS.glob("*.py")} | {p.name for p in BENCHMARKS.iterdir() if p.is_dir()})
         return [n for n in names if not n.startswith("_") and importlib.util.find_spec(n) is not None]
     finally:
         sys.path[:] = saved
