@@ -192,6 +192,11 @@ def test_summary_records_the_heldout_loss_and_what_the_run_depends_on(cli_run, t
     # the byte tokenizer: every scored token is one byte of text, so bits per byte is the loss over ln 2
     assert heldout["bytes"] == heldout["tokens"] and heldout["max_tokens"] == 1024
     assert heldout["bits_per_byte"] == pytest.approx(heldout["loss"] / math.log(2), rel=1e-9)
+    # per document: names from the split, and the sums from which the token-weighted loss recomputes
+    per = heldout["per_document"]
+    assert set(per["names"]) <= {path.name for path in text_corpus.iterdir()} and sum(per["tokens"]) == 1024
+    assert sum(per["loss_sums"]) / 1024 == pytest.approx(heldout["loss"], rel=1e-9)
+    assert heldout["document_loss"] is not None and set(heldout["strata"]) <= {"code", "prose"}
 
 
 def test_closing_lines_show_bits_per_byte_and_the_sample_before_the_next_steps(tmp_path):
