@@ -217,6 +217,7 @@ class AndreaDataModule(L.LightningDataModule):
         tokenizer = self._tokenizer if self._tokenizer_known else None
         tokens = self._token_corpus() if isinstance(corpus, TokenCorpus) or self._entry is not None else None
         train_docs = val_docs = None
+        split_settings = (tokens.manifest or {}).get("settings") or {} if tokens is not None else {}
         if tokens is not None and tokens.manifest is not None:  # counts, not names: a shard corpus has millions
             totals = tokens.manifest.get("totals", {})
             train_docs, val_docs = totals.get("train_documents", 0), totals.get("val_documents", 0)
@@ -232,6 +233,7 @@ class AndreaDataModule(L.LightningDataModule):
             "val_tokens": None if self._val is None else len(self._val),
             "train_documents": train_docs,
             "val_documents": val_docs,
+            "split_version": split_settings.get("split_version"),
         }
 
     # ----------------------------------------------------------------- state

@@ -16,6 +16,8 @@ import torch
 
 from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.data.heldout import capped_mean, clustered_mean
+from andrea_lab.experiments.compare.claim_spec import Claim
+from andrea_lab.experiments.compare.claims import check_alike
 from andrea_lab.experiments.compare.compare import scored_loss_column
 from andrea_lab.experiments.compare.heldout_columns import heldout_curve_columns
 from andrea_lab.experiments.compare.steps import curve_of
@@ -106,3 +108,11 @@ def test_the_curve_is_the_one_of_the_score_compare_ranks_by() -> None:
     row = {**columns, "heldout_loss": 1.5, "heldout_document_loss": 1.9, "steps": 300}
     assert curve_of(row, "heldout_loss") == [(100, 2.0), (200, 1.8), (300, 1.5)]
     assert curve_of(row, "heldout_document_loss") == [(100, 2.5), (300, 1.9)]
+
+
+def test_a_claim_between_runs_on_different_splits_is_refused() -> None:
+    runs = pd.DataFrame({"variant": ["a", "b"], "split_version": ["2", "1"]})
+    claim = Claim("lower_loss", "a", "b")
+    with pytest.raises(ValueError, match=r"differ in split_version \(a: 2; b: 1\)"):
+        check_alike(claim, runs)
+    check_alike(Claim("lower_loss", "a", "b", across=("split_version",)), runs)

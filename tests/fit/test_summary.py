@@ -186,6 +186,7 @@ def test_summary_records_the_heldout_loss_and_what_the_run_depends_on(cli_run, t
     assert len(data["tokenizer_sha256"]) == 64 and data["python_version"] is None  # not the stdlib
     assert data["train_tokens"] > 0 and data["val_tokens"] == heldout["split_tokens"]
     assert data["train_documents"] + data["val_documents"] >= heldout["documents"]
+    assert data["split_version"] == 2  # near-duplicate families on one side (andrea_lab.data.split)
     assert summary["versions"]["torch"] == torch.__version__ and summary["versions"]["andrea-lab"]
     assert summary["training"]["warmup_steps"] == 5 and summary["training"]["lr"] == 3e-3
     assert summary["grad_norm_max_after_warmup"] <= summary["grad_norm_max"]

@@ -121,6 +121,9 @@ ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_ent
 #: the suites set it have none, and their committed tables keep their columns).
 #: The precision setting and the machine kind of a run (None for runs recorded before they were kept).
 PRECISION, MACHINE = "precision", "machine"
+#: The train/held-out split rule's version the run's data was made with (andrea_lab.data.split; "1" for runs
+#: recorded before it was kept, all of which used version 1): scores on different splits do not compare.
+SPLIT = "split_version"
 #: What failed in a ``trained_then_diverged`` run: ``loss_rose`` or ``nonfinite`` (summary.json ``divergence.cause``).
 DIVERGENCE_CAUSE = "divergence_cause"
 #: The precursor signal that left its band first before the run's divergence (else its first spike), and by how
@@ -134,6 +137,7 @@ OPTIONAL_COLUMNS = (
     ATTN_ENTROPY_MIN_FINAL,
     PRECISION,
     MACHINE,
+    SPLIT,
     *heldout_columns_module.OPTIONAL,
     DIVERGENCE_CAUSE,
     GAVE_WAY,
@@ -278,6 +282,14 @@ def _first_number(*values: Any) -> Optional[float]:
     return None
 
 
+def split_version(record: Optional[RunRecord]) -> Optional[str]:
+    """The run's split version as text (a claim's runs must share it), None without data provenance."""
+    data = record.data if record is not None and isinstance(record.data, dict) else {}
+    if not data:
+        return None
+    return str(data.get("split_version") or 1)
+
+
 def _state_without_record(run_dir: Path, started: dict) -> str:
     if (run_dir / FAILED_MARKER).exists():
         return "failed"
@@ -340,6 +352,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     machine = record.machine if record is not None else {}
     precision = config.get("trainer.precision") or machine.get("precision")
     row[PRECISION], row[MACHINE] = (None if precision is None else str(precision)), machine.get("kind")
+    row[SPLIT] = split_version(record)
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
     curves = read_scalars(run_dir) if events else None
     if curves is not None:
@@ -370,6 +383,7 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         SCALE: "string",
         PRECISION: "string",
         MACHINE: "string",
+        SPLIT: "string",
     }
     return set_aside_unscored(_typed(pd.read_csv(path, dtype=strings)))
 
@@ -396,6 +410,7 @@ _STRING_COLUMNS = (
     SCALE,
     PRECISION,
     MACHINE,
+    SPLIT,
 )
 
 
