@@ -31,7 +31,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, HeldOutPlan, capped_mean, clustered_mean
 from andrea_lab.data.progress import Progress
 from andrea_lab.data.tokenizer import token_byte_lengths
-from andrea_lab.errors import UsageError
+from andrea_lab.errors import CheckpointStateError, UsageError
 from andrea_lab.files import write_json_atomic
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
@@ -205,6 +205,11 @@ class HeldOutEvaluation(L.Callback):
         """A resumed fit keeps the points scored before it stopped (checked: a handed checkpoint's state is
         plain numbers or nothing)."""
         curve = state_dict.get("curve") if isinstance(state_dict, dict) else None
+        if curve is not None and not isinstance(curve, list):
+            raise CheckpointStateError(
+                f"the held-out evaluation's state in the checkpoint is malformed (its curve is {type(curve).__name__}, "
+                "not a list of points); resume from another checkpoint, or start the run afresh"
+            )
         self.curve = [
             {
                 "step": int(p["step"]),
