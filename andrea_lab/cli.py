@@ -33,6 +33,7 @@ OWN_COMMANDS = {
     "trace": "follow one token through every block of a checkpoint: geometry, logit lens, attribution",
     "lens": "the logit lens's held-out loss after every block of a checkpoint",
     "new-plugin": "write a ready plugin package (pyproject, class, tests using andrea_lab.plugin.testing)",
+    "heldout": "what a configuration's held-out score is made of: documents, largest share, overlap with training",
     "tokenize": "tokenize a corpus (JSONL, Parquet, datasets...) into llm.c shards, in parallel, resumable",
     "export": "a checkpoint as a Hugging Face transformers directory (--to hf)",
     "import": "a Hugging Face GPT-2 directory as a checkpoint (--from-hf)",

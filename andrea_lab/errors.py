@@ -6,6 +6,9 @@ plugin), 3 for a fit stopped by the divergence policy, 4 for a fit stopped by SI
 writing its preemption checkpoint, 5 for a full disk. 1 stays what it is everywhere: a crash.
 """
 
+from contextlib import contextmanager
+from typing import Iterator
+
 
 class AndreaError(Exception):
     """Base of every error andrea reports as one message; ``exit_status`` is how the command ends."""
@@ -15,6 +18,25 @@ class AndreaError(Exception):
 
 class UsageError(AndreaError, ValueError):
     """Something the user passed is invalid; the message names it and what would be valid (exit status 2)."""
+
+
+class CheckpointStateError(UsageError):
+    """A callback's state in a checkpoint is not what andrea-lab writes (a handed or damaged file; exit status 2)."""
+
+
+@contextmanager
+def reading_checkpoint_state(owner: str) -> Iterator[None]:
+    """Restore ``owner``'s state from a checkpoint inside this: whatever a malformed state breaks (a wrong
+    type, a missing key) becomes one :class:`CheckpointStateError` naming it, not a traceback mid-fit."""
+    try:
+        yield
+    except AndreaError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:
+        raise CheckpointStateError(
+            f"the {owner} state in the checkpoint is malformed ({type(exc).__name__}: {exc}); "
+            "resume from another checkpoint, or start the run afresh"
+        ) from None
 
 
 class MissingFileError(UsageError, FileNotFoundError):

@@ -527,3 +527,32 @@ def test_hostile_full_disk_in_a_writer_without_its_own_handling_exits_5_in_one_l
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the disk is full (No space left on device) while writing" in err
     assert "loss_curves.png" in err and "Traceback" not in err
+
+
+MALFORMED_STATES = {
+    "monitor-not-a-mapping": ("StabilityMonitor", None, "stability monitor's state"),
+    "monitor-grad-norms": ("StabilityMonitor", {"grad_norms": ["a"]}, "stability monitor's state"),
+    "monitor-count": ("StabilityMonitor", {"nonfinite_steps": "many"}, "stability monitor's state"),
+    "gave-way": ("StabilityMonitor", {"gave_way": [1, 2]}, "gave-way state"),
+    "summary-history": ("RunSummary", {"val_history": "zz"}, "run summary's state"),
+    "summary-initial-loss": ("RunSummary", {"initial_val_loss": {"a": 1}}, "run summary's state"),
+    "heldout-curve": ("HeldOutEvaluation", {"curve": 5}, "held-out evaluation's state"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(MALFORMED_STATES))
+def test_hostile_malformed_callback_state_ends_a_resumed_fit_in_one_line(
+    attack, one_step_run, tmp_path, text_corpus, monkeypatch, capsys
+):
+    key, patch, named = MALFORMED_STATES[attack]
+
+    def edit(checkpoint):
+        if patch is None:
+            checkpoint["callbacks"][key] = "garbage"
+        else:
+            checkpoint["callbacks"][key].update(patch)
+
+    path = _edited_checkpoint(one_step_run, tmp_path, edit)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, "--ckpt_path", str(path), "--trainer.max_steps", "2"))
+    refused(capsys, code, named, "is malformed")

@@ -52,6 +52,7 @@ PLACEHOLDERS = [
     ["compare", "runs/tiny"],
     ["trace", "--ckpt", CKPT, "--text", "def f"],
     ["lens", "--ckpt", CKPT],
+    ["heldout"],  # cpu-base's held-out composition: tokenizes stdlib bytes once (~6 s)
     ["tokenize", "docs.jsonl", "--out", "shards", "--vocab-size", "300", "--workers", "0", "--no-progress"],
     ["export", "--ckpt", CKPT, "--to", "hf", "--out", "hf"],
     ["import", "--from-hf", "hf", "--out", "imported.ckpt"],

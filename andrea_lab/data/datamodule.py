@@ -192,6 +192,24 @@ class AndreaDataModule(L.LightningDataModule):
         plan = plan_heldout(val, self.block_size, self.eot_id, max_tokens=max_tokens, seed=seed)
         return HeldOutDataset(val, plan)
 
+    def val_document_names(self) -> Optional[list[str]]:
+        """The held-out documents' names in stream order (a small text corpus's manifest keeps them), else
+        None (a shard corpus, or one document split by position)."""
+        return self._manifest_strings("val_documents")
+
+    def val_document_strata(self) -> Optional[list[str]]:
+        """Each held-out document's stratum (andrea_lab.data.strata), in stream order, where the manifest
+        keeps them (caches built since strata were recorded), else None."""
+        strata = self._manifest_strings("val_strata")
+        names = self.val_document_names()
+        return strata if strata is not None and names is not None and len(strata) == len(names) else None
+
+    def _manifest_strings(self, key: str) -> Optional[list[str]]:
+        values = None if self._entry is None else self._entry.manifest.get(key)
+        if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+            return None
+        return values
+
     def provenance(self) -> dict[str, Any]:
         """What a run's numbers depend on in the data: the corpus content hash (for ``stdlib`` also the
         Python version whose library it is), the tokenizer's hash, and the split sizes."""
@@ -199,6 +217,7 @@ class AndreaDataModule(L.LightningDataModule):
         tokenizer = self._tokenizer if self._tokenizer_known else None
         tokens = self._token_corpus() if isinstance(corpus, TokenCorpus) or self._entry is not None else None
         train_docs = val_docs = None
+        split_settings = (tokens.manifest or {}).get("settings") or {} if tokens is not None else {}
         if tokens is not None and tokens.manifest is not None:  # counts, not names: a shard corpus has millions
             totals = tokens.manifest.get("totals", {})
             train_docs, val_docs = totals.get("train_documents", 0), totals.get("val_documents", 0)
@@ -214,6 +233,7 @@ class AndreaDataModule(L.LightningDataModule):
             "val_tokens": None if self._val is None else len(self._val),
             "train_documents": train_docs,
             "val_documents": val_docs,
+            "split_version": split_settings.get("split_version"),
         }
 
     # ----------------------------------------------------------------- state

@@ -34,7 +34,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from andrea_lab.data import tokenizer as tokenizers_lib
-from andrea_lab.data.corpus import Corpus, ResolvedCorpus
+from andrea_lab.data.corpus import Corpus, ResolvedCorpus, read_document
+from andrea_lab.data.families import family_names, window_overlap
 from andrea_lab.data.parallel_encode import encode_ordered
 from andrea_lab.data.records import PROBLEMS
 from andrea_lab.data.shard_check import check_manifest
@@ -48,7 +49,8 @@ from andrea_lab.data.shards import (
     read_manifest,
     tokenizer_entry,
 )
-from andrea_lab.data.split import BOTH, SPLIT_VERSION, TRAIN, VAL, SplitRule, document_sides, name_score, split_point
+from andrea_lab.data.split import BOTH, TRAIN, VAL, SplitRule, document_sides, name_score, split_point, split_version_of
+from andrea_lab.data.strata import stratum_of
 from andrea_lab.data.tokenize_options import (
     EndOfText,
     TokenizeError,
@@ -82,7 +84,7 @@ def settings_of(corpus: Corpus, options: TokenizeOptions) -> dict[str, Any]:
         "seed": options.seed if sampled else None,
         "val_fraction": repr(float(options.val_fraction)),
         "shard_tokens": options.shard_tokens,
-        "split_version": SPLIT_VERSION,
+        "split_version": split_version_of(options.split),
         "split": options.split.value,
         "end_of_text": options.end_of_text.value,
     }
@@ -211,18 +213,35 @@ def tokenize_corpus(
         writer.finish(run.records, dict(run.bad))
     manifest.update(complete=True, totals=_totals(manifest, run))
     if options.split is SplitRule.EACH_SIDE:  # a split decided over the names: the documents on each side
-        names = corpus.relative_names()
-        sides = [side(index, name) for index, name in enumerate(names)]
-        manifest["train_documents"] = [name for name, where in zip(names, sides) if where != VAL]
-        manifest["val_documents"] = [name for name, where in zip(names, sides) if where == VAL]
+        manifest.update(_split_record(corpus, side))
     write_json_atomic(out / MANIFEST_FILE, manifest)
     written = len(manifest["shards"]) - before
     return TokenizeReport(out, manifest, before, written, time.perf_counter() - started, run.examples)
 
 
 def _sides(corpus: Corpus, options: TokenizeOptions) -> Side:
-    names = corpus.relative_names() if options.split is SplitRule.EACH_SIDE else []
-    return document_sides(options.split, options.val_fraction, names)
+    if options.split is not SplitRule.EACH_SIDE:
+        return document_sides(options.split, options.val_fraction, [])
+    names = corpus.relative_names()
+    families = family_names(names, (path.read_bytes() for path in corpus.files))
+    return document_sides(options.split, options.val_fraction, names, families)
+
+
+def _split_record(corpus: Corpus, side: Side) -> dict[str, Any]:
+    """The manifest's account of a split over all documents: the documents on each side, each held-out
+    document's stratum (strata.stratum_of), and the share of the held-out side's line-start windows found
+    verbatim in training (families.window_overlap)."""
+    names = corpus.relative_names()
+    sides = [side(index, name) for index, name in enumerate(names)]
+    held_out = [path for path, where in zip(corpus.files, sides) if where == VAL]
+    training = [path for path, where in zip(corpus.files, sides) if where != VAL]
+    val_names = [name for name, where in zip(names, sides) if where == VAL]
+    return {
+        "train_documents": [name for name, where in zip(names, sides) if where != VAL],
+        "val_documents": val_names,
+        "val_strata": [stratum_of(name, read_document(path)) for name, path in zip(val_names, held_out)],
+        "val_window_overlap": window_overlap((p.read_bytes() for p in held_out), (p.read_bytes() for p in training)),
+    }
 
 
 def _text_source(corpus: ResolvedCorpus, options: TokenizeOptions) -> Corpus:

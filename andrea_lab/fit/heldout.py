@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, clustered_mean
+from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, HeldOutPlan, capped_mean, clustered_mean
 from andrea_lab.data.progress import Progress
 from andrea_lab.data.tokenizer import token_byte_lengths
-from andrea_lab.errors import UsageError
+from andrea_lab.errors import CheckpointStateError, UsageError
 from andrea_lab.files import write_json_atomic
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
@@ -76,7 +77,7 @@ class HeldOutEvaluation(L.Callback):
     ):
         super().__init__()
         self.at_steps = _steps(at_steps)
-        #: ``[{"step", "loss", "se"}]``: the evaluations at ``at_steps`` so far (kept in checkpoints).
+        #: ``[{"step", "loss", "se", "document_loss"}]``: the evaluations at ``at_steps`` so far (kept in checkpoints).
         self.curve: list[dict[str, Any]] = []
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
             raise UsageError(
@@ -141,21 +142,41 @@ class HeldOutEvaluation(L.Callback):
             sums = trainer.strategy.reduce(sums, reduce_op="sum")
             counts = trainer.strategy.reduce(counts, reduce_op="sum")
             text_bytes = trainer.strategy.reduce(text_bytes, reduce_op="sum")
-        loss, se = clustered_mean(sums.cpu().numpy(), counts.cpu().numpy())
         scored_bytes = int(text_bytes.item()) if byte_lengths is not None else None
+        documents = _documents_of(plan, datamodule)
+        return self._record(plan, sums.cpu().numpy(), counts.cpu().numpy(), scored_bytes, budget, documents)
+
+    def _record(
+        self,
+        plan: HeldOutPlan,
+        loss_sums: Any,
+        token_counts: Any,
+        scored_bytes: Optional[int],
+        budget: int,
+        documents: dict[str, Optional[list[str]]],
+    ) -> HeldOut:
+        """The held-out record from the per-document sums: both scores, bits per byte, the sums themselves."""
+        loss, se = clustered_mean(loss_sums, token_counts)
+        document_loss, document_se, cap, largest_share = capped_mean(loss_sums, token_counts)
         return HeldOut(
             loss=finite_or_none(loss),
             se=finite_or_none(se),
-            tokens=int(counts.sum().item()),
-            documents=int((counts > 0).sum().item()),
-            windows=len(dataset),
+            tokens=int(token_counts.sum()),
+            documents=int((token_counts > 0).sum()),
+            windows=int(plan.window_starts.size),
             split_tokens=plan.split_tokens,
             sampled=plan.sampled,
             se_unit=plan.se_unit,
             seed=self.seed,
             bytes=scored_bytes,
-            bits_per_byte=_bits_per_byte(float(sums.sum().item()), scored_bytes),
+            bits_per_byte=_bits_per_byte(float(loss_sums.sum()), scored_bytes),
             max_tokens=int(budget),
+            document_loss=finite_or_none(document_loss),
+            document_se=finite_or_none(document_se),
+            document_cap=float(cap),
+            largest_document_share=float(largest_share),
+            per_document={**documents, **per_document_sums(loss_sums, token_counts)},
+            strata=strata_scores(loss_sums, token_counts, documents["strata"]),
         )
 
     # ------------------------------------------------------------ the curve at fixed steps
@@ -170,7 +191,9 @@ class HeldOutEvaluation(L.Callback):
         heldout = self.evaluate(trainer, pl_module, steps=planned)  # the windows of the final evaluation
         if heldout is None:
             return
-        self.curve.append({"step": int(step), "loss": heldout.loss, "se": heldout.se})
+        self.curve.append(
+            {"step": int(step), "loss": heldout.loss, "se": heldout.se, "document_loss": heldout.document_loss}
+        )
         if heldout.loss is not None and trainer.logger is not None and trainer.is_global_zero:
             # Straight to the logger at this step: self.log would re-log the value at every later logging step.
             trainer.logger.log_metrics({tags.HELDOUT_LOSS: heldout.loss}, step=step)
@@ -182,8 +205,18 @@ class HeldOutEvaluation(L.Callback):
         """A resumed fit keeps the points scored before it stopped (checked: a handed checkpoint's state is
         plain numbers or nothing)."""
         curve = state_dict.get("curve") if isinstance(state_dict, dict) else None
+        if curve is not None and not isinstance(curve, list):
+            raise CheckpointStateError(
+                f"the held-out evaluation's state in the checkpoint is malformed (its curve is {type(curve).__name__}, "
+                "not a list of points); resume from another checkpoint, or start the run afresh"
+            )
         self.curve = [
-            {"step": int(p["step"]), "loss": finite_or_none(p.get("loss")), "se": finite_or_none(p.get("se"))}
+            {
+                "step": int(p["step"]),
+                "loss": finite_or_none(p.get("loss")),
+                "se": finite_or_none(p.get("se")),
+                "document_loss": finite_or_none(p.get("document_loss")),
+            }
             for p in curve or []
             if isinstance(p, dict) and isinstance(p.get("step"), int) and not isinstance(p.get("step"), bool)
         ]
@@ -242,6 +275,45 @@ def sized_to_run(trainer: L.Trainer, datamodule: Any, steps: Optional[int] = Non
     )
     steps = int(trainer.global_step if steps is None else steps)
     return max(SIZED_MIN_TOKENS, min(DEFAULT_MAX_TOKENS, steps * per_step // SIZED_SHARE))
+
+
+def _documents_of(plan: HeldOutPlan, datamodule: Any) -> dict[str, Optional[list[str]]]:
+    """Each scored unit's document name and stratum (andrea_lab.data.strata), where the data knows them."""
+    found: dict[str, Optional[list[str]]] = {"names": None, "strata": None}
+    if plan.se_unit != "documents":
+        return found
+    for key, method in (("names", "val_document_names"), ("strata", "val_document_strata")):
+        values = getattr(datamodule, method, lambda: None)()
+        if values is not None and int(plan.unit_ids.max(initial=-1)) < len(values):
+            found[key] = [values[int(i)] for i in plan.unit_ids]
+    return found
+
+
+def per_document_sums(loss_sums: Any, token_counts: Any) -> dict[str, list]:
+    """summary.json's ``heldout.per_document`` numbers: each scored document's tokens and summed loss, in
+    stream order (beside its name and stratum), from which every score of the record recomputes."""
+    return {"tokens": [int(n) for n in token_counts], "loss_sums": [finite_or_none(float(x)) for x in loss_sums]}
+
+
+def strata_scores(loss_sums: Any, token_counts: Any, strata: Optional[list[str]]) -> Optional[dict[str, Any]]:
+    """``{stratum: {"loss", "se", "documents", "tokens"}}``: the document-weighted score within each stratum
+    that has scored documents; None where the documents' strata are not known."""
+    if strata is None:
+        return None
+    labels = np.asarray(strata)
+    scores = {}
+    for stratum in sorted(set(strata)):
+        mine = (labels == stratum) & (token_counts > 0)
+        if not mine.any():
+            continue
+        loss, se, _, _ = capped_mean(loss_sums[mine], token_counts[mine])
+        scores[stratum] = {
+            "loss": finite_or_none(loss),
+            "se": finite_or_none(se),
+            "documents": int(mine.sum()),
+            "tokens": int(token_counts[mine].sum()),
+        }
+    return scores
 
 
 def _byte_lengths(datamodule: Any, device: torch.device) -> Optional[torch.Tensor]:

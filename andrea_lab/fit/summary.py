@@ -24,6 +24,7 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
+from andrea_lab.errors import reading_checkpoint_state
 from andrea_lab.fit.closing_sample import PROMPT, TEMPERATURE, closing_sample
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
@@ -155,10 +156,12 @@ class RunSummary(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._active and self._loaded_state is not None:
             state, self._loaded_state = self._loaded_state, None
-            self.initial_val_loss = state["initial_val_loss"]
-            self.val_history = [(int(s), float(v)) for s, v in state["val_history"]]
-            self.tokens_seen = int(state["tokens_seen"])
-            self.wall_time_before = float(state["wall_time_s"])
+            with reading_checkpoint_state("run summary's"):
+                initial = state["initial_val_loss"]
+                self.initial_val_loss = None if initial is None else float(initial)
+                self.val_history = [(int(s), float(v)) for s, v in state["val_history"]]
+                self.tokens_seen = int(state["tokens_seen"])
+                self.wall_time_before = float(state["wall_time_s"])
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int

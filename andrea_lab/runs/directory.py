@@ -113,6 +113,18 @@ class HeldOut:
     bytes: Optional[int] = None
     bits_per_byte: Optional[float] = None
     max_tokens: Optional[int] = None  # the budget the windows were planned with (sized to the run if not set)
+    # The document-weighted score (andrea_lab.data.heldout.capped_mean): each document's tokens capped at
+    # ``document_cap`` so that none carries more than ``largest_document_share`` of it; None in older records.
+    document_loss: Optional[float] = None
+    document_se: Optional[float] = None
+    document_cap: Optional[float] = None
+    largest_document_share: Optional[float] = None
+    # ``{"names": [...] or None, "tokens": [...], "loss_sums": [...]}``: per scored document (or block), in
+    # stream order, from which both scores recompute; None in older records.
+    per_document: Optional[dict] = None
+    # ``{stratum: {"loss", "se", "documents", "tokens"}}``: the document-weighted score within English prose and
+    # within code (andrea_lab.data.strata); None where the data does not know its documents' strata.
+    strata: Optional[dict] = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from andrea_lab.data.heldout import HeldOutDataset, clustered_mean, document_boundaries, plan_heldout
+from andrea_lab.data.heldout import (
+    HeldOutDataset,
+    capped_mean,
+    clustered_mean,
+    document_boundaries,
+    document_cap,
+    plan_heldout,
+)
 
 EOT = 9
 
@@ -90,3 +97,39 @@ def test_the_error_over_documents_covers_the_spread_between_documents():
 def test_bad_budgets_are_refused_with_the_numbers():
     with pytest.raises(ValueError, match="max_tokens .8. must be at least one window .block_size 16"):
         plan_heldout(stream_of([100]), block_size=16, eot_id=EOT, max_tokens=8)
+
+
+# ---------------------------------------------------------------- the document-weighted score
+
+
+def test_the_cap_holds_every_document_to_the_stated_share() -> None:
+    counts = np.array([176_756, 16_064, 9_812, 9_400] + [2_000] * 28, dtype=float)  # the stdlib's shape
+    cap = document_cap(counts, 0.05)
+    weighted = np.minimum(counts, cap)
+    assert weighted.max() / weighted.sum() == pytest.approx(0.05, rel=1e-6)
+    assert np.minimum(counts, cap * 1.01).max() / np.minimum(counts, cap * 1.01).sum() > 0.05  # the largest such
+
+
+def test_no_cap_where_none_is_needed_and_equal_weights_where_few_documents() -> None:
+    even = np.array([100.0] * 40)
+    assert document_cap(even, 0.05) == 100.0
+    few = np.array([5_000.0, 300.0, 200.0])  # three documents cannot go below 1/3 each
+    cap = document_cap(few, 0.05)
+    assert np.minimum(few, cap).max() / np.minimum(few, cap).sum() == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="no scored tokens"):
+        document_cap(np.zeros(3))
+    with pytest.raises(ValueError, match="max_share"):
+        document_cap(even, 0.0)
+
+
+def test_capped_mean_weights_each_documents_per_token_loss() -> None:
+    counts = np.array([9_000.0, 500.0, 500.0])
+    per_token = np.array([1.0, 3.0, 5.0])
+    token_mean, _ = clustered_mean(per_token * counts, counts)
+    mean, se, cap, share = capped_mean(per_token * counts, counts, max_share=0.05)
+    assert token_mean == pytest.approx((9_000 + 1_500 + 2_500) / 10_000)  # the long document decides it
+    assert (cap, share) == (pytest.approx(500.0), pytest.approx(1 / 3))
+    assert mean == pytest.approx(3.0)  # all three weigh alike: the mean of the per-token losses
+    assert se is not None and se > 0
+    same, _, _, _ = capped_mean(per_token * counts, counts, max_share=1.0)
+    assert same == pytest.approx(token_mean)  # no cap asked: the token-weighted mean

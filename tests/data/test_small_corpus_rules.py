@@ -1,11 +1,13 @@
 """A small text corpus through the one tokenize pipeline gives the tokens its cache entries always had.
 
-The committed suite results (docs/results/) were measured on ``stdlib``'s entries as the earlier, separate
-encoder made them: split by document name with at least one document on each side, a BPE learned on every
-training document in corpus order, ``<|endoftext|>`` between the documents of a split (none after the
-last), one document split by position. The first test restates that rule independently of the pipeline
-and compares bytes; the second pins the stdlib split and batches those results were measured on, so a
-change that would move the committed numbers fails here, loudly.
+The committed suite results (docs/results/, before 2026-12-03) were measured on ``stdlib``'s entries as the
+earlier, separate encoder made them: split by document name with at least one document on each side (split
+version 1), a BPE learned on every training document in corpus order, ``<|endoftext|>`` between the
+documents of a split (none after the last), one document split by position. Split version 2 (today's) hashes
+each document's near-duplicate family instead of its name (andrea_lab.data.families); the rest is unchanged.
+The first test restates that rule independently of the pipeline and compares bytes; the next pin the
+version-1 split the committed results were measured on and the version-2 split and batches that runs make
+now, so a change that would move either fails here, loudly.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 
 from andrea_lab.data.cache import load_or_build
 from andrea_lab.data.corpus import resolve_corpus
+from andrea_lab.data.families import family_names
 from andrea_lab.data.split import SplitRule, document_sides, split_documents, split_point
 from andrea_lab.data.token_file import read_token_file
 from andrea_lab.data.tokenizer import eot_id, load_tokenizer, train_bpe_tokenizer
@@ -40,7 +43,7 @@ def test_a_small_corpus_entry_is_the_earlier_rule_byte_for_byte(
     corpus = resolve_corpus(str(generated_corpus))
     entry = load_or_build(corpus, tokenizer, vocab, 0.25, str(tmp_path / "cache"), seed=99)
     names, texts = corpus.relative_names(), [record.text for record in corpus.iter_records()]
-    train, val = split_documents(names, 0.25)
+    train, val = split_documents(names, 0.25, family_names(names, [text.encode() for text in texts]))
     made = load_tokenizer(entry.tokenizer_path)
     if tokenizer == "bpe":  # learned on every training document, in corpus order
         assert made.to_str() == train_bpe_tokenizer([texts[i] for i in train], vocab).to_str()
@@ -62,14 +65,18 @@ def test_one_document_is_split_by_position_as_before(tmp_path: Path, make_text_c
     assert entry.manifest["train_documents"] == [path.name] and entry.manifest["val_documents"] == []
 
 
-# What the committed suites measured (cpu-base: stdlib, byte, block 64, batch 32, seed 0, held-out 262,144
-# tokens, seed 0), recorded from the code before the pipelines became one. The stdlib is this Python's:
-# another Python's library is another corpus, so the pin only applies where the fingerprint matches.
+# The split the committed suites measured (split version 1, by document name), recorded from the code before
+# the pipelines became one. The stdlib is this Python's: another Python's library is another corpus, so the
+# pins only apply where the fingerprint matches.
 STDLIB_SHA256 = "a8e0f48c5508944b80f2b8db52e436bea24b76f34ccfd4078f651c0d250a2ac5"
 VAL_NAMES_SHA256 = "c202c96a25e92f0bc21499d5d5ca9b416fd827a61c2a5c662f1b7dc5b4818b13"
 TRAIN_NAMES_SHA256 = "3faee2a8b4eb84c00699798d872ae2a8ae558008f0ef3a024bdbb6defca5af83"
-FIRST_BATCH = ("6095805d1c84b66d", "815cf551fdbe4f7d")
-HELDOUT_SHA256 = "e33c06bafc758b029b6ba943c1b1308d3ea631f8ceeeda3e8089ba9097d46cff"
+# Split version 2 (by near-duplicate family) and what a run on it sees (cpu-base: stdlib, byte, block 64,
+# batch 32, seed 0, held-out 262,144 tokens, seed 0).
+FAMILY_VAL_NAMES_SHA256 = "aee8a22b1c4778c1a73b728cb8a0ad7f8bf50e289b649d796fbda97a647d17b5"
+FAMILY_TRAIN_NAMES_SHA256 = "3b93461d024df3a087683965205d87c76926bc48c82d66db1d4ff46432f5ad03"
+FIRST_BATCH = ("b3066a253a0bf3b0", "083acfe56914a768")
+HELDOUT_SHA256 = "f0b9f63682ebb95078d620df7a7dcf995cc82be3490e3486fc040838633c13fa"
 
 
 def _sha(data: bytes) -> str:
@@ -84,18 +91,29 @@ def stdlib():
     return corpus
 
 
-def test_the_stdlib_split_is_the_one_the_committed_suites_measured(stdlib) -> None:
-    names = stdlib.relative_names()
-    side = document_sides(SplitRule.EACH_SIDE, 0.05, names)
-    val = [name for index, name in enumerate(names) if side(index, name) == "val"]
+def _sides(names: list[str], families=None) -> tuple[list[str], list[str]]:
+    side = document_sides(SplitRule.EACH_SIDE, 0.05, names, families)
     train = [name for index, name in enumerate(names) if side(index, name) == "train"]
+    return train, [name for index, name in enumerate(names) if side(index, name) == "val"]
+
+
+def test_the_stdlib_split_by_name_is_the_one_the_committed_suites_measured(stdlib) -> None:
+    train, val = _sides(stdlib.relative_names())
     assert (len(train), len(val)) == (632, 39)
     assert _sha("\n".join(val).encode()) == VAL_NAMES_SHA256
     assert _sha("\n".join(train).encode()) == TRAIN_NAMES_SHA256
 
 
+def test_the_stdlib_split_by_family_is_pinned(stdlib) -> None:
+    names = stdlib.relative_names()
+    train, val = _sides(names, family_names(names, [path.read_bytes() for path in stdlib.files]))
+    assert (len(train), len(val)) == (638, 33)
+    assert _sha("\n".join(val).encode()) == FAMILY_VAL_NAMES_SHA256
+    assert _sha("\n".join(train).encode()) == FAMILY_TRAIN_NAMES_SHA256
+
+
 @pytest.mark.slow  # ~45 s on two shared cores: tokenizes all of stdlib
-def test_the_stdlib_batches_are_the_ones_the_committed_suites_measured(stdlib, tmp_path: Path) -> None:
+def test_the_stdlib_batches_are_pinned(stdlib, tmp_path: Path) -> None:
     from andrea_lab.data.datamodule import AndreaDataModule
 
     dm = AndreaDataModule(
@@ -110,7 +128,7 @@ def test_the_stdlib_batches_are_the_ones_the_committed_suites_measured(stdlib, t
     )
     dm.prepare_data()
     dm.setup("fit")
-    assert (dm.train_tokens, dm.val_tokens) == (10_155_508, 1_199_323)
+    assert (dm.train_tokens, dm.val_tokens) == (10_230_026, 1_124_805)
     x, y = next(iter(dm.train_dataloader()))
     assert (_sha(x.numpy().tobytes())[:16], _sha(y.numpy().tobytes())[:16]) == FIRST_BATCH
     held = dm.heldout_dataset(262_144, 0)
@@ -118,4 +136,4 @@ def test_the_stdlib_batches_are_the_ones_the_committed_suites_measured(stdlib, t
     for index in range(len(held)):
         x, y, _ = held[index]
         digest.update(x.numpy().tobytes() + y.numpy().tobytes())
-    assert (len(held), held.plan.unit_count, digest.hexdigest()) == (4096, 38, HELDOUT_SHA256)
+    assert (len(held), held.plan.unit_count, digest.hexdigest()) == (4096, 32, HELDOUT_SHA256)

@@ -186,12 +186,18 @@ def test_summary_records_the_heldout_loss_and_what_the_run_depends_on(cli_run, t
     assert len(data["tokenizer_sha256"]) == 64 and data["python_version"] is None  # not the stdlib
     assert data["train_tokens"] > 0 and data["val_tokens"] == heldout["split_tokens"]
     assert data["train_documents"] + data["val_documents"] >= heldout["documents"]
+    assert data["split_version"] == 2  # near-duplicate families on one side (andrea_lab.data.split)
     assert summary["versions"]["torch"] == torch.__version__ and summary["versions"]["andrea-lab"]
     assert summary["training"]["warmup_steps"] == 5 and summary["training"]["lr"] == 3e-3
     assert summary["grad_norm_max_after_warmup"] <= summary["grad_norm_max"]
     # the byte tokenizer: every scored token is one byte of text, so bits per byte is the loss over ln 2
     assert heldout["bytes"] == heldout["tokens"] and heldout["max_tokens"] == 1024
     assert heldout["bits_per_byte"] == pytest.approx(heldout["loss"] / math.log(2), rel=1e-9)
+    # per document: names from the split, and the sums from which the token-weighted loss recomputes
+    per = heldout["per_document"]
+    assert set(per["names"]) <= {path.name for path in text_corpus.iterdir()} and sum(per["tokens"]) == 1024
+    assert sum(per["loss_sums"]) / 1024 == pytest.approx(heldout["loss"], rel=1e-9)
+    assert heldout["document_loss"] is not None and set(heldout["strata"]) <= {"code", "prose"}
 
 
 def test_closing_lines_show_bits_per_byte_and_the_sample_before_the_next_steps(tmp_path):

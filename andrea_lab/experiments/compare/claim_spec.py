@@ -22,9 +22,10 @@ CLAIM_KINDS = (
 #: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
 GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling")
 CLAIM_OPTIONS = ("text", "lr", "exploratory", "across", "unequal_budgets", "margin")
-#: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision
-#: or the machine (andrea_lab.runs.machine) would be measured along with the variants'.
-MUST_MATCH = ("precision", "machine")
+#: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision,
+#: the machine (andrea_lab.runs.machine) or the held-out split (andrea_lab.data.split) would be measured
+#: along with the variants'.
+MUST_MATCH = ("precision", "machine", "split_version")
 
 
 @dataclass(frozen=True)

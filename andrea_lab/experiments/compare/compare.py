@@ -7,7 +7,8 @@ it) plus its label and format, so adding a column is one line here; the frame, i
 all come from that list (:mod:`andrea_lab.experiments.compare.report`).
 
 The loss a comparison scores is the held-out loss (summary.json's ``heldout``, drawn across all held-out
-documents) when any counted run has one (finished runs without one are set aside and named in the notes),
+documents; document-weighted where every run recorded that score, see :func:`scored_loss_column`) when any
+counted run has one (finished runs without one are set aside and named in the notes),
 else the in-training validation loss of older runs; the report says which. A diverged run counts as its
 loss at init (capped), a run that blew up (non-finite) too, since its last validation may predate the blow-up.
 """
@@ -20,24 +21,32 @@ from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 
+from andrea_lab.data.strata import STRATA
 from andrea_lab.experiments.compare import claims as claims_module
-from andrea_lab.experiments.compare import stats
+from andrea_lab.experiments.compare import heldout_columns, stats
 from andrea_lab.experiments.compare.attention_columns import attention_columns
 from andrea_lab.experiments.compare.divergence import any_trained_then_diverged, describe_kinds, describe_rate
-from andrea_lab.experiments.compare.runs_table import BITS_PER_BYTE
+from andrea_lab.experiments.compare.heldout_columns import BITS_PER_BYTE, STRATUM_COLUMNS
 from andrea_lab.runs.directory import format_lr
 
 HELDOUT = "heldout_loss"
+HELDOUT_BY_DOCUMENT = heldout_columns.HELDOUT_BY_DOCUMENT
 IN_TRAINING = "final_val_loss"
 
 
 def scored_loss_column(runs: pd.DataFrame) -> str:
-    """``heldout_loss`` when any counted run has it (those without are set aside by
-    :func:`~andrea_lab.experiments.compare.stats.set_aside_unscored`, named in the notes), else
-    ``final_val_loss`` (runs from before the held-out evaluation, or all fitted with it off)."""
+    """The document-weighted held-out score (``heldout_document_loss``, andrea_lab.data.heldout) when every
+    counted run with a held-out loss has it; else ``heldout_loss`` (token-weighted: runs recorded before the
+    document-weighted score was kept, which a comparison never mixes with it) when any counted run has it
+    (those without are set aside by :func:`~andrea_lab.experiments.compare.stats.set_aside_unscored`, named
+    in the notes); else ``final_val_loss`` (runs from before the held-out evaluation, or fitted with it off)."""
     counted = runs[runs["status"].isin(stats.COUNTED_STATUSES)]
     has_heldout = HELDOUT in counted and len(counted) and counted[HELDOUT].notna().any()
-    return HELDOUT if has_heldout else IN_TRAINING
+    if not has_heldout:
+        return IN_TRAINING
+    scored = counted[counted[HELDOUT].notna()]
+    by_document = HELDOUT_BY_DOCUMENT in scored and scored[HELDOUT_BY_DOCUMENT].notna().all()
+    return HELDOUT_BY_DOCUMENT if by_document else HELDOUT
 
 
 def variant_order(runs: pd.DataFrame) -> list[str]:
@@ -116,12 +125,13 @@ def _versus(difference: Optional[stats.PairedDifference]) -> str:
     return f"{verdict}: {difference.describe()}"
 
 
-def _bits_per_byte(variant: "Variant") -> Optional[float]:
-    """Mean held-out bits per byte of text at the variant's best LR; None where no run recorded it."""
-    column = variant.rows.get(BITS_PER_BYTE)
+def _mean_at_best(variant: "Variant", name: str) -> Optional[float]:
+    """Mean of the runs.csv column ``name`` at the variant's best LR (bits per byte, a stratum's score);
+    None where no run recorded it."""
+    column = variant.rows.get(name)
     if column is None:
         return None
-    values = column[variant.rows["lr"] == variant.best_lr].dropna()
+    values = pd.to_numeric(column[variant.rows["lr"] == variant.best_lr], errors="coerce").dropna()
     return float(values.mean()) if len(values) else None
 
 
@@ -137,7 +147,11 @@ VARIANT_COLUMNS = [
     Column("best_lr", "best LR (all seeds)", lambda v: v.best_lr, format_lr),
     Column("loss_at_best_mean", "capped loss at best LR", lambda v: float(v.at_best.mean()), lambda x: fmt(x)),
     Column("loss_at_best_sd", "sd over seeds", lambda v: float(v.at_best.std(ddof=1)), fmt),
-    Column("bits_per_byte", "bits/byte at best LR", lambda v: _bits_per_byte(v), fmt),
+    Column("bits_per_byte", "bits/byte at best LR", lambda v: _mean_at_best(v, BITS_PER_BYTE), fmt),
+    *(
+        Column(f"{stratum}_at_best", f"{stratum} loss at best LR", lambda v, c=column: _mean_at_best(v, c), fmt)
+        for stratum, column in zip(STRATA, STRATUM_COLUMNS)
+    ),
     Column(
         "vs_reference",
         "− reference, LRs chosen on the other seeds [95 % CI]",
@@ -182,6 +196,7 @@ VARIANT_LOSS_KEYS = (
     "loss_at_best_mean",
     "loss_at_best_sd",
     "bits_per_byte",
+    *(f"{stratum}_at_best" for stratum in STRATA),
     "vs_reference",
     "vs_reference_in_sample",
 )
@@ -273,9 +288,10 @@ def table(columns: Sequence[Column], items: Sequence[Any]) -> pd.DataFrame:
 
 
 def variant_table(variants: Sequence[Variant]) -> pd.DataFrame:
-    """Every :data:`VARIANT_COLUMNS`, less bits per byte where no run recorded it (older runs)."""
+    """Every :data:`VARIANT_COLUMNS`, less bits per byte and the strata where no run recorded them (older runs)."""
     frame = table(VARIANT_COLUMNS, variants)
-    return frame if frame["bits_per_byte"].notna().any() else frame.drop(columns=["bits_per_byte"])
+    optional = ["bits_per_byte", *(f"{stratum}_at_best" for stratum in STRATA)]
+    return frame.drop(columns=[key for key in optional if not frame[key].notna().any()])
 
 
 def variant_columns(keys: Sequence[str], frame: Optional[pd.DataFrame] = None) -> list[Column]:

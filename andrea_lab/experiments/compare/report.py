@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE
 from andrea_lab.experiments.compare import aa_calibration, compare
 from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
@@ -115,12 +116,26 @@ whose input is the small raw embedding).
 
 
 def legend(loss_column: str) -> str:
-    scored = (
+    by_document = (
+        "the held-out loss, document-weighted: windows drawn across all held-out documents at the end of the "
+        f"fit, each document's tokens capped so that none carries more than {MAX_DOCUMENT_SHARE:.0%} of the "
+        "score (summary.json `heldout.document_loss`; docs/stability.md)"
+    )
+    by_token = (
         "the held-out loss: windows drawn across all held-out documents at the end of the fit (summary.json `heldout`)"
-        if loss_column == compare.HELDOUT
-        else "the last in-training validation loss (these runs predate the held-out evaluation: read "
+    )
+    in_training = (
+        "the last in-training validation loss (these runs predate the held-out evaluation: read "
         "their numbers as the loss of the first held-out files only)"
     )
+    strata = (
+        "\n- **code / prose loss at best LR** (where runs recorded them): the document-weighted held-out score "
+        "within\n  the code and within the English-prose documents (andrea_lab.data.strata), beside the score "
+        "over both."
+        if loss_column == compare.HELDOUT_BY_DOCUMENT
+        else ""
+    )
+    scored = {compare.HELDOUT_BY_DOCUMENT: by_document, compare.HELDOUT: by_token}.get(loss_column, in_training)
     return f"""\
 How to read these tables (docs/experiments.md):
 
@@ -132,7 +147,7 @@ How to read these tables (docs/experiments.md):
   between variants of different budgets is refused unless the suite says `unequal_budgets: true`.
 - **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
 - **bits/byte at best LR** (where runs recorded it): the held-out loss per byte of text in bits, the scale on
-  which byte-level and BPE runs compare.
+  which byte-level and BPE runs compare.{strata}
 - **− reference, LRs chosen on the other seeds [95 % CI]** (the default): for each seed, each variant's LR
   is the best over the *other* seeds, and the seed's paired difference (same seed = same batches and init)
   is taken there; mean, paired-t 95 % interval and the number of seeds n. **at in-sample best LRs
@@ -264,7 +279,8 @@ def suite_sections(
 
 
 def scored_name(loss_column: str) -> str:
-    return "held-out loss" if loss_column == compare.HELDOUT else "in-training validation loss"
+    names = {compare.HELDOUT: "held-out loss", compare.HELDOUT_BY_DOCUMENT: "held-out loss (document-weighted)"}
+    return names.get(loss_column, "in-training validation loss")
 
 
 def plan_suite(

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
+from andrea_lab.experiments.compare import heldout_columns as heldout_columns_module
 from andrea_lab.experiments.compare.config_variants import (
     declared_variant,
     name_adhoc_variants,
@@ -27,6 +28,7 @@ from andrea_lab.experiments.compare.config_variants import (
     run_config,
     supersede_repeats,
 )
+from andrea_lab.experiments.compare.heldout_columns import curve_columns, heldout_columns, heldout_curve_columns
 from andrea_lab.experiments.compare.stats import set_aside_unscored
 from andrea_lab.files import read_json
 from andrea_lab.fit.stability import (
@@ -119,9 +121,9 @@ ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_ent
 #: the suites set it have none, and their committed tables keep their columns).
 #: The precision setting and the machine kind of a run (None for runs recorded before they were kept).
 PRECISION, MACHINE = "precision", "machine"
-#: The held-out loss in bits per byte of text (summary.json ``heldout.bits_per_byte``): byte-level and BPE runs
-#: on one scale. None for runs recorded before it was kept, or without a byte-level tokenizer.
-BITS_PER_BYTE = "heldout_bits_per_byte"
+#: The train/held-out split rule's version the run's data was made with (andrea_lab.data.split; "1" for runs
+#: recorded before it was kept, all of which used version 1): scores on different splits do not compare.
+SPLIT = "split_version"
 #: What failed in a ``trained_then_diverged`` run: ``loss_rose`` or ``nonfinite`` (summary.json ``divergence.cause``).
 DIVERGENCE_CAUSE = "divergence_cause"
 #: The precursor signal that left its band first before the run's divergence (else its first spike), and by how
@@ -135,7 +137,8 @@ OPTIONAL_COLUMNS = (
     ATTN_ENTROPY_MIN_FINAL,
     PRECISION,
     MACHINE,
-    BITS_PER_BYTE,
+    SPLIT,
+    *heldout_columns_module.OPTIONAL,
     DIVERGENCE_CAUSE,
     GAVE_WAY,
     GAVE_WAY_LEAD,
@@ -145,10 +148,6 @@ OPTIONAL_COLUMNS = (
 #: logs under; change it here if that metric is named otherwise).
 ATTN_LOGIT_MAX_TAG = probe.attn_logit_max.tag
 ATTN_ENTROPY_TAG = probe.attn_entropy.tag
-
-#: ``heldout_at_<step>``: the held-out loss at a step fixed in advance (summary.json ``heldout_curve``), one
-#: column per step that some run has; written to runs.csv so that effects in steps recompute from it.
-HELDOUT_AT = "heldout_at_"
 
 Curve = list[tuple[int, float]]
 #: Row keys :func:`load_run` adds for :func:`load_runs` only: the run's flat config, whether a sweep or its
@@ -283,6 +282,14 @@ def _first_number(*values: Any) -> Optional[float]:
     return None
 
 
+def split_version(record: Optional[RunRecord]) -> Optional[str]:
+    """The run's split version as text (a claim's runs must share it), None without data provenance."""
+    data = record.data if record is not None and isinstance(record.data, dict) else {}
+    if not data:
+        return None
+    return str(data.get("split_version") or 1)
+
+
 def _state_without_record(run_dir: Path, started: dict) -> str:
     if (run_dir / FAILED_MARKER).exists():
         return "failed"
@@ -298,11 +305,7 @@ def record_columns(record: RunRecord) -> dict[str, Any]:
         initial_val_loss=record.initial_val_loss,
         final_val_loss=record.final_val_loss,
         best_val_loss=record.best_val_loss,
-        heldout_loss=None if heldout is None else heldout.loss,
-        heldout_se=None if heldout is None else heldout.se,
-        heldout_tokens=None if heldout is None else heldout.tokens,
-        heldout_documents=None if heldout is None else heldout.documents,
-        heldout_bits_per_byte=None if heldout is None else heldout.bits_per_byte,
+        **heldout_columns(heldout),
         divergence_kind=record.divergence_kind if record.diverged else None,
         divergence_step=record.divergence_step if record.diverged else None,
         divergence_cause=record.divergence_cause if record.diverged else None,
@@ -349,6 +352,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     machine = record.machine if record is not None else {}
     precision = config.get("trainer.precision") or machine.get("precision")
     row[PRECISION], row[MACHINE] = (None if precision is None else str(precision)), machine.get("kind")
+    row[SPLIT] = split_version(record)
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
     curves = read_scalars(run_dir) if events else None
     if curves is not None:
@@ -359,15 +363,6 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
         row.update(final_attention(run_dir, curves))
     row[_CONFIG], row[_NAMED] = config, bool(named)
     return row
-
-
-def heldout_curve_columns(curve: Iterable[Any]) -> dict[str, Any]:
-    """``{"heldout_at_<step>": loss}`` from summary.json's ``heldout_curve``."""
-    return {
-        f"{HELDOUT_AT}{point['step']}": point.get("loss")
-        for point in curve
-        if isinstance(point, dict) and isinstance(point.get("step"), int)
-    }
 
 
 def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
@@ -388,6 +383,7 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         SCALE: "string",
         PRECISION: "string",
         MACHINE: "string",
+        SPLIT: "string",
     }
     return set_aside_unscored(_typed(pd.read_csv(path, dtype=strings)))
 
@@ -396,9 +392,7 @@ def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
     """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs (and those
     :data:`OPTIONAL_COLUMNS` some run has)."""
     present = [c for c in OPTIONAL_COLUMNS if c in runs and runs[c].notna().any()]
-    present += sorted(
-        (c for c in runs if c.startswith(HELDOUT_AT) and runs[c].notna().any()), key=lambda c: int(c[len(HELDOUT_AT) :])
-    )
+    present += curve_columns(runs)
     order = ([SCALE_INDEX] if SCALE_INDEX in present else []) + ["variant", "lr", "seed"]
     table = runs.reindex(columns=RUN_COLUMNS + present).sort_values(order, na_position="last")
     table.to_csv(path, index=False)
@@ -416,6 +410,7 @@ _STRING_COLUMNS = (
     SCALE,
     PRECISION,
     MACHINE,
+    SPLIT,
 )
 
 

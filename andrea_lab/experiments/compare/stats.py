@@ -45,6 +45,9 @@ COUNTED_STATUSES = DONE_STATES
 NONFINITE_KIND = NONFINITE
 
 
+#: The most duplicated cells an error names (the rest are counted).
+LISTED_AT_MOST = 5
+
 def _signed(value: float, digits: int) -> str:
     """``+0.120`` / ``−0.120`` (a true minus sign, as in the reports), ``+inf``, ``nan``."""
     return f"{value:+.{digits}f}".replace("-", "−") if not math.isnan(value) else "nan"
@@ -270,7 +273,9 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
                 for v, lr, seed in counted.loc[duplicated, ["variant", "lr", "seed"]].itertuples(index=False, name=None)
             }
         )
-        listed = "; ".join(f"{v} at LR {lr:g}, seed {seed}" for v, lr, seed in cells)
+        listed = "; ".join(f"{v} at LR {lr:g}, seed {seed}" for v, lr, seed in cells[:LISTED_AT_MOST])
+        if len(cells) > LISTED_AT_MOST:  # one line, whatever the table holds (a handed CSV of a million rows)
+            listed += f" (and {len(cells) - LISTED_AT_MOST:,} more)"
         raise ValueError(
             f"more than one finished run of {listed}: keep one run per variant, LR and seed "
             "(move the others out of the directory compared)"

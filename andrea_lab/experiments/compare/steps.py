@@ -28,22 +28,24 @@ from typing import Mapping, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare import stats
-from andrea_lab.experiments.compare.runs_table import HELDOUT_AT
+from andrea_lab.experiments.compare.heldout_columns import CURVE_PREFIXES, HELDOUT_AT, HELDOUT_DOCUMENT_AT
 
 Curve = list[tuple[int, float]]
 
 
 def has_curves(runs: pd.DataFrame) -> bool:
     """Whether any run scored the held-out windows at fixed steps."""
-    return any(c.startswith(HELDOUT_AT) and runs[c].notna().any() for c in runs.columns)
+    return any(c.startswith((HELDOUT_AT, HELDOUT_DOCUMENT_AT)) and runs[c].notna().any() for c in runs.columns)
 
 
 def curve_of(row: Mapping, loss_column: str) -> Curve:
-    """A run's held-out curve: the evaluations at fixed steps, then its final loss at its last step."""
+    """A run's held-out curve: the evaluations at fixed steps, then its final loss at its last step (the curve
+    of the score ``loss_column`` is: token- or document-weighted)."""
+    prefix = CURVE_PREFIXES.get(loss_column, HELDOUT_AT)
     points = [
-        (int(key[len(HELDOUT_AT) :]), float(value))
+        (int(key[len(prefix) :]), float(value))
         for key, value in row.items()
-        if isinstance(key, str) and key.startswith(HELDOUT_AT) and value is not None and not pd.isna(value)
+        if isinstance(key, str) and key.startswith(prefix) and value is not None and not pd.isna(value)
     ]
     final, steps = row.get(loss_column), row.get("steps")
     if final is not None and not pd.isna(final) and steps is not None and not pd.isna(steps):

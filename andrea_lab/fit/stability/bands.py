@@ -22,6 +22,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
+from andrea_lab.errors import reading_checkpoint_state
+
 
 def _log_magnitude(value: float) -> float:
     return math.log(max(abs(value), 1e-12))
@@ -178,12 +180,7 @@ class GaveWayRecorder:
         return {"bands": self.bands.state_dict(), "records": [r.as_dict() for r in self.records]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore from a checkpoint; a malformed state (a handed or damaged file) is one ValueError naming it."""
-        try:
+        """Restore from a checkpoint; a malformed state (a handed or damaged file) is one CheckpointStateError naming it."""
+        with reading_checkpoint_state("stability monitor's gave-way"):
             self.bands.load_state_dict(dict(state.get("bands", {})))
             self.records = [GaveWay(**{**r, "also": tuple(map(tuple, r["also"]))}) for r in state.get("records", [])]
-        except (TypeError, KeyError, ValueError, AttributeError) as exc:
-            raise ValueError(
-                f"the stability monitor's gave-way state in the checkpoint is malformed ({type(exc).__name__}: {exc}); "
-                "resume from another checkpoint, or start the run afresh"
-            ) from None

@@ -29,7 +29,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from andrea_lab.errors import DivergenceError
+from andrea_lab.errors import DivergenceError, reading_checkpoint_state
 from andrea_lab.fit.nonfinite import global_grad_norm, guard_of
 from andrea_lab.fit.stability import precursors as signals
 from andrea_lab.fit.stability import probe
@@ -214,12 +214,13 @@ class StabilityMonitor(L.Callback):
         if not self.enabled or self._loaded_state is None:
             return
         state, self._loaded_state = self._loaded_state, None
-        self.spikes.load_state_dict(state["spikes"])
-        self.divergence_detector.load_state_dict(state["divergence"])
-        self.grad_norms = list(state["grad_norms"])
-        self.nonfinite_steps = state["nonfinite_steps"]
-        self.recorder.load_state_dict(state.get("gave_way", {}))  # none in checkpoints from before the record
-        self._probes_done = int(state.get("probes_done", 0))
+        with reading_checkpoint_state("stability monitor's"):
+            self.spikes.load_state_dict(state["spikes"])
+            self.divergence_detector.load_state_dict(state["divergence"])
+            self.grad_norms = [float(norm) for norm in state["grad_norms"]]
+            self.nonfinite_steps = _count(state["nonfinite_steps"])
+            self.recorder.load_state_dict(state.get("gave_way", {}))  # none in checkpoints from before the record
+            self._probes_done = _count(state.get("probes_done", 0))
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -429,3 +430,10 @@ def _andrea_of(pl_module: nn.Module) -> Optional[Andrea]:
     """The Andrea model of an AndreaLM (``.model``), or the module itself if it is one; else None (no probe)."""
     model = getattr(pl_module, "model", pl_module)
     return model if isinstance(model, Andrea) else None
+
+
+def _count(value: Any) -> int:
+    """A count restored from a checkpoint: a non-negative int, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count (an int >= 0), got {value!r}")
+    return value

@@ -523,3 +523,14 @@ def test_a_sweep_still_running_gets_an_interim_report_without_its_claims(toy_run
     assert "## Claims" not in (out / "comparison.md").read_text() and not (out / "claims.csv").exists()
     assert compare_main([*argv[:-2], "--no-claims", "--doc", str(tmp_path / "r.md")]) == 2
     assert "cannot be combined with --no-claims" in capsys.readouterr().err
+
+
+def test_a_refusal_of_many_duplicates_stays_one_short_line(toy_runs, tmp_path):
+    """A handed table with thousands of duplicated cells: the error names five and counts the rest."""
+    runs = load_runs(toy_runs)
+    many = pd.concat([runs.assign(seed=seed) for seed in range(400)] * 2, ignore_index=True)
+    with pytest.raises(ValueError) as refused:
+        outputs.write_outputs(many, tmp_path / "out")
+    message = str(refused.value)
+    assert "more than one finished run of" in message and " more): keep one run" in message
+    assert len(message) < 600 and "\n" not in message

@@ -1,0 +1,95 @@
+"""Near-duplicate families: documents that share much of their text verbatim go to one side of the split.
+
+Splitting by document keeps a held-out file unseen as a whole, but not its near-copies: the standard
+library's charmap codecs (``encodings/cp858.py`` and ``cp850.py`` share most of their lines), the two
+MSVC compiler modules of ``distutils``, ``chunk.py`` and ``wave.py``. With such a pair straddling the
+split, the held-out loss rewards memorising the training copy. So documents are grouped into families by
+*measured* overlap, and the split hashes the family, not the file.
+
+The measure: every 64-byte window that starts at a line start (a sample of a document's windows that two
+copies of one text share at the same places, unlike windows at fixed offsets). Two documents are kin when
+at least :data:`MIN_SHARED` windows are shared and they make up at least :data:`CONTAINMENT` of the smaller
+document's windows; families are the connected groups of kin. On the ``stdlib`` corpus (Python 3.11) that
+makes 570 families of 671 files (the largest: 43 charmap codecs) in about a second, and the held-out
+side's windows found verbatim in the training side fall from 9.9 % (split by file) to 2.6 % (by family; the
+rest is licence headers and common idioms). :func:`window_overlap` measures that share; a test holds it
+below :data:`OVERLAP_BOUND` on the default corpus.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Iterable, Sequence
+
+#: Bytes per window: long enough that a shared window is shared text, not a shared idiom.
+WINDOW_BYTES = 64
+#: The share of the smaller document's windows that the other must hold for the two to be kin.
+CONTAINMENT = 0.5
+#: Fewer shared windows than this never make kin (two tiny files that are both one licence header).
+MIN_SHARED = 8
+#: The most of the held-out side's windows that may be found verbatim in training (default corpus, a test).
+OVERLAP_BOUND = 0.05
+
+_LINE_START = re.compile(rb"\n")
+
+
+def line_windows(text: bytes) -> set[bytes]:
+    """The distinct :data:`WINDOW_BYTES`-byte windows of ``text`` that start at a line start."""
+    starts = [0, *(match.end() for match in _LINE_START.finditer(text))]
+    return {text[start : start + WINDOW_BYTES] for start in starts if start + WINDOW_BYTES <= len(text)}
+
+
+def family_names(names: Sequence[str], texts: Iterable[bytes]) -> list[str]:
+    """Each document's family, named by its alphabetically first member (a document without kin is its own).
+
+    ``names`` and ``texts`` are in corpus order. The result depends only on the texts and names, not on
+    their order, so the split stays the same however a corpus is listed."""
+    windows = [line_windows(text) for text in texts]
+    if len(windows) != len(names):
+        raise ValueError(f"{len(names)} document names but {len(windows)} texts")
+    parent = list(range(len(names)))
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    for (a, b), shared in _shared_windows(windows).items():
+        smaller = min(len(windows[a]), len(windows[b]))
+        if shared >= MIN_SHARED and shared >= CONTAINMENT * smaller:
+            parent[root(a)] = root(b)
+    members: dict[int, list[str]] = defaultdict(list)
+    for index, name in enumerate(names):
+        members[root(index)].append(name)
+    first = {group: min(group_names) for group, group_names in members.items()}
+    return [first[root(index)] for index in range(len(names))]
+
+
+def _shared_windows(windows: Sequence[set[bytes]]) -> Counter:
+    """``{(a, b): windows documents a < b have in common}``, over the pairs that share any."""
+    holders: dict[bytes, list[int]] = defaultdict(list)
+    for index, document in enumerate(windows):
+        for window in document:
+            holders[window].append(index)
+    shared: Counter = Counter()
+    for documents in holders.values():
+        for i, a in enumerate(documents):
+            for b in documents[i + 1 :]:
+                shared[(a, b)] += 1
+    return shared
+
+
+def window_overlap(held_out: Iterable[bytes], training: Iterable[bytes]) -> float:
+    """The share of the held-out documents' line-start windows (each document's distinct ones) that occur
+    verbatim in some training document: 0 for a clean split, near 1 when held-out text was trained on."""
+    seen: set[bytes] = set()
+    for text in training:
+        seen |= line_windows(text)
+    found = total = 0
+    for text in held_out:
+        windows = line_windows(text)
+        total += len(windows)
+        found += sum(window in seen for window in windows)
+    return found / total if total else 0.0
