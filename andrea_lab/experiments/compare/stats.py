@@ -48,6 +48,7 @@ NONFINITE_KIND = NONFINITE
 #: The most duplicated cells an error names (the rest are counted).
 LISTED_AT_MOST = 5
 
+
 def _signed(value: float, digits: int) -> str:
     """``+0.120`` / ``−0.120`` (a true minus sign, as in the reports), ``+inf``, ``nan``."""
     return f"{value:+.{digits}f}".replace("-", "−") if not math.isnan(value) else "nan"

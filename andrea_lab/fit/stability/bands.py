@@ -180,7 +180,7 @@ class GaveWayRecorder:
         return {"bands": self.bands.state_dict(), "records": [r.as_dict() for r in self.records]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore from a checkpoint; a malformed state (a handed or damaged file) is one CheckpointStateError naming it."""
+        """Restore from a checkpoint; a malformed state (a handed or damaged file) is one CheckpointStateError."""
         with reading_checkpoint_state("stability monitor's gave-way"):
             self.bands.load_state_dict(dict(state.get("bands", {})))
             self.records = [GaveWay(**{**r, "also": tuple(map(tuple, r["also"]))}) for r in state.get("records", [])]
