@@ -61,6 +61,7 @@ class PreemptionCheckpoint(L.Callback):
         self.step: Optional[int] = None
         self._trainer: Optional[L.Trainer] = None
         self._previous: dict[int, Any] = {}
+        self._aligned = False  # the logging step checked on this fit's first batch (on_train_batch_start)
 
     # ------------------------------------------------------------------ where the checkpoint goes
 
@@ -98,6 +99,23 @@ class PreemptionCheckpoint(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._install()
+        self._aligned = False
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """On a resumed fit's first batch: the step the logger writes is the optimizer step.
+
+        Lightning keeps the logging step (``_batches_that_stepped``) apart from ``global_step`` and, when it
+        restores a checkpoint, adds one to it, assuming the checkpoint was written before the step's
+        increment (as ModelCheckpoint's are). The preemption checkpoint is written after it (the SIGTERM is
+        raised at the end of the step, validation included), so a resumed curve was logged one step late
+        with exact weights. With one optimizer and automatic optimization the two counts are the same
+        number at every batch start, so the first batch sets it so."""
+        if self._aligned:
+            return
+        self._aligned = True
+        loop = trainer.fit_loop.epoch_loop
+        if pl_module.automatic_optimization and len(trainer.optimizers) == 1:
+            loop._batches_that_stepped = trainer.global_step
 
     def _mid_accumulation(self) -> bool:
         """True while gradients of an optimizer step not yet taken are accumulated (or being computed)."""

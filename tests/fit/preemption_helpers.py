@@ -21,3 +21,17 @@ class SignalAtBatch(L.Callback):
         if batch_idx == self.batch_idx and not self.sent:
             self.sent = True
             os.kill(os.getpid(), getattr(signal, self.signum))
+
+
+class SignalAfterValidation(L.Callback):
+    """``os.kill(own pid, signum)`` when the validation after optimizer step ``step`` ends (once)."""
+
+    def __init__(self, step: int, signum: str = "SIGTERM") -> None:
+        self.step = step
+        self.signum = signum
+        self.sent = False
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.global_step == self.step and not trainer.sanity_checking and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), getattr(signal, self.signum))

@@ -118,3 +118,28 @@ def test_an_unknown_signal_name_is_a_usage_error():
 
     with pytest.raises(UsageError, match="preemption.signals: 'SIGNOPE' is not a signal here; e.g. SIGTERM, SIGUSR1"):
         PreemptionCheckpoint(signals=("SIGNOPE",))
+
+
+@pytest.mark.slow
+def test_sigterm_right_after_a_validation_resumes_with_the_curve_at_its_steps(tmp_path, text_corpus):
+    """The SIGTERM lands as the validation after step 4 ends (no accumulation): the preemption checkpoint is
+    written after Lightning counted that step for its logger, which it counts once more when it restores.
+    The resumed run logs every loss at the step an uninterrupted run logs it."""
+    runs, cache = tmp_path / "runs", tmp_path / "cache"
+
+    def args(max_steps: int) -> list[str]:
+        validate_every_4 = ["--trainer.val_check_interval", "4", "--trainer.check_val_every_n_epoch", "null"]
+        no_accumulation = ["--trainer.accumulate_grad_batches", "1", "--trainer.limit_val_batches", "1"]
+        return [*fit_args(runs, text_corpus, max_steps), *no_accumulation, *validate_every_4]
+
+    reference = andrea([*args(12), "--trainer.logger.init_args.name", "reference"], cache)
+    assert reference.returncode == 0, reference.stderr
+    signal_at = json.dumps([{"class_path": "preemption_helpers.SignalAfterValidation", "init_args": {"step": 4}}])
+    victim = andrea([*args(1000), "--trainer.callbacks", signal_at], cache)
+    assert victim.returncode == PreemptedError.exit_status, victim.stderr
+    run_dir = runs / "quickstart" / "version_0"
+    resumed = andrea(["fit", "--resume", str(run_dir), "--trainer.max_steps", "12", "--trainer.callbacks", "[]"], cache)
+    assert resumed.returncode == 0, resumed.stderr
+    expected, got = train_losses(runs / "reference" / "version_0"), train_losses(run_dir)
+    assert sorted(got) == sorted(expected) == list(range(12))
+    assert [got[step] for step in range(12)] == [expected[step] for step in range(12)]
