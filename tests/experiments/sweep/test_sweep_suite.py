@@ -219,6 +219,7 @@ CPU_ONLY = {
     "activation_init.yaml": "a mechanism check of a CPU-scale result (GELU near-linear at init_std 0.02)",
     "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims",
     "precision.yaml": "bf16-mixed on the CPU's matrix units against fp32: a question about the CPU path",
+    "init_scale.yaml": "tuning the CPU proxy's initialisation (d_model 64); the 120M model's init is the spec's",
 }
 
 
