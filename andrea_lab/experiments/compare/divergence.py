@@ -86,7 +86,8 @@ def gave_way_lines(runs: pd.DataFrame) -> list[str]:
         event_signal = rows["gave_way_first"].astype(str).str.split(": ", n=1, expand=True)
         families = event_signal[1].str.split("/").str[0] + " (" + event_signal[0] + ")"
         for family, members in rows.groupby(families.values, sort=True):
-            leads = pd.to_numeric(members["gave_way_lead"], errors="coerce").dropna()
+            lead = members["gave_way_lead"] if "gave_way_lead" in members else pd.Series(dtype=float)  # all none
+            leads = pd.to_numeric(lead, errors="coerce").dropna()
             spread = "n/a" if leads.empty else f"{leads.median():g} [{leads.min():g}, {leads.max():g}]"
             lines.append(f"| {variant} | {family} | {len(members)} | {spread} |")
     return [*lines, ""]
