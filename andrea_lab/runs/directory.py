@@ -371,17 +371,58 @@ def _options(argv: list[str]) -> dict[str, tuple[str, ...]]:
     return options
 
 
+_UNSET = object()
+
+
+def _recorded_setting(run_dir: Path, flag: str) -> Any:
+    """The value the run's own ``config.yaml`` (the resolved config LightningCLI saved) holds for ``--a.b.c``;
+    ``_UNSET`` when the file, or the key, is not there or the file cannot be read as YAML."""
+    from andrea_lab.errors import UsageError
+    from andrea_lab.safe_yaml import read_yaml
+
+    try:
+        node = read_yaml(run_dir / "config.yaml", "a run's saved config")
+    except UsageError:
+        return _UNSET
+    for part in flag.removeprefix("--").split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _UNSET
+        node = node[part]
+    return node
+
+
+def _as_yaml(value: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+
+
 def settings_difference(run_dir: str | Path, command: list[str]) -> Optional[str]:
     """How ``command`` differs from the fit command recorded in the run's ``sweep-run.json`` (None when
-    it does not, or nothing was recorded): ``--trainer.max_steps 250 -> 500; ...``."""
-    recorded = (read_json(Path(run_dir) / START_MARKER) or {}).get("command")
+    it does not, or nothing was recorded): ``--trainer.max_steps 250 -> 500; ...``.
+
+    An option the command adds that the recorded one lacked is no difference when the run's saved
+    ``config.yaml`` already holds that value: a suite that pins what its base config used to give (so
+    that a change of the base does not change the suite) still counts its finished runs as done."""
+    run_dir = Path(run_dir)
+    recorded = (read_json(run_dir / START_MARKER) or {}).get("command")
     if not isinstance(recorded, list) or "fit" not in recorded or "fit" not in command:
         return None
     before = _options([str(a) for a in recorded[recorded.index("fit") + 1 :]])
     after = _options(list(command[command.index("fit") + 1 :]))
+
+    def pinned_as_it_ran(flag: str) -> bool:
+        if flag in before or len(after[flag]) != 1:
+            return False
+        held = _recorded_setting(run_dir, flag)
+        return held is not _UNSET and held == _as_yaml(after[flag][0])
+
     changed = [
         f"{flag} {' '.join(before.get(flag, ('(unset)',)))} -> {' '.join(after.get(flag, ('(unset)',)))}"
         for flag in sorted(set(before) | set(after))
-        if before.get(flag) != after.get(flag)
+        if before.get(flag) != after.get(flag) and not pinned_as_it_ran(flag)
     ]
     return "; ".join(changed) or None

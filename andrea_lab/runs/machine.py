@@ -34,10 +34,21 @@ def has_bf16_units(flags: list[str]) -> bool:
 def machine_record(precision: Any, device_type: str, device_name: Optional[str] = None) -> dict[str, Any]:
     """summary.json's ``machine``: ``precision`` (Lightning's setting, e.g. ``32-true``, ``bf16-mixed``),
     ``device`` (``cpu``, ``cuda``...), ``kind`` (what a comparison must keep equal: the GPU's name, or the
-    CPU model with ``+bf16`` where it has bf16 units), and the CPU's model and bf16 flags."""
+    CPU model with ``+bf16`` where it has bf16 units), the CPU's model and bf16 flags, and ``threads``
+    (torch's intra-op threads): the same config and seed are bit-identical on one machine at one thread
+    count, whichever launcher forked the fit, but not across thread counts (a sweep at ``-j 2`` gives each
+    fit half the cores), because the matmuls split their sums differently (docs/experiments.md, "Noise")."""
+    import torch
+
     cpu = cpu_description()
     if device_type == "cpu":
         kind = cpu["cpu"] + (" +bf16" if has_bf16_units(cpu["bf16_flags"]) else "")
     else:
         kind = device_name or device_type
-    return {"precision": str(precision), "device": device_type, "kind": kind, **cpu}
+    return {
+        "precision": str(precision),
+        "device": device_type,
+        "kind": kind,
+        **cpu,
+        "threads": torch.get_num_threads(),
+    }

@@ -178,6 +178,33 @@ def test_runs_made_with_other_settings_are_neither_done_nor_overwritten(tmp_path
     assert capsys.readouterr().out.count("skip (finished)") == 4
 
 
+def test_pinning_what_a_run_already_had_keeps_it_done_and_any_other_value_is_refused(tmp_path, text_corpus, capsys):
+    """A suite that pins the value its base config gave when it ran (cpu-base's init moved from 0.02 to
+    1/sqrt(d_model); the committed suites pin 0.02) still counts its runs as done; a run whose saved
+    config holds another value, or has no saved config, is refused as made with other settings."""
+    from andrea_lab.cli import main as cli_main
+    from andrea_lab.experiments.sweep.plan import plan_sweep
+    from andrea_lab.experiments.sweep.suite import load_suite
+    from andrea_lab.runs.directory import START_MARKER, RunRecord, write_record
+
+    suite_file = write_suite(tmp_path, text_corpus)
+    runs = tmp_path / "runs"
+    specs = plan_sweep(load_suite(suite_file), runs)
+    for spec in specs:
+        spec.run_dir.mkdir(parents=True)
+        (spec.run_dir / START_MARKER).write_text(json.dumps({"command": list(spec.command)}))
+        (spec.run_dir / "config.yaml").write_text(yaml.safe_dump({"model": {"config": {"init_std": 0.02}}}))
+        write_record(spec.run_dir, RunRecord(status="finished"))
+    (specs[0].run_dir / "config.yaml").unlink()
+    base = ["sweep", str(suite_file), "--runs-dir", str(runs), "--no-check", "--dry-run"]
+    assert cli_main([*base, "--set", "model.config.init_std=0.02"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("skip (finished)") == 3
+    assert out.count("refused, made with other settings (--model.config.init_std (unset) -> 0.02)") == 1
+    assert cli_main([*base, "--set", "model.config.init_std=0.125"]) == 0
+    assert capsys.readouterr().out.count("(--model.config.init_std (unset) -> 0.125)") == 4
+
+
 def test_a_run_directory_with_a_link_is_refused_before_the_sweep_writes_there(tmp_path, text_corpus, capsys):
     from andrea_lab.cli import main as cli_main
     from andrea_lab.experiments.sweep.plan import plan_sweep

@@ -90,6 +90,7 @@ def test_summary_json_has_exactly_the_schema(cli_run):
         machine["precision"] == "32-true" and machine["device"] == "cpu" and machine["kind"].startswith(machine["cpu"])
     )
     assert set(machine["bf16_flags"]) <= {"amx_bf16", "amx_tile", "avx512_bf16", "avx512f"}
+    assert isinstance(machine["threads"], int) and machine["threads"] >= 1  # bit-identity holds per thread count
     assert summary["experiment"] == "quickstart" and summary["version"] == 0
     assert summary["divergence"] == {"step": None, "kind": None}
     assert summary["steps"] == STEPS and summary["tokens_seen"] == STEPS * 8 * 64

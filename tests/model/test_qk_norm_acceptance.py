@@ -25,6 +25,8 @@ PROXY = [
     "4",
     "--model.lr",
     "3e-2",
+    "--model.config.init_std",  # as measured (cpu-base's init then; it is 1/sqrt(d_model) since issue 36)
+    "0.02",
     "--model.warmup_steps",
     "20",
     "--trainer.max_steps",
