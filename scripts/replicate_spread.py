@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         seed_sd = f"{row.seed_sd:.4f}" if row.seed_sd is not None else "-"
         print(
             f"| {row.variant} | {format_lr(row.lr)} | {row.pairs} | {row.identical}/{row.pairs} | "
-            f"{row.max_abs_difference:.4f} | {row.replicate_sd:.4f} | {seed_sd} |"
+            f"{row.max_abs_difference:.2e} | {row.replicate_sd:.2e} | {seed_sd} |"
         )
     return 0
 

@@ -45,10 +45,4 @@ def machine_record(precision: Any, device_type: str, device_name: Optional[str] 
         kind = cpu["cpu"] + (" +bf16" if has_bf16_units(cpu["bf16_flags"]) else "")
     else:
         kind = device_name or device_type
-    return {
-        "precision": str(precision),
-        "device": device_type,
-        "kind": kind,
-        **cpu,
-        "threads": torch.get_num_threads(),
-    }
+    return {"precision": str(precision), "device": device_type, "kind": kind, **cpu, "threads": torch.get_num_threads()}

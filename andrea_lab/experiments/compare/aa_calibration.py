@@ -48,6 +48,7 @@ class Calibration:
     tests: dict[str, int]
     false_positives: dict[str, int]
     selection_differs: int  # splits whose halves' in-sample best LRs differ: the selection step at work
+    sampled: bool = False  # a seeded sample of MAX_SPLITS splits, not every one
 
     def rate(self, method: str) -> float:
         return self.false_positives[method] / self.tests[method] if self.tests[method] else math.nan
@@ -80,53 +81,142 @@ def _held_out_picks(half: np.ndarray) -> np.ndarray:
     return others.argmin(axis=1)
 
 
+#: At most this many splits are judged: every split where there are no more (8 + 8 seed sets: 6,435), else
+#: this many drawn at random (seeded, so a report regenerates byte for byte). Without the bound a handed
+#: table of a few hundred seeds asked for more splits than there are atoms (C(600, 300) / 2).
+MAX_SPLITS = 20_000
+
+#: The seeds per arm at which the false-positive rate is also reported (where the pool holds two such halves).
+RATES_AT_SEEDS = (3, 5, 8, 10)
+
+
+def _splits(units: int, half: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Index arrays ``(first, second)``, each ``(splits, half)``, of disjoint halves of ``range(units)``, and
+    whether they were sampled: every unordered split when the two halves cover the pool and there are at
+    most :data:`MAX_SPLITS`, else :data:`MAX_SPLITS` random ones (halves paired in drawn order)."""
+    if 2 * half == units and math.comb(units, half) // 2 <= MAX_SPLITS:
+        firsts = [first for first in itertools.combinations(range(units), half) if first[0] == 0]
+        seconds = [[unit for unit in range(units) if unit not in first] for first in firsts]
+        return np.array(firsts), np.array(seconds), False
+    drawn = np.argsort(rng.random((MAX_SPLITS, units)), axis=1)
+    return drawn[:, :half], drawn[:, half : 2 * half], True
+
+
+def _sign_flip_rejects(differences: np.ndarray) -> np.ndarray:
+    """Per row: is the exact two-sided sign-flip p (stats.sign_flip_p) below the nominal level?"""
+    n = differences.shape[-1]
+    signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # (2^n, n)
+    observed = np.abs(differences.mean(axis=-1)) * (1 - 1e-12)
+    rejects = np.empty(len(differences), dtype=bool)
+    for start in range(0, len(differences), 1000):  # (1000, 2^n) at a time: 8 MB at 10 seeds
+        flipped = np.abs(differences[start : start + 1000] @ signs.T) / n
+        rejects[start : start + 1000] = (flipped >= observed[start : start + 1000, None]).mean(axis=1) < NOMINAL
+    return rejects
+
+
+@dataclass(frozen=True)
+class RatesAtSeeds:
+    """The false-positive rates with ``seeds`` per arm, from random pairs of disjoint halves of the pool."""
+
+    seeds: int
+    splits: int
+    tests: dict[str, int]
+    false_positives: dict[str, int]
+    sign_flip_floor: float
+
+    def rate(self, method: str) -> float:
+        return self.false_positives[method] / self.tests[method] if self.tests[method] else math.nan
+
+
+def _judge(
+    pooled: np.ndarray, first: np.ndarray, second: np.ndarray, sign_flip: bool = False
+) -> tuple[dict[str, np.ndarray], int]:
+    """Every method's rejections over the splits (and the exact sign-flip's, given ``sign_flip``: 2^half
+    sign patterns per split), and how many splits' halves chose different best LRs."""
+    one, two = pooled[first], pooled[second]  # (splits, half, LRs)
+    splits, half, n_lrs = one.shape
+    best_one, best_two = one.mean(axis=1).argmin(axis=1), two.mean(axis=1).argmin(axis=1)
+    rows = np.arange(splits)[:, None]
+    in_sample = one[rows, :, best_one[:, None]][:, 0] - two[rows, :, best_two[:, None]][:, 0]
+
+    def held_out_picks(halves: np.ndarray) -> np.ndarray:  # _held_out_picks for every split at once
+        return ((halves.sum(axis=1, keepdims=True) - halves) / (half - 1)).argmin(axis=2)
+
+    seeds = np.arange(half)[None, :]
+    cross_fitted = one[rows, seeds, held_out_picks(one)] - two[rows, seeds, held_out_picks(two)]
+    same_lr = (one - two).transpose(0, 2, 1).reshape(splits * n_lrs, half)
+    found = {"cross_fitted": _rejects(cross_fitted), "in_sample": _rejects(in_sample), "same_lr": _rejects(same_lr)}
+    if sign_flip:
+        found["sign_flip"] = _sign_flip_rejects(cross_fitted)
+    return found, int((best_one != best_two).sum())
+
+
 def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibration:
-    """Every split of the pooled seed sets into two halves (each unordered split once), judged three ways."""
+    """Every split of the pooled seed sets into two halves (each unordered split once; a seeded sample of
+    :data:`MAX_SPLITS` where there are more), judged three ways."""
     pooled, lrs = pooled_losses(runs, a, b, loss_column)
     half = pooled.shape[0] // 2
     if half < 2:
         raise ValueError(
             f"A/A calibration of {a!r} and {b!r} needs at least 4 complete seed sets, got {pooled.shape[0]}"
         )
-    units = range(2 * half)  # an odd one out (the last seed set) is left out
-    in_sample, cross_fitted, same_lr, differs = [], [], [], 0
-    for first in itertools.combinations(units, half):
-        if first[0] != 0:  # each unordered split once: the half holding seed set 0 goes first
-            break
-        second = [unit for unit in units if unit not in first]
-        one, two = pooled[list(first)], pooled[second]
-        best_one, best_two = one.mean(axis=0).argmin(), two.mean(axis=0).argmin()
-        differs += int(best_one != best_two)
-        in_sample.append(one[:, best_one] - two[:, best_two])
-        rows = np.arange(half)
-        cross_fitted.append(one[rows, _held_out_picks(one)] - two[rows, _held_out_picks(two)])
-        same_lr.extend(one[:, j] - two[:, j] for j in range(len(lrs)))
-    found = {
-        "cross_fitted": _rejects(np.array(cross_fitted)),
-        "in_sample": _rejects(np.array(in_sample)),
-        "same_lr": _rejects(np.array(same_lr)),
-    }
+    first, second, sampled = _splits(2 * half, half, np.random.default_rng(0))  # an odd one out is left out
+    found, differs = _judge(pooled, first, second)
     return Calibration(
         a,
         b,
         pooled.shape[0],
         half,
-        len(in_sample),
+        len(first),
         lrs,
         {method: int(found[method].size) for method in METHODS},
         {method: int(found[method].sum()) for method in METHODS},
         differs,
+        sampled,
     )
 
 
-def calibration_block(calibration: Calibration, runs: int) -> str:
-    """The Markdown that docs/results.md quotes: the false-positive rates beside the nominal 5 %."""
+def rates_at_seeds(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> list[RatesAtSeeds]:
+    """For each of :data:`RATES_AT_SEEDS` the pool can split into two halves of: the false-positive rate of
+    every test a claim uses (the paired t after each LR selection, and the exact sign-flip after the default
+    selection), over random pairs of disjoint halves of that many seed sets (seeded)."""
+    pooled, _ = pooled_losses(runs, a, b, loss_column)
+    rates = []
+    for seeds in RATES_AT_SEEDS:
+        if 2 * seeds > pooled.shape[0]:
+            continue
+        first, second, _ = _splits(pooled.shape[0], seeds, np.random.default_rng(seeds))
+        found, _ = _judge(pooled, first, second, sign_flip=True)
+        rates.append(
+            RatesAtSeeds(
+                seeds,
+                len(first),
+                {method: int(found[method].size) for method in found},
+                {method: int(found[method].sum()) for method in found},
+                min(1.0, 2.0 / 2**seeds),
+            )
+        )
+    return rates
+
+
+def _count(number: int) -> str:
+    return f"{number:,}" if number < 10**12 else f"more than 10^{len(str(number)) - 1}"
+
+
+def calibration_block(calibration: Calibration, runs: int, by_seeds: list[RatesAtSeeds] = ()) -> str:
+    """The Markdown that docs/results.md quotes: the false-positive rates beside the nominal 5 %, and (given
+    ``by_seeds``) the same at 3, 5, 8 and 10 seeds per arm, where the pool allows."""
     c = calibration
+    how = (
+        f"split at random into two halves of {c.half} ({c.splits} splits drawn, seeded, of "
+        f"{_count(math.comb(2 * c.half, c.half) // 2)})"
+        if c.sampled
+        else f"split every way into two halves of {c.half}, paired in seed order: {c.splits} splits"
+    )
     lines = [
         f"A/A calibration from {runs} runs: the seed sets of `{c.a}` and `{c.b}` (one configuration) pooled "
-        f"({c.seed_sets}, each with its runs at LRs {', '.join(format_lr(lr) for lr in c.lrs)}) and split "
-        f"every way into two halves of {c.half}, paired in seed order: {c.splits} splits, each one A/A "
-        "comparison. A false positive is a 95 % interval that excludes 0.",
+        f"({c.seed_sets}, each with its runs at LRs {', '.join(format_lr(lr) for lr in c.lrs)}) and {how}, "
+        "each one A/A comparison. A false positive is a 95 % interval that excludes 0.",
         "",
         "| comparison | tests | false positives | rate | nominal |",
         "|---|---|---|---|---|",
@@ -142,4 +232,25 @@ def calibration_block(calibration: Calibration, runs: int) -> str:
         "they agree, the selection step is not exercised). The splits share runs, so the rates are not "
         "independent trials: a calibration check, not an estimate with a binomial interval.",
     ]
+    if by_seeds:
+        lines += [
+            "",
+            "By seeds per arm (random pairs of disjoint halves of the pool, seeded; the sign-flip test after the "
+            "default selection, p < 0.05, cannot reject below 6 seeds: its floor is 2 / 2^n):",
+            "",
+            "| seeds per arm | splits | " + " | ".join(BY_SEEDS_LABELS.values()) + " | sign-flip floor |",
+            "|---|---|" + "---|" * len(BY_SEEDS_LABELS) + "---|",
+        ]
+        for r in by_seeds:
+            cells = " | ".join(f"{r.rate(method):.1%}".replace("%", " %") for method in BY_SEEDS_LABELS)
+            lines.append(f"| {r.seeds} | {r.splits} | {cells} | {r.sign_flip_floor:.4g} |")
     return "\n".join(lines)
+
+
+#: The columns of the by-seeds table: each test a claim uses, after its LR selection.
+BY_SEEDS_LABELS = {
+    "cross_fitted": "paired t, best LR on the other seeds",
+    "sign_flip": "sign-flip, best LR on the other seeds",
+    "in_sample": "paired t, in-sample best LR",
+    "same_lr": "paired t, same LR",
+}

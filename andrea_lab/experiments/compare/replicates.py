@@ -57,7 +57,7 @@ def replicate_rows(first: Path, second: Path) -> list[ReplicateRow]:
     a, b = _scores(Path(first)), _scores(Path(second))
     rows = []
     for variant, lr in sorted({(variant, lr) for variant, lr, _ in a}):
-        seeds = sorted(seed for v, l, seed in a if (v, l) == (variant, lr))
+        seeds = sorted(seed for name, rate, seed in a if (name, rate) == (variant, lr))
         paired = [(a[variant, lr, seed], b[variant, lr, seed]) for seed in seeds if (variant, lr, seed) in b]
         if not paired:
             continue

@@ -311,7 +311,8 @@ def calibration_text(runs: pd.DataFrame, aa_pair: Optional[tuple[str, str]]) -> 
         return None
     loss_column = compare.scored_loss_column(runs)
     calibration = aa_calibration.calibrate(runs, *aa_pair, loss_column)
-    return aa_calibration.calibration_block(calibration, int(runs["variant"].isin(aa_pair).sum()))
+    by_seeds = aa_calibration.rates_at_seeds(runs, *aa_pair, loss_column)
+    return aa_calibration.calibration_block(calibration, int(runs["variant"].isin(aa_pair).sum()), by_seeds)
 
 
 def _plots(plan: dict[str, Any], directory: Path) -> dict[str, Path]:

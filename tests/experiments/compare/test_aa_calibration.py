@@ -90,3 +90,68 @@ def test_too_few_seed_sets_is_refused():
     ]
     with pytest.raises(ValueError, match="needs at least 4 complete seed sets, got 2"):
         calibrate(pd.DataFrame(rows), "a", "b", "final_val_loss")
+
+
+def _pool(seed_sets_per_variant: int, lrs=(1e-3, 2e-3, 4e-3), sd: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        [
+            dict(variant=v, lr=lr, seed=s, status="finished", divergence_kind=None, initial_val_loss=5.0,
+                 final_val_loss=2.0 + 0.02 * abs(np.log2(lr / 2e-3)) + rng.normal(0, sd))
+            for v in "ab"
+            for s in range(seed_sets_per_variant)
+            for lr in lrs
+        ]
+    )  # fmt: skip
+
+
+def test_the_exact_sign_flip_of_the_calibration_is_the_claims_test():
+    from andrea_lab.experiments.compare.aa_calibration import _sign_flip_rejects
+    from andrea_lab.experiments.compare.stats import sign_flip_p
+
+    differences = np.random.default_rng(3).normal(0.02, 0.03, size=(300, 8))
+    expected = [sign_flip_p(row)[0] < 0.05 for row in differences]
+    assert list(_sign_flip_rejects(differences)) == expected and 0 < sum(expected) < 300
+
+
+def test_rates_by_seeds_per_arm_recount_with_the_claims_functions(monkeypatch):
+    """Each drawn pair of halves judged by the functions a claim uses gives the same counts."""
+    from andrea_lab.experiments.compare import aa_calibration
+    from andrea_lab.experiments.compare.aa_calibration import _splits, pooled_losses, rates_at_seeds
+    from andrea_lab.experiments.compare.stats import paired_difference, sign_flip_p
+
+    monkeypatch.setattr(aa_calibration, "MAX_SPLITS", 60)
+    runs = _pool(6)  # 12 seed sets: halves of 3 and 5 fit, 8 and 10 do not
+    rates = rates_at_seeds(runs, "a", "b", "final_val_loss")
+    assert [r.seeds for r in rates] == [3, 5] and [r.sign_flip_floor for r in rates] == [0.25, 0.0625]
+    pooled, lrs = pooled_losses(runs, "a", "b", "final_val_loss")
+    for r in rates:
+        first, second, sampled = _splits(12, r.seeds, np.random.default_rng(r.seeds))
+        assert sampled and r.splits == len(first) == 60
+        t_rejects = sign_rejects = 0
+        for one_units, two_units in zip(first, second):
+            one, two = pooled[one_units], pooled[two_units]
+            picks = [np.delete(one, i, axis=0).mean(axis=0).argmin() for i in range(r.seeds)]
+            picks_two = [np.delete(two, i, axis=0).mean(axis=0).argmin() for i in range(r.seeds)]
+            chosen_one = {i: one[i, picks[i]] for i in range(r.seeds)}
+            chosen_two = {i: two[i, picks_two[i]] for i in range(r.seeds)}
+            d = [chosen_one[i] - chosen_two[i] for i in range(r.seeds)]
+            interval = paired_difference(chosen_one, chosen_two)
+            t_rejects += interval.low > 0 or interval.high < 0
+            sign_rejects += sign_flip_p(d)[0] < 0.05
+        assert r.false_positives["cross_fitted"] == t_rejects and r.false_positives["sign_flip"] == sign_rejects
+        assert r.tests["same_lr"] == 60 * len(lrs)
+
+
+def test_a_pool_too_large_to_split_every_way_is_sampled_and_says_so():
+    """60 + 60 seed sets have C(120, 60) / 2 splits (600 + 600 hung `andrea compare` on a handed table): a
+    seeded sample of MAX_SPLITS, the same on every run, named in the block."""
+    from andrea_lab.experiments.compare.aa_calibration import MAX_SPLITS, rates_at_seeds
+
+    runs = _pool(60, lrs=(1e-3, 2e-3))
+    calibration = calibrate(runs, "a", "b", "final_val_loss")
+    assert calibration.sampled and calibration.splits == MAX_SPLITS and calibration.half == 60
+    assert calibrate(runs, "a", "b", "final_val_loss") == calibration
+    block = calibration_block(calibration, len(runs), rates_at_seeds(runs, "a", "b", "final_val_loss"))
+    assert f"split at random into two halves of 60 ({MAX_SPLITS} splits drawn, seeded, of more than 10^" in block
+    assert "| 10 | 20000 |" in block

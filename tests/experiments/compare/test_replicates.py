@@ -46,7 +46,7 @@ def test_the_script_prints_the_table_and_refuses_what_does_not_match(tmp_path):
     write_run(second, "a", 1e-2, 0, 2.0)
     script = [sys.executable, str(REPO / "scripts" / "replicate_spread.py")]
     out = subprocess.run([*script, str(first), str(second)], capture_output=True, text=True, check=True).stdout
-    assert "| a | 1e-2 | 1 | 1/1 | 0.0000 | 0.0000 | - |" in out
+    assert "| a | 1e-2 | 1 | 1/1 | 0.00e+00 | 0.00e+00 | - |" in out
     refused = subprocess.run([*script, str(first), str(tmp_path / "none")], capture_output=True, text=True)
     assert refused.returncode == 2 and "is not a directory of runs" in refused.stderr
     (tmp_path / "empty").mkdir()
