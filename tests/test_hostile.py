@@ -14,7 +14,8 @@ from andrea_testing import MICRO_OVERRIDES
 
 from andrea_lab.cli import main as cli_main
 
-QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = str(REPO / "experiments" / "quickstart.yaml")
 
 
 class Payload:
@@ -318,6 +319,30 @@ def test_hostile_compare_recorded_suite_name_is_one_name(name, tmp_path, capsys)
     source.write_text(RUNS_CSV.read_text().replace("norm_placement,", f"{name},"))
     refused(capsys, compare(tmp_path / "out", source), repr(name))
     assert not Path("/tmp/hostile-abs-suite").exists() and not (tmp_path.parent / "climbed").exists()
+
+
+def test_hostile_compare_on_a_table_of_thousands_of_seeds_finishes_with_its_report(tmp_path, capsys):
+    """The committed A/A runs copied under 150 new seeds per run (7,200 rows, 1,200 seed sets per variant):
+    the A/A calibration asked for C(2400, 1200) / 2 splits (compare never finished; 1,200 rows took more than
+    10 minutes), the leave-one-seed-out choices dropped each seed's column in turn, and the sign-flip floor
+    2 / 2^n overflowed a float (a traceback). Now the report is written, naming what it sampled."""
+    import csv
+
+    rows = list(csv.DictReader((REPO / "docs/results/aa/runs.csv").open()))
+    source = tmp_path / "runs.csv"
+    with source.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for copy in range(150):
+            for row in rows:
+                writer.writerow({**row, "seed": int(row["seed"]) + 10_000 * copy, "path": f"{row['path']}-{copy}"})
+    suite = str(REPO / "experiments/suites/aa.yaml")
+    assert cli_main(["compare", str(source), "--suite", suite, "--out", str(tmp_path / "out"), "--no-tensorboard"]) == 0
+    report = (tmp_path / "out" / "comparison.md").read_text()
+    assert (
+        "(one configuration; the first 100 of each variant's, 2200 more left out)" in report
+        and "20000 splits drawn, seeded" in report
+    )
 
 
 # --- 3. trace writes only the files named, never over an existing one --------------------------------------

@@ -49,19 +49,36 @@ class Calibration:
     false_positives: dict[str, int]
     selection_differs: int  # splits whose halves' in-sample best LRs differ: the selection step at work
     sampled: bool = False  # a seeded sample of MAX_SPLITS splits, not every one
+    left_out: int = 0  # seed sets beyond MAX_SEED_SETS_PER_VARIANT, not pooled
 
     def rate(self, method: str) -> float:
         return self.false_positives[method] / self.tests[method] if self.tests[method] else math.nan
 
 
+#: The seed sets of each variant the calibration pools (the first, in seed order): a suite has tens; a handed
+#: table of thousands would ask for gigabytes of splits, and the block says how many were left out.
+MAX_SEED_SETS_PER_VARIANT = 100
+
+
+def seed_sets_beyond_the_pool(runs: pd.DataFrame, a: str, b: str) -> int:
+    """How many seed sets of ``a`` and ``b`` :func:`pooled_losses` leaves out for :data:`MAX_SEED_SETS_PER_VARIANT`."""
+    seeds = [runs.loc[runs["variant"] == name, "seed"].nunique() for name in (a, b)]
+    return sum(max(0, count - MAX_SEED_SETS_PER_VARIANT) for count in seeds)
+
+
 def pooled_losses(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> tuple[np.ndarray, tuple[float, ...]]:
-    """Capped losses of the pooled seed sets (rows: a's seeds, then b's; columns: the LRs both ran); a seed
-    set missing any of those LRs is left out."""
+    """Capped losses of the pooled seed sets (rows: a's seeds, then b's, at most
+    :data:`MAX_SEED_SETS_PER_VARIANT` each; columns: the LRs both ran); a seed set missing any of those LRs is
+    left out."""
     stats.check_known([a, b], runs)
     counted = stats.counted_runs(runs[runs["lr"].notna()], loss_column)
     tables = [stats.loss_table(counted, name) for name in (a, b)]
     lrs = tables[0].index.intersection(tables[1].index)
-    rows = [table.loc[lrs, seed].to_numpy(dtype=float) for table in tables for seed in sorted(table.columns)]
+    rows = [
+        table.loc[lrs, seed].to_numpy(dtype=float)
+        for table in tables
+        for seed in sorted(table.columns)[:MAX_SEED_SETS_PER_VARIANT]
+    ]
     pooled = np.array([row for row in rows if not np.isnan(row).any()]).reshape(-1, len(lrs))
     return pooled, tuple(float(lr) for lr in lrs)
 
@@ -173,6 +190,7 @@ def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibrati
         {method: int(found[method].sum()) for method in METHODS},
         differs,
         sampled,
+        seed_sets_beyond_the_pool(runs, a, b),
     )
 
 
@@ -193,7 +211,7 @@ def rates_at_seeds(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> list
                 len(first),
                 {method: int(found[method].size) for method in found},
                 {method: int(found[method].sum()) for method in found},
-                min(1.0, 2.0 / 2**seeds),
+                min(1.0, math.ldexp(1.0, 1 - seeds)),
             )
         )
     return rates
@@ -213,8 +231,11 @@ def calibration_block(calibration: Calibration, runs: int, by_seeds: list[RatesA
         if c.sampled
         else f"split every way into two halves of {c.half}, paired in seed order: {c.splits} splits"
     )
+    left_out = (
+        f"; the first {MAX_SEED_SETS_PER_VARIANT} of each variant's, {c.left_out} more left out" if c.left_out else ""
+    )
     lines = [
-        f"A/A calibration from {runs} runs: the seed sets of `{c.a}` and `{c.b}` (one configuration) pooled "
+        f"A/A calibration from {runs} runs: the seed sets of `{c.a}` and `{c.b}` (one configuration{left_out}) pooled "
         f"({c.seed_sets}, each with its runs at LRs {', '.join(format_lr(lr) for lr in c.lrs)}) and {how}, "
         "each one A/A comparison. A false positive is a 95 % interval that excludes 0.",
         "",

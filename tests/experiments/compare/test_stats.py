@@ -359,3 +359,38 @@ def test_claim_on_committed_runs():
     # The known answer of STATISTICS.md is the in-sample figure, now the secondary column.
     assert result.in_sample.startswith("−0.317 [−0.401, −0.233], n=4 at 3e-3 / 1e-3; p = ")
     assert result.evidence.startswith("pre − post = ") and "LRs chosen on the other seeds: pre 3e-3" in result.evidence
+
+
+def test_held_out_best_lrs_is_best_lr_over_the_other_seeds_with_gaps_and_ties():
+    """The linear form (one sum less each seed's own) chooses as best_lr on the table without that seed."""
+    import math
+
+    import numpy as np
+
+    from andrea_lab.experiments.compare.stats import best_lr, held_out_best_lrs
+
+    rng = np.random.default_rng(1)
+    values = rng.normal(2.0, 0.1, size=(5, 9)).round(1)  # rounded: many exact ties between LRs
+    values[rng.random(values.shape) < 0.2] = np.nan  # runs missing
+    values[:, 8] = np.nan  # a seed with no loss at all
+    table = pd.DataFrame(values, index=[1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2], columns=range(9))
+    expected = {}
+    for seed in table.columns:
+        others = table.drop(columns=[seed])
+        expected[seed] = best_lr(others) if others.notna().any().any() else math.nan
+    assert held_out_best_lrs(table) == expected
+    lonely = pd.DataFrame({0: [2.0, 1.0], 1: [np.nan, np.nan]}, index=[1e-3, 2e-3])
+    got = held_out_best_lrs(lonely)
+    assert math.isnan(got[0]) and got[1] == 2e-3  # seed 0 has no other seed with a loss
+
+
+def test_sign_flip_on_thousands_of_seeds_is_bounded_and_exact_below_seventeen():
+    """1,100 seeds (2^1100 is past a float; a handed table had 6,000): the floor is 0, no overflow, and the
+    signs are drawn a block at a time."""
+    import numpy as np
+
+    from andrea_lab.experiments.compare.stats import sign_flip_p
+
+    p, floor = sign_flip_p(np.random.default_rng(0).normal(0.0, 1.0, 1100))
+    assert floor == 0.0 and 0.0 < p <= 1.0
+    assert sign_flip_p([0.1, 0.2, 0.3]) == (0.25, 0.25)
