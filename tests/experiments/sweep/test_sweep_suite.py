@@ -216,6 +216,7 @@ SUITES = sorted((REPO / "experiments" / "suites").rglob("*.yaml"))
 CPU_ONLY = {
     "aa.yaml": "an A/A check of the statistics, not a question about ANDREA",
     "aa_confirm.yaml": "the A/A check at the tuned CPU proxy, with resampled rates by seeds per arm",
+    "activation_confirm.yaml": "the confirmation of the CPU activation suite at the tuned proxy (20 fresh seeds)",
     "activation_wide.yaml": "the width check of activation.yaml; the GPU activation suite is at width 768",
     "activation_init.yaml": "a mechanism check of a CPU-scale result (GELU near-linear at init_std 0.02)",
     "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims",
