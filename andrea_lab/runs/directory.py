@@ -34,7 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import yaml
+
+from andrea_lab.errors import UsageError
 from andrea_lab.files import manifest_path, read_json, write_json_atomic
+from andrea_lab.safe_yaml import read_yaml
 
 #: Version 2 added ``heldout``, ``data``, ``versions`` and ``training``; version-1 files read with those empty.
 SCHEMA_VERSION = 2
@@ -377,9 +381,6 @@ _UNSET = object()
 def _recorded_setting(run_dir: Path, flag: str) -> Any:
     """The value the run's own ``config.yaml`` (the resolved config LightningCLI saved) holds for ``--a.b.c``;
     ``_UNSET`` when the file, or the key, is not there or the file cannot be read as YAML."""
-    from andrea_lab.errors import UsageError
-    from andrea_lab.safe_yaml import read_yaml
-
     try:
         node = read_yaml(run_dir / "config.yaml", "a run's saved config")
     except UsageError:
@@ -392,8 +393,6 @@ def _recorded_setting(run_dir: Path, flag: str) -> Any:
 
 
 def _as_yaml(value: str) -> Any:
-    import yaml
-
     try:
         return yaml.safe_load(value)
     except yaml.YAMLError:
