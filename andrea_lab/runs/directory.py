@@ -378,13 +378,18 @@ def _options(argv: list[str]) -> dict[str, tuple[str, ...]]:
 _UNSET = object()
 
 
-def _recorded_setting(run_dir: Path, flag: str) -> Any:
-    """The value the run's own ``config.yaml`` (the resolved config LightningCLI saved) holds for ``--a.b.c``;
-    ``_UNSET`` when the file, or the key, is not there or the file cannot be read as YAML."""
+def _saved_config(run_dir: Path) -> Any:
+    """The run's own ``config.yaml`` (the resolved config LightningCLI saved); ``_UNSET`` when it is not there
+    or cannot be read as YAML."""
     try:
-        node = read_yaml(run_dir / "config.yaml", "a run's saved config")
+        return read_yaml(run_dir / "config.yaml", "a run's saved config")
     except UsageError:
         return _UNSET
+
+
+def _recorded_setting(config: Any, flag: str) -> Any:
+    """The value a saved config holds for ``--a.b.c``; ``_UNSET`` when the key is not there."""
+    node = config
     for part in flag.removeprefix("--").split("."):
         if not isinstance(node, dict) or part not in node:
             return _UNSET
@@ -413,10 +418,14 @@ def settings_difference(run_dir: str | Path, command: list[str]) -> Optional[str
     before = _options([str(a) for a in recorded[recorded.index("fit") + 1 :]])
     after = _options(list(command[command.index("fit") + 1 :]))
 
+    saved: list[Any] = []  # the saved config, read once, and only when an added option needs it
+
     def pinned_as_it_ran(flag: str) -> bool:
         if flag in before or len(after[flag]) != 1:
             return False
-        held = _recorded_setting(run_dir, flag)
+        if not saved:
+            saved.append(_saved_config(run_dir))
+        held = _recorded_setting(saved[0], flag)
         return held is not _UNSET and held == _as_yaml(after[flag][0])
 
     changed = [

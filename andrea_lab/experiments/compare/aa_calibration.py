@@ -92,10 +92,11 @@ def _rejects(differences: np.ndarray) -> np.ndarray:
 
 
 def _held_out_picks(half: np.ndarray) -> np.ndarray:
-    """Per seed set of a half: the LR index with the lowest mean over the half's other seed sets (ties to
-    the smaller LR, as :func:`andrea_lab.experiments.compare.stats.best_lr`)."""
-    others = (half.sum(axis=0) - half) / (half.shape[0] - 1)
-    return others.argmin(axis=1)
+    """Per seed set of a half (``(seed sets, LRs)``, or ``(splits, seed sets, LRs)`` for many halves at once):
+    the LR index with the lowest mean over the half's other seed sets (ties to the smaller LR, as
+    :func:`andrea_lab.experiments.compare.stats.best_lr`)."""
+    others = (half.sum(axis=-2, keepdims=True) - half) / (half.shape[-2] - 1)
+    return others.argmin(axis=-1)
 
 
 #: At most this many splits are judged: every split where there are no more (8 + 8 seed sets: 6,435), else
@@ -122,8 +123,8 @@ def _splits(units: int, half: int, rng: np.random.Generator) -> tuple[np.ndarray
 def _sign_flip_rejects(differences: np.ndarray) -> np.ndarray:
     """Per row: is the exact two-sided sign-flip p (stats.sign_flip_p) below the nominal level?"""
     n = differences.shape[-1]
-    signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # (2^n, n)
-    observed = np.abs(differences.mean(axis=-1)) * (1 - 1e-12)
+    signs = stats.every_sign_flip(n)
+    observed = np.abs(differences.mean(axis=-1)) * stats.AS_EXTREME
     rejects = np.empty(len(differences), dtype=bool)
     for start in range(0, len(differences), 1000):  # (1000, 2^n) at a time: 8 MB at 10 seeds
         flipped = np.abs(differences[start : start + 1000] @ signs.T) / n
@@ -155,12 +156,8 @@ def _judge(
     best_one, best_two = one.mean(axis=1).argmin(axis=1), two.mean(axis=1).argmin(axis=1)
     rows = np.arange(splits)[:, None]
     in_sample = one[rows, :, best_one[:, None]][:, 0] - two[rows, :, best_two[:, None]][:, 0]
-
-    def held_out_picks(halves: np.ndarray) -> np.ndarray:  # _held_out_picks for every split at once
-        return ((halves.sum(axis=1, keepdims=True) - halves) / (half - 1)).argmin(axis=2)
-
     seeds = np.arange(half)[None, :]
-    cross_fitted = one[rows, seeds, held_out_picks(one)] - two[rows, seeds, held_out_picks(two)]
+    cross_fitted = one[rows, seeds, _held_out_picks(one)] - two[rows, seeds, _held_out_picks(two)]
     same_lr = (one - two).transpose(0, 2, 1).reshape(splits * n_lrs, half)
     found = {"cross_fitted": _rejects(cross_fitted), "in_sample": _rejects(in_sample), "same_lr": _rejects(same_lr)}
     if sign_flip:

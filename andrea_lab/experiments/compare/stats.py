@@ -111,6 +111,16 @@ EXACT_FLIPS_MAX_SEEDS, RANDOM_FLIPS = 16, 200_000
 FLIP_CELLS = 1_000_000
 
 
+#: The observed |mean| is scaled by this before counting flips at least as extreme: a flip that ties with it
+#: (the identity among them) counts, whatever the rounding of its sum.
+AS_EXTREME = 1 - 1e-12
+
+
+def every_sign_flip(n: int) -> np.ndarray:
+    """All 2^n assignments of signs to n paired differences, ``(2^n, n)`` of +1/-1."""
+    return 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+
+
 def sign_flip_p(differences: Sequence[float]) -> tuple[float, float]:
     """Two-sided randomisation p of the paired differences' mean against 0 and the smallest p the test can
     give with this many seeds: ``(p, floor)``.
@@ -124,9 +134,9 @@ def sign_flip_p(differences: Sequence[float]) -> tuple[float, float]:
     if n == 0:
         return math.nan, math.nan
     floor = min(1.0, math.ldexp(1.0, 1 - n))  # 2 / 2^n without an int too large for a float
-    observed = abs(values.mean()) * (1 - 1e-12)  # ties with the observed mean count as extreme
+    observed = abs(values.mean()) * AS_EXTREME
     if n <= EXACT_FLIPS_MAX_SEEDS:
-        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        signs = every_sign_flip(n)
         return float(np.mean(np.abs((signs * values).mean(axis=1)) >= observed)), floor
     rng, extreme = np.random.default_rng(0), 0
     rows = max(1, min(RANDOM_FLIPS, FLIP_CELLS // n))  # flips drawn a block at a time: memory bounded by seeds
