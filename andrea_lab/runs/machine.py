@@ -38,7 +38,7 @@ def machine_record(precision: Any, device_type: str, device_name: Optional[str] 
     (torch's intra-op threads): the same config and seed are bit-identical on one machine at one thread
     count, whichever launcher forked the fit, but not across thread counts (a sweep at ``-j 2`` gives each
     fit half the cores), because the matmuls split their sums differently (docs/experiments.md, "Noise")."""
-    import torch
+    import torch  # here, not at the top: runs/ is read by compare and the sweep, which need not load torch
 
     cpu = cpu_description()
     if device_type == "cpu":
