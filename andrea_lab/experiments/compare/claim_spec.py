@@ -1,5 +1,5 @@
 """What a claim in a suite file says, parsed and checked when the suite loads: its kind, its two variants, and
-its options (``text``, ``lr``, ``exploratory``, ``across``, ``unequal_budgets``, ``margin``); a claim and its
+its options (``text``, ``lr``, ``lr_from``, ``exploratory``, ``across``, ``unequal_budgets``, ``margin``); a claim and its
 mirror image merged into one hypothesis. How a claim is judged: :mod:`andrea_lab.experiments.compare.claims`."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ CLAIM_KINDS = (
 )
 #: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
 GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling")
-CLAIM_OPTIONS = ("text", "lr", "exploratory", "across", "unequal_budgets", "margin")
+CLAIM_OPTIONS = ("text", "lr", "lr_from", "exploratory", "across", "unequal_budgets", "margin")
 #: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision,
 #: the machine (andrea_lab.runs.machine) or the held-out split (andrea_lab.data.split) would be measured
 #: along with the variants'.
@@ -48,6 +48,10 @@ class Claim:
     mirrors: tuple[str, ...] = ()
     #: ``equivalent_loss`` only: the equivalence margin in nats, declared before the runs.
     margin: Optional[float] = None
+    #: The committed suites whose runs fixed ``lrs`` (``lr_from: [norm_placement]``): where a confirmatory
+    #: claim's LR was chosen, so that the project can check it was not chosen on the seeds that judge it
+    #: (:func:`andrea_lab.experiments.compare.project.provenance_problems`).
+    lr_from: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -124,11 +128,21 @@ def parse_claims(raw: list) -> list[Claim]:
         unequal_budgets = item.get("unequal_budgets", False)
         if not isinstance(unequal_budgets, bool):
             raise _bad(item, f"unequal_budgets must be true or false, got {unequal_budgets!r}")
-        margin = _margin(item, kind)
+        margin, lr_from = _margin(item, kind), _lr_from(item)
         for lrs in _lr_pairs(item.get("lr"), a, b, item):
             claims.append(
                 Claim(
-                    kind, a, b, str(item.get("text", "")), lrs, exploratory, tuple(across), unequal_budgets, (), margin
+                    kind,
+                    a,
+                    b,
+                    str(item.get("text", "")),
+                    lrs,
+                    exploratory,
+                    tuple(across),
+                    unequal_budgets,
+                    (),
+                    margin,
+                    lr_from,
                 )
             )
     return merge_mirrors(claims)
@@ -144,6 +158,18 @@ def _margin(item: Any, kind: str) -> Optional[float]:
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < math.inf:
         raise _bad(item, f"equivalent_loss needs margin: a positive number of nats (e.g. 0.02), got {margin!r}")
     return float(margin)
+
+
+def _lr_from(item: Any) -> tuple[str, ...]:
+    """Where the claim's fixed LRs were chosen: a list of suite names, and only beside ``lr``."""
+    lr_from = item.get("lr_from")
+    if lr_from is None:
+        return ()
+    if item.get("lr") is None:
+        raise _bad(item, "lr_from names the suites that fixed a claim's lr; this claim fixes no lr")
+    if not isinstance(lr_from, list) or not lr_from or not all(isinstance(n, str) and n for n in lr_from):
+        raise _bad(item, f"lr_from must be a list of suite names (e.g. [norm_placement]), got {lr_from!r}")
+    return tuple(lr_from)
 
 
 def _mirror_key(claim: Claim) -> tuple:

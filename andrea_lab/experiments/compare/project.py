@@ -15,8 +15,11 @@ over each suite kept 21 verdicts where one family over the same claims kept 9). 
 * beside the paired-t p, the exact sign-flip p and its floor (:func:`~andrea_lab.experiments.compare.stats.
   sign_flip_p`): with 5 seeds it cannot go below 0.0625, so a verdict there rests on the t distribution.
 
-Whether a confirmatory claim's seeds were fresh and its file written before its runs is not checked here:
-the suite files' git history shows it (docs/experiments.md).
+Two checks run on the committed tables themselves (:func:`provenance_problems`): every (scale, variant, LR) cell
+holds at least :data:`MIN_SEEDS_PER_CELL` seeds, and every confirmatory claim names the suites its LRs were
+chosen in (``lr_from:``) and shares no seed with them, so no LR was chosen on the seeds that judge it. Whether a
+suite file was written before its runs is not checked here: the suite files' git history shows it
+(docs/experiments.md).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from andrea_lab.experiments.compare.compare import scored_loss_column
 from andrea_lab.experiments.compare.multiplicity import holm
 
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
+#: The fewest seeds a committed suite runs in each (scale, variant, LR) cell: below 5 the exact sign-flip test
+#: cannot reach p < 0.05 (its floor is 2/2^n) and an interval rests on the t distribution alone.
+MIN_SEEDS_PER_CELL = 5
 #: The name of the project's block in docs/results.md (``<!-- andrea compare: BEGIN project-wide claims -->``).
 PROJECT = "project-wide"
 
@@ -64,6 +70,55 @@ def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
         for result in claims_module.evaluate_claims(list(suite.claims), suite.runs, scored_loss_column(suite.runs)):
             rows.append({"suite": suite.name, "result": result})
     return pd.DataFrame(rows, columns=["suite", "result"])
+
+
+def _seeds(runs: pd.DataFrame) -> set[int]:
+    return {int(seed) for seed in runs["seed"].dropna()}
+
+
+def fewest_seeds(runs: pd.DataFrame) -> int:
+    """The fewest distinct seeds in any (scale, variant, LR) cell of a suite's runs."""
+    cell = [column for column in ("scale", "variant", "lr") if column in runs.columns]
+    return int(runs.groupby(cell, dropna=False)["seed"].nunique().min()) if len(runs) else 0
+
+
+def provenance_problems(suites: Iterable[CommittedSuite]) -> list[str]:
+    """What keeps the committed suites from the project's standard, one sentence each (empty: none): a cell
+    with fewer than :data:`MIN_SEEDS_PER_CELL` seeds; a confirmatory claim that does not say where its LRs were
+    chosen (``lr_from:``), names a suite that is not committed, or shares seeds with a suite it names."""
+    suites = list(suites)
+    by_name = {suite.name: suite for suite in suites}
+    problems = []
+    for suite in suites:
+        fewest = fewest_seeds(suite.runs)
+        if fewest < MIN_SEEDS_PER_CELL:
+            problems.append(f"{suite.name}: a cell holds {fewest} seeds (at least {MIN_SEEDS_PER_CELL} wanted)")
+        for claim in claims_module.parse_claims(list(suite.claims)) if suite.claims else []:
+            if suite.aa or not is_confirmatory(claim):
+                continue
+            if not claim.lr_from:
+                problems.append(f"{suite.name}: {claim.label} does not say where its LRs were chosen (lr_from:)")
+            for source in claim.lr_from:
+                if source not in by_name:
+                    problems.append(f"{suite.name}: {claim.label} names lr_from {source!r}, not a committed suite")
+                    continue
+                shared = sorted(_seeds(suite.runs) & _seeds(by_name[source].runs))
+                if shared:
+                    problems.append(
+                        f"{suite.name}: {claim.label} is judged on seeds {shared} that also chose its LRs in {source}"
+                    )
+    return problems
+
+
+def provenance_sentence(suites: Iterable[CommittedSuite]) -> str:
+    problems = provenance_problems(suites)
+    if not problems:
+        return (
+            f"Checked on these tables: every suite runs at least {MIN_SEEDS_PER_CELL} seeds in each (scale, "
+            "variant, LR) cell, and every confirmatory claim's LRs were chosen in suites (lr_from) that share "
+            "none of its seeds."
+        )
+    return "Below the project's standard: " + "; ".join(problems) + "."
 
 
 def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
@@ -117,6 +172,7 @@ PROJECT_COLUMNS = (
 
 def project_block(suites: Iterable[CommittedSuite]) -> str:
     """The Markdown block docs/results.md opens with: the counts, then every claim under the project rule."""
+    suites = list(suites)
     table = project_table(suites)
     if table.empty:
         return "No suite with claims has committed runs yet."
@@ -128,7 +184,8 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
         f"in advance), Holm-adjusted as one project-wide family: {len(decided)} verdicts; "
         f"{len(table) - len(confirmatory)} exploratory, with BH q-values: {len(leads)} leads at q < 0.05 (a lead "
         "is a reason for a confirmatory rerun, not a verdict). A/A suites and scaled suites are left out: the "
-        "first check the statistics, the second are judged per scale in their own reports."
+        "first check the statistics, the second are judged per scale in their own reports. "
+        + provenance_sentence(suites)
     )
     lines = [
         "| " + " | ".join(label for _, label in PROJECT_COLUMNS) + " |",

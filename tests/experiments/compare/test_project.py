@@ -7,13 +7,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
 from andrea_lab.commands.compare import committed_suites
 from andrea_lab.experiments.compare.claims import Claim
 from andrea_lab.experiments.compare.multiplicity import holm
-from andrea_lab.experiments.compare.project import is_confirmatory, judged_claims, project_table
+from andrea_lab.experiments.compare.claim_spec import parse_claims
+from andrea_lab.experiments.compare.project import (
+    MIN_SEEDS_PER_CELL,
+    CommittedSuite,
+    is_confirmatory,
+    judged_claims,
+    project_table,
+    provenance_problems,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 RESULTS, SUITES = REPO / "docs" / "results", REPO / "experiments" / "suites"
@@ -32,14 +41,14 @@ def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_th
     assert "aa" not in set(table["suite"]), "the A/A suite checks the statistics; it is not a hypothesis"
     confirmatory = [r for r in judged["result"] if is_confirmatory(r.claim)]
     exploratory = [r for r in judged["result"] if not is_confirmatory(r.claim)]
-    assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 14
+    assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 12
     shown = table.loc[table["kind"] == "confirmatory", "project_p"].astype(float).tolist()
     assert shown == pytest.approx(holm([r.p for r in confirmatory]), rel=5e-3)
     bh = scipy_stats.false_discovery_control([1.0 if r.p != r.p else r.p for r in exploratory], method="bh")
     assert table.loc[table["kind"] == "exploratory", "project_p"].astype(float).tolist() == pytest.approx(bh, rel=5e-3)
     # Across the project, a suite's own verdict can fall: the per-suite family is smaller.
     decided = table[(table["kind"] == "confirmatory") & (table["verdict"] != "not detected")]
-    assert len(decided) == 7  # 2 of them activation_confirm's (2026-12-04)
+    assert len(decided) == 8  # 2 of them activation_confirm's; precision's claims exploratory since (2026-12-04)
     assert all(
         v.endswith("(lead)") or v == "not detected" for v in table.loc[table["kind"] == "exploratory", "verdict"]
     )
@@ -52,8 +61,62 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
         text=True,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("51 claims in 11 suites: 14 confirmatory")
+    assert ran.stdout.startswith("51 claims in 11 suites: 12 confirmatory")
     bad = subprocess.run(
         [sys.executable, "-m", "andrea_lab.cli", "compare", str(tmp_path), "--project"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "holds no <suite>/runs.csv" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_every_committed_suite_runs_five_seeds_per_cell_and_no_confirmatory_lr_was_chosen_on_its_own_seeds():
+    """The project's standard, on the committed tables: checked here so that a suite committed below it fails CI."""
+    assert provenance_problems(committed_suites(RESULTS, SUITES)) == []
+
+
+def _suite(name, seeds, claims=(), lrs=(1e-3,), variants=("a", "b")):
+    runs = pd.DataFrame(
+        [{"variant": v, "lr": lr, "seed": seed} for v in variants for lr in lrs for seed in seeds]
+    )
+    return CommittedSuite(name, runs, tuple(claims))
+
+
+def test_provenance_names_a_thin_cell_a_claim_without_its_lr_source_and_seeds_shared_with_that_source():
+    tuning = _suite("tuning", range(5))
+    thin = _suite("thin", range(MIN_SEEDS_PER_CELL - 1))
+    assert provenance_problems([tuning, thin]) == ["thin: a cell holds 4 seeds (at least 5 wanted)"]
+    one_thin_cell = CommittedSuite("uneven", tuning.runs.iloc[:-1], ())
+    assert provenance_problems([one_thin_cell]) == ["uneven: a cell holds 4 seeds (at least 5 wanted)"]
+
+    def claim(**options):
+        return {"lower_loss": ["a", "b"], "lr": 1e-3, **options}
+
+    fresh = _suite("fresh", range(10, 15), [claim(lr_from=["tuning"]), claim(lr_from=["tuning"], lr=2e-3)])
+    assert provenance_problems([tuning, fresh]) == []
+    unsaid = _suite("unsaid", range(10, 15), [claim()])
+    assert provenance_problems([tuning, unsaid]) == [
+        "unsaid: lower_loss: a vs b @ 1e-3 does not say where its LRs were chosen (lr_from:)"
+    ]
+    reused = _suite("reused", range(3, 8), [claim(lr_from=["tuning"])])
+    assert provenance_problems([tuning, reused]) == [
+        "reused: lower_loss: a vs b @ 1e-3 is judged on seeds [3, 4] that also chose its LRs in tuning"
+    ]
+    missing = _suite("missing", range(10, 15), [claim(lr_from=["nowhere"])])
+    assert provenance_problems([missing]) == [
+        "missing: lower_loss: a vs b @ 1e-3 names lr_from 'nowhere', not a committed suite"
+    ]
+    # Exploratory claims choose their LR on the runs by design; they carry no provenance to check.
+    assert provenance_problems([tuning, _suite("leads", range(5), [claim(exploratory=True), {"lower_loss": ["a", "b"]}])]) == []
+
+
+@pytest.mark.parametrize(
+    "item, why",
+    [
+        ({"lower_loss": ["a", "b"], "lr_from": ["s"]}, "this claim fixes no lr"),
+        ({"lower_loss": ["a", "b"], "lr": 1e-3, "lr_from": "s"}, "lr_from must be a list of suite names"),
+        ({"lower_loss": ["a", "b"], "lr": 1e-3, "lr_from": []}, "lr_from must be a list of suite names"),
+        ({"lower_loss": ["a", "b"], "lr": 1e-3, "lr_from": [""]}, "lr_from must be a list of suite names"),
+    ],
+)
+def test_lr_from_is_a_list_of_suite_names_beside_a_fixed_lr(item, why):
+    with pytest.raises(ValueError, match=why):
+        parse_claims([item])
