@@ -12,6 +12,7 @@ import errno
 import importlib
 import os
 import re
+import signal
 import stat
 import sys
 from typing import Any
@@ -282,8 +283,13 @@ def main(argv: list[str] | None = None) -> int:
         if command in OWN_COMMANDS:
             name = COMMAND_MODULES.get(command, command.replace("-", "_"))
             module = importlib.import_module(f"andrea_lab.commands.{name}")
-            return module.main(argv[1:])
+            status = module.main(argv[1:])
+            sys.stdout.flush()  # here, so that a reader that closed the pipe is met inside this try
+            return status
         return run_lightning(argv)
+    except BrokenPipeError:  # `andrea compare ... | head`: the reader has what it wanted; stop as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 128 + signal.SIGPIPE
     except argparse.ArgumentError as exc:
         print(f"andrea {command}: error: {exc}\n(see `andrea {command} --help` for every option)", file=sys.stderr)
         return 2

@@ -190,3 +190,12 @@ def test_version_names_the_installed_andrea_lab(capsys):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"andrea-lab {version('andrea-lab')}\n"
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly():
+    """`andrea plugins | head -1`: the pipe closes before the output is flushed; no traceback, SIGPIPE's status."""
+    child = subprocess.Popen([*ANDREA, "plugins"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
