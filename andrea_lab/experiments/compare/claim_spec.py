@@ -1,5 +1,5 @@
 """What a claim in a suite file says, parsed and checked when the suite loads: its kind, its two variants, and
-its options (``text``, ``lr``, ``lr_from``, ``exploratory``, ``across``, ``unequal_budgets``, ``margin``); a claim and its
+its options (``text``, ``published``, ``lr``, ``lr_from``, ``exploratory``, ``across``, ``unequal_budgets``, ``margin``); a claim and its
 mirror image merged into one hypothesis. How a claim is judged: :mod:`andrea_lab.experiments.compare.claims`."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ CLAIM_KINDS = (
 )
 #: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
 GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling")
-CLAIM_OPTIONS = ("text", "lr", "lr_from", "exploratory", "across", "unequal_budgets", "margin")
+CLAIM_OPTIONS = ("text", "published", "lr", "lr_from", "exploratory", "across", "unequal_budgets", "margin")
 #: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision,
 #: the machine (andrea_lab.runs.machine) or the held-out split (andrea_lab.data.split) would be measured
 #: along with the variants'.
@@ -52,6 +52,10 @@ class Claim:
     #: claim's LR was chosen, so that the project can check it was not chosen on the seeds that judge it
     #: (:func:`andrea_lab.experiments.compare.project.provenance_problems`).
     lr_from: tuple[str, ...] = ()
+    #: The published result the claim puts to the test, stated in the claim's direction (``published: "Shazeer
+    #: 2020, Table 1: SwiGLU 1.944 vs GELU 1.983 log-ppl"``): the project's verdict table says whether this
+    #: proxy agrees with it.
+    published: str = ""
 
     @property
     def label(self) -> str:
@@ -129,6 +133,9 @@ def parse_claims(raw: list) -> list[Claim]:
         if not isinstance(unequal_budgets, bool):
             raise _bad(item, f"unequal_budgets must be true or false, got {unequal_budgets!r}")
         margin, lr_from = _margin(item, kind), _lr_from(item)
+        published = item.get("published", "")
+        if not isinstance(published, str):
+            raise _bad(item, f"published must be text naming the paper and its result, got {published!r}")
         for lrs in _lr_pairs(item.get("lr"), a, b, item):
             claims.append(
                 Claim(
@@ -143,6 +150,7 @@ def parse_claims(raw: list) -> list[Claim]:
                     (),
                     margin,
                     lr_from,
+                    published,
                 )
             )
     return merge_mirrors(claims)

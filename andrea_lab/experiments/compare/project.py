@@ -152,11 +152,41 @@ def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
                 "exact_p": claims_module.format_exact(result),
                 "project_p": claims_module.format_p(p_project),
                 "suite_verdict": result.outcome,
+                "hypothesis": result.claim.text or result.claim.label,
+                "published": result.claim.published,
+                "agrees": _agreement(result.claim.published, outcome),
             }
         )
     return pd.DataFrame(rows)
 
 
+def _agreement(published: str, outcome: str) -> str:
+    """Whether this proxy agrees with the published result a claim states in its own direction."""
+    if not published:
+        return ""
+    return {"reproduced": "agrees", "contradicted": "disagrees"}.get(outcome, "not detected here")
+
+
+#: The table docs/results.md opens with: the verdicts the project stands behind, and the published results.
+VERDICT_COLUMNS = (
+    ("suite", "suite"),
+    ("hypothesis", "hypothesis"),
+    ("claim", "claim"),
+    ("verdict", "verdict"),
+    ("evidence", "effect (95 % CI, unadjusted), seeds"),
+    ("project_p", "project Holm p"),
+    ("published", "published result"),
+    ("agrees", "this proxy"),
+)
+LEAD_COLUMNS = (
+    ("suite", "suite"),
+    ("hypothesis", "hypothesis"),
+    ("claim", "claim"),
+    ("verdict", "lead"),
+    ("evidence", "effect (95 % CI, unadjusted), seeds"),
+    ("project_p", "BH q"),
+    ("published", "published result"),
+)
 PROJECT_COLUMNS = (
     ("suite", "suite"),
     ("claim", "claim"),
@@ -187,11 +217,25 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
         "first check the statistics, the second are judged per scale in their own reports. "
         + provenance_sentence(suites)
     )
-    lines = [
-        "| " + " | ".join(label for _, label in PROJECT_COLUMNS) + " |",
-        "|" + "|".join("---" for _ in PROJECT_COLUMNS) + "|",
-    ]
-    for _, row in table.iterrows():
-        cells = [str(row[key]).replace("|", "\\|") for key, _ in PROJECT_COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return header + "\n\n" + "\n".join(lines)
+    return "\n\n".join(
+        [
+            header,
+            "**Verdicts the project stands behind** (confirmatory claims that survive the project-wide Holm "
+            "adjustment):",
+            _markdown(decided, VERDICT_COLUMNS),
+            "**Exploratory leads** (BH q < 0.05; each LR chosen on the runs it is judged on, or marked "
+            "exploratory: reasons for a confirmatory rerun, not verdicts):",
+            _markdown(leads, LEAD_COLUMNS),
+            "**Every claim**, confirmatory and exploratory, decided or not:",
+            _markdown(table, PROJECT_COLUMNS),
+        ]
+    )
+
+
+def _markdown(rows: pd.DataFrame, columns: tuple) -> str:
+    if rows.empty:
+        return "(none)"
+    lines = ["| " + " | ".join(label for _, label in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for _, row in rows.iterrows():
+        lines.append("| " + " | ".join(str(row[key]).replace("|", "\\|") for key, _ in columns) + " |")
+    return "\n".join(lines)

@@ -460,12 +460,12 @@ def test_the_confirmatory_suite_compares_at_its_fixed_lrs_into_its_own_block(tmp
     assert (name, what) == ("norm_placement_confirm", "claims")
     assert content.startswith(
         "80 runs: seeds 5, 6, 7, 8, 9, 10, 11, 12, 13, 14; LRs 2e-3, 4e-3; scored on the "
-        "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (2 "
+        "held-out loss.\nVerdicts at Holm-adjusted p < 0.05 over this suite's 10 claims (4 "
         "exploratory claims judged on the raw p, outside the family)"
     )
     assert "Stuck-at-unigram window: from step 100 for every variant." in content
     rows = [line for line in content.splitlines() if line.startswith("| lower_") or line.startswith("| fewer_")]
-    assert len(rows) == 12 and all("(fixed in advance)" in row for row in rows)
+    assert len(rows) == 14 and all("(fixed in advance)" in row for row in rows)
     assert (
         "| fewer_divergences: pre vs post @ 4e-3 | pre-norm diverges in fewer runs than post-norm | **reproduced** "
         "| diverged pre 0/10, post 10/10 paired by seed;"
