@@ -18,9 +18,14 @@ CLAIM_KINDS = (
     "lower_sensitivity",
     "higher_ceiling",
     "equivalent_loss",
+    "sensitivity_gap_grows",
 )
 #: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
-GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling")
+GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling", "sensitivity_gap_grows")
+#: Claims about how a difference changes across a suite's scales (an interaction: "A's LR sensitivity minus
+#: B's grows with width", Wortsman et al. 2023, Fig. 1), judged once over all scales, never at one
+#: (:func:`andrea_lab.experiments.compare.scales.judge_across_scales`); only in a suite with ``scales:``.
+ACROSS_SCALES = ("sensitivity_gap_grows",)
 CLAIM_OPTIONS = ("text", "published", "lr", "lr_from", "exploratory", "across", "unequal_budgets", "margin")
 #: What the runs of a claim must share unless the claim says ``across: [...]``: a difference in the precision,
 #: the machine (andrea_lab.runs.machine) or the held-out split (andrea_lab.data.split) would be measured
@@ -124,7 +129,7 @@ def parse_claims(raw: list) -> list[Claim]:
         exploratory = item.get("exploratory", False)
         if not isinstance(exploratory, bool):
             raise _bad(item, f"exploratory must be true or false, got {exploratory!r}")
-        if kind in ("lower_sensitivity", "higher_ceiling") and item.get("lr") is not None:
+        if kind in ("lower_sensitivity", "higher_ceiling", *ACROSS_SCALES) and item.get("lr") is not None:
             raise _bad(item, f"{kind} is measured over the whole LR grid and takes no lr")
         across = item.get("across", [])
         if not isinstance(across, list) or not set(across) <= set(MUST_MATCH):

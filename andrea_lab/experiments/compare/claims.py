@@ -38,6 +38,7 @@ import pandas as pd
 
 from andrea_lab.experiments.compare import selection, stats
 from andrea_lab.experiments.compare.claim_spec import (
+    ACROSS_SCALES,
     CLAIM_KINDS,
     CLAIM_OPTIONS,
     GRID_KINDS,
@@ -318,6 +319,8 @@ def evaluate_claims(
     for claim in parsed:
         if claim.kind not in CLAIM_KINDS:
             raise ValueError(f"unknown claim kind {claim.kind!r}; valid kinds: {', '.join(CLAIM_KINDS)}")
+        if claim.kind in ACROSS_SCALES:
+            raise ValueError(f"{claim.label} is judged across a suite's scales, not on one set of runs")
         stats.check_known([claim.a, claim.b], runs)
     counted = stats.counted_runs(runs, loss_column)
     for claim in parsed:

@@ -9,19 +9,27 @@ claim is judged at each scale by the very functions that judge it without the ax
 :func:`andrea_lab.experiments.compare.claims.evaluate_claims`).
 What the axis adds is the trend (Wortsman et al. 2023, Figure 1): the claims' outcomes and intervals side
 by side per scale, each variant's LR sensitivity per scale, and the figures of
-:mod:`andrea_lab.experiments.compare.plots_scales`.
+:mod:`andrea_lab.experiments.compare.plots_scales`; and the claims about the trend itself
+(:func:`judge_across_scales`: "A's LR sensitivity minus B's grows with scale"), the interaction that a claim
+at each scale cannot test: "reproduced at the largest scale, not detected at the smallest" is no evidence
+that the gap grew.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from scipy import stats as scipy_stats
+
 from andrea_lab.experiments.compare import compare, report, stats
-from andrea_lab.experiments.compare.claims import parse_claims
+from andrea_lab.experiments.compare.claim_spec import ACROSS_SCALES
+from andrea_lab.experiments.compare.claims import format_p, outcome_of, parse_claims
+from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.compare import Column
 from andrea_lab.experiments.compare.runs_table import SCALE, SCALE_INDEX
 from andrea_lab.runs.directory import format_lr
@@ -52,11 +60,14 @@ def scale_subsets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def judgeable(raw_claims: Sequence[Any], runs: pd.DataFrame) -> list[tuple[Any, Optional[str]]]:
-    """Each raw claim with None, or why it cannot be judged on these runs (a variant without counted runs)."""
+    """Each raw claim judged at one scale with None, or why it cannot be judged on these runs (a variant
+    without counted runs); claims across scales are left out (:func:`judge_across_scales`)."""
     counted = set(runs.loc[runs["status"].isin(stats.COUNTED_STATUSES) & runs["lr"].notna(), "variant"])
     judged = []
     for raw in raw_claims:
         claim = parse_claims([raw])[0]  # a claim at several fixed LRs parses into one per LR: same variants
+        if claim.kind in ACROSS_SCALES:
+            continue
         missing = [name for name in (claim.a, claim.b) if name not in counted]
         judged.append((raw, f"no finished or diverged run of {', '.join(missing)} at this scale" if missing else None))
     return judged
@@ -99,6 +110,89 @@ def claims_by_scale(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: 
         .sort_values("_order", kind="stable")[["claim", "text", "scale", "outcome", "evidence"]]
         .reset_index(drop=True)
     )
+
+
+def sensitivity_gaps(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> list[tuple[str, stats.PairedDifference]]:
+    """Per scale where both ran on the same LR grid: A's LR sensitivity minus B's, paired by seed within the
+    scale (the same per-seed sensitivity as ``lower_sensitivity``)."""
+    gaps = []
+    for scale, subset in scale_subsets(runs):
+        counted = stats.counted_runs(subset, loss_column)
+        if not {a, b} <= set(counted["variant"]):
+            continue
+        table_a, table_b = stats.loss_table(counted, a), stats.loss_table(counted, b)
+        if set(table_a.index) != set(table_b.index) or len(table_a.index) < 2:
+            continue
+        gaps.append(
+            (scale, stats.paired_difference(stats.lr_sensitivity_per_seed(table_a), stats.lr_sensitivity_per_seed(table_b)))
+        )
+    return gaps
+
+
+@dataclass(frozen=True)
+class GapTrend:
+    """The least-squares slope of the per-seed sensitivity gaps against the scale's position (0, 1, 2, ... in
+    the suite's order): its 95 % interval and two-sided t-test p with n - 2 degrees of freedom."""
+
+    slope: float
+    low: float
+    high: float
+    p: float
+    n: int
+
+
+def gap_trend(gaps: Sequence[tuple[str, stats.PairedDifference]]) -> GapTrend:
+    """Seeds are not paired across scales (another width is another initialisation), so every seed's gap is
+    one observation at its scale's position, and the trend is an ordinary regression over them."""
+    x = [position for position, (_, gap) in enumerate(gaps) for _ in gap.differences]
+    y = [float(value) for _, gap in gaps for value in gap.differences]
+    if len(set(x)) < 2 or len(y) < 3:
+        return GapTrend(math.nan, math.nan, math.nan, math.nan, len(y))
+    fit = scipy_stats.linregress(x, y)
+    half = float(scipy_stats.t.ppf(0.975, len(y) - 2)) * float(fit.stderr)
+    return GapTrend(float(fit.slope), fit.slope - half, fit.slope + half, float(fit.pvalue), len(y))
+
+
+def judge_across_scales(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: str) -> pd.DataFrame:
+    """Every claim about the trend across scales, as one Holm family of its own: ``sensitivity_gap_grows:
+    [A, B]`` is reproduced when the slope of (A's LR sensitivity - B's) over the scales is positive at
+    Holm-adjusted p < 0.05, contradicted when negative."""
+    claims = [claim for claim in parse_claims(list(raw_claims)) if claim.kind in ACROSS_SCALES]
+    rows = []
+    for claim in claims:
+        gaps = sensitivity_gaps(runs, claim.a, claim.b, loss_column)
+        trend = gap_trend(gaps)
+        per_scale = "; ".join(f"{scale} {gap.describe()}" for scale, gap in gaps) or "no scale with both on one grid"
+        side = None if math.isnan(trend.slope) or trend.slope == 0 else trend.slope > 0
+        slope = (
+            "too few seeds or scales for a slope"
+            if math.isnan(trend.slope)
+            else f"slope {trend.slope:+.3f} [{trend.low:+.3f}, {trend.high:+.3f}] per scale step (n={trend.n} seeds)"
+        )
+        rows.append(
+            {
+                "claim": f"{claim.kind}: {claim.a} vs {claim.b}",
+                "text": claim.text,
+                "evidence": f"{claim.a} − {claim.b} in LR sensitivity: {per_scale}; {slope}",
+                "p": trend.p,
+                "_side": side,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=["claim", "text", "evidence", "p", "_side"])
+    frame["p_holm"] = holm(list(frame["p"])) if len(frame) else []
+    frame["outcome"] = [outcome_of(side, p) for side, p in zip(frame["_side"], frame["p_holm"])]
+    frame["p"], frame["p_holm"] = frame["p"].map(format_p), frame["p_holm"].map(format_p)
+    return frame[["claim", "text", "outcome", "evidence", "p", "p_holm"]]
+
+
+ACROSS_COLUMNS = [
+    Column("claim", "claim", lambda r: r),
+    Column("text", "hypothesis", lambda r: r),
+    Column("outcome", "outcome", lambda r: r),
+    Column("evidence", "evidence (95 % CIs per scale; the slope's t-test)", lambda r: r),
+    Column("p", "p", lambda r: r),
+    Column("p_holm", "Holm p (claims across scales)", lambda r: r),
+]
 
 
 def trend_table(by_scale: pd.DataFrame, scales: Sequence[str]) -> tuple[list[Column], pd.DataFrame]:
@@ -150,5 +244,14 @@ def plan_scaled_suite(suite_runs: pd.DataFrame, reference: Optional[str], claims
         f"{row.variant}: left out {Path(row.path).name} (no scale, in a suite with a scale axis)"
         for row in unscaled.itertuples()
     ]
-    by_scale = claims_by_scale(suite_runs[suite_runs[SCALE].notna()], claims, loss_column) if claims else None
-    return {"runs": suite_runs, "loss_column": loss_column, "scales": plans, "claims": by_scale, "notes": notes}
+    scaled = suite_runs[suite_runs[SCALE].notna()]
+    by_scale = claims_by_scale(scaled, claims, loss_column) if claims else None
+    across = judge_across_scales(scaled, claims, loss_column) if claims else None
+    return {
+        "runs": suite_runs,
+        "loss_column": loss_column,
+        "scales": plans,
+        "claims": by_scale,
+        "across": across,
+        "notes": notes,
+    }

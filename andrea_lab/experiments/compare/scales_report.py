@@ -23,6 +23,10 @@ How to read this report (docs/experiments.md, "The scale axis"):
 - **Claims at each scale**: every claim judged on that scale's runs alone, by the same test as without the
   axis; each cell is the outcome and its evidence (the paired difference with its 95 % interval, or the
   exact test). **n/a**: a variant of the claim has no finished or diverged run at that scale.
+- **Claims across scales** (`sensitivity_gap_grows`): A's LR sensitivity minus B's per seed at each
+  scale, and the least-squares slope of those gaps over the scales' positions (0, 1, 2, ... in the suite's
+  order) with its 95 % interval and t-test; Holm over the claims across scales. The interaction a claim
+  at each scale cannot test.
 - **LR sensitivity** per scale: the mean over the LR grid of the capped loss minus its best value
   (Wortsman et al. 2023), mean ± sd over seeds; its growth with scale is the trend QK-layernorm should flatten.
 - Figures: `loss_vs_lr_by_scale.png` (one panel per variant, one curve per scale), `lr_sensitivity_by_scale.png`,
@@ -64,7 +68,10 @@ def scaled_sections(suite: str, plan: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if plan["claims"] is not None and len(plan["claims"]):
         columns, trend = scales.trend_table(plan["claims"], names)
-        sections.append(("claims", ["## Claims at each scale", "", report.markdown_table(columns, trend), ""]))
+        claim_lines = ["## Claims at each scale", "", report.markdown_table(columns, trend), ""]
+        if plan.get("across") is not None and len(plan["across"]):
+            claim_lines += ["## Claims across scales", "", across_table(plan["across"]), ""]
+        sections.append(("claims", claim_lines))
     notes = plan["notes"]
     if notes:
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
@@ -98,6 +105,9 @@ def write_scaled_suite(suite: str, plan: dict[str, Any], directory: Path) -> dic
     if plan["claims"] is not None:
         files["claims_csv"] = directory / "claims.csv"
         plan["claims"].to_csv(files["claims_csv"], index=False)
+    if plan.get("across") is not None and len(plan["across"]):
+        files["claims_across_csv"] = directory / "claims_across_scales.csv"
+        plan["across"].to_csv(files["claims_across_csv"], index=False)
     return {
         "variants": [],
         "files": files,
@@ -126,8 +136,16 @@ def claims_block_by_scale(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     parts = []
     for scale, subset in scales.scale_subsets(runs):
         at_scale = [raw for raw, missing in scales.judgeable(claims, subset) if missing is None]
-        parts.append(f"**At {scale}**: " + report.claims_block(subset, at_scale))
+        if at_scale:
+            parts.append(f"**At {scale}**: " + report.claims_block(subset, at_scale))
+    across = scales.judge_across_scales(runs[runs[scales.SCALE].notna()], claims, compare.scored_loss_column(runs))
+    if len(across):
+        parts.append("**Across scales** (one Holm family of its own):\n\n" + across_table(across))
     return "\n\n".join(parts)
+
+
+def across_table(across: pd.DataFrame) -> str:
+    return report.markdown_table(scales.ACROSS_COLUMNS, across)
 
 
 def doc_blocks_by_scale(

@@ -264,15 +264,18 @@ def _variants(raw_variants: Any, where: str) -> list[Variant]:
     return [_variant(raw, number, where, seen) for number, raw in enumerate(raw_variants, start=1)]
 
 
-def _check_claims(claims: list, grids: dict[str, tuple[float, ...]], where: str) -> None:
+def _check_claims(claims: list, grids: dict[str, tuple[float, ...]], where: str, scaled: bool) -> None:
     """Each claim parses, names two of the suite's variants, and fixes each variant's LR (``lr:``) to one of
-    that variant's grid (``grids``: variant name -> its LRs)."""
+    that variant's grid (``grids``: variant name -> its LRs); a claim across scales needs ``scales:``."""
     names = list(grids)
     try:
         # Imported here: the statistics need pandas and scipy, which a suite without claims never loads.
+        from andrea_lab.experiments.compare.claim_spec import ACROSS_SCALES
         from andrea_lab.experiments.compare.claims import parse_claims
 
         for claim in parse_claims(claims) if claims else []:
+            if claim.kind in ACROSS_SCALES and not scaled:
+                raise ValueError(f"{claim.kind} compares a difference across scales; this suite has no scales:")
             for named in (claim.a, claim.b):
                 if named not in names:
                     raise ValueError(f"claim {claim.kind}: {named!r} is not a variant; variants: {', '.join(names)}")
@@ -389,7 +392,8 @@ def load_suite(path: str | Path) -> Suite:
     if reference not in names:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
-    _check_claims(claims, {v.name: lrs if v.lrs is None else v.lrs for v in variants}, where)
+    scales = parse_scales(document.get("scales"), where, common, variants)
+    _check_claims(claims, {v.name: lrs if v.lrs is None else v.lrs for v in variants}, where, bool(scales))
     suite = Suite(
         name=name,
         path=path.resolve(),
@@ -402,7 +406,7 @@ def load_suite(path: str | Path) -> Suite:
         reference=reference,
         claims=tuple(claims),
         resources=parse_resources(document.get("resources"), f"{where}: resources"),
-        scales=parse_scales(document.get("scales"), where, common, variants),
+        scales=scales,
     )
     check_stuck_windows(suite)
     return suite

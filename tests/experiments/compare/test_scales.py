@@ -300,3 +300,83 @@ def test_the_legend_explains_the_attention_columns_only_when_shown(scaled_runs):
         legend = dict(report.suite_sections("st", variants, frame, None, [], "heldout_loss"))["legend"]
         assert ("**final max attn logit**" in legend) is shown and "min attn entropy" not in legend
         assert legend.startswith(report.legend("heldout_loss"))
+
+
+# ====================================================================== claims across scales (the interaction)
+
+
+def _runs_with_gaps(gap_by_scale: dict[str, tuple[float, ...]]) -> pd.DataFrame:
+    """Runs of a and b at each scale (in the dict's order) over three LRs: b is flat at 2.0 except +0.1 off its
+    optimum; a's loss away from its optimum is raised so that a's LR sensitivity minus b's is the given gap for
+    each seed (one seed per value)."""
+    rows = []
+    for index, (scale, gaps) in enumerate(gap_by_scale.items()):
+        for seed, gap in enumerate(gaps):
+            b = (2.1, 2.0, 2.1)
+            a = (2.1 + 1.5 * gap, 2.0, 2.1 + 1.5 * gap)  # sensitivity = mean - min: (0.2 + 3 gap) / 3 vs 0.2 / 3
+            for variant, losses in (("a", a), ("b", b)):
+                for lr, loss in zip(LRS, losses):
+                    rows.append(
+                        {
+                            "variant": variant,
+                            "lr": lr,
+                            "seed": seed,
+                            "status": "finished",
+                            "final_val_loss": loss,
+                            "initial_val_loss": 5.5,
+                            "divergence_kind": None,
+                            "scale": scale,
+                            "scale_index": index,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+GROWS = [{"sensitivity_gap_grows": ["a", "b"], "text": "a's LR sensitivity pulls away from b's with width"}]
+
+
+def test_a_gap_that_grows_with_scale_is_reproduced_with_its_slope_and_interval():
+    runs = _runs_with_gaps({"d64": (0.00, 0.01, 0.02), "d128": (0.10, 0.11, 0.12), "d256": (0.20, 0.21, 0.22)})
+    gaps = scales.sensitivity_gaps(runs, "a", "b", "final_val_loss")
+    assert [scale for scale, _ in gaps] == ["d64", "d128", "d256"]
+    assert [round(gap.mean, 6) for _, gap in gaps] == [0.01, 0.11, 0.21]
+    trend = scales.gap_trend(gaps)
+    assert trend.slope == pytest.approx(0.10) and trend.low < 0.10 < trend.high and trend.n == 9
+    judged = scales.judge_across_scales(runs, GROWS, "final_val_loss")
+    assert list(judged["outcome"]) == ["reproduced"]
+    assert "slope +0.100 [" in judged["evidence"][0] and "d256 +0.210" in judged["evidence"][0]
+
+
+def test_a_gap_large_at_every_scale_but_not_growing_is_not_an_interaction():
+    """Each scale alone would show a lower sensitivity for b; the trend claim asks whether the gap grows."""
+    runs = _runs_with_gaps({"d64": (0.20, 0.10, 0.15), "d128": (0.12, 0.21, 0.14), "d256": (0.16, 0.11, 0.20)})
+    assert list(scales.judge_across_scales(runs, GROWS, "final_val_loss")["outcome"]) == ["not detected"]
+    shrinking = _runs_with_gaps({"d64": (0.30, 0.31, 0.32), "d128": (0.20, 0.21, 0.22), "d256": (0.10, 0.11, 0.12)})
+    assert list(scales.judge_across_scales(shrinking, GROWS, "final_val_loss")["outcome"]) == ["contradicted"]
+
+
+def test_a_claim_across_scales_goes_into_the_report_and_the_doc_block_and_not_into_any_one_scale():
+    runs = _runs_with_gaps({"d64": (0.00, 0.01, 0.02), "d128": (0.10, 0.11, 0.12)})
+    claims = GROWS + [{"lower_sensitivity": ["b", "a"]}]
+    block = scales_report.claims_block_by_scale(runs, claims)
+    assert "**Across scales**" in block and "sensitivity_gap_grows: a vs b" in block
+    assert block.count("sensitivity_gap_grows") == 1  # not judged at d64 or d128 on their own
+    plan = scales.plan_scaled_suite(runs, "b", claims)
+    assert list(plan["claims"]["claim"].unique()) == ["lower_sensitivity: b vs a"]
+    assert "## Claims across scales" in dict(scales_report.scaled_sections("st", plan))["claims"]
+
+
+def test_a_claim_across_scales_needs_a_suite_with_scales_and_takes_no_lr(tmp_path):
+    base = REPO / "experiments" / "cpu-base.yaml"
+    suite = {"base": str(base), "lrs": [1e-3, 1e-2], "seeds": [0], "claims": GROWS, "variants": [{"name": "a"}, {"name": "b"}]}
+    path = tmp_path / "flat.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    with pytest.raises(ValueError, match="compares a difference across scales; this suite has no scales"):
+        load_suite(path)
+    suite["scales"] = [{"name": "d64", "overrides": {"model.config.d_model": 64}}]
+    path.write_text(yaml.safe_dump(suite))
+    assert load_suite(path).claims[0] == GROWS[0]
+    suite["claims"] = [{**GROWS[0], "lr": 1e-3}]
+    path.write_text(yaml.safe_dump(suite))
+    with pytest.raises(ValueError, match="measured over the whole LR grid and takes no lr"):
+        load_suite(path)

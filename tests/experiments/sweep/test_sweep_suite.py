@@ -222,6 +222,7 @@ CPU_ONLY = {
     "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims",
     "precision.yaml": "bf16-mixed on the CPU's matrix units against fp32: a question about the CPU path",
     "init_scale.yaml": "tuning the CPU proxy's initialisation (d_model 64); the 120M model's init is the spec's",
+    "stability_width.yaml": "the width trend of stability_interventions; its GPU counterpart is gpu/stability_interventions.yaml",
     "norm_placement_tune.yaml": "the LR search of norm_placement at the tuned CPU proxy, before its confirmation",
 }
 
