@@ -223,6 +223,8 @@ CPU_ONLY = {
     "precision.yaml": "bf16-mixed on the CPU's matrix units against fp32: a question about the CPU path",
     "init_scale.yaml": "tuning the CPU proxy's initialisation (d_model 64); the 120M model's init is the spec's",
     "stability_width.yaml": "the width trend of stability_interventions; its GPU counterpart is gpu/stability_interventions.yaml",
+    "depth_confirm.yaml": "the confirmation of the CPU depth suite's leads at the tuned proxy",
+    "mlp_ratio_confirm.yaml": "the CPU mlp_ratio suite's equivalence and matched-parameter claims on fresh seeds",
     "norm_placement_tune.yaml": "the LR search of norm_placement at the tuned CPU proxy, before its confirmation",
 }
 
