@@ -562,6 +562,7 @@ MALFORMED_STATES = {
     "summary-history": ("RunSummary", {"val_history": "zz"}, "run summary's state"),
     "summary-initial-loss": ("RunSummary", {"initial_val_loss": {"a": 1}}, "run summary's state"),
     "heldout-curve": ("HeldOutEvaluation", {"curve": 5}, "held-out evaluation's state"),
+    "all-callbacks": (None, None, "callbacks' states in the checkpoint: the mapping"),
 }
 
 
@@ -572,7 +573,9 @@ def test_hostile_malformed_callback_state_ends_a_resumed_fit_in_one_line(
     key, patch, named = MALFORMED_STATES[attack]
 
     def edit(checkpoint):
-        if patch is None:
+        if key is None:
+            checkpoint["callbacks"] = ["garbage"]
+        elif patch is None:
             checkpoint["callbacks"][key] = "garbage"
         else:
             checkpoint["callbacks"][key].update(patch)
@@ -581,3 +584,5 @@ def test_hostile_malformed_callback_state_ends_a_resumed_fit_in_one_line(
     monkeypatch.chdir(tmp_path)
     code = cli_main(micro_fit(text_corpus, "--ckpt_path", str(path), "--trainer.max_steps", "2"))
     refused(capsys, code, named, "is malformed")
+    # Refused before anything is written: no run directory is left for a fit that never started.
+    assert not (tmp_path / "runs").exists(), sorted(str(p) for p in (tmp_path / "runs").rglob("*"))

@@ -7,6 +7,7 @@ through a TensorBoard logger, with a checkpoint callback whose arguments are con
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from andrea_lab import safe_yaml
 from andrea_lab.data import AndreaDataModule
-from andrea_lab.errors import PreemptedError, UsageError
+from andrea_lab.errors import CheckpointStateError, PreemptedError, UsageError
 from andrea_lab.files import atomic_write, check_output_dir
 from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.fit.cpu_cost import cpu_step_note
@@ -90,6 +91,28 @@ class RerunnableConfig(SaveConfigCallback):
         super().setup(trainer, pl_module, stage)
 
 
+def check_callback_states(callbacks: list[Callback], stored: Any) -> None:
+    """Restore each callback's state from the checkpoint into a copy of it, before the fit writes anything:
+    a malformed state (a handed or damaged file) is refused in one line (each callback's ``load_state_dict``
+    raises :class:`~andrea_lab.errors.CheckpointStateError`) before a run directory is made for a fit that
+    would stop at once. Lightning restores the real callbacks later, from the same states."""
+    if stored is None:
+        return
+    if not isinstance(stored, dict):
+        raise CheckpointStateError(
+            f"the callbacks' states in the checkpoint: the mapping is malformed (a {type(stored).__name__}); "
+            "resume from another checkpoint, or start the run afresh"
+        )
+    for callback in callbacks:
+        state = stored.get(callback.state_key)
+        if state is None:
+            continue
+        if hasattr(callback, "check_state"):  # a callback that applies its state later, at on_train_start
+            callback.check_state(state)
+        else:
+            copy.deepcopy(callback).load_state_dict(state)
+
+
 def _plain_progress_bar(config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
     """Lightning's TQDM bar unless the user chose a bar or none. Lightning's own default is Rich's
     whenever ``rich`` is installed (any ``transformers`` pulls it in), which writes "Epoch 0/-2" into a
@@ -117,6 +140,9 @@ class AndreaCLI(LightningCLI):
     def __init__(self, *args, resume_dir: str | None = None, **kwargs):
         #: The run ``andrea fit --resume`` continues: the fit must write there and nowhere else.
         self.resume_dir = resume_dir
+        #: The callbacks' states in the checkpoint a fit resumes from, checked before the run directory is
+        #: claimed (:func:`check_callback_states`); None without ``--ckpt_path``.
+        self._stored_callback_states: Any = None
         kwargs.setdefault(
             "trainer_defaults",
             {
@@ -160,6 +186,7 @@ class AndreaCLI(LightningCLI):
         checkpoint = load_checkpoint(ckpt_path)
         hparams = stored_hyperparameters(checkpoint)
         if subcommand == "fit":
+            self._stored_callback_states = checkpoint.get("callbacks")
             section = self.config[subcommand]
             check_resume(ckpt_path, checkpoint, section.get("model"), section.get("data"))
             hparams = _without_changeable(hparams, section.get("model"))
@@ -194,6 +221,8 @@ class AndreaCLI(LightningCLI):
         self._say_cpu_cost()
         if not self.trainer.is_global_zero:
             return
+        # Before the logger claims its version directory (reading log_dir does): a refused fit leaves nothing.
+        check_callback_states(self.trainer.callbacks, self._stored_callback_states)
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         check_resumed_directory(run_dir, self.resume_dir)
         check_writes_inside(self.trainer, run_dir)

@@ -12,6 +12,8 @@ interruption: a Ctrl-C should end the process, not start an evaluation).
 
 from __future__ import annotations
 
+import copy
+
 import math
 import os
 import time
@@ -156,12 +158,20 @@ class RunSummary(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._active and self._loaded_state is not None:
             state, self._loaded_state = self._loaded_state, None
-            with reading_checkpoint_state("run summary's"):
-                initial = state["initial_val_loss"]
-                self.initial_val_loss = None if initial is None else float(initial)
-                self.val_history = [(int(s), float(v)) for s, v in state["val_history"]]
-                self.tokens_seen = int(state["tokens_seen"])
-                self.wall_time_before = float(state["wall_time_s"])
+            self._apply_state(state)
+
+    def check_state(self, state: Any) -> None:
+        """Apply a checkpoint's state to a copy: refused now, before a fit writes anything, what
+        :meth:`on_train_start` would refuse (andrea_lab.fit.cli.check_callback_states)."""
+        copy.deepcopy(self)._apply_state(state)
+
+    def _apply_state(self, state: Any) -> None:
+        with reading_checkpoint_state("run summary's"):
+            initial = state["initial_val_loss"]
+            self.initial_val_loss = None if initial is None else float(initial)
+            self.val_history = [(int(s), float(v)) for s, v in state["val_history"]]
+            self.tokens_seen = int(state["tokens_seen"])
+            self.wall_time_before = float(state["wall_time_s"])
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
