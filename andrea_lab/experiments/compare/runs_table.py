@@ -129,6 +129,8 @@ DIVERGENCE_CAUSE = "divergence_cause"
 #: The precursor signal that left its band first before the run's divergence (else its first spike), and by how
 #: many steps it led the loss (summary.json ``gave_way_first``; docs/stability.md).
 GAVE_WAY, GAVE_WAY_LEAD = "gave_way_first", "gave_way_lead"
+#: The fit's wall time in seconds (summary.json ``wall_time_s``): what a suite cost here, run by run.
+WALL_TIME = "wall_time_s"
 OPTIONAL_COLUMNS = (
     "stuck_after",
     SCALE,
@@ -142,6 +144,7 @@ OPTIONAL_COLUMNS = (
     DIVERGENCE_CAUSE,
     GAVE_WAY,
     GAVE_WAY_LEAD,
+    WALL_TIME,
 )
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
@@ -317,6 +320,7 @@ def record_columns(record: RunRecord) -> dict[str, Any]:
         steps=record.steps,
         warmup_steps=record.training.get("warmup_steps"),
         vocab_size=record.config.get("vocab_size"),
+        wall_time_s=record.wall_time_s or None,
     )
 
 

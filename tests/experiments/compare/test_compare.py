@@ -17,9 +17,17 @@ from andrea_lab.commands.compare import committed_suites
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report
 from andrea_lab.experiments.compare.project import PROJECT, project_block
-from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv
+from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv, write_runs_csv
 from andrea_lab.experiments.sweep.suite import load_suite, run_version
-from andrea_lab.runs.directory import DONE_MARKER, FAILED_MARKER, START_MARKER, HeldOut, RunRecord, write_record
+from andrea_lab.runs.directory import (
+    DONE_MARKER,
+    FAILED_MARKER,
+    START_MARKER,
+    SUMMARY_FILE,
+    HeldOut,
+    RunRecord,
+    write_record,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -534,3 +542,31 @@ def test_a_refusal_of_many_duplicates_stays_one_short_line(toy_runs, tmp_path):
     message = str(refused.value)
     assert "more than one finished run of" in message and " more): keep one run" in message
     assert len(message) < 600 and "\n" not in message
+
+
+def test_a_suites_cost_here_is_summed_from_its_runs_wall_times(tmp_path):
+    """What a suite cost is measured, not estimated: each fit's wall time (summary.json) in runs.csv, summed in
+    the report's notes; runs recorded without it add no column and no note."""
+    root = tmp_path / "runs"
+    for seed, seconds in ((0, 30.0), (1, 90.0)):
+        run_dir = write_run(root, "a", 1e-3, seed, 2.0)
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+        (run_dir / SUMMARY_FILE).write_text(json.dumps({**summary, "wall_time_s": seconds}))
+    runs = load_runs(root / "toy")
+    assert list(runs["wall_time_s"]) == [30.0, 90.0]
+    assert report.cost_notes(runs) == [
+        "cost here: 2 fits took 2.0 min of wall time in all (60 s per fit on average, 90 s the longest); a sweep "
+        "at -j N takes about that divided by N, plus each run's start-up"
+    ]
+    csv_path = tmp_path / "runs.csv"
+    write_runs_csv(runs, csv_path)
+    assert list(read_runs_csv(csv_path)["wall_time_s"]) == [30.0, 90.0]
+    untimed = load_runs(_toy_root_without_times(tmp_path))
+    assert "wall_time_s" not in untimed or untimed["wall_time_s"].isna().all()
+    assert report.cost_notes(untimed) == []
+
+
+def _toy_root_without_times(tmp_path):
+    root = tmp_path / "untimed"
+    write_run(root, "a", 1e-3, 0, 2.0)
+    return root / "toy"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -359,3 +360,14 @@ def test_claims_at_lrs_fixed_in_advance_and_exploratory_ones_load(tmp_path):
 def test_identical_variants_are_the_a_a_pair():
     assert load_suite(REPO / "experiments" / "suites" / "aa.yaml").identical_variants() == ("a", "b")
     assert load_suite(REPO / "experiments" / "suites" / "norm_placement.yaml").identical_variants() is None
+
+
+@pytest.mark.parametrize("path", SUITES, ids=[str(p.relative_to(REPO / "experiments" / "suites")) for p in SUITES])
+def test_every_cpu_suite_says_what_it_cost_here(path):
+    """A reader planning a rerun needs the price: measured (`andrea compare` notes "cost here" from the runs'
+    wall times), or "not run yet" with an estimate. GPU suites have not run on this machine."""
+    if "gpu" in path.parts:
+        return
+    lines = [line for line in path.read_text().splitlines() if line.startswith("# Cost here: ")]
+    assert len(lines) == 1, f"{path.name}: one '# Cost here: ...' comment line (measured, or 'not run yet' and an estimate)"
+    assert re.search(r"\d+ (min|h|s)\b", lines[0]), lines[0]
