@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from andrea_lab.fit.stability import precursors
 from andrea_lab.fit.stability.bands import GaveWay, GaveWayRecorder, SignalBands
 
 
@@ -72,6 +73,19 @@ def test_a_linear_signal_leaves_when_it_changes_sign_or_level():
         feed_steady(bands, range(0, 100, 10), {"log_z": 5.0})
     assert logged.update(100, {"log_z": -5.0}) == []
     assert linear.update(100, {"log_z": -5.0}) == ["log_z"]
+
+
+def test_adams_eps_share_leaves_its_band_when_a_real_share_falls_below_eps_not_at_its_first_coordinate():
+    """A share that sits at 0: on log|x| its first coordinate below ε would be twenty sds out, and every run
+    would name it as the first signal to give way. On the value (the monitor's linear signals) it leaves when
+    a real share of the coordinates falls below ε."""
+    signal = f"{precursors.adam_eps_share.name}/head"
+    assert precursors.adam_eps_share.name in precursors.LINEAR_SIGNALS
+    for linear, first_coordinate_is_news in (((), True), (precursors.LINEAR_SIGNALS, False)):
+        bands = SignalBands(warmup=5, linear=linear)
+        feed_steady(bands, range(0, 100, 10), {signal: 0.0})
+        assert (bands.update(100, {signal: 0.001}) == [signal]) is first_coordinate_is_news
+    assert bands.update(110, {signal: 0.4}) == [signal]
 
 
 def test_the_bands_round_trip_through_a_checkpoint_state():

@@ -187,8 +187,10 @@ SIGNAL_METRICS = tuple(
         update_sigma_max,
     )
 )
-#: Signals that are logarithms already and may change sign: their band is on the value (bands.SignalBands).
-LINEAR_SIGNALS = (log_z.name,)
+#: Signals whose band is on the value, not log|x| (bands.SignalBands): log Z is a logarithm already and may
+#: change sign; Adam's ε-share is a fraction that sits at 0 for most of a run, and on log|x| its first
+#: coordinate below ε (0 -> 0.001: 1e-12 -> 1e-3, twenty sds) would read as the first signal to give way.
+LINEAR_SIGNALS = (log_z.name, adam_eps_share.name)
 #: Spikes a run records the precursors of (the first ones; a run with hundreds of spikes is already a story).
 MAX_SPIKES = 20
 
