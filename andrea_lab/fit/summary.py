@@ -13,7 +13,6 @@ interruption: a Ctrl-C should end the process, not start an evaluation).
 from __future__ import annotations
 
 import copy
-
 import math
 import os
 import time

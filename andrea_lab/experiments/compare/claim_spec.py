@@ -1,6 +1,7 @@
 """What a claim in a suite file says, parsed and checked when the suite loads: its kind, its two variants, and
-its options (``text``, ``published``, ``lr``, ``lr_from``, ``exploratory``, ``across``, ``unequal_budgets``, ``margin``); a claim and its
-mirror image merged into one hypothesis. How a claim is judged: :mod:`andrea_lab.experiments.compare.claims`."""
+its options (``text``, ``published``, ``lr``, ``lr_from``, ``exploratory``, ``across``, ``unequal_budgets``,
+``margin``); a claim and its mirror image merged into one hypothesis. How a claim is judged:
+:mod:`andrea_lab.experiments.compare.claims`."""
 
 from __future__ import annotations
 

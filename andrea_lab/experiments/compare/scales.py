@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import pandas as pd
-
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare import compare, report, stats
 from andrea_lab.experiments.compare.claim_spec import ACROSS_SCALES
 from andrea_lab.experiments.compare.claims import format_p, outcome_of, parse_claims
-from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.compare import Column
+from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.runs_table import SCALE, SCALE_INDEX
 from andrea_lab.runs.directory import format_lr
 
@@ -124,7 +123,10 @@ def sensitivity_gaps(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> li
         if set(table_a.index) != set(table_b.index) or len(table_a.index) < 2:
             continue
         gaps.append(
-            (scale, stats.paired_difference(stats.lr_sensitivity_per_seed(table_a), stats.lr_sensitivity_per_seed(table_b)))
+            (
+                scale,
+                stats.paired_difference(stats.lr_sensitivity_per_seed(table_a), stats.lr_sensitivity_per_seed(table_b)),
+            )
         )
     return gaps
 

@@ -12,9 +12,9 @@ import pytest
 from scipy import stats as scipy_stats
 
 from andrea_lab.commands.compare import committed_suites
+from andrea_lab.experiments.compare.claim_spec import parse_claims
 from andrea_lab.experiments.compare.claims import Claim
 from andrea_lab.experiments.compare.multiplicity import holm
-from andrea_lab.experiments.compare.claim_spec import parse_claims
 from andrea_lab.experiments.compare.project import (
     MIN_SEEDS_PER_CELL,
     CommittedSuite,
@@ -74,9 +74,7 @@ def test_every_committed_suite_runs_five_seeds_per_cell_and_no_confirmatory_lr_w
 
 
 def _suite(name, seeds, claims=(), lrs=(1e-3,), variants=("a", "b")):
-    runs = pd.DataFrame(
-        [{"variant": v, "lr": lr, "seed": seed} for v in variants for lr in lrs for seed in seeds]
-    )
+    runs = pd.DataFrame([{"variant": v, "lr": lr, "seed": seed} for v in variants for lr in lrs for seed in seeds])
     return CommittedSuite(name, runs, tuple(claims))
 
 
@@ -105,7 +103,10 @@ def test_provenance_names_a_thin_cell_a_claim_without_its_lr_source_and_seeds_sh
         "missing: lower_loss: a vs b @ 1e-3 names lr_from 'nowhere', not a committed suite"
     ]
     # Exploratory claims choose their LR on the runs by design; they carry no provenance to check.
-    assert provenance_problems([tuning, _suite("leads", range(5), [claim(exploratory=True), {"lower_loss": ["a", "b"]}])]) == []
+    assert (
+        provenance_problems([tuning, _suite("leads", range(5), [claim(exploratory=True), {"lower_loss": ["a", "b"]}])])
+        == []
+    )
 
 
 @pytest.mark.parametrize(

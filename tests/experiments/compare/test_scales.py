@@ -368,7 +368,13 @@ def test_a_claim_across_scales_goes_into_the_report_and_the_doc_block_and_not_in
 
 def test_a_claim_across_scales_needs_a_suite_with_scales_and_takes_no_lr(tmp_path):
     base = REPO / "experiments" / "cpu-base.yaml"
-    suite = {"base": str(base), "lrs": [1e-3, 1e-2], "seeds": [0], "claims": GROWS, "variants": [{"name": "a"}, {"name": "b"}]}
+    suite = {
+        "base": str(base),
+        "lrs": [1e-3, 1e-2],
+        "seeds": [0],
+        "claims": GROWS,
+        "variants": [{"name": "a"}, {"name": "b"}],
+    }
     path = tmp_path / "flat.yaml"
     path.write_text(yaml.safe_dump(suite))
     with pytest.raises(ValueError, match="compares a difference across scales; this suite has no scales"):

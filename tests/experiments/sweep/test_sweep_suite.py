@@ -223,7 +223,7 @@ CPU_ONLY = {
     "norm_placement_confirm.yaml": "the confirmation runs of the CPU norm_placement suite's claims",
     "precision.yaml": "bf16-mixed on the CPU's matrix units against fp32: a question about the CPU path",
     "init_scale.yaml": "tuning the CPU proxy's initialisation (d_model 64); the 120M model's init is the spec's",
-    "stability_width.yaml": "the width trend of stability_interventions; its GPU counterpart is gpu/stability_interventions.yaml",
+    "stability_width.yaml": "the width trend of stability_interventions (GPU: gpu/stability_interventions.yaml)",
     "depth_confirm.yaml": "the confirmation of the CPU depth suite's leads at the tuned proxy",
     "mlp_ratio_confirm.yaml": "the CPU mlp_ratio suite's equivalence and matched-parameter claims on fresh seeds",
     "norm_placement_tune.yaml": "the LR search of norm_placement at the tuned CPU proxy, before its confirmation",
@@ -369,5 +369,7 @@ def test_every_cpu_suite_says_what_it_cost_here(path):
     if "gpu" in path.parts:
         return
     lines = [line for line in path.read_text().splitlines() if line.startswith("# Cost here: ")]
-    assert len(lines) == 1, f"{path.name}: one '# Cost here: ...' comment line (measured, or 'not run yet' and an estimate)"
+    assert len(lines) == 1, (
+        f"{path.name}: one '# Cost here: ...' comment line (measured, or 'not run yet' and an estimate)"
+    )
     assert re.search(r"\d+ (min|h|s)\b", lines[0]), lines[0]
