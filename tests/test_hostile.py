@@ -216,6 +216,124 @@ def test_hostile_names_never_climb_out_of_the_run(attack, tmp_path, text_corpus,
     assert not list(tmp_path.rglob("outside*")) and not Path("/tmp/outside-evil1.ckpt").exists()
 
 
+#: Writers a config can add beside the run's own (the red team of 2026-12-04): each must stay in the run.
+EXTRA_WRITERS = {
+    "callback-checkpoint-filename": (
+        [
+            "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+            "--trainer.callbacks.filename",
+            "../../../../outside/evil",
+            "--trainer.callbacks.every_n_train_steps",
+            "1",
+        ],
+        "would leave the run directory",
+    ),
+    "on-exception-dirpath": (
+        [
+            "--trainer.callbacks+=lightning.pytorch.callbacks.OnExceptionCheckpoint",
+            "--trainer.callbacks.dirpath",
+            "{outside}",
+        ],
+        "OnExceptionCheckpoint writes to",
+    ),
+    "profiler-dirpath": (
+        [
+            "--trainer.profiler",
+            "lightning.pytorch.profilers.SimpleProfiler",
+            "--trainer.profiler.dirpath",
+            "{outside}",
+            "--trainer.profiler.filename",
+            "notes",
+        ],
+        "SimpleProfiler writes to",
+    ),
+    "preemption-filename-in-a-field": (
+        ["--preemption.filename", "{/../../../../../../outside}"],
+        "preemption.filename",
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(EXTRA_WRITERS))
+def test_hostile_extra_writers_stay_in_the_run(attack, tmp_path, text_corpus, monkeypatch, capsys):
+    argv, named = EXTRA_WRITERS[attack]
+    work, outside = tmp_path / "a" / "b" / "c" / "d", tmp_path / "outside"
+    work.mkdir(parents=True)
+    outside.mkdir()
+    (outside / "notes.txt").write_text("the user's notes\n")
+    monkeypatch.chdir(work)
+    code = cli_main(micro_fit(text_corpus, *[arg.replace("{outside}", str(outside)) for arg in argv]))
+    refused(capsys, code, named)
+    assert sorted(p.name for p in outside.iterdir()) == ["notes.txt"]
+    assert (outside / "notes.txt").read_text() == "the user's notes\n"
+    assert not (work / "runs").exists() or not any((work / "runs").rglob("*.ckpt"))
+
+
+def test_hostile_second_logger_never_writes_into_a_users_directory(tmp_path, text_corpus, monkeypatch, capsys):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "metrics.csv").write_text("the user's metrics\n")
+    config = tmp_path / "two.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {
+                    "logger": [
+                        {
+                            "class_path": "andrea_lab.fit.loggers.AndreaTensorBoardLogger",
+                            "init_args": {"save_dir": "runs", "name": "quickstart", "default_hp_metric": False},
+                        },
+                        {
+                            "class_path": "lightning.pytorch.loggers.CSVLogger",
+                            "init_args": {"save_dir": str(victim), "name": "", "version": ""},
+                        },
+                    ]
+                }
+            }
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, "--config", str(config)))
+    refused(capsys, code, "CSVLogger writes to")
+    assert sorted(p.name for p in victim.iterdir()) == ["metrics.csv"]
+    assert (victim / "metrics.csv").read_text() == "the user's metrics\n"
+
+
+def test_hostile_linked_experiment_directory_is_not_written_through(tmp_path, text_corpus, monkeypatch, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "quickstart").symlink_to(elsewhere)
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus))
+    refused(capsys, code, "is a symbolic link")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["hpc", "best", ""])
+def test_hostile_searched_checkpoints_are_refused_in_one_line(value, tmp_path, text_corpus, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, "--ckpt_path", value))
+    refused(capsys, code, f"ckpt_path {value!r} is refused")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--checkpoint.every_n_train_steps", "-1"], "every_n_train_steps"),
+        (["--checkpoint.save_top_k", "-5"], "save_top_k"),
+        (["--checkpoint.mode", "maximum"], "mode"),
+        (["--stability.stuck_after", "-1"], "stuck_after"),
+    ],
+    ids=["every-n-train-steps", "save-top-k", "mode", "stuck-after"],
+)
+def test_hostile_callback_arguments_end_in_one_line(argv, named, tmp_path, text_corpus, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, *argv))
+    refused(capsys, code, "invalid argument", named)
+
+
 @pytest.fixture(scope="module")
 def one_step_run(tmp_path_factory, text_corpus) -> Path:
     """A working directory holding ``runs/quickstart/version_0``: a one-step micro fit."""
@@ -257,12 +375,17 @@ def test_hostile_sweep_lock_that_is_a_link_is_not_written_through(tmp_path, text
     assert notes.read_text() == "the user's notes"
 
 
-def test_hostile_sweep_never_writes_runs_through_a_linked_variant_directory(tmp_path, text_corpus, monkeypatch, capsys):
+@pytest.mark.parametrize("linked", ["variant", "suite"])
+def test_hostile_sweep_never_writes_runs_through_a_linked_directory(linked, tmp_path, text_corpus, monkeypatch, capsys):
     suite = suite_with_common(tmp_path, text_corpus, {})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (tmp_path / "runs" / "attack").mkdir(parents=True)
-    (tmp_path / "runs" / "attack" / "only").symlink_to(elsewhere)
+    if linked == "variant":
+        (tmp_path / "runs" / "attack").mkdir(parents=True)
+        (tmp_path / "runs" / "attack" / "only").symlink_to(elsewhere)
+    else:
+        (tmp_path / "runs").mkdir()
+        (tmp_path / "runs" / "attack").symlink_to(elsewhere)
     monkeypatch.chdir(tmp_path)
     code = cli_main(["sweep", str(suite), "--runs-dir", "runs", "--no-check"])
     refused(capsys, code, "symbolic link")

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Optional
 
 import yaml
@@ -205,6 +207,9 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
     markers and sweep.log before the fit claims it), or runs made with other settings than these (neither
     counted done nor overwritten)."""
     try:
+        # The suite's own directory under --runs-dir (the runs dir itself may be a link: the user chose it).
+        parent = Path(os.path.realpath(directory.parent))
+        refuse_links_below(parent / directory.name, parent / directory.name, "suite directory")
         for spec in specs:
             refuse_links_below(directory.resolve(), spec.run_dir, "run directory")  # a linked variant or scale
             refuse_links(spec.run_dir)

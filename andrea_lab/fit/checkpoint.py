@@ -39,6 +39,10 @@ def inside_directory(path: Any, directory: str | os.PathLike | None) -> bool:
 class AndreaModelCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` (same arguments) that sanitises the state it restores; see the module doc."""
 
+    #: Every formatted file name is checked to stay in ``dirpath`` (:meth:`format_checkpoint_name`), so its
+    #: ``filename`` may name a metric with a '/' (andrea_lab.fit.handed.check_writes_inside reads this).
+    checked_filename = True
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         dropped = [

@@ -25,6 +25,7 @@ from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
 from andrea_lab.fit.cpu_cost import cpu_step_note
 from andrea_lab.fit.handed import (
     check_name_templates,
+    check_no_links_to_the_run,
     check_resumed_directory,
     check_weights_only,
     check_writes_inside,
@@ -206,13 +207,24 @@ class AndreaCLI(LightningCLI):
         model = section.get("model")
         init_from = model.get("init_from") if hasattr(model, "get") else None
         if not section.get("ckpt_path") or not init_from:
-            super().instantiate_classes()
+            self._instantiate_arguments()
             return
         model["init_from"] = None
         try:
-            super().instantiate_classes()
+            self._instantiate_arguments()
         finally:
             model["init_from"] = init_from
+
+    def _instantiate_arguments(self) -> None:
+        """What a callback refuses while it is built from the arguments (``--checkpoint.save_top_k -5``,
+        ``--stability.stuck_after -1``: Lightning's MisconfigurationException, a ValueError) is a bad argument:
+        one line, exit status 2, before any file is written."""
+        try:
+            super().instantiate_classes()
+        except (MisconfigurationException, ValueError) as exc:
+            if isinstance(exc, UsageError):
+                raise
+            raise UsageError(f"invalid argument: {exc}") from None
 
     def before_fit(self) -> None:
         """Claim the run directory before the first file is written (andrea_lab.runs.claim): never an
@@ -223,6 +235,7 @@ class AndreaCLI(LightningCLI):
             return
         # Before the logger claims its version directory (reading log_dir does): a refused fit leaves nothing.
         check_callback_states(self.trainer.callbacks, self._stored_callback_states)
+        check_no_links_to_the_run(self.trainer.logger)
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         check_resumed_directory(run_dir, self.resume_dir)
         check_writes_inside(self.trainer, run_dir)
@@ -364,6 +377,20 @@ def check_trainer_arguments(trainer: Any) -> None:
         )
 
 
+#: ``ckpt_path`` values with which Lightning goes looking for a checkpoint itself (``hpc``: in the root directory,
+#: ``best``: the best one of a ModelCheckpoint) or reads none (``""``): andrea resumes from a file it names.
+SEARCHED_CHECKPOINTS = ("hpc", "best", "")
+
+
+def check_special_checkpoint(ckpt_path: Any) -> None:
+    if isinstance(ckpt_path, str) and ckpt_path.strip() in SEARCHED_CHECKPOINTS:
+        raise UsageError(
+            f"ckpt_path {ckpt_path!r} is refused: andrea resumes from a checkpoint file it can name and check "
+            "(--ckpt_path RUN/checkpoints/last.ckpt) or from a run (andrea fit --resume RUN); 'hpc', 'best' and "
+            "an empty value make Lightning search for one instead"
+        )
+
+
 def check_logger_arguments(logger: Any) -> None:
     """Each logger's ``save_dir`` can be written and its ``name``/``version`` stay one directory under it
     (checked here, at parse time: jsonargparse would wrap the logger's own refusal into a many-line
@@ -387,6 +414,7 @@ def check_arguments(subcommand: str, config: Any) -> None:
             f"false: none), got {seed!r}"
         )
     check_weights_only(config.get("weights_only"))
+    check_special_checkpoint(config.get("ckpt_path"))
     check_name_templates(config)
     check_trainer_arguments(config.get("trainer") or {})
     check_logger_arguments((config.get("trainer") or {}).get("logger"))

@@ -25,7 +25,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from andrea_lab.errors import UsageError
-from andrea_lab.files import check_one_name
+from andrea_lab.files import check_one_name, refuse_links_below
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.runs.claim import RunDirectoryError
 
@@ -38,6 +38,9 @@ NAME_KEYS = {
     "preemption.filename": "preempted",
     "summary.filename": "summary.json",
 }
+#: Of :data:`NAME_KEYS`, the templates that are formatted before use (its checkpoint callback checks the
+#: formatted name again at every save: ``{val/loss:.3f}`` names a metric and formats to a number).
+FORMATTED_KEYS = ("checkpoint.filename",)
 
 
 def check_weights_only(value: Any) -> None:
@@ -51,7 +54,9 @@ def check_weights_only(value: Any) -> None:
 
 
 def check_name_templates(config: Any) -> None:
-    """Each of :data:`NAME_KEYS` is one name once its ``{fields}`` are formatted (numbers, never a separator)."""
+    """Each of :data:`NAME_KEYS` is one name as written and once its ``{fields}`` are formatted (numbers, never
+    a separator): a separator inside a field (``{/../../outside}``) would survive where a name is used unformatted,
+    and a metric named ``val/loss`` would make a directory of its value."""
     for key, example in NAME_KEYS.items():
         section, field = key.split(".")
         value = (config.get(section) or {}).get(field) if hasattr(config.get(section) or {}, "get") else None
@@ -59,10 +64,12 @@ def check_name_templates(config: Any) -> None:
             continue
         try:
             check_one_name(key, _FIELD.sub("0", value), example)
+            if key not in FORMATTED_KEYS:  # used as written: a separator inside a {field} survives
+                check_one_name(key, value, example)
         except UsageError:
             raise UsageError(
-                f"{key} {value!r} would leave the run directory once formatted; it is one file name, without "
-                f"'/', '\\' or '..' outside its {{fields}} (e.g. {example})"
+                f"{key} {value!r} would leave the run directory; it is one file name, without '/', '\\' or '..' "
+                f"(also inside its {{fields}}; e.g. {example})"
             ) from None
 
 
@@ -91,17 +98,71 @@ def inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
     return real == root or root in real.parents
 
 
+def _named(thing: Any) -> str:
+    return f"{type(thing).__module__}.{type(thing).__qualname__}"
+
+
+def _outside(what: str, path: Any, run_dir: Path) -> RunDirectoryError:
+    return RunDirectoryError(
+        f"{what} writes to {path}, outside this run's directory {run_dir}; a run writes only inside its own "
+        "directory. Leave it unset (it then writes inside the run) or name a directory inside the run"
+    )
+
+
 def check_writes_inside(trainer: Trainer, run_dir: Path) -> None:
-    """Every checkpoint directory a config chose lies inside the run directory: ``checkpoint.dirpath`` naming
-    another run's ``checkpoints/`` would add files to it and rewrite its manifests."""
+    """Everything the trainer will write lies inside the run directory, whichever key of a config chose it:
+    every callback's ``dirpath`` (``checkpoint.dirpath``, a ModelCheckpoint or OnExceptionCheckpoint added
+    through ``trainer.callbacks``) and ``filename`` (one name, also inside its ``{fields}``), every logger
+    after the first (the first one is the run directory), and the profiler's ``dirpath``/``filename``.
+    ``checkpoint.dirpath`` naming another run's ``checkpoints/`` would add files to it and rewrite its
+    manifests; a CSVLogger's ``save_dir`` naming a user's directory would replace its metrics.csv."""
     for callback in trainer.callbacks:
-        dirpath = getattr(callback, "dirpath", None) if isinstance(callback, ModelCheckpoint) else None
-        if dirpath and not inside(dirpath, run_dir):
-            raise RunDirectoryError(
-                f"checkpoint.dirpath {dirpath} lies outside this run's directory {run_dir}; a run writes only "
-                "inside its own directory. Leave checkpoint.dirpath unset (checkpoints go to "
-                f"{run_dir / 'checkpoints'}) or name a directory inside the run"
-            )
+        dirpath = getattr(callback, "dirpath", None)
+        what = "checkpoint.dirpath" if isinstance(callback, ModelCheckpoint) else f"callback {_named(callback)}"
+        if isinstance(dirpath, (str, os.PathLike)) and dirpath and not inside(dirpath, run_dir):
+            raise _outside(what, dirpath, run_dir)
+        filename = getattr(callback, "filename", None)
+        if isinstance(filename, str) and not hasattr(callback, "checked_filename"):
+            # Not andrea's own checkpoint callback, which checks every formatted name when it saves.
+            _one_file_name(f"callback {_named(callback)} filename", filename)
+    for logger in trainer.loggers[1:]:
+        log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
+        if log_dir and not inside(log_dir, run_dir):
+            raise _outside(f"logger {_named(logger)}", log_dir, run_dir)
+    profiler = trainer.profiler
+    dirpath = getattr(profiler, "dirpath", None)
+    if dirpath and not inside(dirpath, run_dir):
+        raise _outside(f"profiler {_named(profiler)}", dirpath, run_dir)
+    if isinstance(getattr(profiler, "filename", None), str):
+        _one_file_name("profiler filename", profiler.filename)
+
+
+def _one_file_name(what: str, value: str) -> None:
+    try:
+        check_one_name(what, value, "step{step}")
+        check_one_name(what, _FIELD.sub("0", value), "step{step}")
+    except UsageError:
+        raise UsageError(
+            f"{what} {value!r} would leave the run directory; it is one file name, without '/', '\\' or '..' "
+            "(also inside its {fields}; e.g. step{step})"
+        ) from None
+
+
+def check_no_links_to_the_run(logger: Any) -> None:
+    """The directories between a logger's ``save_dir`` and its run (``name``, then ``version``) are not
+    symbolic links: ``runs/quickstart`` linked elsewhere would put the whole run there. Checked before the
+    logger claims its version directory (reading ``log_dir`` creates it). ``save_dir`` itself may be a link:
+    the user chose it."""
+    save_dir, root_dir = getattr(logger, "save_dir", None), getattr(logger, "root_dir", None)
+    if not save_dir or not root_dir:
+        return
+    base = Path(os.path.realpath(save_dir))
+    try:
+        below = Path(os.path.abspath(root_dir)).relative_to(Path(os.path.abspath(save_dir)))
+    except ValueError:
+        return
+    if below.parts:
+        refuse_links_below(base / below.parts[0], base / below, "run directory")
 
 
 def check_resumed_directory(run_dir: Path, resume_dir: Optional[str]) -> None:

@@ -50,7 +50,7 @@ class PreemptionCheckpoint(L.Callback):
         if not filename:
             raise ValueError("preemption.filename cannot be empty")
         self.filename = filename
-        self.dirpath = "."  # the run's checkpoint directory, known at setup
+        self.dirpath: Optional[str] = None  # the run's checkpoint directory, known at setup
         for name in signals:
             if not name.startswith("SIG") or not hasattr(signal, name):
                 raise UsageError(f"preemption.signals: {name!r} is not a signal here; e.g. {', '.join(STOP_SIGNALS)}")
