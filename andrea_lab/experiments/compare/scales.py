@@ -173,7 +173,7 @@ def judge_across_scales(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_colu
         )
         rows.append(
             {
-                "claim": f"{claim.kind}: {claim.a} vs {claim.b}",
+                "claim": claim.label,
                 "text": claim.text,
                 "evidence": f"{claim.a} − {claim.b} in LR sensitivity: {per_scale}; {slope}",
                 "p": trend.p,
