@@ -153,10 +153,28 @@ def expand_resume(argv: list[str]) -> list[str]:
         config,
         "--trainer.logger.init_args.version",
         version,
+        *_own_cache(run_dir, config, rest[1:]),
         *rest[1:],
         "--ckpt_path",
         str(ckpt),
     ]
+
+
+def _own_cache(run_dir: str, config: str, given: list[str]) -> list[str]:
+    """A run's config.yaml is a record, and a path in it is data: a ``data.cache_dir`` it names (edited, or
+    from another machine) is not where a resumed fit tokenizes. The user's own cache is used and that is said;
+    ``--data.cache_dir`` on the command line still chooses one."""
+    data = read_yaml(config, f"--resume {run_dir}: config.yaml")
+    data = data.get("data") if isinstance(data, dict) else None
+    cache_dir = data.get("cache_dir") if isinstance(data, dict) else None
+    if cache_dir is None or _override(given, "--data.cache_dir") is not None:
+        return []
+    print(
+        f"note: --resume {run_dir}: its config.yaml names data.cache_dir {cache_dir}; a path in a run's record "
+        "is not used to write, so the tokens are cached in your own cache (pass --data.cache_dir to choose one)",
+        file=sys.stderr,
+    )
+    return ["--data.cache_dir", "null"]
 
 
 def resumed_run(argv: list[str]) -> str | None:

@@ -363,6 +363,18 @@ def test_hostile_resume_stays_in_its_run_whatever_its_config_says(run_copy, tmp_
     assert not elsewhere.exists()
 
 
+def test_hostile_resume_never_tokenizes_into_a_cache_its_config_names(run_copy, tmp_path, capsys):
+    config = run_copy / "config.yaml"
+    theirs = tmp_path / "theircache"
+    assert "  cache_dir: null" in config.read_text()
+    config.write_text(config.read_text().replace("  cache_dir: null", f"  cache_dir: {theirs}"))
+    code = cli_main(["fit", "--resume", str(run_copy), "--trainer.max_steps", "2"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert f"its config.yaml names data.cache_dir {theirs}" in err and "your own cache" in err
+    assert not theirs.exists()
+
+
 def test_hostile_sweep_lock_that_is_a_link_is_not_written_through(tmp_path, text_corpus, monkeypatch, capsys):
     suite = suite_with_common(tmp_path, text_corpus, {})
     notes = tmp_path / "notes.txt"

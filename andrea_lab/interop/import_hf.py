@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from andrea_lab.data.checkpoint_state import DATA_STATE_KEY, data_checkpoint_state
 from andrea_lab.data.tokenizer import TokenizerError, save_tokenizer
 from andrea_lab.errors import MissingFileError, UsageError
-from andrea_lab.files import load_json
+from andrea_lab.files import load_json, manifest_path
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.interop import require_transformers
 from andrea_lab.interop.gpt2_config import NotImportableError, andrea_config_from_gpt2
@@ -104,8 +104,8 @@ def import_directory(directory: Path, out: Path, tokenizer_source: Optional[Path
     if not directory.is_dir():
         raise MissingFileError(f"--from-hf {directory} is not a directory; pass one saved by save_pretrained")
     tokenizer_file = tokenizer_path_for(out)
-    for path in (out, tokenizer_file):
-        if path.exists():
+    for path in (out, manifest_path(out), tokenizer_file):  # every file the import creates
+        if path.exists() or path.is_symlink():
             raise UsageError(f"{path} already exists; an import never overwrites: choose another --out")
     config = read_gpt2_config(directory)
     tokenizer, described = _checked_tokenizer(tokenizer_source or directory, tokenizer_source is not None, config)

@@ -64,6 +64,11 @@ def test_nothing_is_overwritten_and_bad_directories_are_named(gpt2_dir, tmp_path
     with pytest.raises(UsageError, match="taken.ckpt already exists; an import never overwrites"):
         import_directory(directory, tmp_path / "taken.ckpt")
     assert (tmp_path / "taken.ckpt").read_bytes() == b"mine"
+    (tmp_path / "fresh.ckpt.sha256.json").write_text("the user's file")  # the manifest the import would write
+    with pytest.raises(UsageError, match="fresh.ckpt.sha256.json already exists; an import never overwrites"):
+        import_directory(directory, tmp_path / "fresh.ckpt")
+    assert (tmp_path / "fresh.ckpt.sha256.json").read_text() == "the user's file"
+    assert not (tmp_path / "fresh.ckpt").exists()
     with pytest.raises(UsageError, match="nowhere is not a directory"):
         import_directory(tmp_path / "nowhere", tmp_path / "x.ckpt")
     with pytest.raises(UsageError, match="has no config.json"):
