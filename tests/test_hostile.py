@@ -721,3 +721,11 @@ def test_hostile_malformed_callback_state_ends_a_resumed_fit_in_one_line(
     refused(capsys, code, named, "is malformed")
     # Refused before anything is written: no run directory is left for a fit that never started.
     assert not (tmp_path / "runs").exists(), sorted(str(p) for p in (tmp_path / "runs").rglob("*"))
+
+
+def test_hostile_absurd_batch_is_refused_before_anything_is_allocated(tmp_path, text_corpus, monkeypatch, capsys):
+    """With memory overcommitted, a step that cannot fit is met by the OOM killer, without a word: refused first."""
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(micro_fit(text_corpus, "--data.batch_size", "1000000000"))
+    refused(capsys, code, "32,000,000,000 tokens needs at least", "lower data.batch_size")
+    assert not (tmp_path / "runs").exists()

@@ -22,7 +22,7 @@ from andrea_lab.data import AndreaDataModule
 from andrea_lab.errors import CheckpointStateError, PreemptedError, UsageError
 from andrea_lab.files import atomic_write, check_output_dir
 from andrea_lab.fit.checkpoint import AndreaModelCheckpoint
-from andrea_lab.fit.cpu_cost import cpu_step_note
+from andrea_lab.fit.cpu_cost import cpu_step_note, machine_memory_bytes, step_memory_refusal
 from andrea_lab.fit.handed import (
     check_name_templates,
     check_no_links_to_the_run,
@@ -90,6 +90,11 @@ class RerunnableConfig(SaveConfigCallback):
             config["trainer.logger.init_args.version"] = None
         self.config = config
         super().setup(trainer, pl_module, stage)
+
+
+def _vocab_size(model: Any) -> int:
+    config = getattr(getattr(model, "model", None), "config", None) or getattr(model, "config", None)
+    return int(getattr(config, "vocab_size", 0) or 0)
 
 
 def check_callback_states(callbacks: list[Callback], stored: Any) -> None:
@@ -248,6 +253,12 @@ class AndreaCLI(LightningCLI):
         if not isinstance(trainer.accelerator, CPUAccelerator) or not trainer.is_global_zero:
             return
         tokens = data.batch_size * data.block_size * trainer.accumulate_grad_batches * trainer.world_size
+        # One micro-batch's logits are in memory at a time; accumulation and other ranks do not add to them.
+        refusal = step_memory_refusal(
+            data.batch_size * data.block_size, _vocab_size(self.model), machine_memory_bytes()
+        )
+        if refusal:
+            raise UsageError(refusal)
         parameters = sum(p.numel() for p in self.model.parameters())
         note = cpu_step_note(parameters, tokens, trainer.max_steps)
         if note:

@@ -37,3 +37,33 @@ def _duration(seconds: float) -> str:
     if seconds < 2 * 3600:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+#: Bytes per logit: the fp32 logits of one step, tokens x vocabulary, are held for the backward pass (their
+#: softmax's gradient is another such tensor): a floor on a step's memory, whatever else it needs.
+LOGIT_BYTES = 4
+
+
+def machine_memory_bytes() -> Optional[int]:
+    """This machine's physical memory (None where the OS does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def step_memory_refusal(tokens_per_step: int, vocab_size: int, memory: Optional[int]) -> Optional[str]:
+    """Why a CPU step cannot fit in this machine's memory, by a floor (the logits alone), else None: an absurd
+    ``data.batch_size`` is refused in one line before anything is allocated, not met by the OOM killer
+    (which, with memory overcommitted, ends the process without a word)."""
+    floor = tokens_per_step * vocab_size * LOGIT_BYTES
+    if memory is None or floor <= memory:
+        return None
+    return (
+        f"a step of {tokens_per_step:,} tokens needs at least {floor / 2**30:,.0f} GiB for its logits alone "
+        f"({tokens_per_step:,} tokens x vocabulary {vocab_size:,} x {LOGIT_BYTES} bytes), more than this machine's "
+        f"{memory / 2**30:,.0f} GiB; lower data.batch_size (or model.config.block_size, "
+        "trainer.accumulate_grad_batches)"
+    )

@@ -10,7 +10,7 @@ from andrea_testing import MICRO_OVERRIDES
 
 from andrea_lab.cli import main
 from andrea_lab.fit import cpu_cost
-from andrea_lab.fit.cpu_cost import cpu_step_note
+from andrea_lab.fit.cpu_cost import cpu_step_note, machine_memory_bytes, step_memory_refusal
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
 
@@ -37,3 +37,13 @@ def test_andrea_fit_says_it_before_the_first_step(tmp_path, text_corpus, monkeyp
     ]
     assert main([*args, "--trainer.max_steps", "1", "--heldout.enabled", "false"]) == 0
     assert "note: training 0." in capsys.readouterr().err
+
+
+def test_a_step_whose_logits_alone_exceed_the_machines_memory_is_refused_and_a_normal_one_is_not():
+    gib = 2**30
+    assert step_memory_refusal(32 * 64, 257, 24 * gib) is None  # cpu-base: 2,048 tokens, 2 MB of logits
+    assert step_memory_refusal(10**9, 257, None) is None  # the OS did not say: nothing to compare with
+    refusal = step_memory_refusal(2**24, 50257, 24 * gib)  # 16M tokens x GPT-2's vocabulary: 3.1 TiB
+    assert refusal.startswith("a step of 16,777,216 tokens needs at least 3,141 GiB for its logits alone")
+    assert "more than this machine's 24 GiB" in refusal and "data.batch_size" in refusal
+    assert machine_memory_bytes() is None or machine_memory_bytes() > gib
