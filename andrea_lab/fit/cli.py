@@ -30,6 +30,7 @@ from andrea_lab.fit.handed import (
     check_weights_only,
     check_writes_inside,
     require_safe_checkpoint_io,
+    require_safe_checkpoint_reading,
 )
 from andrea_lab.fit.heldout import HeldOutEvaluation
 from andrea_lab.fit.loggers import check_run_name
@@ -239,6 +240,7 @@ class AndreaCLI(LightningCLI):
         if not self.trainer.is_global_zero:
             return
         # Before the logger claims its version directory (reading log_dir does): a refused fit leaves nothing.
+        require_safe_checkpoint_reading(self.trainer, self.config["fit"].get("ckpt_path"))
         check_callback_states(self.trainer.callbacks, self._stored_callback_states)
         check_no_links_to_the_run(self.trainer.logger)
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.strategies import Strategy
 
 from andrea_lab.errors import UsageError
 from andrea_lab.files import check_one_name, refuse_links_below
@@ -90,6 +91,22 @@ def require_safe_checkpoint_io(trainer: Trainer) -> None:
         "andrea_lab.runs.checkpoint_io.AtomicCheckpointIO (weights-only, verified). Remove it from "
         "trainer.plugins / trainer.strategy"
     )
+
+
+def require_safe_checkpoint_reading(trainer: Trainer, ckpt_path: Any) -> None:
+    """A resumed fit reads its checkpoint through the strategy: Lightning's base ``Strategy.load_checkpoint``
+    goes through the CheckpointIO (andrea's weights-only reader), but a strategy with its own (FSDP's full or
+    sharded checkpoints, DeepSpeed's) reads the file its own way, around that reader. Such a strategy is
+    refused with ``ckpt_path`` until andrea reads its checkpoints itself."""
+    if not ckpt_path:
+        return
+    strategy = trainer.strategy
+    if type(strategy).load_checkpoint is not Strategy.load_checkpoint:
+        raise UsageError(
+            f"trainer.strategy {_named(strategy)} reads a resumed checkpoint with its own loader, around andrea's "
+            "weights-only reader; resume under a strategy that reads through the CheckpointIO (auto, ddp, "
+            "single_device), or start the run without --ckpt_path"
+        )
 
 
 def inside(path: str | os.PathLike, directory: str | os.PathLike) -> bool:
