@@ -97,15 +97,16 @@ def require_safe_checkpoint_reading(trainer: Trainer, ckpt_path: Any) -> None:
     """A resumed fit reads its checkpoint through the strategy: Lightning's base ``Strategy.load_checkpoint``
     goes through the CheckpointIO (andrea's weights-only reader), but a strategy with its own (FSDP's full or
     sharded checkpoints, DeepSpeed's) reads the file its own way, around that reader. Such a strategy is
-    refused with ``ckpt_path`` until andrea reads its checkpoints itself."""
+    refused with ``ckpt_path`` unless it reads through andrea's reader first (andrea_lab.fit.strategies)."""
     if not ckpt_path:
         return
     strategy = trainer.strategy
-    if type(strategy).load_checkpoint is not Strategy.load_checkpoint:
+    own_loader = type(strategy).load_checkpoint is not Strategy.load_checkpoint
+    if own_loader and not getattr(strategy, "reads_through_andrea", False):
         raise UsageError(
             f"trainer.strategy {_named(strategy)} reads a resumed checkpoint with its own loader, around andrea's "
-            "weights-only reader; resume under a strategy that reads through the CheckpointIO (auto, ddp, "
-            "single_device), or start the run without --ckpt_path"
+            "weights-only reader; resume under a strategy that reads through it (auto, ddp, single_device, or "
+            "andrea_lab.fit.strategies.AndreaFSDPStrategy for FSDP), or start the run without --ckpt_path"
         )
 
 
