@@ -20,6 +20,8 @@ A suite is a small YAML file::
       - lower_loss: [pre, post-nowarmup]
         text: pre-norm reaches a lower loss at its best LR
         lr: [2.0e-3, 4.0e-3]        # optional: judged at LRs fixed in advance (one claim each), no selection
+        lr_from: [norm_placement]   # optional: the committed suites that chose those LRs (seeds checked disjoint)
+        published: "Xiong et al. 2020: ..."  # optional: the published result, in the claim's direction
         exploratory: false          # optional: true = outside the Holm-adjusted family
     scales:                         # optional: every variant at each scale (andrea_lab.experiments.sweep.scales)
       - name: d64
