@@ -144,7 +144,8 @@ def check_writes_inside(trainer: Trainer, run_dir: Path) -> None:
             # Not andrea's own checkpoint callback, which checks every formatted name when it saves.
             _one_file_name(f"callback {_named(callback)} filename", filename)
     for logger in trainer.loggers[1:]:
-        log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
+        # save_dir first: reading a TensorBoard logger's log_dir claims (creates) its version directory.
+        log_dir = getattr(logger, "save_dir", None) or getattr(logger, "log_dir", None)
         if log_dir and not inside(log_dir, run_dir):
             raise _outside(f"logger {_named(logger)}", log_dir, run_dir)
     profiler = trainer.profiler
