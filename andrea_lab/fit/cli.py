@@ -7,8 +7,8 @@ through a TensorBoard logger, with a checkpoint callback whose arguments are con
 
 from __future__ import annotations
 
-import copy
 import sys
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
@@ -93,11 +93,6 @@ class RerunnableConfig(SaveConfigCallback):
         super().setup(trainer, pl_module, stage)
 
 
-def _vocab_size(model: Any) -> int:
-    config = getattr(getattr(model, "model", None), "config", None) or getattr(model, "config", None)
-    return int(getattr(config, "vocab_size", 0) or 0)
-
-
 def check_callback_states(callbacks: list[Callback], stored: Any) -> None:
     """Restore each callback's state from the checkpoint into a copy of it, before the fit writes anything:
     a malformed state (a handed or damaged file) is refused in one line (each callback's ``load_state_dict``
@@ -114,10 +109,9 @@ def check_callback_states(callbacks: list[Callback], stored: Any) -> None:
         state = stored.get(callback.state_key)
         if state is None:
             continue
-        if hasattr(callback, "check_state"):  # a callback that applies its state later, at on_train_start
-            callback.check_state(state)
-        else:
-            copy.deepcopy(callback).load_state_dict(state)
+        twin = deepcopy(callback)
+        # A callback that keeps its state for on_train_start (the monitor, the summary) applies it there.
+        (twin.apply_state if hasattr(twin, "apply_state") else twin.load_state_dict)(state)
 
 
 def _plain_progress_bar(config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
@@ -236,6 +230,7 @@ class AndreaCLI(LightningCLI):
         """Claim the run directory before the first file is written (andrea_lab.runs.claim): never an
         existing run unless this fit resumes it, never through a symbolic link, one fit at a time; and only
         inside it (andrea_lab.fit.handed). Without a logger the run directory is ``default_root_dir``."""
+        self._refuse_a_step_beyond_memory()
         self._say_cpu_cost()
         if not self.trainer.is_global_zero:
             return
@@ -248,6 +243,17 @@ class AndreaCLI(LightningCLI):
         check_writes_inside(self.trainer, run_dir)
         self._run_lock = claim_run_directory(run_dir, self.config["fit"].get("ckpt_path"))
 
+    def _refuse_a_step_beyond_memory(self) -> None:
+        """A CPU step whose logits alone exceed this machine's memory is refused before anything is allocated
+        (andrea_lab.fit.cpu_cost.step_memory_refusal). One micro-batch's logits are in memory at a time:
+        accumulation and other ranks do not add to them."""
+        if not isinstance(self.trainer.accelerator, CPUAccelerator):
+            return
+        tokens = self.datamodule.batch_size * self.datamodule.block_size
+        refusal = step_memory_refusal(tokens, self.model.config.vocab_size, machine_memory_bytes())
+        if refusal:
+            raise UsageError(refusal)
+
     def _say_cpu_cost(self) -> None:
         """The fit is on the CPU and its step costs seconds by the FLOP count: say so before it starts
         (andrea_lab.fit.cpu_cost)."""
@@ -255,12 +261,6 @@ class AndreaCLI(LightningCLI):
         if not isinstance(trainer.accelerator, CPUAccelerator) or not trainer.is_global_zero:
             return
         tokens = data.batch_size * data.block_size * trainer.accumulate_grad_batches * trainer.world_size
-        # One micro-batch's logits are in memory at a time; accumulation and other ranks do not add to them.
-        refusal = step_memory_refusal(
-            data.batch_size * data.block_size, _vocab_size(self.model), machine_memory_bytes()
-        )
-        if refusal:
-            raise UsageError(refusal)
         parameters = sum(p.numel() for p in self.model.parameters())
         note = cpu_step_note(parameters, tokens, trainer.max_steps)
         if note:

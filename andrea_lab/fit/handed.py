@@ -63,15 +63,22 @@ def check_name_templates(config: Any) -> None:
         value = (config.get(section) or {}).get(field) if hasattr(config.get(section) or {}, "get") else None
         if not isinstance(value, str):
             continue
-        try:
-            check_one_name(key, _FIELD.sub("0", value), example)
-            if key not in FORMATTED_KEYS:  # used as written: a separator inside a {field} survives
-                check_one_name(key, value, example)
-        except UsageError:
-            raise UsageError(
-                f"{key} {value!r} would leave the run directory; it is one file name, without '/', '\\' or '..' "
-                f"(also inside its {{fields}}; e.g. {example})"
-            ) from None
+        # A name used as written (not formatted) keeps a separator inside a {field}: checked as written too.
+        check_file_name(key, value, example, as_written=key not in FORMATTED_KEYS)
+
+
+def check_file_name(what: str, value: str, example: str, as_written: bool = True) -> None:
+    """``value`` is one file name once its ``{fields}`` are formatted (numbers) and, ``as_written``, also as it
+    stands: one :class:`UsageError` naming ``what``, the value and ``example`` otherwise."""
+    try:
+        check_one_name(what, _FIELD.sub("0", value), example)
+        if as_written:
+            check_one_name(what, value, example)
+    except UsageError:
+        raise UsageError(
+            f"{what} {value!r} would leave the run directory; it is one file name, without '/', '\\' or '..' "
+            f"(also inside its {{fields}}; e.g. {example})"
+        ) from None
 
 
 def require_safe_checkpoint_io(trainer: Trainer) -> None:
@@ -142,7 +149,7 @@ def check_writes_inside(trainer: Trainer, run_dir: Path) -> None:
         filename = getattr(callback, "filename", None)
         if isinstance(filename, str) and not hasattr(callback, "checked_filename"):
             # Not andrea's own checkpoint callback, which checks every formatted name when it saves.
-            _one_file_name(f"callback {_named(callback)} filename", filename)
+            check_file_name(f"callback {_named(callback)} filename", filename, "step{step}")
     for logger in trainer.loggers[1:]:
         # save_dir first: reading a TensorBoard logger's log_dir claims (creates) its version directory.
         log_dir = getattr(logger, "save_dir", None) or getattr(logger, "log_dir", None)
@@ -153,18 +160,7 @@ def check_writes_inside(trainer: Trainer, run_dir: Path) -> None:
     if dirpath and not inside(dirpath, run_dir):
         raise _outside(f"profiler {_named(profiler)}", dirpath, run_dir)
     if isinstance(getattr(profiler, "filename", None), str):
-        _one_file_name("profiler filename", profiler.filename)
-
-
-def _one_file_name(what: str, value: str) -> None:
-    try:
-        check_one_name(what, value, "step{step}")
-        check_one_name(what, _FIELD.sub("0", value), "step{step}")
-    except UsageError:
-        raise UsageError(
-            f"{what} {value!r} would leave the run directory; it is one file name, without '/', '\\' or '..' "
-            "(also inside its {fields}; e.g. step{step})"
-        ) from None
+        check_file_name("profiler filename", profiler.filename, "fit-profile")
 
 
 def check_no_links_to_the_run(logger: Any) -> None:

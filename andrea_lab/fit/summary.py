@@ -12,7 +12,6 @@ interruption: a Ctrl-C should end the process, not start an evaluation).
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import time
@@ -157,14 +156,12 @@ class RunSummary(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._active and self._loaded_state is not None:
             state, self._loaded_state = self._loaded_state, None
-            self._apply_state(state)
+            self.apply_state(state)
 
-    def check_state(self, state: Any) -> None:
-        """Apply a checkpoint's state to a copy: refused now, before a fit writes anything, what
-        :meth:`on_train_start` would refuse (andrea_lab.fit.cli.check_callback_states)."""
-        copy.deepcopy(self)._apply_state(state)
-
-    def _apply_state(self, state: Any) -> None:
+    def apply_state(self, state: Any) -> None:
+        """Restore a checkpoint's state (what ``load_state_dict`` kept for ``on_train_start``); a malformed one
+        is one CheckpointStateError. andrea_lab.fit.cli.check_callback_states applies it to a copy first, so
+        that a resumed fit refuses it before writing anything."""
         with reading_checkpoint_state("run summary's"):
             initial = state["initial_val_loss"]
             self.initial_val_loss = None if initial is None else float(initial)

@@ -32,7 +32,8 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare import claims as claims_module
-from andrea_lab.experiments.compare.compare import scored_loss_column
+from andrea_lab.experiments.compare import report
+from andrea_lab.experiments.compare.compare import Column, scored_loss_column
 from andrea_lab.experiments.compare.multiplicity import holm
 
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
@@ -233,9 +234,7 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
 
 
 def _markdown(rows: pd.DataFrame, columns: tuple) -> str:
+    """``rows`` as the reports' Markdown table (:func:`report.markdown_table`), "(none)" when there are none."""
     if rows.empty:
         return "(none)"
-    lines = ["| " + " | ".join(label for _, label in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for _, row in rows.iterrows():
-        lines.append("| " + " | ".join(str(row[key]).replace("|", "\\|") for key, _ in columns) + " |")
-    return "\n".join(lines)
+    return report.markdown_table([Column(key, label, lambda value: value) for key, label in columns], rows)

@@ -19,7 +19,6 @@ Two kinds of measurement, both logged under ``stability/`` (full list and defini
 
 from __future__ import annotations
 
-import copy
 import math
 import statistics
 import time
@@ -215,14 +214,12 @@ class StabilityMonitor(L.Callback):
         if not self.enabled or self._loaded_state is None:
             return
         state, self._loaded_state = self._loaded_state, None
-        self._apply_state(state)
+        self.apply_state(state)
 
-    def check_state(self, state: Any) -> None:
-        """Apply a checkpoint's state to a copy of this monitor: what :meth:`on_train_start` would refuse is
-        refused now, before a fit writes anything (andrea_lab.fit.cli.check_callback_states)."""
-        copy.deepcopy(self)._apply_state(state)
-
-    def _apply_state(self, state: Any) -> None:
+    def apply_state(self, state: Any) -> None:
+        """Restore a checkpoint's state (what ``load_state_dict`` kept for ``on_train_start``); a malformed one
+        is one CheckpointStateError. andrea_lab.fit.cli.check_callback_states applies it to a copy first, so
+        that a resumed fit refuses it before writing anything."""
         with reading_checkpoint_state("stability monitor's"):
             self.spikes.load_state_dict(state["spikes"])
             self.divergence_detector.load_state_dict(state["divergence"])
