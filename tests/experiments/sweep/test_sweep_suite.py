@@ -227,6 +227,8 @@ CPU_ONLY = {
     "depth_confirm.yaml": "the confirmation of the CPU depth suite's leads at the tuned proxy",
     "mlp_ratio_confirm.yaml": "the CPU mlp_ratio suite's equivalence and matched-parameter claims on fresh seeds",
     "norm_placement_tune.yaml": "the LR search of norm_placement at the tuned CPU proxy, before its confirmation",
+    "aa_cliff.yaml": "the A/A check at post-norm's cliff on the tuned CPU proxy",
+    "norm_placement_tuned_confirm.yaml": "the confirmation of norm_placement_tune's leads at the tuned CPU proxy",
     "precision_confirm.yaml": "bf16-mixed against fp32 at the tuned CPU proxy, fresh seeds: a question about the CPU path",
 }
 
