@@ -141,6 +141,11 @@ class RatesAtSeeds:
     tests: dict[str, int]
     false_positives: dict[str, int]
     sign_flip_floor: float
+    #: Splits whose halves' in-sample best LRs differ (the selection step at work), and the paired t's false
+    #: positives after the default selection among them: the rate where the selection can matter, which the
+    #: pooled rate dilutes when one LR is every half's optimum.
+    selection_differs: int = 0
+    false_positives_where_differs: int = 0
 
     def rate(self, method: str) -> float:
         return self.false_positives[method] / self.tests[method] if self.tests[method] else math.nan
@@ -148,9 +153,9 @@ class RatesAtSeeds:
 
 def _judge(
     pooled: np.ndarray, first: np.ndarray, second: np.ndarray, sign_flip: bool = False
-) -> tuple[dict[str, np.ndarray], int]:
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every method's rejections over the splits (and the exact sign-flip's, given ``sign_flip``: 2^half
-    sign patterns per split), and how many splits' halves chose different best LRs."""
+    sign patterns per split), and per split whether its halves chose different best LRs."""
     one, two = pooled[first], pooled[second]  # (splits, half, LRs)
     splits, half, n_lrs = one.shape
     best_one, best_two = one.mean(axis=1).argmin(axis=1), two.mean(axis=1).argmin(axis=1)
@@ -162,7 +167,7 @@ def _judge(
     found = {"cross_fitted": _rejects(cross_fitted), "in_sample": _rejects(in_sample), "same_lr": _rejects(same_lr)}
     if sign_flip:
         found["sign_flip"] = _sign_flip_rejects(cross_fitted)
-    return found, int((best_one != best_two).sum())
+    return found, best_one != best_two
 
 
 def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibration:
@@ -176,6 +181,7 @@ def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibrati
         )
     first, second, sampled = _splits(2 * half, half, np.random.default_rng(0))  # an odd one out is left out
     found, differs = _judge(pooled, first, second)
+    differs = int(differs.sum())
     return Calibration(
         a,
         b,
@@ -201,7 +207,7 @@ def rates_at_seeds(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> list
         if 2 * seeds > pooled.shape[0]:
             continue
         first, second, _ = _splits(pooled.shape[0], seeds, np.random.default_rng(seeds))
-        found, _ = _judge(pooled, first, second, sign_flip=True)
+        found, differs = _judge(pooled, first, second, sign_flip=True)
         rates.append(
             RatesAtSeeds(
                 seeds,
@@ -209,6 +215,8 @@ def rates_at_seeds(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> list
                 {method: int(found[method].size) for method in found},
                 {method: int(found[method].sum()) for method in found},
                 min(1.0, math.ldexp(1.0, 1 - seeds)),
+                int(differs.sum()),
+                int(found["cross_fitted"][differs].sum()),
             )
         )
     return rates
@@ -256,12 +264,19 @@ def calibration_block(calibration: Calibration, runs: int, by_seeds: list[RatesA
             "By seeds per arm (random pairs of disjoint halves of the pool, seeded; the sign-flip test after the "
             "default selection, p < 0.05, cannot reject below 6 seeds: its floor is 2 / 2^n):",
             "",
-            "| seeds per arm | splits | " + " | ".join(BY_SEEDS_LABELS.values()) + " | sign-flip floor |",
-            "|---|---|" + "---|" * len(BY_SEEDS_LABELS) + "---|",
+            "| seeds per arm | splits | " + " | ".join(BY_SEEDS_LABELS.values()) + " | sign-flip floor | "
+            "halves' best LRs differ | paired t, best LR on the other seeds, where they differ |",
+            "|---|---|" + "---|" * len(BY_SEEDS_LABELS) + "---|---|---|",
         ]
         for r in by_seeds:
             cells = " | ".join(f"{r.rate(method):.1%}".replace("%", " %") for method in BY_SEEDS_LABELS)
-            lines.append(f"| {r.seeds} | {r.splits} | {cells} | {r.sign_flip_floor:.4g} |")
+            where = (
+                f"{r.false_positives_where_differs / r.selection_differs:.1%} of {r.selection_differs}".replace("%", " %")
+                if r.selection_differs
+                else "n/a (never)"
+            )
+            differ = f"{r.selection_differs / r.splits:.1%}".replace("%", " %")
+            lines.append(f"| {r.seeds} | {r.splits} | {cells} | {r.sign_flip_floor:.4g} | {differ} | {where} |")
     return "\n".join(lines)
 
 

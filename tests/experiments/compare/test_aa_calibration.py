@@ -128,7 +128,7 @@ def test_rates_by_seeds_per_arm_recount_with_the_claims_functions(monkeypatch):
     for r in rates:
         first, second, sampled = _splits(12, r.seeds, np.random.default_rng(r.seeds))
         assert sampled and r.splits == len(first) == 60
-        t_rejects = sign_rejects = 0
+        t_rejects = sign_rejects = differs = t_rejects_where_differs = 0
         for one_units, two_units in zip(first, second):
             one, two = pooled[one_units], pooled[two_units]
             picks = [np.delete(one, i, axis=0).mean(axis=0).argmin() for i in range(r.seeds)]
@@ -139,7 +139,12 @@ def test_rates_by_seeds_per_arm_recount_with_the_claims_functions(monkeypatch):
             interval = paired_difference(chosen_one, chosen_two)
             t_rejects += interval.low > 0 or interval.high < 0
             sign_rejects += sign_flip_p(d)[0] < 0.05
+            halves_differ = one.mean(axis=0).argmin() != two.mean(axis=0).argmin()
+            differs += halves_differ
+            t_rejects_where_differs += halves_differ and (interval.low > 0 or interval.high < 0)
         assert r.false_positives["cross_fitted"] == t_rejects and r.false_positives["sign_flip"] == sign_rejects
+        assert (r.selection_differs, r.false_positives_where_differs) == (differs, t_rejects_where_differs)
+        assert 0 < differs < 60, "the flat optimum must make some halves choose differently"
         assert r.tests["same_lr"] == 60 * len(lrs)
 
 
@@ -155,3 +160,4 @@ def test_a_pool_too_large_to_split_every_way_is_sampled_and_says_so():
     block = calibration_block(calibration, len(runs), rates_at_seeds(runs, "a", "b", "final_val_loss"))
     assert f"split at random into two halves of 60 ({MAX_SPLITS} splits drawn, seeded, of more than 10^" in block
     assert "| 10 | 20000 |" in block
+    assert "| sign-flip floor | halves' best LRs differ | paired t, best LR on the other seeds, where they differ |" in block
