@@ -270,11 +270,10 @@ def calibration_block(calibration: Calibration, runs: int, by_seeds: list[RatesA
         ]
         for r in by_seeds:
             cells = " | ".join(f"{r.rate(method):.1%}".replace("%", " %") for method in BY_SEEDS_LABELS)
-            where = (
-                f"{r.false_positives_where_differs / r.selection_differs:.1%} of {r.selection_differs}".replace("%", " %")
-                if r.selection_differs
-                else "n/a (never)"
-            )
+            where = "n/a (never)"
+            if r.selection_differs:
+                share = f"{r.false_positives_where_differs / r.selection_differs:.1%}".replace("%", " %")
+                where = f"{share} of {r.selection_differs}"
             differ = f"{r.selection_differs / r.splits:.1%}".replace("%", " %")
             lines.append(f"| {r.seeds} | {r.splits} | {cells} | {r.sign_flip_floor:.4g} | {differ} | {where} |")
     return "\n".join(lines)
