@@ -229,6 +229,7 @@ CPU_ONLY = {
     "norm_placement_tune.yaml": "the LR search of norm_placement at the tuned CPU proxy, before its confirmation",
     "aa_cliff.yaml": "the A/A check at post-norm's cliff on the tuned CPU proxy",
     "norm_placement_tuned_confirm.yaml": "the confirmation of norm_placement_tune's leads at the tuned CPU proxy",
+    "mlp_matched_confirm.yaml": "the CPU mlp_ratio suite's matched-parameter claim at per-variant LRs, fresh seeds",
     "precision_confirm.yaml": "bf16-mixed against fp32 at the tuned CPU proxy, fresh seeds: about the CPU path",
 }
 
