@@ -181,7 +181,6 @@ def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibrati
         )
     first, second, sampled = _splits(2 * half, half, np.random.default_rng(0))  # an odd one out is left out
     found, differs = _judge(pooled, first, second)
-    differs = int(differs.sum())
     return Calibration(
         a,
         b,
@@ -191,7 +190,7 @@ def calibrate(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> Calibrati
         lrs,
         {method: int(found[method].size) for method in METHODS},
         {method: int(found[method].sum()) for method in METHODS},
-        differs,
+        int(differs.sum()),
         sampled,
         seed_sets_beyond_the_pool(runs, a, b),
     )
@@ -220,6 +219,11 @@ def rates_at_seeds(runs: pd.DataFrame, a: str, b: str, loss_column: str) -> list
             )
         )
     return rates
+
+
+def _percent(share: float) -> str:
+    """``0.049`` as ``4.9 %``, the reports' spelling."""
+    return f"{share:.1%}".replace("%", " %")
 
 
 def _count(number: int) -> str:
@@ -269,12 +273,13 @@ def calibration_block(calibration: Calibration, runs: int, by_seeds: list[RatesA
             "|---|---|" + "---|" * len(BY_SEEDS_LABELS) + "---|---|---|",
         ]
         for r in by_seeds:
-            cells = " | ".join(f"{r.rate(method):.1%}".replace("%", " %") for method in BY_SEEDS_LABELS)
-            where = "n/a (never)"
-            if r.selection_differs:
-                share = f"{r.false_positives_where_differs / r.selection_differs:.1%}".replace("%", " %")
-                where = f"{share} of {r.selection_differs}"
-            differ = f"{r.selection_differs / r.splits:.1%}".replace("%", " %")
+            cells = " | ".join(_percent(r.rate(method)) for method in BY_SEEDS_LABELS)
+            where = (
+                f"{_percent(r.false_positives_where_differs / r.selection_differs)} of {r.selection_differs}"
+                if r.selection_differs
+                else "n/a (never)"
+            )
+            differ = _percent(r.selection_differs / r.splits)
             lines.append(f"| {r.seeds} | {r.splits} | {cells} | {r.sign_flip_floor:.4g} | {differ} | {where} |")
     return "\n".join(lines)
 
