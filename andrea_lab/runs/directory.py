@@ -57,13 +57,15 @@ DONE_STATES = ("finished", "diverged")
 #: Why a run diverged (``divergence.kind``; the StabilityMonitor's detectors, docs/stability.md).
 NONFINITE = "nonfinite"
 STUCK_AT_UNIGRAM = "stuck_at_unigram"
+#: A run that never trained and whose loss stayed well above where it started (found by the stuck rule).
+BLEW_UP = "blew_up"
 FINAL_ABOVE_BEST = "final_above_best"
 #: A run that trained (well below the unigram loss) and then failed: its loss went back up and stayed up, or
 #: turned non-finite (``divergence.cause``: LOSS_ROSE or NONFINITE). The instability the stability
 #: interventions are meant to prevent; ``stuck_at_unigram`` is a run that never trained.
 TRAINED_THEN_DIVERGED = "trained_then_diverged"
 LOSS_ROSE = "loss_rose"
-DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, FINAL_ABOVE_BEST, TRAINED_THEN_DIVERGED)
+DIVERGENCE_KINDS = (NONFINITE, STUCK_AT_UNIGRAM, BLEW_UP, FINAL_ABOVE_BEST, TRAINED_THEN_DIVERGED)
 ASIDE_TAGS = (".interrupted-", ".failed-")
 #: The directory name of ``andrea compare``'s TensorBoard run (and the prefix of its temporary twin).
 COMPARISON_RUN = "_comparison"

@@ -27,9 +27,11 @@ LOSS_EMA = "stability/loss_ema"
 SPIKES = "stability/spikes"
 NONFINITE = "stability/nonfinite"
 DIVERGED = "stability/diverged"
-#: The two ways a run diverges that a comparison tells apart (0/1 flags, docs/stability.md): it never trained
-#: beyond token frequencies, or it trained and then failed.
+#: The ways a run diverges that a comparison tells apart (0/1 flags, docs/stability.md): it never trained
+#: beyond token frequencies, it blew up before it trained (its loss held well above where it started), or it
+#: trained and then failed.
 STUCK = "stability/stuck_at_unigram"
+BLEW_UP = "stability/blew_up"
 TRAINED_THEN_DIVERGED = "stability/trained_then_diverged"
 #: Below it, per precursor signal, its lead in steps over a divergence or spike it left its band before
 #: (``stability/gave_way_first/attn_logit_max_head/block_00_h1``), logged at the event's step.
@@ -55,6 +57,7 @@ ALL = (
     NONFINITE,
     DIVERGED,
     STUCK,
+    BLEW_UP,
     TRAINED_THEN_DIVERGED,
     FLAG_SCALE,
 )

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andrea_lab.fit.stability.events import (
+    BLEW_UP,
     FINAL_ABOVE_BEST,
     LOSS_ROSE,
     NONFINITE,
@@ -195,6 +196,59 @@ def test_a_healthy_run_that_passes_the_unigram_level_is_not_stuck():
     assert detector.divergence is None
 
 
+def blow_up(steps: int, seed: int = 0) -> list[float]:
+    """A run that never trains: from ln(257) its loss climbs within 50 steps to 20-40 nats and stays there
+    (measured: a QK-normed d64 model at a peak LR of 1, docs/stability.md)."""
+    rng = random.Random(seed)
+    return [5.5 + 0.5 * t for t in range(50)] + [30.0 + rng.uniform(-10, 10) for _ in range(steps - 50)]
+
+
+def test_a_run_whose_loss_went_up_from_where_it_started_blew_up_rather_than_stuck():
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=20, stuck_patience=100)
+    feed(detector, blow_up(400))
+    assert detector.divergence is not None and detector.divergence.kind == BLEW_UP
+    # The stretch restarts while the smoothed loss still improves; it ends up starting within the blow-up.
+    assert 20 <= detector.divergence.step <= 300, detector.divergence
+    assert detector.initial == 5.5
+
+
+def test_a_plateau_then_a_blow_up_is_whichever_held_for_the_patience_first():
+    # On the plateau for 100 steps first: stuck (the first failure is kept); for 60: the stuck stretch ends where
+    # the loss crosses the blow-up line, and the run blew up from there.
+    for plateau, expected in ((120, Divergence(10, STUCK_AT_UNIGRAM)), (60, Divergence(70, BLEW_UP))):
+        losses = [5.5 - 0.25 * t for t in range(10)] + [UNIGRAM] * plateau + [30.0] * 200
+        detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
+        feed(detector, losses)
+        assert detector.divergence == expected, plateau
+
+
+def test_the_blow_up_margin_separates_the_kinds():
+    # Held 0.8 nat above where it started: at margin 1 that is still "at/above the unigram level" (stuck, from
+    # step 0); at margin 0.5 it is above the blow-up line from step 1.
+    losses = [5.5] + [6.3] * 200
+    for margin, expected in ((1.0, Divergence(0, STUCK_AT_UNIGRAM)), (0.5, Divergence(1, BLEW_UP))):
+        detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0, blowup_margin=margin)
+        feed(detector, losses)
+        assert detector.divergence == expected, margin
+
+
+def test_the_blow_up_state_round_trips_and_old_states_are_judged_as_before():
+    losses = blow_up(60)  # 5.5, 6.0, 6.5, 7.0, ...: on or above the line (6.5) from step 2
+    first = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
+    feed(first, losses)
+    assert first.divergence is None and first.blowup_since == 2
+    second = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
+    second.load_state_dict(first.state_dict())
+    feed(second, [30.0] * 100, first_step=len(losses))
+    assert second.divergence == Divergence(2, BLEW_UP)
+    # A checkpoint from before the rule has no first loss, so no blow-up line: the run is stuck, as it was then.
+    old = {k: v for k, v in first.state_dict().items() if k not in ("initial", "blowup_since", "blowup_steps")}
+    third = DivergenceDetector(unigram_loss=UNIGRAM, stuck_patience=100, stuck_decay=0.0)
+    third.load_state_dict(old)
+    feed(third, [30.0] * 100, first_step=len(losses))
+    assert third.divergence == Divergence(len(losses), STUCK_AT_UNIGRAM)
+
+
 def test_without_a_unigram_level_only_nonfinite_counts():
     detector = DivergenceDetector(unigram_loss=None, stuck_patience=1)
     feed(detector, [9.0] * 50)
@@ -291,7 +345,15 @@ def test_the_rise_state_round_trips_and_old_states_still_load():
 
 
 @pytest.mark.parametrize(
-    "option, value", [("trained_margin", -0.1), ("rise_margin", 0.0), ("rise_patience", 0), ("rise_margin", math.nan)]
+    "option, value",
+    [
+        ("trained_margin", -0.1),
+        ("rise_margin", 0.0),
+        ("rise_patience", 0),
+        ("rise_margin", math.nan),
+        ("blowup_margin", 0.0),
+        ("blowup_margin", math.nan),
+    ],
 )
 def test_absurd_rise_settings_are_refused_naming_the_option(option, value):
     with pytest.raises(ValueError, match=option):
@@ -299,11 +361,14 @@ def test_absurd_rise_settings_are_refused_naming_the_option(option, value):
 
 
 def test_the_tensorboard_flags_tell_the_kinds_apart():
-    assert divergence_flags(None) == {tags.DIVERGED: 0.0, tags.STUCK: 0.0, tags.TRAINED_THEN_DIVERGED: 0.0}
+    flags = (tags.DIVERGED, tags.STUCK, tags.BLEW_UP, tags.TRAINED_THEN_DIVERGED)
+    assert divergence_flags(None) == dict.fromkeys(flags, 0.0)
     stuck = divergence_flags(Divergence(10, STUCK_AT_UNIGRAM))
-    assert (stuck[tags.DIVERGED], stuck[tags.STUCK], stuck[tags.TRAINED_THEN_DIVERGED]) == (1.0, 1.0, 0.0)
+    assert [stuck[flag] for flag in flags] == [1.0, 1.0, 0.0, 0.0]
+    blew_up = divergence_flags(Divergence(10, BLEW_UP))
+    assert [blew_up[flag] for flag in flags] == [1.0, 0.0, 1.0, 0.0]
     trained = divergence_flags(Divergence(10, TRAINED_THEN_DIVERGED, NONFINITE))
-    assert (trained[tags.STUCK], trained[tags.TRAINED_THEN_DIVERGED]) == (0.0, 1.0)
+    assert [trained[flag] for flag in flags] == [1.0, 0.0, 0.0, 1.0]
     assert Divergence(3, STUCK_AT_UNIGRAM).as_dict() == {"step": 3, "kind": STUCK_AT_UNIGRAM}
 
 

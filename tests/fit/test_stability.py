@@ -371,10 +371,11 @@ def test_disabled_monitor_does_nothing(tmp_path, text_corpus):
         dict(spike_threshold=0.0),
         dict(stuck_patience=0),
         dict(final_margin=0),
+        dict(blowup_margin=-1.0),
     ],
 )
 def test_bad_settings_fail_at_construction(kwargs):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(kwargs)).split("_")[0]):
         StabilityMonitor(**kwargs)
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare.stats import CONFIDENCE
-from andrea_lab.runs.directory import NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
+from andrea_lab.runs.directory import BLEW_UP, NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
 
 
 def clopper_pearson(diverged: int, runs: int) -> tuple[float, float]:
@@ -37,14 +37,18 @@ def describe_rate(diverged: int, runs: int) -> str:
 
 
 def describe_kinds(rows: pd.DataFrame) -> str:
-    """How the runs of a table cell diverged: ``stuck 1; trained then diverged 2 (loss rose at 412, 530)``.
-    Empty when none diverged. The two kinds are different failures (docs/stability.md): a run that never
-    trained beyond token frequencies, and one that trained and then failed, with its onset step and cause."""
+    """How the runs of a table cell diverged: ``stuck 1; blew up 1; trained then diverged 2 (loss rose at 412, 530)``.
+    Empty when none diverged. The kinds are different failures (docs/stability.md): a run that never trained
+    beyond token frequencies, one whose loss went up from where it started before it trained, and one that
+    trained and then failed, with its onset step and cause."""
     diverged = rows[rows["status"] == "diverged"]
     parts = []
     stuck = int((diverged["divergence_kind"] == STUCK_AT_UNIGRAM).sum())
     if stuck:
         parts.append(f"stuck {stuck}")
+    blew_up = int((diverged["divergence_kind"] == BLEW_UP).sum())
+    if blew_up:
+        parts.append(f"blew up {blew_up}")
     trained = diverged[diverged["divergence_kind"] == TRAINED_THEN_DIVERGED]
     if len(trained):
         causes = trained["divergence_cause"] if "divergence_cause" in trained else pd.Series(None, index=trained.index)
@@ -53,7 +57,7 @@ def describe_kinds(rows: pd.DataFrame) -> str:
             for step, cause in sorted(zip(trained["divergence_step"], causes), key=lambda sc: sc[0])
         )
         parts.append(f"trained then diverged {len(trained)} ({onsets})")
-    other = len(diverged) - stuck - len(trained)
+    other = len(diverged) - stuck - blew_up - len(trained)
     if other:
         parts.append(f"other {other}")
     return "; ".join(parts)

@@ -16,6 +16,12 @@ Divergence (the first of these to happen; later evidence never replaces it)
                           consecutive steps: the model has learnt no more than token frequencies. (A
                           post-norm ANDREA at too high a learning rate does exactly this without ever
                           producing a NaN.) The reported step is the first step of that stretch;
+    ``blew_up``           a run not (yet) trained whose smoothed loss, after ``stuck_after`` steps, stays at
+                          least ``blowup_margin`` above its first (smoothed) loss for ``stuck_patience``
+                          consecutive steps: its loss went *up* from where it started (to 24-350 nats at a
+                          peak LR of 1, against ln 257 = 5.55 at init), which is not learning only token
+                          frequencies. Steps above that line do not count towards ``stuck_at_unigram`` (they
+                          end its stretch); the reported step is the first step of the stretch above it;
     ``final_above_best``  at the end of the run, the final validation loss is at least
                           ``best + final_margin`` (nats);
     ``trained_then_diverged``  a run that *trained* -- its smoothed loss once fell ``trained_margin`` nats
@@ -35,6 +41,7 @@ from typing import Any, Optional
 
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import (  # the kinds are the record's
+    BLEW_UP,
     FINAL_ABOVE_BEST,
     LOSS_ROSE,
     NONFINITE,
@@ -141,6 +148,8 @@ class DivergenceDetector:
         rise_margin: Nats above its best that the smoothed loss of a trained run must stay...
         rise_patience: ...for this many consecutive steps to be ``trained_then_diverged`` (cause ``loss_rose``).
             A spike that recovers within the patience is a spike, not a divergence.
+        blowup_margin: Nats above the run's first loss: a run not yet trained whose smoothed loss stays above
+            that line for ``stuck_patience`` steps ``blew_up``; steps above it are not "at the unigram level".
     """
 
     def __init__(
@@ -154,6 +163,7 @@ class DivergenceDetector:
         trained_margin: float = 0.5,
         rise_margin: float = 0.5,
         rise_patience: int = 50,
+        blowup_margin: float = 1.0,
     ):
         if stuck_patience < 1:
             raise ValueError(f"stuck_patience must be >= 1 step, got {stuck_patience!r}")
@@ -169,6 +179,8 @@ class DivergenceDetector:
             raise ValueError(f"rise_margin must be > 0 nats, got {rise_margin!r}")
         if rise_patience < 1:
             raise ValueError(f"rise_patience must be >= 1 step, got {rise_patience!r}")
+        if not blowup_margin > 0:
+            raise ValueError(f"blowup_margin must be > 0 nats, got {blowup_margin!r}")
         self.unigram_loss = unigram_loss
         self.stuck_after = int(stuck_after)
         self.stuck_patience = int(stuck_patience)
@@ -178,6 +190,7 @@ class DivergenceDetector:
         self.trained_margin = float(trained_margin)
         self.rise_margin = float(rise_margin)
         self.rise_patience = int(rise_patience)
+        self.blowup_margin = float(blowup_margin)
         self.divergence: Optional[Divergence] = None
         self.best: Optional[float] = None  # the lowest smoothed loss so far
         self.rise_since: Optional[int] = None
@@ -186,6 +199,9 @@ class DivergenceDetector:
         self.stuck_since: Optional[int] = None
         self.stuck_steps = 0
         self.stuck_reference: Optional[float] = None  # the smoothed loss where the stretch began
+        self.initial: Optional[float] = None  # the first smoothed loss: where the run started
+        self.blowup_since: Optional[int] = None
+        self.blowup_steps = 0
 
     @property
     def diverged(self) -> bool:
@@ -219,19 +235,36 @@ class DivergenceDetector:
             loss if self.smoothed is None else (self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss)
         )
         self.best = self.smoothed if self.best is None else min(self.best, self.smoothed)
+        if self.initial is None:
+            self.initial = self.smoothed
         if self.unigram_loss is None or step < self.stuck_after:
             return None
         if self.trained:
             return self._check_rise(step)
         if self.smoothed < self.unigram_loss - self.stuck_margin:
             self.stuck_since, self.stuck_steps, self.stuck_reference = None, 0, None
+            self.blowup_since, self.blowup_steps = None, 0
             return None
+        if self.initial is not None and self.smoothed >= self.initial + self.blowup_margin:
+            return self._check_blowup(step)
+        self.blowup_since, self.blowup_steps = None, 0
         if self.stuck_since is None or self.smoothed < self.stuck_reference - self.stuck_margin:
             # A new stretch at/above the unigram level, or one that is still improving: (re)start it.
             self.stuck_since, self.stuck_steps, self.stuck_reference = int(step), 0, self.smoothed
         self.stuck_steps += 1
         if self.stuck_steps >= self.stuck_patience:
             return self._declare(self.stuck_since, STUCK_AT_UNIGRAM)
+        return None
+
+    def _check_blowup(self, step: int) -> Optional[Divergence]:
+        """A run not yet trained, its smoothed loss ``blowup_margin`` above where it started: not at the unigram
+        level (the stuck stretch ends), and ``blew_up`` once it has stayed there ``stuck_patience`` steps."""
+        self.stuck_since, self.stuck_steps, self.stuck_reference = None, 0, None
+        if self.blowup_since is None:
+            self.blowup_since = int(step)
+        self.blowup_steps += 1
+        if self.blowup_steps >= self.stuck_patience:
+            return self._declare(self.blowup_since, BLEW_UP)
         return None
 
     def _check_rise(self, step: int) -> Optional[Divergence]:
@@ -272,6 +305,9 @@ class DivergenceDetector:
             "stuck_since": self.stuck_since,
             "stuck_steps": self.stuck_steps,
             "stuck_reference": self.stuck_reference,
+            "initial": self.initial,
+            "blowup_since": self.blowup_since,
+            "blowup_steps": self.blowup_steps,
             "best": self.best,
             "rise_since": self.rise_since,
             "rise_steps": self.rise_steps,
@@ -287,17 +323,22 @@ class DivergenceDetector:
         )
         # Checkpoints from before the improvement rule: the stretch's start is the best reference known.
         self.stuck_reference = state.get("stuck_reference", self.smoothed if self.stuck_since is not None else None)
+        # Checkpoints from before the blow-up rule: no first loss known, so such a run is judged as it was then.
+        self.initial = state.get("initial")
+        self.blowup_since, self.blowup_steps = state.get("blowup_since"), int(state.get("blowup_steps", 0))
         # Checkpoints from before the trained-then-diverged rule: the smoothed loss is the best one known.
         self.best = state.get("best", self.smoothed)
         self.rise_since, self.rise_steps = state.get("rise_since"), int(state.get("rise_steps", 0))
 
 
 def divergence_flags(divergence: Optional[Divergence]) -> dict[str, float]:
-    """The 0/1 divergence flags of TensorBoard: diverged at all, stuck at the unigram loss, trained then diverged."""
+    """The 0/1 divergence flags of TensorBoard: diverged at all, stuck at the unigram loss, blew up before it
+    trained, trained then diverged."""
     kind = None if divergence is None else divergence.kind
     return {
         tags.DIVERGED: float(divergence is not None),
         tags.STUCK: float(kind == STUCK_AT_UNIGRAM),
+        tags.BLEW_UP: float(kind == BLEW_UP),
         tags.TRAINED_THEN_DIVERGED: float(kind == TRAINED_THEN_DIVERGED),
     }
 

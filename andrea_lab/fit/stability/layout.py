@@ -28,6 +28,7 @@ _FLAG_CHARTS = [
     ("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
     ("stability: loss and events", "diverged (0/1)", tags.DIVERGED),
     ("stability: loss and events", "stuck at the unigram loss (0/1)", tags.STUCK),
+    ("stability: loss and events", "blew up before it trained (0/1)", tags.BLEW_UP),
     ("stability: loss and events", "trained, then diverged (0/1)", tags.TRAINED_THEN_DIVERGED),
 ]
 

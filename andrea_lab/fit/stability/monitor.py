@@ -66,6 +66,8 @@ class StabilityMonitor(L.Callback):
         trained_margin: A run has *trained* once its smoothed loss is this many nats below the unigram loss;
             after that a failure is ``trained_then_diverged`` (docs/stability.md), never ``stuck_at_unigram``.
         rise_margin, rise_patience: A trained run's smoothed loss this many nats above its best for this many steps.
+        blowup_margin: A stuck stretch held this many nats above the run's first loss throughout is ``blew_up``
+            (the loss went up from where it started), not ``stuck_at_unigram``.
         precursors: Measure the precursor signals on each probe (per-matrix update size, Adam's second
             moments against ε) and record, for every divergence and spike, which signal left its running
             band first and how many steps it led the loss (summary.json ``gave_way_first``).
@@ -97,6 +99,7 @@ class StabilityMonitor(L.Callback):
         trained_margin: float = 0.5,
         rise_margin: float = 0.5,
         rise_patience: int = 50,
+        blowup_margin: float = 1.0,
         precursors: bool = True,
         spectral_every: int = 4,
         band_width: float = 4.0,
@@ -118,6 +121,7 @@ class StabilityMonitor(L.Callback):
             trained_margin=trained_margin,
             rise_margin=rise_margin,
             rise_patience=rise_patience,
+            blowup_margin=blowup_margin,
         )
         DivergenceDetector(None, stuck_after or 0, **self.divergence_options)
         self.band_options = dict(width=band_width, horizon=band_horizon, linear=signals.LINEAR_SIGNALS)

@@ -24,7 +24,7 @@ from andrea_lab.experiments.compare.divergence import (
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv, write_runs_csv
 from andrea_lab.experiments.compare.stats import counted_runs
 from andrea_lab.experiments.sweep.suite import run_version
-from andrea_lab.runs.directory import NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
+from andrea_lab.runs.directory import BLEW_UP, NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
 from tests.experiments.compare.test_compare import write_run
 
 REPO = Path(__file__).resolve().parents[3]
@@ -96,6 +96,7 @@ def test_trained_then_diverged_is_told_apart_in_runs_csv_and_in_the_per_lr_table
         root / "toy" / "a" / run_version(1e-3, 1), {"step": 412, "kind": TRAINED_THEN_DIVERGED, "cause": NONFINITE}
     )
     _diverge(root / "toy" / "a" / run_version(1e-3, 2), {"step": 40, "kind": STUCK_AT_UNIGRAM})
+    _diverge(root / "toy" / "b" / run_version(1e-3, 2), {"step": 361, "kind": BLEW_UP})
     written = tmp_path / "runs.csv"
     write_runs_csv(load_runs(root), written)
     runs = read_runs_csv(written)
@@ -104,7 +105,7 @@ def test_trained_then_diverged_is_told_apart_in_runs_csv_and_in_the_per_lr_table
     assert describe_kinds(runs[runs["variant"] == "a"]) == (
         "stuck 1; trained then diverged 2 (non-finite at 412, loss rose at 530)"
     )
-    assert describe_kinds(runs[runs["variant"] == "b"]) == ""
+    assert describe_kinds(runs[runs["variant"] == "b"]) == "blew up 1"
     table = per_lr_table(build_variants(runs, reference="b"))
     assert "divergence_kinds" in table
     # The non-finite run's loss is not a model's: like a `nonfinite` run it counts at its loss at init; the run
