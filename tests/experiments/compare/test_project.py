@@ -41,7 +41,7 @@ def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_th
     assert "aa" not in set(table["suite"]), "the A/A suite checks the statistics; it is not a hypothesis"
     confirmatory = [r for r in judged["result"] if is_confirmatory(r.claim)]
     exploratory = [r for r in judged["result"] if not is_confirmatory(r.claim)]
-    assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 25
+    assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 26
     shown = table.loc[table["kind"] == "confirmatory", "project_p"].astype(float).tolist()
     assert shown == pytest.approx(holm([r.p for r in confirmatory]), rel=5e-3)
     bh = scipy_stats.false_discovery_control([1.0 if r.p != r.p else r.p for r in exploratory], method="bh")
@@ -62,7 +62,7 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
         text=True,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("74 claims in 15 suites: 25 confirmatory")
+    assert ran.stdout.startswith("76 claims in 16 suites: 26 confirmatory")
     bad = subprocess.run(
         [sys.executable, "-m", "andrea_lab.cli", "compare", str(tmp_path), "--project"], capture_output=True, text=True
     )
