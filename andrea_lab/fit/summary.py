@@ -3,10 +3,10 @@ the same figures in TensorBoard's HParams dashboard (andrea_lab.fit.hparams), an
 lines saying where the run is and what to do next.
 
 The file's schema is :class:`andrea_lab.runs.directory.RunRecord` (every reader uses the same class). It is
-written atomically, also when the fit ends with an exception or Ctrl-C (status ``interrupted``, unless
-a divergence was already found). Divergence, spikes, gradient norms and the unigram loss come from the
-:class:`StabilityMonitor` of the same trainer (null/0 without one); the held-out loss and its standard
-error from the :class:`HeldOutEvaluation` callback, run here once training is over (not after an
+written atomically, also when the fit ends with an exception or Ctrl-C (status ``interrupted``, unless a
+divergence already found ended the run: :func:`run_status`). Divergence, spikes, gradient norms and the unigram
+loss come from the :class:`StabilityMonitor` of the same trainer (null/0 without one); the held-out loss and its
+standard error from the :class:`HeldOutEvaluation` callback, run here once training is over (not after an
 interruption: a Ctrl-C should end the process, not start an evaluation).
 """
 
@@ -35,7 +35,7 @@ from andrea_lab.model.contracts import PLUGIN_KINDS
 from andrea_lab.model.registry import selected_entry_point
 from andrea_lab.model.training_contracts import TRAINING_KINDS
 from andrea_lab.runs import tags
-from andrea_lab.runs.directory import SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
+from andrea_lab.runs.directory import NONFINITE, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 from andrea_lab.runs.machine import machine_record
 
 
@@ -77,6 +77,18 @@ def model_config_dict(pl_module: L.LightningModule) -> dict[str, Any]:
     if is_dataclass(found) and not isinstance(found, type):
         return asdict(found)
     return dict(found) if isinstance(found, dict) else {}
+
+
+def run_status(divergence: Optional[Divergence], interrupted: bool, stops_on_divergence: bool) -> str:
+    """``finished``, ``diverged`` or ``interrupted``. A diverged run is done (the sweep never reruns it) only if
+    the divergence is what ended it: the fit ran to its end, or the monitor stops on divergence, or the loss
+    turned non-finite (``on_nonfinite: stop`` raises). A run that diverged, was going on to its end
+    (``stability.stop_on_divergence: false``: its final loss is part of the result) and was then interrupted
+    (SIGTERM, Ctrl-C, a crash) is ``interrupted``: it resumes from its checkpoint, which keeps the divergence."""
+    if divergence is None:
+        return "interrupted" if interrupted else "finished"
+    ended_it = not interrupted or stops_on_divergence or NONFINITE in (divergence.kind, divergence.cause)
+    return "diverged" if ended_it else "interrupted"
 
 
 class RunSummary(L.Callback):
@@ -233,7 +245,7 @@ class RunSummary(L.Callback):
         if final is not None and not interrupted:
             detector.check_final(final_step, final, best)
         divergence = detector.divergence
-        status = "diverged" if divergence is not None else ("interrupted" if interrupted else "finished")
+        status = run_status(divergence, interrupted, monitor is not None and monitor.stop_on_divergence)
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
         logger, config = trainer.logger, model_config_dict(pl_module)
         training = {

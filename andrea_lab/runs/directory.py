@@ -51,7 +51,8 @@ LOG_FILE = "sweep.log"
 LOCK_FILE = ".sweep.lock"
 PREEMPTED_CHECKPOINT = "checkpoints/preempted.ckpt"
 LAST_CHECKPOINT = "checkpoints/last.ckpt"
-#: How a fit ended. ``diverged`` wins over ``interrupted``: a run stopped because it diverged is done.
+#: How a fit ended. ``diverged`` wins over ``interrupted`` where the divergence ended the run (it is done); a run
+#: that diverged and was going on to its end when it was interrupted is ``interrupted`` (andrea_lab.fit.summary).
 STATUSES = ("finished", "diverged", "interrupted")
 DONE_STATES = ("finished", "diverged")
 #: Why a run diverged (``divergence.kind``; the StabilityMonitor's detectors, docs/stability.md).

@@ -22,7 +22,7 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from andrea_lab.fit import RunSummary, StabilityMonitor
 from andrea_lab.fit.module import AndreaLM
-from andrea_lab.fit.summary import plugin_provenance
+from andrea_lab.fit.summary import plugin_provenance, run_status
 from andrea_lab.model.config import preset
 from andrea_lab.runs.directory import RunRecord
 
@@ -341,6 +341,30 @@ def test_an_exception_writes_an_interrupted_summary_and_propagates(tmp_path, tex
     written = json.loads(summary.path.read_text())
     assert written["status"] == "interrupted" and written["steps"] == 2
     assert written["spike_count"] == 0 and written["divergence"] == {"step": None, "kind": None}
+
+
+@pytest.mark.parametrize("stop_on_divergence, status", [(False, "interrupted"), (True, "diverged")])
+def test_a_run_interrupted_after_it_diverged_is_done_only_if_the_divergence_would_have_ended_it(
+    tmp_path, text_corpus, stop_on_divergence, status
+):
+    # Every loss is "at the unigram level" (0): stuck from step 0, declared at the flush the interruption forces.
+    # A run going on to its end (stop_on_divergence false: the instability suite) must resume from its checkpoint,
+    # not be skipped by the next sweep as done with no held-out loss (it happened: two d128 runs, 2026-12-04).
+    monitor = StabilityMonitor(
+        interval=0,
+        flush_every=10,
+        unigram_loss=0.0,
+        stuck_after=0,
+        stuck_patience=1,
+        stop_on_divergence=stop_on_divergence,
+    )
+    summary = RunSummary()
+    with pytest.raises(SystemExit):
+        fit(tmp_path, text_corpus, [monitor, summary, RaiseAt(3, KeyboardInterrupt())], max_steps=10)
+    written = json.loads(summary.path.read_text())
+    assert written["divergence"] == {"step": 0, "kind": "stuck_at_unigram"}
+    assert written["status"] == status and written["steps"] == 3
+    assert run_status(None, True, False) == "interrupted" and run_status(None, False, False) == "finished"
 
 
 class ScriptedValLoss(AndreaLM):
