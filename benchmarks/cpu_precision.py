@@ -2,6 +2,7 @@
 
     python benchmarks/cpu_precision.py                         # d64 .. d768, 4 blocks, batch 16 x 128
     python benchmarks/cpu_precision.py --widths 128,512 --steps 5 --json cpu_precision.json
+    python benchmarks/cpu_precision.py --widths 512 --settings bf16-mixed+math-attention,bf16-mixed+compile
 
 Why: the CPU suites are small because the CPU is slow, and part of this project's machines are Xeons whose
 AMX units (``amx_bf16``) multiply bf16 matrices 2-3.5x faster than fp32 at 256-1024 wide, and slower at
@@ -18,12 +19,15 @@ What it prints, every figure measured in this one run (never compare speeds acro
 * per width and precision setting, ms per training step (forward, backward, AdamW step) and its ratio to
   fp32: ``32-true``; ``bf16-mixed`` (what Lightning's ``precision: bf16-mixed`` does on the CPU: fp32
   weights, the forward under ``torch.autocast("cpu", torch.bfloat16)``); ``bf16-true`` (weights and
-  activations in bf16, AdamW on bf16 parameters: faster, less exact);
+  activations in bf16, AdamW on bf16 parameters: faster, less exact); and, asked for with ``--settings``,
+  what else PyTorch offers against the rest of the bf16 step: ``bf16-mixed+math-attention`` (SDPA's math
+  path instead of the CPU flash kernel, whose backward was the largest non-matmul cost) and
+  ``bf16-mixed+compile`` (``torch.compile`` of the model: fused elementwise work, norms and casts);
 * the share of a bf16-mixed step spent in matmul kernels (``torch.profiler``: self CPU time of ``aten::mm``,
   ``addmm``, ``bmm`` and the attention kernel, over all ops' self time), and at the widest width the ops that
   take most of it (``--top``), so what is left beside the matmuls shows;
 * "of the possible": the bf16-mixed step's speed-up over the model-shape matmul speed-up (the issue's goal
-  is >= 85 % at d512 on an AMX machine).
+  is >= 85 % at d512 on an AMX machine), and the same for the fastest bf16 setting measured.
 
 Steps are timed alternately (fp32, bf16-mixed, bf16-true, fp32, ...) after warm-up so that drift on a
 shared machine hits all settings alike; the median is reported.
@@ -32,6 +36,7 @@ shared machine hits all settings alike; the median is reported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -49,7 +54,9 @@ from andrea_lab.model.config import AndreaConfig  # noqa: E402
 from andrea_lab.model.transformer import Andrea  # noqa: E402
 from andrea_lab.runs.machine import cpu_description, has_bf16_units  # noqa: E402
 
-SETTINGS = ("32-true", "bf16-mixed", "bf16-true")
+#: Every setting the benchmark knows; ``32-true`` (the reference) and ``bf16-mixed`` are always measured.
+ALL_SETTINGS = ("32-true", "bf16-mixed", "bf16-true", "bf16-mixed+math-attention", "bf16-mixed+compile")
+SETTINGS = ("32-true", "bf16-mixed", "bf16-true")  # the default
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu")
 
 
@@ -101,19 +108,25 @@ def shapes_seconds(shapes: list[tuple[int, int, int]], dtype: torch.dtype, reps:
 
 def training_step(config: AndreaConfig, setting: str, batch: int, seed: int = 0) -> Callable[[], None]:
     """One optimizer step of ``setting`` on random tokens; returns the step as a closure."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     torch.manual_seed(seed)
     model = Andrea(config)
     if setting == "bf16-true":
         model = model.to(torch.bfloat16)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    forward = torch.compile(model) if setting.endswith("+compile") else model
     idx = torch.randint(0, config.vocab_size, (batch, config.block_size))
     targets = torch.randint(0, config.vocab_size, (batch, config.block_size))
-    autocast = setting == "bf16-mixed"
+    autocast = setting.startswith("bf16-mixed")
+    math_attention = setting.endswith("+math-attention")
 
     def step() -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            _, loss = model(idx, targets)
-        loss.backward()
+        # The backward runs inside too: it is the flash kernel's costly half.
+        with sdpa_kernel(SDPBackend.MATH) if math_attention else contextlib.nullcontext():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                _, loss = forward(idx, targets)
+            loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -148,44 +161,53 @@ def measure_width(width: int, args: argparse.Namespace) -> dict[str, object]:
     shapes = model_shapes(config, args.batch * args.block)
     fp32_shapes, bf16_shapes = (shapes_seconds(shapes, dtype, args.reps) for dtype in (torch.float32, torch.bfloat16))
     row["model_matmul_ratio"] = fp32_shapes / bf16_shapes
-    steps = {setting: training_step(config, setting, args.batch) for setting in SETTINGS}
-    for step in steps.values():  # warm-up: first-call allocation, oneDNN kernel selection
+    steps = {setting: training_step(config, setting, args.batch) for setting in args.settings}
+    for step in steps.values():  # warm-up: first-call allocation, oneDNN kernel selection, compilation
         step()
         step()
-    times: dict[str, list[float]] = {setting: [] for setting in SETTINGS}
+    times: dict[str, list[float]] = {setting: [] for setting in args.settings}
     for _ in range(args.steps):  # alternate, so drift on a shared machine hits every setting alike
         for setting, step in steps.items():
             start = time.perf_counter()
             step()
             times[setting].append(time.perf_counter() - start)
-    for setting in SETTINGS:
+    for setting in args.settings:
         row[f"ms_{setting}"] = 1e3 * statistics.median(times[setting])
         row[f"ratio_{setting}"] = row["ms_32-true"] / row[f"ms_{setting}"]
     shares = profile_step(steps["bf16-mixed"])
     row["matmul_share_bf16_mixed"] = matmul_share(shares)
     row["top_ops_bf16_mixed"] = shares[: args.top]
     row["of_possible_bf16_mixed"] = row["ratio_bf16-mixed"] / row["model_matmul_ratio"]
+    fastest = max((s for s in args.settings if s != "32-true"), key=lambda s: row[f"ratio_{s}"])
+    row["fastest_bf16"] = fastest
+    row["of_possible_fastest"] = row[f"ratio_{fastest}"] / row["model_matmul_ratio"]
     return row
 
 
-COLUMNS = [
-    ("d_model", "d", "{:d}"),
-    ("square_ratio", "mm bf16/fp32", "{:.2f}x"),
-    ("model_matmul_ratio", "model mm bf16/fp32", "{:.2f}x"),
-    ("ms_32-true", "fp32 ms/step", "{:.1f}"),
-    ("ms_bf16-mixed", "bf16-mixed ms/step", "{:.1f}"),
-    ("ratio_bf16-mixed", "speed-up", "{:.2f}x"),
-    ("ms_bf16-true", "bf16-true ms/step", "{:.1f}"),
-    ("ratio_bf16-true", "speed-up", "{:.2f}x"),
-    ("matmul_share_bf16_mixed", "bf16-mixed step in matmuls", "{:.0%}"),
-    ("of_possible_bf16_mixed", "of the possible", "{:.0%}"),
-]
+def columns(settings: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """The table's columns for the settings measured: ms/step and speed-up of each beside fp32's."""
+    found = [
+        ("d_model", "d", "{:d}"),
+        ("square_ratio", "mm bf16/fp32", "{:.2f}x"),
+        ("model_matmul_ratio", "model mm bf16/fp32", "{:.2f}x"),
+        ("ms_32-true", "fp32 ms/step", "{:.1f}"),
+    ]
+    for setting in settings:
+        if setting != "32-true":
+            found += [(f"ms_{setting}", f"{setting} ms/step", "{:.1f}"), (f"ratio_{setting}", "speed-up", "{:.2f}x")]
+    return found + [
+        ("matmul_share_bf16_mixed", "bf16-mixed step in matmuls", "{:.0%}"),
+        ("of_possible_bf16_mixed", "of the possible", "{:.0%}"),
+        ("fastest_bf16", "fastest bf16", "{}"),
+        ("of_possible_fastest", "its share of the possible", "{:.0%}"),
+    ]
 
 
-def table(rows: list[dict[str, object]]) -> str:
-    lines = ["| " + " | ".join(label for _, label, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+def table(rows: list[dict[str, object]], settings: tuple[str, ...] = SETTINGS) -> str:
+    chosen = columns(settings)
+    lines = ["| " + " | ".join(label for _, label, _ in chosen) + " |", "|" + "---|" * len(chosen)]
     for row in rows:
-        lines.append("| " + " | ".join(fmt.format(row[key]) for key, _, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join(fmt.format(row[key]) for key, _, fmt in chosen) + " |")
     return "\n".join(lines)
 
 
@@ -200,7 +222,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions of each matmul measurement")
     parser.add_argument("--top", type=int, default=8, help="ops of the widest bf16-mixed step to list by share")
     parser.add_argument("--json", help="also write every measurement here")
+    parser.add_argument(
+        "--settings",
+        default=",".join(SETTINGS),
+        help=f"settings to time, comma-separated, from {', '.join(ALL_SETTINGS)} (32-true and bf16-mixed always)",
+    )
     args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.settings.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in ALL_SETTINGS]
+    if unknown:
+        parser.error(f"--settings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(ALL_SETTINGS)}")
+    args.settings = tuple(dict.fromkeys(["32-true", "bf16-mixed", *chosen]))
     try:
         args.widths = [int(w) for w in args.widths.split(",")]
     except ValueError:
@@ -225,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     for width in args.widths:
         rows.append(measure_width(width, args))
         print(f"  d{width} measured", file=sys.stderr, flush=True)
-    print(table(rows))
+    print(table(rows, args.settings))
     widest = rows[-1]
     print(f"\nwhere the bf16-mixed step goes at d{widest['d_model']} (self CPU time, torch.profiler):")
     for key, share in widest["top_ops_bf16_mixed"]:

@@ -40,9 +40,33 @@ def test_toy_run_prints_every_setting_side_by_side(tmp_path, capsys):
         assert row[f"ms_{setting}"] > 0
     assert row["ratio_32-true"] == 1.0 and 0 <= row["matmul_share_bf16_mixed"] <= 1
     assert "where the bf16-mixed step goes at d64" in printed and len(row["top_ops_bf16_mixed"]) == 8
+    assert row["fastest_bf16"] in cpu_precision.SETTINGS[1:] and row["of_possible_fastest"] > 0
+
+
+def test_the_math_attention_setting_is_timed_beside_the_rest(tmp_path, capsys):
+    out = tmp_path / "precision.json"
+    args = ["--widths", "64", "--layers", "1", "--batch", "2", "--block", "16", "--vocab", "300", "--steps", "1"]
+    settings = ["--settings", "bf16-mixed+math-attention"]
+    assert cpu_precision.main([*args, "--reps", "1", *settings, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| bf16-mixed+math-attention ms/step |" in printed and "bf16-true" not in printed
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["ms_bf16-mixed+math-attention"] > 0 and row["ms_32-true"] > 0 and row["ms_bf16-mixed"] > 0
+    # The setting does what it says: the CPU flash-attention kernel is gone from its step (and there without it).
+    config = AndreaConfig(vocab_size=300, block_size=16, d_model=64, n_layer=1, n_head=1)
+    for setting, flash in (("bf16-mixed", True), ("bf16-mixed+math-attention", False)):
+        ops = [key for key, _ in cpu_precision.profile_step(cpu_precision.training_step(config, setting, batch=2))]
+        assert any("flash_attention" in key for key in ops) == flash, setting
 
 
 def test_bad_widths_are_refused_with_the_value(capsys):
     with pytest.raises(SystemExit):
         cpu_precision.main(["--widths", "64,x"])
     assert "'64,x'" in capsys.readouterr().err
+
+
+def test_an_unknown_setting_is_refused_naming_it_and_the_valid_ones(capsys):
+    with pytest.raises(SystemExit):
+        cpu_precision.main(["--settings", "bf16-mixed,fp8"])
+    err = capsys.readouterr().err
+    assert "'fp8'" in err and "bf16-mixed+compile" in err
