@@ -55,6 +55,7 @@ class ParameterBreakdown:
     token_embedding: int = 0
     position_embedding: int = 0
     final_norm: int = 0
+    output_head: int = 0  # 0 when tied to the token embedding (tie_embeddings, the default)
     layer_norms: int = 0
     total: int = 0
 
@@ -74,6 +75,7 @@ class ParameterBreakdown:
             "token_embedding": self.token_embedding,
             "position_embedding": self.position_embedding,
             "final_norm": self.final_norm,
+            "output_head": self.output_head,
             "layer_norms": self.layer_norms,
             "total": self.total,
         }
@@ -94,6 +96,7 @@ def parameter_breakdown(config: AndreaConfig) -> ParameterBreakdown:
         norms = sum(_count(s.wiring, seen) for s in sublayers.values())  # what the placement adds around them
         breakdown.blocks.append(BlockBreakdown(attention, mlp, norms, mlp_weights))
     breakdown.final_norm = _count(model.final_norm, seen)
+    breakdown.output_head = _count(model.lm_head, seen)  # a tied head was counted with the token embedding
     # Every norm, whatever its kind (LayerNorm, RMSNorm, a plugin's), QK norms included.
     breakdown.layer_norms = sum(isinstance(m, (nn.LayerNorm, Norm)) for m in model.modules())
     breakdown.total = sum(p.numel() for p in model.parameters())
@@ -119,9 +122,12 @@ def format_breakdown(b: ParameterBreakdown, name: str) -> str:
     lines.append(row.format("  block total", f"{first.total:,}"))
     lines.append(row.format(f"MLP weight matrices, {len(b.blocks)} blocks", f"{b.mlp_weights_all_blocks:,}"))
     lines.append(row.format(f"trunk ({len(b.blocks)} blocks)", f"{b.trunk:,}"))
-    lines.append(row.format("token embedding (tied, once)", f"{b.token_embedding:,}"))
+    tied = "tied, once" if b.config.tie_embeddings else "input only"
+    lines.append(row.format(f"token embedding ({tied})", f"{b.token_embedding:,}"))
     lines.append(row.format("position embedding", f"{b.position_embedding:,}"))
     lines.append(row.format("final norm", f"{b.final_norm:,}"))
+    if not b.config.tie_embeddings:
+        lines.append(row.format("output head (untied)", f"{b.output_head:,}"))
     lines.append(row.format("total", f"{b.total:,}"))
     lines.append(row.format("norms", f"{b.layer_norms}"))
     return "\n".join(lines)

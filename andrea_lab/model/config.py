@@ -75,6 +75,10 @@ class AndreaConfig:
     (Dehghani et al. 2023, OLMo 2): bounds the attention logits, which otherwise grow at high LR."""
     bias: bool = True
     """Biases in every linear layer and LayerNorm (GPT-2 style)."""
+    tie_embeddings: bool = True
+    """The output head is the token embedding (GPT-2, ANDREA's spec: one matrix, stored once); false gives the
+    head a matrix of its own (OLMo 2, LLaMA), which adds vocab_size × d_model weights. The output-logit
+    divergence that z-loss targets is described on such heads (Wortsman et al. 2023; docs/stability.md)."""
     dropout: float = 0.0
     """Dropout on embeddings, attention and residual branches."""
     layer_norm_eps: float = 1e-5
@@ -119,8 +123,9 @@ class AndreaConfig:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
-        if not isinstance(self.qk_norm, bool):
-            raise ConfigError(f"qk_norm must be true or false, got {self.qk_norm!r}")
+        for flag in ("qk_norm", "bias", "tie_embeddings"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         _check_softcap("attn_logit_softcap", self.attn_logit_softcap, 50)
         _check_softcap("final_logit_softcap", self.final_logit_softcap, 30)
         if self.attn_logit_softcap is not None and self.dropout > 0:
@@ -167,6 +172,7 @@ ARCHITECTURE_FIELDS = (
     "bias",
     "norm",
     "qk_norm",
+    "tie_embeddings",
 )
 
 

@@ -223,7 +223,8 @@ class Andrea(nn.Module):
         self.blocks = nn.ModuleList(Block(config, components, backend, norm, kwargs) for _ in range(config.n_layer))
         self.final_norm = norm(config.d_model) if components.norm_placement.final_norm else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
+        if config.tie_embeddings:
+            self.lm_head.weight = self.token_embed.weight  # tied: one matrix, stored once
         self.apply(self._init_weights)
         self._initialise_placements()
         verify_plugins(self, components.by_kind(), own=(Andrea, Block, MLP, CausalSelfAttention))

@@ -110,6 +110,7 @@ def test_every_unsupported_option_is_named_at_once_and_other_models_are_refused(
     [
         (dict(norm="rmsnorm"), "norm 'rmsnorm' (GPT-2's norms are LayerNorms)"),
         (dict(qk_norm=True), "qk_norm True (GPT-2 has no norm on queries and keys)"),
+        (dict(tie_embeddings=False), "tie_embeddings False (this exporter writes GPT-2's head tied to wte)"),
         (dict(norm_placement="peri"), "norm_placement 'peri'"),
         (dict(norm_placement="reordered"), "norm_placement 'reordered'"),
         (dict(norm_placement="deepnorm"), "norm_placement 'deepnorm'"),

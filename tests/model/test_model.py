@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from andrea_lab import Andrea, preset
+from andrea_lab.model.config import ConfigError
 from andrea_lab.model.registry import PluginError
 from andrea_lab.model.transformer import CausalSelfAttention
 
@@ -29,6 +30,26 @@ def test_tied_embedding_shares_storage():
     model = Andrea(tiny())
     assert model.lm_head.weight is model.token_embed.weight
     assert model.lm_head.weight.data_ptr() == model.token_embed.weight.data_ptr()
+
+
+def test_an_untied_head_is_a_matrix_of_its_own_that_trains_apart_from_the_embedding():
+    tied, untied = Andrea(tiny()), Andrea(tiny(tie_embeddings=False))
+    assert untied.lm_head.weight is not untied.token_embed.weight
+    assert untied.num_parameters() == tied.num_parameters() + 257 * tied.config.d_model
+    idx = torch.randint(0, 257, (2, 9))
+    _, loss = untied(idx, torch.randint(0, 257, (2, 9)))
+    loss.backward()
+    # The head's gradient is its own; the embedding's comes from the input side only (rows of tokens in idx).
+    used = torch.zeros(257, dtype=torch.bool)
+    used[idx.unique()] = True
+    assert untied.lm_head.weight.grad.abs().sum() > 0
+    assert untied.token_embed.weight.grad[~used].abs().sum() == 0
+    assert untied.lm_head.weight.std().item() == pytest.approx(untied.config.init_std, rel=0.1)
+
+
+def test_tie_embeddings_must_be_a_boolean():
+    with pytest.raises(ConfigError, match="tie_embeddings must be true or false, got 'no'"):
+        tiny(tie_embeddings="no")
 
 
 @pytest.mark.parametrize("placement", ["pre", "post"])
