@@ -24,7 +24,7 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from andrea_lab.errors import reading_checkpoint_state
+from andrea_lab.errors import DivergenceError, reading_checkpoint_state
 from andrea_lab.fit.closing_sample import PROMPT, TEMPERATURE, closing_sample
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
@@ -79,15 +79,16 @@ def model_config_dict(pl_module: L.LightningModule) -> dict[str, Any]:
     return dict(found) if isinstance(found, dict) else {}
 
 
-def run_status(divergence: Optional[Divergence], interrupted: bool, stops_on_divergence: bool) -> str:
+def run_status(divergence: Optional[Divergence], interrupted: bool, ended_by_divergence: bool) -> str:
     """``finished``, ``diverged`` or ``interrupted``. A diverged run is done (the sweep never reruns it) only if
-    the divergence is what ended it: the fit ran to its end, or the monitor stops on divergence, or the loss
-    turned non-finite (``on_nonfinite: stop`` raises). A run that diverged, was going on to its end
-    (``stability.stop_on_divergence: false``: its final loss is part of the result) and was then interrupted
-    (SIGTERM, Ctrl-C, a crash) is ``interrupted``: it resumes from its checkpoint, which keeps the divergence."""
+    the divergence is what ended it: the fit ran to its end, or ``ended_by_divergence`` (the monitor stops on
+    divergence, or the non-finite guard raised :class:`DivergenceError`), or the divergence is a non-finite
+    loss. A run that diverged, was going on to its end (``stability.stop_on_divergence: false``: its final loss
+    is part of the result) and was then interrupted (SIGTERM, Ctrl-C, a crash) is ``interrupted``: it resumes
+    from its checkpoint, which keeps the divergence."""
     if divergence is None:
         return "interrupted" if interrupted else "finished"
-    ended_it = not interrupted or stops_on_divergence or NONFINITE in (divergence.kind, divergence.cause)
+    ended_it = not interrupted or ended_by_divergence or NONFINITE in (divergence.kind, divergence.cause)
     return "diverged" if ended_it else "interrupted"
 
 
@@ -214,7 +215,7 @@ class RunSummary(L.Callback):
         # refused run directory, a config it could not save) must not replace the record already there.
         if self._active and self._started is not None:
             try:
-                self._finish(trainer, pl_module, interrupted=True)
+                self._finish(trainer, pl_module, interrupted=True, exception=exception)
             except Exception as exc:  # never mask the exception that ended the run
                 warnings.warn(f"RunSummary could not write summary.json after {type(exception).__name__}: {exc}")
 
@@ -231,8 +232,15 @@ class RunSummary(L.Callback):
                 return callback
         return None
 
-    def build(self, trainer: L.Trainer, pl_module: L.LightningModule, interrupted: bool) -> RunRecord:
-        """The record of the run as it stands (the held-out evaluation runs here unless interrupted)."""
+    def build(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        interrupted: bool,
+        exception: Optional[BaseException] = None,
+    ) -> RunRecord:
+        """The record of the run as it stands (the held-out evaluation runs here unless interrupted; ``exception``
+        is what ended an interrupted fit)."""
         monitor = self._callback(trainer, StabilityMonitor)
         heldout_callback = self._callback(trainer, HeldOutEvaluation)
         heldout = None if interrupted or heldout_callback is None else heldout_callback.evaluate(trainer, pl_module)
@@ -245,7 +253,8 @@ class RunSummary(L.Callback):
         if final is not None and not interrupted:
             detector.check_final(final_step, final, best)
         divergence = detector.divergence
-        status = run_status(divergence, interrupted, monitor is not None and monitor.stop_on_divergence)
+        stops = monitor is not None and monitor.stop_on_divergence
+        status = run_status(divergence, interrupted, stops or isinstance(exception, DivergenceError))
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
         logger, config = trainer.logger, model_config_dict(pl_module)
         training = {
@@ -289,8 +298,14 @@ class RunSummary(L.Callback):
             config=config,
         )
 
-    def _finish(self, trainer: L.Trainer, pl_module: L.LightningModule, interrupted: bool) -> None:
-        summary = self.build(trainer, pl_module, interrupted)
+    def _finish(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        interrupted: bool,
+        exception: Optional[BaseException] = None,
+    ) -> None:
+        summary = self.build(trainer, pl_module, interrupted, exception)
         self.summary = summary
         if not trainer.is_global_zero:
             return

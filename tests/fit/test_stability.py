@@ -330,6 +330,17 @@ def test_a_nonfinite_loss_that_stops_the_run_is_a_divergence(tmp_path, text_corp
     assert max(flags) == (4, 1.0), "and the record's final point (at its step count) agrees"
 
 
+def test_a_nonfinite_stop_after_a_stuck_declaration_is_a_done_divergence(tmp_path, text_corpus):
+    # Going on past a divergence (stop_on_divergence false), then stopped by the non-finite guard: the run is done.
+    module = NaNAtStep(bad_steps=(3,))
+    monitor = StabilityMonitor(interval=0, flush_every=1, unigram_loss=0.0, stuck_after=0, stuck_patience=1)
+    summary = RunSummary()
+    with pytest.raises(DivergenceError):
+        fit(tmp_path, text_corpus, [monitor, summary], max_steps=20, module=module)
+    assert monitor.divergence.kind == "stuck_at_unigram"
+    assert json.loads(summary.path.read_text())["status"] == "diverged"
+
+
 def test_a_skipped_nonfinite_step_is_flagged_but_not_a_divergence(tmp_path, text_corpus):
     module = NaNAtStep(bad_steps=(3,), on_nonfinite="skip", max_skipped_steps=5)
     monitor, summary = StabilityMonitor(interval=0, flush_every=1), RunSummary()

@@ -22,6 +22,7 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from andrea_lab.fit import RunSummary, StabilityMonitor
 from andrea_lab.fit.module import AndreaLM
+from andrea_lab.fit.stability.events import Divergence
 from andrea_lab.fit.summary import plugin_provenance, run_status
 from andrea_lab.model.config import preset
 from andrea_lab.runs.directory import RunRecord
@@ -365,6 +366,15 @@ def test_a_run_interrupted_after_it_diverged_is_done_only_if_the_divergence_woul
     assert written["divergence"] == {"step": 0, "kind": "stuck_at_unigram"}
     assert written["status"] == status and written["steps"] == 3
     assert run_status(None, True, False) == "interrupted" and run_status(None, False, False) == "finished"
+
+
+def test_a_nonfinite_stop_after_an_earlier_divergence_is_diverged_not_interrupted():
+    # Measured: a d128 run stuck at the unigram loss from step ~500, going on (stop_on_divergence false), whose
+    # loss turned non-finite at 1205: the guard raised DivergenceError; the first divergence (stuck) is the record.
+    stuck = Divergence(500, "stuck_at_unigram")
+    assert run_status(stuck, interrupted=True, ended_by_divergence=True) == "diverged"
+    assert run_status(stuck, interrupted=True, ended_by_divergence=False) == "interrupted"
+    assert run_status(Divergence(9, "nonfinite"), interrupted=True, ended_by_divergence=False) == "diverged"
 
 
 class ScriptedValLoss(AndreaLM):
