@@ -58,7 +58,7 @@ DONE_STATES = ("finished", "diverged")
 #: Why a run diverged (``divergence.kind``; the StabilityMonitor's detectors, docs/stability.md).
 NONFINITE = "nonfinite"
 STUCK_AT_UNIGRAM = "stuck_at_unigram"
-#: A run that never trained and whose loss stayed well above where it started (found by the stuck rule).
+#: A run that never trained and whose loss stayed well above where it started (``blowup_margin``, events.py).
 BLEW_UP = "blew_up"
 FINAL_ABOVE_BEST = "final_above_best"
 #: A run that trained (well below the unigram loss) and then failed: its loss went back up and stayed up, or

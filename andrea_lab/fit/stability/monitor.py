@@ -66,8 +66,9 @@ class StabilityMonitor(L.Callback):
         trained_margin: A run has *trained* once its smoothed loss is this many nats below the unigram loss;
             after that a failure is ``trained_then_diverged`` (docs/stability.md), never ``stuck_at_unigram``.
         rise_margin, rise_patience: A trained run's smoothed loss this many nats above its best for this many steps.
-        blowup_margin: A stuck stretch held this many nats above the run's first loss throughout is ``blew_up``
-            (the loss went up from where it started), not ``stuck_at_unigram``.
+        blowup_margin: A run not yet trained whose smoothed loss stays this many nats above its first loss for
+            ``stuck_patience`` steps is ``blew_up`` (the loss went up from where it started); such steps do not
+            count towards ``stuck_at_unigram``.
         precursors: Measure the precursor signals on each probe (per-matrix update size, Adam's second
             moments against ε) and record, for every divergence and spike, which signal left its running
             band first and how many steps it led the loss (summary.json ``gave_way_first``).
