@@ -257,12 +257,7 @@ class RunSummary(L.Callback):
         status = run_status(divergence, interrupted, stops or isinstance(exception, DivergenceError))
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
         logger, config = trainer.logger, model_config_dict(pl_module)
-        training = {
-            key: value for key, value in dict(getattr(pl_module, "hparams", {}) or {}).items() if key != "config"
-        }
-        choice = getattr(pl_module, "optimizer_choice", None)
-        if choice is not None and training.get("schedule") is None:
-            training["schedule"] = choice.schedule_name  # left unset: the optimizer's default, what the run used
+        training = _training_settings(pl_module)
         seed = os.environ.get("PL_GLOBAL_SEED")
         datamodule = trainer.datamodule
         data_seed = getattr(datamodule, "seed", None) if datamodule is not None else None
@@ -386,6 +381,17 @@ def _divergence_of(record: RunRecord) -> Optional[Divergence]:
     if not record.diverged or record.divergence_kind is None:
         return None
     return Divergence(record.divergence_step or 0, record.divergence_kind, record.divergence_cause)
+
+
+def _training_settings(pl_module: L.LightningModule) -> dict:
+    """The module's hyperparameters less the architecture, with the schedule the run actually used: left unset
+    in the config it is the optimizer's default, and a record that said ``None`` would hide which one ran."""
+    hparams = dict(getattr(pl_module, "hparams", {}) or {})
+    training = {key: value for key, value in hparams.items() if key != "config"}
+    choice = getattr(pl_module, "optimizer_choice", None)
+    if choice is not None and training.get("schedule") is None:
+        training["schedule"] = choice.schedule_name
+    return training
 
 
 def _max_after_warmup(monitor: Optional[StabilityMonitor], warmup_steps: Any) -> Optional[float]:
