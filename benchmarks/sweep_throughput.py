@@ -183,10 +183,16 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     totals = runs.groupby("path", sort=False)[PHASES + ["total"]].sum()
     totals["sweep_wall"] = [results[path]["wall_s"] for path in totals.index]
     totals["runs"] = runs.groupby("path", sort=False).size()
-    totals["steps_share"] = totals["steps"] / totals["sweep_wall"]
+    # With --jobs N the sweep has N slots for the whole wall time: a share of wall time alone would exceed 1.
+    slots = totals["sweep_wall"] * args.jobs
+    totals["steps_share"] = totals["steps"] / slots
+    totals["heldout_share"] = totals["heldout"] / slots
     totals["runs_per_hour"] = totals["runs"] / totals["sweep_wall"] * 3600
     add_same_steps_rate(totals)
-    print("\nper path (seconds, summed over runs; steps_share = optimizer steps / sweep wall time):")
+    print(
+        "\nper path (seconds, summed over runs; steps_share, heldout_share = optimizer steps, held-out evaluation"
+        f" / (sweep wall time x {args.jobs} job(s))):"
+    )
     print(totals.round(3).to_string())
     if {"today", "improved"} <= set(totals.index):
         for column in ("runs_per_hour", "runs_per_hour_same_steps"):

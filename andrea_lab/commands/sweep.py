@@ -24,6 +24,7 @@ from typing import Optional
 import yaml
 
 from andrea_lab.errors import UsageError
+from andrea_lab.experiments.compare.floors import unconfirmable_claims
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -253,6 +254,8 @@ def main(argv: list[str]) -> int:
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
     print_header(suite, specs, directory)
+    for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
+        print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)
 
     corpora: list = []
     if not args.no_check:

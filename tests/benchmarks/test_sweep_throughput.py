@@ -47,3 +47,15 @@ def test_toy_run_reports_both_paths_and_identical_training(text_corpus, tmp_path
         assert row["same_training"] is True
     assert "runs_per_hour, improved / today:" in printed and "runs_per_hour_same_steps" in printed
     assert "train/loss curve and held-out loss identical" in printed
+
+
+def test_the_shares_are_of_every_job_slot_not_of_wall_time_alone(capsys):
+    import argparse
+
+    row = {"path": "improved", "run": "pre lr=1e-3 seed=0", "total": 50.0, "step_count": 250}
+    phases = {"startup": 1.0, "steps": 40.0, "validation": 1.0, "other": 1.0, "heldout": 7.0, "teardown": 0.0}
+    runs = [{**row, **phases, "run": f"run {i}", "train_loss_curve": [1.0], "heldout_loss": 2.0} for i in range(2)]
+    two_at_once = sweep_throughput.report({"improved": {"runs": runs, "wall_s": 50.0}}, argparse.Namespace(jobs=2))
+    assert two_at_once.loc["improved", "steps_share"] == pytest.approx(0.8)  # 80 s of steps in 2 x 50 s of slots
+    assert two_at_once.loc["improved", "heldout_share"] == pytest.approx(0.14)
+    assert "x 2 job(s)" in capsys.readouterr().out
