@@ -21,6 +21,13 @@ from andrea_lab.runs.directory import format_lr
 VERDICT_LEVEL = 0.05
 
 
+def exact_floor(pairs: int) -> float:
+    """2 / 2^pairs, at most 1: the smallest two-sided p of an exact test on ``pairs`` paired signs (the
+    sign-flip test over seeds, McNemar's over discordant pairs), reached when every sign is the same. Here, not
+    in stats, so that ``andrea sweep`` can say it without importing pandas and scipy."""
+    return min(1.0, math.ldexp(1.0, 1 - pairs))  # without an int too large for a float
+
+
 def smallest_p(claim: Claim, seeds: int, shared_lrs: int) -> Optional[float]:
     """2 / 2^pairs for the claims judged by an exact test on few pairs, None for the others (a t-test on
     losses has no floor). ``shared_lrs``: LRs both variants run at (the McNemar pairs over a grid)."""
@@ -30,7 +37,7 @@ def smallest_p(claim: Claim, seeds: int, shared_lrs: int) -> Optional[float]:
         pairs = seeds
     else:
         return None
-    return min(1.0, math.ldexp(1.0, 1 - pairs)) if pairs > 0 else 1.0
+    return exact_floor(pairs)
 
 
 def unconfirmable_claims(suite, level: float = VERDICT_LEVEL) -> list[str]:

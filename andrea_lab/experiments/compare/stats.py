@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from andrea_lab.experiments.compare.floors import exact_floor
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr
 
 CONFIDENCE = 0.95
@@ -133,7 +134,7 @@ def sign_flip_p(differences: Sequence[float]) -> tuple[float, float]:
     n = len(values)
     if n == 0:
         return math.nan, math.nan
-    floor = min(1.0, math.ldexp(1.0, 1 - n))  # 2 / 2^n without an int too large for a float
+    floor = exact_floor(n)
     observed = abs(values.mean()) * AS_EXTREME
     if n <= EXACT_FLIPS_MAX_SEEDS:
         signs = every_sign_flip(n)
