@@ -38,8 +38,8 @@ IMPORTED_ACTIVATIONS: dict[str, str] = {
 #: What an export needs of a config, said once in every refusal.
 EXPORTABLE = (
     "norm_placement pre, norm layernorm, qk_norm false, activation gelu (tanh) or relu, bias true, "
-    "tie_embeddings true, attn_logit_softcap and final_logit_softcap null; any size, context, vocabulary and "
-    "mlp_ratio"
+    "tie_embeddings true, embedding_scale 1, attn_logit_softcap and final_logit_softcap null; any size, context, "
+    "vocabulary and mlp_ratio"
 )
 
 #: GPT-2 architectures whose weights are the language model (GPT2Model: the same trunk, tied head).
@@ -87,6 +87,8 @@ def unexportable_fields(config: AndreaConfig) -> list[str]:
         problems.append("bias False (GPT-2 has a bias in every linear layer and LayerNorm)")
     if not config.tie_embeddings:
         problems.append("tie_embeddings False (this exporter writes GPT-2's head tied to wte)")
+    if config.embedding_scale != 1:
+        problems.append(f"embedding_scale {config.embedding_scale!r} (GPT-2 adds its embeddings unscaled)")
     for cap in ("attn_logit_softcap", "final_logit_softcap"):
         if getattr(config, cap) is not None:
             problems.append(f"{cap} {getattr(config, cap)!r} (GPT2Config has no soft cap of the logits)")

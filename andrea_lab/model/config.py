@@ -79,6 +79,11 @@ class AndreaConfig:
     """The output head is the token embedding (GPT-2, ANDREA's spec: one matrix, stored once); false gives the
     head a matrix of its own (OLMo 2, LLaMA), which adds vocab_size × d_model weights. The output-logit
     divergence that z-loss targets is described on such heads (Wortsman et al. 2023; docs/stability.md)."""
+    embedding_scale: float = 1.0
+    """Multiplier on the embeddings (token + position) before the first block; 1 = GPT-2. Gemma multiplies its
+    token embedding by √d_model so that the stream starts at unit scale. A placement that adds a normed,
+    unit-scale update per sublayer (peri, reordered) otherwise starts the stream at init_std and buries it
+    under the first block's output (the mechanism check in docs/results.md, "Placements")."""
     dropout: float = 0.0
     """Dropout on embeddings, attention and residual branches."""
     layer_norm_eps: float = 1e-5
@@ -123,6 +128,11 @@ class AndreaConfig:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if not self.init_std > 0:
             raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
+        scale = self.embedding_scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+            raise ConfigError(
+                f"embedding_scale must be a finite number > 0 (1 = GPT-2; Gemma: sqrt(d_model)), got {scale!r}"
+            )
         for flag in ("qk_norm", "bias", "tie_embeddings"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
@@ -173,6 +183,7 @@ ARCHITECTURE_FIELDS = (
     "norm",
     "qk_norm",
     "tie_embeddings",
+    "embedding_scale",
 )
 
 

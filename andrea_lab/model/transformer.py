@@ -1,6 +1,6 @@
 """ANDREA: a GPT-2-shaped, decoder-only transformer, read top to bottom like the spec.
 
-    x = token_embed(ids) + position_embed(positions)
+    x = embedding_scale · (token_embed(ids) + position_embed(positions))   # scale 1 unless the config says
     for block in blocks:  x = block(x)      # each block: attention sublayer, then MLP sublayer
     x = final_norm(x)                        # if the norm placement keeps one
     logits = x · token_embed.T               # tied input/output embedding (soft-capped if the config says)
@@ -262,7 +262,8 @@ class Andrea(nn.Module):
                 f"{self.config.block_size}); use at most {self.config.block_size} tokens"
             )
         positions = torch.arange(T, device=idx.device)
-        x = self.embed_dropout(self.token_embed(idx) + self.position_embed(positions))  # (B, T, C)
+        x = self.config.embedding_scale * (self.token_embed(idx) + self.position_embed(positions))  # (B, T, C)
+        x = self.embed_dropout(x)
         for block in self.blocks:
             x = block(x)
         logits = self.readout(x)  # (B, T, vocab)

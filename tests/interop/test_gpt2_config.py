@@ -114,6 +114,7 @@ def test_every_unsupported_option_is_named_at_once_and_other_models_are_refused(
         (dict(norm_placement="peri"), "norm_placement 'peri'"),
         (dict(norm_placement="reordered"), "norm_placement 'reordered'"),
         (dict(norm_placement="deepnorm"), "norm_placement 'deepnorm'"),
+        (dict(embedding_scale=8.0), "embedding_scale 8.0 (GPT-2 adds its embeddings unscaled)"),
     ],
 )
 def test_the_stability_interventions_are_refused_naming_each(overrides, fragment):

@@ -68,6 +68,14 @@ def test_every_preset_builds(name):
         ("qk_norm", "maybe", "qk_norm must be true or false, got 'maybe'"),
         ("qk_norm", 1, "qk_norm must be true or false, got 1"),
         ("norm", "", "norm must be a plugin name (e.g. 'andrea-lab:layernorm')"),
+        (
+            "embedding_scale",
+            0.0,
+            "embedding_scale must be a finite number > 0 (1 = GPT-2; Gemma: sqrt(d_model)), got 0.0",
+        ),
+        ("embedding_scale", float("inf"), "embedding_scale must be a finite number > 0"),
+        ("embedding_scale", True, "got True"),
+        ("embedding_scale", "8", "got '8'"),
     ],
 )
 def test_invalid_values_are_named(field, value, fragment):

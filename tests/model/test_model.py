@@ -47,6 +47,19 @@ def test_an_untied_head_is_a_matrix_of_its_own_that_trains_apart_from_the_embedd
     assert untied.lm_head.weight.std().item() == pytest.approx(untied.config.init_std, rel=0.1)
 
 
+@pytest.mark.parametrize("placement", ["pre", "peri"])
+def test_embedding_scale_multiplies_the_stream_the_first_block_reads_and_nothing_else(placement):
+    torch.manual_seed(0)
+    plain, scaled = Andrea(tiny(norm_placement=placement)), Andrea(tiny(norm_placement=placement, embedding_scale=8.0))
+    scaled.load_state_dict(plain.state_dict())  # the same weights: the scale is not an initialisation
+    idx = torch.randint(0, 257, (2, 9))
+    first = []
+    with scaled.tap(on_stream=lambda s, before, after: first.append(before)):
+        logits, _ = scaled(idx)
+    torch.testing.assert_close(first[0], 8.0 * (plain.token_embed(idx) + plain.position_embed(torch.arange(9))))
+    assert not torch.allclose(logits, plain(idx)[0])
+
+
 def test_tie_embeddings_must_be_a_boolean():
     with pytest.raises(ConfigError, match="tie_embeddings must be true or false, got 'no'"):
         tiny(tie_embeddings="no")
