@@ -231,6 +231,7 @@ CPU_ONLY = {
     "norm_placement_tuned_confirm.yaml": "the confirmation of norm_placement_tune's leads at the tuned CPU proxy",
     "mlp_matched_confirm.yaml": "the CPU mlp_ratio suite's matched-parameter claim at per-variant LRs, fresh seeds",
     "precision_confirm.yaml": "bf16-mixed against fp32 at the tuned CPU proxy, fresh seeds: about the CPU path",
+    "placements_mechanism.yaml": "a mechanism check of a CPU-scale result (peri, reordered behind pre at 6 blocks)",
 }
 
 
