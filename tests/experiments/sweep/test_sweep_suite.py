@@ -232,6 +232,7 @@ CPU_ONLY = {
     "mlp_matched_confirm.yaml": "the CPU mlp_ratio suite's matched-parameter claim at per-variant LRs, fresh seeds",
     "precision_confirm.yaml": "bf16-mixed against fp32 at the tuned CPU proxy, fresh seeds: about the CPU path",
     "placements_mechanism.yaml": "a mechanism check of a CPU-scale result (peri, reordered behind pre at 6 blocks)",
+    "placements_reordered_qk.yaml": "the follow-up of that check: the reordered placement with QK-norm, CPU scale",
 }
 
 
