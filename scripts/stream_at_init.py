@@ -2,10 +2,10 @@
 
     python scripts/stream_at_init.py experiments/suites/placements_mechanism.yaml
 
-Builds each variant's model exactly as its fits do (the suite's base config, then common, scale and variant
-overrides of ``model.config``), at initialisation under three seeds, and prints the embedding's RMS, the first
-sublayer's update, the final stream and the embedding's share of the final stream's power
-(andrea_lab.inside.stream_scale). Nothing is trained or written.
+Builds each variant's model exactly as its fits do (its planned fit command, read by the sweep's preflight
+parser: the suite's base config, then common, scale and variant overrides), at initialisation under three
+seeds, and prints the embedding's RMS, the first sublayer's update, the final stream and the embedding's share
+of the final stream's power (andrea_lab.inside.stream_scale). Nothing is trained or written.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.preflight import model_config_of
 from andrea_lab.experiments.sweep.suite import load_suite
-from andrea_lab.inside.stream_scale import load_base, model_config_of, stream_scale_at_init
+from andrea_lab.inside.stream_scale import stream_scale_at_init
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +25,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", default="0,1,2", help="initialisation seeds to average over (default 0,1,2)")
     args = parser.parse_args(argv)
     suite = load_suite(args.suite)
-    base = load_base(suite.base)
     seeds = tuple(int(s) for s in args.seeds.split(","))
     print(f"{suite.name}: the stream at initialisation, mean over seeds {', '.join(map(str, seeds))}")
     print()
@@ -31,15 +32,16 @@ def main(argv: list[str]) -> int:
         "| scale | variant | embedding RMS | first update RMS | final stream RMS | embedding's share of final power |"
     )
     print("|---|---|---|---|---|---|")
-    for scale in suite.scales or (None,):
-        for variant in suite.variants:
-            config = model_config_of(base, suite.common, scale and scale.overrides, variant.overrides)
-            s = stream_scale_at_init(config, seeds)
-            name = scale.name if scale else "-"
-            print(
-                f"| {name} | {variant.name} | {s.embedding_rms:.3f} | {s.first_update_rms:.3f} | "
-                f"{s.final_rms:.3f} | {s.embedding_power_share:.3f} |"
-            )
+    seen = set()
+    for spec in plan_sweep(suite, "runs", seeds=suite.seeds[:1]):  # planned, not run: nothing is written
+        if (spec.scale, spec.variant) in seen:  # one row per (scale, variant), not per LR
+            continue
+        seen.add((spec.scale, spec.variant))
+        s = stream_scale_at_init(model_config_of(spec.command[spec.command.index("fit") + 1 :]), seeds)
+        print(
+            f"| {spec.scale or '-'} | {spec.variant} | {s.embedding_rms:.3f} | {s.first_update_rms:.3f} | "
+            f"{s.final_rms:.3f} | {s.embedding_power_share:.3f} |"
+        )
     return 0
 
 

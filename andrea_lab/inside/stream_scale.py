@@ -10,15 +10,11 @@ on numbers, not on arithmetic done by hand. ``scripts/stream_at_init.py`` prints
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
 
 import torch
-import yaml
 
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.model.transformer import Andrea
-
-CONFIG_PREFIX = "model.config."
 
 
 @dataclass(frozen=True)
@@ -66,19 +62,3 @@ def stream_scale_at_init(config: AndreaConfig, seeds: tuple[int, ...] = (0, 1, 2
         for i, value in enumerate((_rms(first_in), _rms(first_out - first_in), _rms(streams[-1][1]))):
             sums[i] += value
     return StreamScale(*(total / len(seeds) for total in sums))
-
-
-def model_config_of(base: Mapping[str, Any], *overrides: Optional[Mapping[str, Any]]) -> AndreaConfig:
-    """The model config a sweep's fit builds: the base experiment config's ``model.config``, then each mapping of
-    dotted overrides in order (a suite's common, scale, variant), of which only ``model.config.*`` keys count."""
-    fields = dict((base.get("model") or {}).get("config") or {})
-    for mapping in overrides:
-        for key, value in (mapping or {}).items():
-            if key.startswith(CONFIG_PREFIX):
-                fields[key[len(CONFIG_PREFIX) :]] = value
-    return AndreaConfig(**fields)
-
-
-def load_base(path) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f) or {}

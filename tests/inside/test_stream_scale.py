@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from andrea_lab.inside.stream_scale import model_config_of, stream_scale_at_init
+from andrea_lab.experiments.sweep.preflight import model_config_of
+from andrea_lab.experiments.sweep.suite import SuiteError
+from andrea_lab.inside.stream_scale import stream_scale_at_init
 from andrea_lab.model.config import ConfigError, preset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,17 +45,15 @@ def test_no_seed_is_refused():
         stream_scale_at_init(micro(), ())
 
 
-def test_model_config_of_applies_the_suites_overrides_in_order_and_only_model_config_keys():
-    base = {"model": {"config": {"vocab_size": 257, "block_size": 16, "d_model": 32, "n_layer": 2, "n_head": 2}}}
-    config = model_config_of(
-        base,
-        {"model.config.n_layer": 3, "trainer.max_steps": 5},
-        None,
-        {"model.config.n_layer": 4, "model.config.embedding_scale": 8.0, "model.lr": 1e-3},
-    )
-    assert (config.n_layer, config.embedding_scale, config.d_model) == (4, 8.0, 32)
+def test_the_model_config_is_the_one_the_fit_builds_from_the_suites_overrides_in_order():
+    base = REPO / "experiments" / "cpu-base.yaml"
+    args = ["--config", str(base), "--model.config.n_layer", "3", "--trainer.max_steps", "5"]
+    config = model_config_of([*args, "--model.config.n_layer", "4", "--model.config.embedding_scale", "8.0"])
+    assert (config.n_layer, config.embedding_scale, config.d_model) == (4, 8.0, 64)
     with pytest.raises(ConfigError, match="embedding_scale must be a finite number > 0"):
-        model_config_of(base, {"model.config.embedding_scale": -1})
+        model_config_of([*args, "--model.config.embedding_scale", "-1"])
+    with pytest.raises(SuiteError, match="model.config.no_such_field"):
+        model_config_of([*args, "--model.config.no_such_field", "1"])
 
 
 def test_the_script_prints_one_row_per_variant_of_a_shipped_suite():

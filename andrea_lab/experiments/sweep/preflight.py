@@ -17,6 +17,7 @@ import warnings
 from typing import Optional, Sequence
 
 from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.suite import SuiteError
 
 
 class _Parsed(Exception):
@@ -33,13 +34,10 @@ def _error_text(stderr: str) -> str:
     return " ".join(lines[-3:]) or "the arguments do not parse"
 
 
-def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tuple[str, str]]]:
-    """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
-    data.text_field)``) if it is valid, else (the error message, None)."""
+def _parsed(fit_args: Sequence[str]):
+    """``andrea fit <fit_args>`` parsed by the real parser, stopped before any class is instantiated: (None, the
+    parsed config) if the arguments parse, else (the error message, None)."""
     from andrea_lab.fit.cli import AndreaCLI  # Lightning (~5 s): only when a preflight runs
-    from andrea_lab.model.components import resolve_components  # torch: `andrea sweep --dry-run` starts without it
-    from andrea_lab.model.config import AndreaConfig, ConfigError  # torch: `andrea sweep --dry-run` starts without it
-    from andrea_lab.model.registry import PluginError  # torch: `andrea sweep --dry-run` starts without it
 
     class ParseOnly(AndreaCLI):
         def before_instantiate_classes(self) -> None:
@@ -52,14 +50,7 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
             warnings.simplefilter("ignore")  # e.g. "args given while sys.argv has others": intended here
             ParseOnly(args=["fit", *fit_args])
     except _Parsed as parsed:
-        config = parsed.config.get("fit", parsed.config)
-        model_config = config.model.config
-        fields = dict(vars(model_config)) if hasattr(model_config, "__dict__") else dict(model_config)
-        try:
-            resolve_components(AndreaConfig(**fields))
-        except (ConfigError, PluginError, TypeError) as exc:
-            return f"model.config: {exc}", None
-        return None, _corpus(config)
+        return None, parsed.config.get("fit", parsed.config)
     except SystemExit:
         return _error_text(stderr.getvalue()), None
     except Exception as exc:  # the parser raises (exit_on_error=False) instead of exiting
@@ -69,6 +60,40 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
     finally:
         logging.disable(logging.NOTSET)
     return "the arguments parsed but the check did not stop before instantiation", None  # pragma: no cover
+
+
+def _model_config(config):
+    from andrea_lab.model.config import AndreaConfig  # torch: `andrea sweep --dry-run` starts without it
+
+    model_config = config.model.config
+    return AndreaConfig(**(dict(vars(model_config)) if hasattr(model_config, "__dict__") else dict(model_config)))
+
+
+def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tuple[str, str]]]:
+    """Parse ``andrea fit <fit_args>`` and validate its model config: (None, its corpus as ``(data.corpus,
+    data.text_field)``) if it is valid, else (the error message, None)."""
+    from andrea_lab.model.components import resolve_components  # torch: `andrea sweep --dry-run` starts without it
+    from andrea_lab.model.config import ConfigError  # torch: `andrea sweep --dry-run` starts without it
+    from andrea_lab.model.registry import PluginError  # torch: `andrea sweep --dry-run` starts without it
+
+    problem, config = _parsed(fit_args)
+    if problem is not None:
+        return problem, None
+    try:
+        resolve_components(_model_config(config))
+    except (ConfigError, PluginError, TypeError) as exc:
+        return f"model.config: {exc}", None
+    return None, _corpus(config)
+
+
+def model_config_of(fit_args: Sequence[str]):
+    """The :class:`AndreaConfig` ``andrea fit <fit_args>`` builds, read as the preflight reads it (the real parser:
+    the base config, then every override in order). :class:`SuiteError` if the arguments do not parse,
+    :class:`ConfigError` if the model config is invalid."""
+    problem, config = _parsed(fit_args)
+    if problem is not None:
+        raise SuiteError(f"andrea fit {' '.join(fit_args)}: {problem}")
+    return _model_config(config)
 
 
 def _corpus(config) -> Optional[tuple[str, str]]:
