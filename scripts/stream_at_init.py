@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.plan import first_run_per_variant, plan_sweep
 from andrea_lab.experiments.sweep.preflight import model_config_of
 from andrea_lab.experiments.sweep.suite import load_suite
 from andrea_lab.inside.stream_scale import stream_scale_at_init
@@ -32,12 +32,9 @@ def main(argv: list[str]) -> int:
         "| scale | variant | embedding RMS | first update RMS | final stream RMS | embedding's share of final power |"
     )
     print("|---|---|---|---|---|---|")
-    seen = set()
-    for spec in plan_sweep(suite, "runs", seeds=suite.seeds[:1]):  # planned, not run: nothing is written
-        if (spec.scale, spec.variant) in seen:  # one row per (scale, variant), not per LR
-            continue
-        seen.add((spec.scale, spec.variant))
-        s = stream_scale_at_init(model_config_of(spec.command[spec.command.index("fit") + 1 :]), seeds)
+    planned = plan_sweep(suite, "runs", seeds=suite.seeds[:1])  # planned, not run: nothing is written
+    for spec in first_run_per_variant(planned):  # one row per (scale, variant), not per LR
+        s = stream_scale_at_init(model_config_of(spec.fit_args), seeds)
         print(
             f"| {spec.scale or '-'} | {spec.variant} | {s.embedding_rms:.3f} | {s.first_update_rms:.3f} | "
             f"{s.final_rms:.3f} | {s.embedding_power_share:.3f} |"

@@ -52,6 +52,20 @@ class RunSpec:
         width = len(str(self.total))
         return f"[{self.index:>{width}}/{self.total}]"
 
+    @property
+    def fit_args(self) -> tuple[str, ...]:
+        """The arguments ``andrea fit`` parses: what the preflight reads the run's config from."""
+        return self.command[self.command.index("fit") + 1 :]
+
+
+def first_run_per_variant(specs: Sequence[RunSpec]) -> list[RunSpec]:
+    """The first planned run of each (scale, variant): its LRs and seeds all build the same model, and each
+    scale changes it, so this is what a check of every model a suite builds needs."""
+    firsts: dict[tuple[Optional[str], str], RunSpec] = {}
+    for spec in specs:
+        firsts.setdefault((spec.scale, spec.variant), spec)
+    return list(firsts.values())
+
 
 def suite_runs_dir(runs_dir: str | Path, suite: Suite) -> Path:
     return Path(runs_dir) / suite.name

@@ -16,7 +16,7 @@ import logging
 import warnings
 from typing import Optional, Sequence
 
-from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.plan import RunSpec, first_run_per_variant
 from andrea_lab.experiments.sweep.suite import SuiteError
 
 
@@ -113,13 +113,8 @@ def preflight(specs: Sequence[RunSpec]) -> tuple[list[str], list[tuple[str, str]
     :mod:`andrea_lab.experiments.sweep.warm_worker`)."""
     problems: list[str] = []
     corpora: list[tuple[str, str]] = []
-    seen = set()
-    for spec in specs:
-        if (spec.scale, spec.variant) in seen:  # each scale changes the model: check every variant at each
-            continue
-        seen.add((spec.scale, spec.variant))
-        fit_index = spec.command.index("fit")
-        problem, corpus = parse_command(spec.command[fit_index + 1 :])
+    for spec in first_run_per_variant(specs):
+        problem, corpus = parse_command(spec.fit_args)
         if problem:
             at_scale = "" if spec.scale is None else f" at scale {spec.scale!r}"
             problems.append(f"variant {spec.variant!r}{at_scale}: {problem}")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.plan import first_run_per_variant, plan_sweep
 from andrea_lab.experiments.sweep.runner import Runner
 from andrea_lab.experiments.sweep.suite import SuiteError, load_suite
 from andrea_lab.runs.directory import START_MARKER
@@ -144,6 +144,21 @@ def test_each_scale_runs_one_directory_down_with_its_overrides_before_the_varian
         "model.config.n_head": 4,
         "model.config.qk_norm": True,
     }
+
+
+def test_the_first_run_of_each_scale_and_variant_stands_for_its_model_and_its_fit_args_follow_fit(tmp_path):
+    suite = load_suite(write_suite(tmp_path, scaled_document()))
+    specs = plan_sweep(suite, tmp_path / "runs")
+    firsts = first_run_per_variant(specs)
+    assert [(s.scale, s.variant, s.lr, s.seed) for s in firsts] == [
+        ("d64", "baseline", 1e-3, 0),
+        ("d64", "qk", 1e-3, 0),
+        ("d128", "baseline", 1e-3, 0),
+        ("d128", "qk", 1e-3, 0),
+    ]
+    spec = firsts[-1]
+    assert spec.fit_args == spec.command[spec.command.index("fit") + 1 :] and "fit" not in spec.fit_args
+    assert option(list(spec.fit_args), "model.config.d_model") == "128"
 
 
 def test_scales_can_be_chosen_and_a_wrong_name_or_a_clashing_set_is_refused(tmp_path):
