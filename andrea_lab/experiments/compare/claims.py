@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import selection, stats
+from andrea_lab.experiments.compare import optimum_edges, selection, stats
 from andrea_lab.experiments.compare.claim_spec import (
     ACROSS_SCALES,
     CLAIM_KINDS,
@@ -91,6 +91,8 @@ class ClaimResult:
     p_floor: float = math.nan
     #: The estimate's side: True = A lower (the claimed side), False = B lower, None = neither.
     favours_a: Optional[bool] = None
+    #: Where the claim's fixed LRs are off a variant's own optimum (:func:`optimum_edges.shared_lr_caveat`).
+    caveat: str = ""
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -332,6 +334,8 @@ def evaluate_claims(
     results = []
     for index, (claim, evidence) in enumerate(zip(parsed, found)):
         p_used = adjusted.get(index, evidence.p)
+        # An optimum at the grid's edge was never found: no verdict from it (optimum_edges).
+        unjudged = optimum_edges.not_judged_outcome(optimum_edges.claim_edges(claim, counted))
         p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
         p_exact, p_floor = stats.sign_flip_p(evidence.differences) if evidence.differences else (math.nan, math.nan)
         mirrored = (
@@ -340,7 +344,7 @@ def evaluate_claims(
         results.append(
             ClaimResult(
                 claim,
-                outcome_of(evidence.favours_a, p_used),
+                unjudged or outcome_of(evidence.favours_a, p_used),
                 evidence.text + mirrored,
                 evidence.p,
                 adjusted.get(index),
@@ -349,6 +353,7 @@ def evaluate_claims(
                 p_exact,
                 p_floor,
                 evidence.favours_a,
+                optimum_edges.shared_lr_caveat(claim, counted),
             )
         )
     return results
