@@ -33,11 +33,12 @@ from andrea_lab.fit.handed import (
     require_safe_checkpoint_reading,
 )
 from andrea_lab.fit.heldout import HeldOutEvaluation
-from andrea_lab.fit.loggers import check_run_name
+from andrea_lab.fit.loggers import check_run_name, check_run_version
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.preemption import PreemptionCheckpoint
 from andrea_lab.fit.stability.monitor import StabilityMonitor
 from andrea_lab.fit.summary import RunSummary
+from andrea_lab.fit.write_paths import check_path_options, use_run_as_root
 from andrea_lab.runs import tags
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
 from andrea_lab.runs.claim import claim_run_directory
@@ -229,7 +230,8 @@ class AndreaCLI(LightningCLI):
     def before_fit(self) -> None:
         """Claim the run directory before the first file is written (andrea_lab.runs.claim): never an
         existing run unless this fit resumes it, never through a symbolic link, one fit at a time; and only
-        inside it (andrea_lab.fit.handed). Without a logger the run directory is ``default_root_dir``."""
+        inside it (andrea_lab.fit.handed, andrea_lab.fit.write_paths: every component's path option, and
+        ``default_root_dir`` made the run directory). Without a logger the run directory is ``default_root_dir``."""
         self._refuse_a_step_beyond_memory()
         self._say_cpu_cost()
         if not self.trainer.is_global_zero:
@@ -241,7 +243,9 @@ class AndreaCLI(LightningCLI):
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         check_resumed_directory(run_dir, self.resume_dir)
         check_writes_inside(self.trainer, run_dir)
+        check_path_options(self.trainer, run_dir, self._stored_callback_states)
         self._run_lock = claim_run_directory(run_dir, self.config["fit"].get("ckpt_path"))
+        use_run_as_root(self.trainer, run_dir)
 
     def _refuse_a_step_beyond_memory(self) -> None:
         """A CPU step whose logits alone exceed this machine's memory is refused before anything is allocated
@@ -408,9 +412,11 @@ def check_logger_arguments(logger: Any) -> None:
     """Each logger's ``save_dir`` can be written and its ``name``/``version`` stay one directory under it
     (checked here, at parse time: jsonargparse would wrap the logger's own refusal into a many-line
     ValueError, and an unwritable directory would only fail after the data is prepared)."""
-    for one in logger if isinstance(logger, list) else [logger]:
+    for index, one in enumerate(logger if isinstance(logger, list) else [logger]):
         init_args = one.get("init_args") if hasattr(one, "get") else None
         if init_args is not None:
+            if index == 0:  # the first logger's version is the run directory (andrea_lab.fit.loggers)
+                check_run_version(init_args.get("version"))
             check_run_name("name", init_args.get("name"))
             check_run_name("version", init_args.get("version"))
             check_run_name("sub_dir", init_args.get("sub_dir"))

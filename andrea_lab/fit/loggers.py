@@ -38,6 +38,16 @@ def check_run_name(field: str, value: Any) -> None:
         )
 
 
+def check_run_version(value: Any) -> None:
+    """The first logger's ``version`` names the run directory: an empty one makes ``save_dir/name`` itself the
+    run, a directory that is not new (a user's folder, its ``metrics.csv`` replaced by a CSVLogger's)."""
+    if isinstance(value, str) and not value.strip():
+        raise UsageError(
+            f"trainer.logger.init_args.version {value!r} would make save_dir/name itself the run directory, "
+            "which is never a fresh one; leave version unset (a new version_N) or name one (e.g. version_0)"
+        )
+
+
 #: Lightning's per-log-call epoch counter, not logged (see the module docstring).
 EPOCH_KEY = "epoch"
 

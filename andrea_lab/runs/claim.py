@@ -5,7 +5,9 @@ first file is written (``config.yaml``, ``hparams.yaml``, events, checkpoints, `
 
 * a fit never writes into a directory that already holds a run, unless it resumes *that* run (its
   ``ckpt_path`` lies inside it: ``andrea fit --resume``, a sweep continuing a preempted run) -- so a
-  rerun of a saved ``config.yaml`` cannot overwrite, or null, a finished run's record;
+  rerun of a saved ``config.yaml`` cannot overwrite, or null, a finished run's record; nor, unless it
+  resumes, into one that holds anything else (a user's folder named as the logger's version or as
+  ``default_root_dir``: its ``metrics.csv`` would be replaced) -- a new run's directory is fresh;
 * nothing in the run directory is a symbolic link: a handed run directory whose ``hparams.yaml``
   points at ``../../login_script.sh`` would otherwise have us write through it;
 * one fit at a time: an exclusive lock (``.run.lock``, held until the process ends; the kernel
@@ -26,6 +28,9 @@ RUN_LOCK_FILE = ".run.lock"
 #: Files (and directories) whose presence means a fit already wrote here. The sweep's own
 #: ``sweep-run.json``/``sweep.log``, written before its fit starts, do not count.
 RUN_FILES = ("summary.json", "config.yaml", "hparams.yaml", "checkpoints", "validate.json")
+#: What a fresh run directory may already hold when its fit starts: the sweep's start marker and log
+#: (andrea_lab.runs.directory) and the lock of an earlier refused attempt. Anything else is the user's.
+FRESH_FILES = ("sweep-run.json", "sweep.log", RUN_LOCK_FILE)
 
 
 class RunDirectoryError(UsageError):
@@ -44,6 +49,13 @@ def resumes(run_dir: Path, ckpt_path: Optional[str]) -> bool:
     if not ckpt_path or ckpt_path in ("last", "best", "hpc", "registry"):
         return False
     return Path(os.path.realpath(run_dir)) in Path(os.path.realpath(ckpt_path)).parents
+
+
+def foreign_entries(run_dir: Path) -> list[str]:
+    """The entries of ``run_dir`` a fresh run directory would not hold (:data:`FRESH_FILES`), sorted."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(entry.name for entry in run_dir.iterdir() if entry.name not in FRESH_FILES)
 
 
 def refuse_links(run_dir: Path) -> None:
@@ -76,6 +88,14 @@ def claim_run_directory(run_dir: str | os.PathLike, ckpt_path: Optional[str]) ->
             f"{run_dir} already holds a run, and a fit never writes into an existing run: to continue it, "
             f"`andrea fit --resume {run_dir}`; to rerun its config as a new run, leave the logger's version "
             f"unset (--trainer.logger.init_args.version null) or choose an unused one"
+        )
+    foreign = [] if resumes(run_dir, ckpt_path) else foreign_entries(run_dir)
+    if foreign:
+        more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
+        raise RunDirectoryError(
+            f"{run_dir} is not a fresh run directory: it holds {', '.join(foreign[:3])}{more}, which no fit wrote, "
+            "and a new run is written only into a new or empty directory; leave the logger's version unset "
+            "(a new version_N) or choose an unused one"
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / RUN_LOCK_FILE)
