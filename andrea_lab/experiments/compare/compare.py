@@ -319,7 +319,7 @@ def per_lr_table(variants: Sequence[Variant]) -> pd.DataFrame:
 CLAIM_COLUMNS = [
     Column("claim", "claim", lambda r: r.claim.label),
     Column("text", "hypothesis", lambda r: r.claim.text),
-    Column("outcome", "outcome", lambda r: f"**{r.outcome}**"),
+    Column("outcome", "outcome", lambda r: f"**{r.outcome}**" + (f" ({r.caveat})" if r.caveat else "")),
     Column("evidence", "evidence (95 % CI, unadjusted, or exact test)", lambda r: r.evidence),
     Column("p", "p", lambda r: claims_module.format_p(r.p)),
     Column("p_exact", "exact sign-flip p", claims_module.format_exact),

@@ -32,7 +32,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare import claims as claims_module
-from andrea_lab.experiments.compare import report
+from andrea_lab.experiments.compare import optimum_edges, report
 from andrea_lab.experiments.compare.compare import Column, scored_loss_column
 from andrea_lab.experiments.compare.multiplicity import holm
 
@@ -141,13 +141,15 @@ def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
             adjusted[index] = float(q)
     rows = []
     for suite, result, kind, p_project in zip(judged["suite"], results, kinds, adjusted):
-        outcome = claims_module.outcome_of(result.favours_a, p_project)
+        unjudged = optimum_edges.is_not_judged(result.outcome)  # an optimum at the grid's edge: no verdict, no lead
+        outcome = result.outcome if unjudged else claims_module.outcome_of(result.favours_a, p_project)
         rows.append(
             {
                 "suite": suite,
                 "claim": result.claim.label,
                 "kind": kind,
-                "verdict": outcome if kind == CONFIRMATORY or outcome == "not detected" else f"{outcome} (lead)",
+                "outcome": outcome,
+                "verdict": _verdict(outcome, kind, result.caveat),
                 "evidence": result.evidence,
                 "p": claims_module.format_p(result.p),
                 "exact_p": claims_module.format_exact(result),
@@ -159,6 +161,18 @@ def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _decides(outcome: str) -> bool:
+    """Whether an outcome is a verdict (or, exploratory, a lead): not "not detected", not "not judged"."""
+    return outcome != "not detected" and not optimum_edges.is_not_judged(outcome)
+
+
+def _verdict(outcome: str, kind: str, caveat: str) -> str:
+    """The verdict row's words: an exploratory decision is a lead; a claim at fixed LRs off a variant's own
+    optimum says so in the row itself, not only in its evidence."""
+    words = f"{outcome} (lead)" if kind == EXPLORATORY and _decides(outcome) else outcome
+    return f"{words} ({caveat})" if caveat else words
 
 
 def _agreement(published: str, outcome: str) -> str:
@@ -208,13 +222,15 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
     if table.empty:
         return "No suite with claims has committed runs yet."
     confirmatory = table[table["kind"] == CONFIRMATORY]
-    decided = confirmatory[confirmatory["verdict"] != "not detected"]
-    leads = table[table["verdict"].str.endswith("(lead)")]
+    decided = confirmatory[confirmatory["outcome"].map(_decides)]
+    leads = table[(table["kind"] == EXPLORATORY) & table["outcome"].map(_decides)]
+    unjudged = table[table["outcome"].map(optimum_edges.is_not_judged)]
     header = (
         f"{len(table)} claims in {table['suite'].nunique()} suites: {len(confirmatory)} confirmatory (LRs fixed "
         f"in advance), Holm-adjusted as one project-wide family: {len(decided)} verdicts; "
         f"{len(table) - len(confirmatory)} exploratory, with BH q-values: {len(leads)} leads at q < 0.05 (a lead "
-        "is a reason for a confirmatory rerun, not a verdict). A/A suites and scaled suites are left out: the "
+        f"is a reason for a confirmatory rerun, not a verdict); {len(unjudged)} not judged (a variant's optimum at "
+        "the edge of its LR grid, so never found). A/A suites and scaled suites are left out: the "
         "first check the statistics, the second are judged per scale in their own reports. "
         + provenance_sentence(suites)
     )

@@ -112,7 +112,8 @@ def test_in_sample_excludes_zero_where_the_cross_fitted_interval_does_not():
     result = evaluate_claim(Claim("lower_loss", "a", "b"), cliff_runs())
     assert result.in_sample.startswith("+0.104 [+0.100, +0.108], n=5 at 1e-3 / 1e-3"), result.in_sample
     assert result.p_in_sample < 1e-4, "in-sample: decisively worse"
-    assert result.outcome == "not detected", result.evidence
+    # Two LRs bracket nothing: the claim is not judged (optimum_edges), and its p would not have decided it.
+    assert result.outcome.startswith("not judged: a's optimum at the grid's lowest LR (1e-3)"), result.outcome
     assert "a 1e-3 (seed 4: 4e-3)" in result.evidence and result.p > 0.05
     assert result.evidence.startswith("a − b = +0.586 [−0.756, +1.929], n=5")
 
