@@ -41,6 +41,7 @@ from typing import Any, Optional, Union
 from filelock import FileLock
 
 from andrea_lab.data import tokenizer as tokenizers_lib
+from andrea_lab.data.cache_root import default_cache_root
 from andrea_lab.data.corpus import Corpus
 from andrea_lab.data.errors import CorpusError
 from andrea_lab.data.shards import MANIFEST_FILE, TOKENIZER_FILE, TokenCorpus, read_manifest, shard_dir_corpus
@@ -49,7 +50,6 @@ from andrea_lab.data.tokenize_options import TokenizeError, TokenizeOptions
 from andrea_lab.data.tokenizer_spec import TokenizerSpec
 from andrea_lab.files import sha256_text
 
-CACHE_ENV_VAR = "ANDREA_LAB_CACHE"
 ENTRY_PREFIX = "tokens-"
 #: The BPE sample's seed when none is given (the data module passes its own).
 DEFAULT_SEED = TokenizeOptions.seed
@@ -87,16 +87,6 @@ class TokenizedCorpus:
     @property
     def val_path(self) -> Path:
         return self.tokens.val[0]
-
-
-def default_cache_root(cache_dir: Optional[str] = None) -> Path:
-    """``cache_dir`` if given, else ``$ANDREA_LAB_CACHE``, else ``~/.cache/andrea-lab``."""
-    if cache_dir:
-        return Path(cache_dir).expanduser()
-    from_env = os.environ.get(CACHE_ENV_VAR)
-    if from_env:
-        return Path(from_env).expanduser()
-    return Path.home() / ".cache" / "andrea-lab"
 
 
 def options_for(

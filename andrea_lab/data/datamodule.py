@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, load_or_build
 from andrea_lab.data.checkpoint_state import TOKENIZER_STATE_KEY, data_checkpoint_state
-from andrea_lab.data.corpus import STDLIB_CORPORA, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
+from andrea_lab.data.corpus import STDLIB_CORPORA, Corpus, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
 from andrea_lab.data.shard_check import check_ids
@@ -225,6 +225,7 @@ class AndreaDataModule(L.LightningDataModule):
             "corpus": self.corpus_spec,
             "corpus_description": corpus.description,
             "corpus_sha256": corpus.fingerprint(),
+            "corpus_source": corpus.source if isinstance(corpus, Corpus) else None,
             "python_version": platform.python_version() if self.corpus_spec in STDLIB_CORPORA else None,
             "tokenizer": self.tokenizer_spec,
             "tokenizer_sha256": None if tokenizer is None else sha256_text(tokenizer.to_str()),
@@ -308,7 +309,7 @@ class AndreaDataModule(L.LightningDataModule):
 
     def _resolved_corpus(self) -> ResolvedCorpus:
         if self._corpus is None:
-            self._corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field)
+            self._corpus = resolve_corpus(self.corpus_spec, text_field=self.text_field, cache_dir=self.cache_dir)
         return self._corpus
 
     def _token_corpus(self) -> TokenCorpus:

@@ -67,6 +67,8 @@ _EXAMPLES = 5  # bad-record keys kept for the report
 Side = Callable[[int, str], str]
 
 
+#: A corpus of editions (Corpus.editions) is split by families that also fold spellings (families.py).
+EDITION_FAMILIES = "line windows and spelling-folded word 3-grams"
 #: The rules of every manifest written before they were settings: an old output directory resumes as itself.
 _EARLIER_RULES = {"split": SplitRule.BY_KEY.value, "end_of_text": EndOfText.AFTER_EACH.value}
 
@@ -87,6 +89,7 @@ def settings_of(corpus: Corpus, options: TokenizeOptions) -> dict[str, Any]:
         "split_version": split_version_of(options.split),
         "split": options.split.value,
         "end_of_text": options.end_of_text.value,
+        **({"families": EDITION_FAMILIES} if corpus.editions else {}),  # absent elsewhere: their keys stay
     }
 
 
@@ -223,7 +226,7 @@ def _sides(corpus: Corpus, options: TokenizeOptions) -> Side:
     if options.split is not SplitRule.EACH_SIDE:
         return document_sides(options.split, options.val_fraction, [])
     names = corpus.relative_names()
-    families = family_names(names, (path.read_bytes() for path in corpus.files))
+    families = family_names(names, (path.read_bytes() for path in corpus.files), editions=corpus.editions)
     return document_sides(options.split, options.val_fraction, names, families)
 
 
