@@ -93,6 +93,9 @@ class ClaimResult:
     favours_a: Optional[bool] = None
     #: Where the claim's fixed LRs are off a variant's own optimum (:func:`optimum_edges.shared_lr_caveat`).
     caveat: str = ""
+    #: Whether ``p_exact`` was sampled (more seeds than can be enumerated) and its Monte Carlo error (NaN: exact).
+    p_exact_sampled: bool = False
+    p_exact_error: float = math.nan
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -233,13 +236,14 @@ def _ceiling_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
     """The per-seed LR ceilings in octaves, A − B; the p is the exact sign-flip test's (the differences are
     whole octaves of the grid, not normal), the interval the paired t's."""
     difference = stats.paired_difference(ceilings(counted, claim.a), ceilings(counted, claim.b))
-    p_exact, _ = stats.sign_flip_p(difference.differences)
+    flips = stats.sign_flip_test(difference.differences)
+    test = f"sign-flip p {flips.describe()}" if flips.sampled else "exact sign-flip p"
     text = (
         f"{claim.a} − {claim.b} = {difference.describe(2)} octaves of LR ceiling (log2 of the highest LR with no "
-        f"divergence at it or below; one octave under the grid where its lowest LR diverged); exact sign-flip p"
+        f"divergence at it or below; one octave under the grid where its lowest LR diverged); {test}"
     )
     favours = None if math.isnan(difference.mean) or difference.mean == 0 else difference.mean > 0
-    return _Evidence(favours, p_exact, text + _seeds_note(difference), differences=difference.differences)
+    return _Evidence(favours, flips.p, text + _seeds_note(difference), differences=difference.differences)
 
 
 def _evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
@@ -337,7 +341,7 @@ def evaluate_claims(
         # An optimum at the grid's edge was never found: no verdict from it (optimum_edges).
         unjudged = optimum_edges.not_judged_outcome(optimum_edges.claim_edges(claim, counted))
         p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
-        p_exact, p_floor = stats.sign_flip_p(evidence.differences) if evidence.differences else (math.nan, math.nan)
+        flips = stats.sign_flip_test(evidence.differences or [])
         mirrored = (
             f"; also written as {', '.join(claim.mirrors)}: one two-sided test, counted once" if claim.mirrors else ""
         )
@@ -350,10 +354,12 @@ def evaluate_claims(
                 adjusted.get(index),
                 evidence.in_sample,
                 p_in_sample,
-                p_exact,
-                p_floor,
+                flips.p,
+                flips.floor,
                 evidence.favours_a,
                 optimum_edges.shared_lr_caveat(claim, counted),
+                flips.sampled,
+                flips.error,
             )
         )
     return results
@@ -365,9 +371,14 @@ def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_v
 
 
 def format_exact(result: ClaimResult) -> str:
-    """The exact sign-flip p with its floor, saying when the seeds are too few for it to reach 0.05."""
+    """The exact sign-flip p with its floor, saying when the seeds are too few for it to reach 0.05, and when it
+    was sampled rather than enumerated (more seeds than :data:`stats.EXACT_FLIPS_MAX_SEEDS`) with its Monte Carlo
+    error: a sampled p in a column called exact would be read as exact."""
     if math.isnan(result.p_exact):
         return "n/a (McNemar is exact)" if result.claim.kind == "fewer_divergences" else "n/a"
+    if result.p_exact_sampled:
+        flips = stats.SignFlipP(result.p_exact, result.p_floor, True, stats.RANDOM_FLIPS, result.p_exact_error)
+        return flips.describe()
     floor = f"floor {result.p_floor:.3g}"
     if result.p_floor >= ALPHA:
         floor += ": too few seeds to reach 0.05"
