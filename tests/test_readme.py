@@ -108,6 +108,17 @@ def test_every_subcommand_the_readme_shows_is_run_here():
     assert [argv[:1] for argv in block_commands()] == [["fit"], ["fit"], ["compare"]]
 
 
+def test_ci_runs_the_readmes_test_command_and_no_set_up_waits_on_an_unreachable_index():
+    """pip asks PyTorch's index (requirements-cpu.txt) about every package and retries an unreachable one five
+    times with back-off, minutes in all; pip takes ``--retries`` only on its command line, so both set-ups pass it
+    there, and ``.ci/run`` runs the README's test command as written."""
+    set_ups = [line for line in code_lines() if "pip install" in line]
+    assert len(set_ups) == 2, set_ups
+    for line in set_ups:
+        assert " --retries 1 -r requirements-cpu.txt " in line, line
+    assert set_ups[1] in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
 def _tiny(argv: list[str], corpus: Path) -> list[str]:
     argv = [str(REPO / arg) if arg.startswith("experiments/") else arg for arg in argv]
     return [*argv, *TINY_FIT, "--data.corpus", str(corpus)] if argv[0] == "fit" else argv
