@@ -26,7 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 
 from andrea_lab.errors import PreemptedError
 from andrea_lab.experiments.sweep.executors import Ended, Executor, LocalExecutor, now
@@ -140,6 +140,7 @@ class Runner:
         cwd: Optional[Path] = None,
         poll_s: float = 0.2,
         executor: Optional[Executor] = None,
+        extension: Optional[Callable[[list[RunSpec], Callable[[str], None]], list[RunSpec]]] = None,
     ):
         if jobs < 1:
             raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -151,6 +152,9 @@ class Runner:
         self.stopping = False
         self.running: dict[int, tuple[RunSpec, Any, float]] = {}
         self.preemptions: dict[int, int] = {}
+        #: Called with every run planned so far once none is left: more runs to do (the suite's extend_grid,
+        #: andrea_lab.experiments.sweep.grid_extension), or [] to end.
+        self.extension = extension
 
     # ------------------------------------------------------------ output
 
@@ -276,10 +280,11 @@ class Runner:
         self.say(f"{prefix}{what} in {seconds:.0f} s, {loss_words(record)}")
         return Outcome(spec, state, seconds, val, code)
 
-    def _pending(self) -> deque[RunSpec]:
-        """The runs still to do; finished ones are reported as skipped (into ``self.outcomes``)."""
+    def _pending(self, specs: Optional[Sequence[RunSpec]] = None) -> deque[RunSpec]:
+        """The runs still to do (of ``specs``, default all); finished ones are reported as skipped (into
+        ``self.outcomes``)."""
         queue: deque[RunSpec] = deque()
-        for spec in self.specs:
+        for spec in self.specs if specs is None else specs:
             state = run_state(spec.run_dir)
             if state in DONE_STATES:
                 record = read_record(spec.run_dir)
@@ -304,6 +309,15 @@ class Runner:
             else:
                 self.outcomes.append(outcome)
 
+    def _extended(self, queue: deque[RunSpec]) -> bool:
+        """With nothing left to run: the extension's runs added to the plan and queued; False when it adds none."""
+        if self.extension is None or self.stopping:
+            return False
+        more = self.extension(list(self.specs), self.say)
+        self.specs += more
+        queue.extend(self._pending(more))
+        return bool(more)
+
     def run(self) -> list[Outcome]:
         self.executor.check_storage(self.specs[0].run_dir.parent.parent if self.specs else Path("."))
         self.outcomes: list[Outcome] = []
@@ -313,7 +327,7 @@ class Runner:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 handlers[signum] = signal.signal(signum, self._on_signal)
         try:
-            while queue or self.running:
+            while queue or self.running or self._extended(queue):
                 while queue and not self.stopping and len(self.running) < self.jobs:
                     slot = min(set(range(self.jobs)) - set(self.running))
                     self._start(queue.popleft(), slot)
