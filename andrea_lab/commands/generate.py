@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
 from andrea_lab.commands.arguments import checked_device
 from andrea_lab.errors import UsageError
-from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_tokenizer
 
 
 def tokenizer_from_checkpoint(checkpoint: dict, path: str):
+    from andrea_lab.runs.checkpoint_io import stored_tokenizer  # Lightning (~5 s): not for `--help`
+
     tokenizer = stored_tokenizer(checkpoint)
     if tokenizer is None:
         raise UsageError(
@@ -48,8 +47,6 @@ def check_sampling(max_new_tokens: int, temperature: float, top_k: int, seed: in
 
 
 def main(argv: list[str]) -> int:
-    from andrea_lab.fit.module import AndreaLM  # Lightning (~3 s): not for `andrea generate --help`
-
     parser = argparse.ArgumentParser(
         prog="andrea generate", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )  # --help shows them
@@ -59,10 +56,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
     parser.add_argument("--top_k", type=int, default=50, help="sample among the k most likely (0 = all)")
     parser.add_argument("--seed", type=int, default=1337, help="seeds the sampling")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="where to run")
+    parser.add_argument("--device", default="auto", help="where to run; auto: cuda if this build sees a GPU, else cpu")
     args = parser.parse_args(argv)
     check_sampling(args.max_new_tokens, args.temperature, args.top_k, args.seed)
-    args.device = checked_device(args.device)
+    # torch and Lightning (~5 s in all) after the arguments: `--help` and a bad value answer at once
+    import torch
+
+    from andrea_lab.fit.module import AndreaLM
+    from andrea_lab.runs.checkpoint_io import load_checkpoint
+
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    args.device = checked_device(auto if args.device == "auto" else args.device)
 
     checkpoint = load_checkpoint(args.ckpt)
     tokenizer = tokenizer_from_checkpoint(checkpoint, args.ckpt)
