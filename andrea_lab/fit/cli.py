@@ -26,9 +26,11 @@ from andrea_lab.fit.cpu_cost import cpu_step_note, machine_memory_bytes, step_me
 from andrea_lab.fit.handed import (
     check_name_templates,
     check_no_links_to_the_run,
+    check_plain_sections,
     check_resumed_directory,
     check_weights_only,
     check_writes_inside,
+    keep_class_specs_as_data,
     require_safe_checkpoint_io,
     require_safe_checkpoint_reading,
 )
@@ -171,6 +173,7 @@ class AndreaCLI(LightningCLI):
         """Lightning's parse (YAML read within :mod:`andrea_lab.safe_yaml`'s bounds), then the values it
         accepts but that would crash or silently misbehave later refused here (:func:`check_arguments`)."""
         install_bounded_yaml()
+        keep_class_specs_as_data()
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         if subcommand:
@@ -194,8 +197,7 @@ class AndreaCLI(LightningCLI):
             hparams = _without_changeable(hparams, section.get("model"))
         if not hparams:
             return
-        if "_class_path" in hparams:
-            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        # load_checkpoint refused any class the hyperparameters name (andrea_lab.runs.handed_hparams).
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
 
     def instantiate_classes(self) -> None:
@@ -433,6 +435,7 @@ def check_arguments(subcommand: str, config: Any) -> None:
             f"false: none), got {seed!r}"
         )
     check_weights_only(config.get("weights_only"))
+    check_plain_sections(config)
     check_special_checkpoint(config.get("ckpt_path"))
     check_name_templates(config)
     check_trainer_arguments(config.get("trainer") or {})

@@ -10,7 +10,11 @@ run; a ``filename`` or ``sub_dir`` with ``..`` would put files outside the run. 
   ``weights_only: false`` is refused, and the trainer's CheckpointIO is andrea's;
 * a run writes only inside its own run directory: checkpoint directories lie inside it, and every name
   template joined to a directory stays one name (checked before and after formatting);
-* ``andrea fit --resume RUN`` continues in ``RUN`` itself, whatever its config.yaml says of the logger.
+* ``andrea fit --resume RUN`` continues in ``RUN`` itself, whatever its config.yaml says of the logger;
+* the ``model`` and ``data`` sections are plain values: a ``{class_path, init_args}`` inside them (in
+  ``optimizer_args``, typed ``dict[str, Any]``, jsonargparse would build it) is refused, naming its key path
+  (:func:`check_plain_sections`; a checkpoint's hyperparameters get the same check when it is loaded,
+  :mod:`andrea_lab.runs.handed_hparams`), and jsonargparse keeps any spec in an ``Any`` value as data.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from andrea_lab.errors import UsageError
 from andrea_lab.files import check_one_name, refuse_links_below
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.runs.claim import RunDirectoryError
+from andrea_lab.runs.handed_hparams import refuse_class_specs
 
 #: ``{metric:.3f}`` fields of a file name template: replaced by numbers when formatted.
 _FIELD = re.compile(r"\{[^{}]*\}")
@@ -42,6 +47,32 @@ NAME_KEYS = {
 #: Of :data:`NAME_KEYS`, the templates that are formatted before use (its checkpoint callback checks the
 #: formatted name again at every save: ``{val/loss:.3f}`` names a metric and formats to a number).
 FORMATTED_KEYS = ("checkpoint.filename",)
+
+
+#: The config sections whose classes the fit builds itself (AndreaLM, AndreaDataModule) from plain values.
+PLAIN_SECTIONS = ("model", "data")
+#: What a config may name in them, as the refusal says it.
+PLAIN_ALLOWED = (
+    "the model and data sections are plain values for AndreaLM and AndreaDataModule, plugins chosen by registered "
+    "name (model.optimizer, model.config.activation, ...); a config names classes only as the fit's components "
+    "(trainer.logger, trainer.callbacks, trainer.plugins, trainer.strategy, trainer.profiler)"
+)
+
+
+def check_plain_sections(config: Any) -> None:
+    """A parsed config's ``model`` and ``data`` sections name no class to build, at any depth (before the
+    classes are instantiated, which would build it): one line naming its key path otherwise."""
+    for section in PLAIN_SECTIONS:
+        refuse_class_specs(config.get(section), section, "the config", PLAIN_ALLOWED)
+
+
+def keep_class_specs_as_data() -> None:
+    """jsonargparse's settings for handed values: a ``{class_path, ...}`` in a value typed ``Any`` stays a
+    mapping instead of being built (its announced 5.0 default), and the import paths its default denylist
+    names (``os``, ``subprocess``, ``pickle``, ...) are refused instead of warned about."""
+    from jsonargparse import set_parsing_settings
+
+    set_parsing_settings(instantiate_subclass_spec_in_any=False, import_path_denylist=[])
 
 
 def check_weights_only(value: Any) -> None:

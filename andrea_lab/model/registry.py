@@ -34,7 +34,7 @@ from importlib import metadata
 from packaging.utils import canonicalize_name
 
 from andrea_lab.errors import UsageError
-from andrea_lab.model.contracts import BACKEND_OPS, CONTRACT_VERSION, PLUGIN_KINDS, Availability, eager_fallbacks
+from andrea_lab.model.contracts import BACKEND_OPS, CONTRACT_VERSION, Availability, eager_fallbacks
 from andrea_lab.model.contracts import GROUP_CONTRACTS as MODEL_CONTRACTS
 from andrea_lab.model.import_paths import IMPORT_PATHS_ENV_VAR, env_flag, import_paths_allowed
 from andrea_lab.model.training_contracts import TRAINING_CONTRACTS
@@ -288,8 +288,10 @@ def require_registered(plugins: Mapping[str, object], source: str) -> None:
     """Refuse, before anything is imported, a plugin name that selects no registered entry point.
 
     For names read from a file someone may have handed over (a checkpoint's hyperparameters): such a
-    file chooses among the installed plugins, never a module to import, whatever the opt-in says."""
-    for kind in PLUGIN_KINDS:
+    file chooses among the installed plugins, never a module to import, whatever the opt-in says. Every
+    kind is checked, the model's and training's (an optimizer or schedule import path would run its module
+    as surely as an activation's): ``plugins`` maps kinds to names."""
+    for kind in KINDS:
         name = plugins.get(kind)
         if name is None:
             continue

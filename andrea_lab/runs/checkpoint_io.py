@@ -25,6 +25,7 @@ from andrea_lab.data.tokenizer import tokenizer_from_json
 from andrea_lab.errors import DiskFullError, MissingFileError, UsageError
 from andrea_lab.files import load_json, manifest_path, publish, sha256_file, write_temp  # noqa: F401 (manifest_path re-exported)
 from andrea_lab.model.registry import require_registered
+from andrea_lab.runs.handed_hparams import check_checkpoint_settings, plugin_names
 
 #: Checkpoints this process has already verified, by what ``stat`` says of the file and of its manifest.
 #: A ``--ckpt_path`` is checked by the CLI before LightningCLI starts, read by ``_parse_ckpt_path`` and
@@ -110,9 +111,11 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
         raise UsageError(
             f"{os.fspath(path)} is not a readable PyTorch checkpoint: {type(exc).__name__}: {_refusal(exc)}"
         ) from None
-    stored = stored_model_config(checkpoint)
-    if stored is not None:
-        require_registered(stored, f"checkpoint {os.fspath(path)}")
+    # Its settings are the file's choice: plain values only, plugins by registered name (handed_hparams).
+    source = f"checkpoint {os.fspath(path)}"
+    if isinstance(checkpoint, dict):
+        check_checkpoint_settings(checkpoint, source)
+        require_registered(plugin_names(stored_hyperparameters(checkpoint)), source)
     return checkpoint
 
 
@@ -129,8 +132,9 @@ def stored_model_config(checkpoint: Any) -> Optional[dict[str, Any]]:
     """The model config a checkpoint was trained with (``hyper_parameters.config``), or None: the one
     reader of it (resume, init_from, generate, trace, lens, export).
 
-    Its plugin names are the file's choice, not the user's: :func:`load_checkpoint` lets them select
-    installed entry points only (a name such as ``evilmod:Act`` would otherwise import ``evilmod``)."""
+    Its plugin names are the file's choice, not the user's: :func:`load_checkpoint` lets them (and the
+    optimizer's and schedule's) select installed entry points only (a name such as ``evilmod:Act`` would
+    otherwise import ``evilmod``)."""
     config = stored_hyperparameters(checkpoint).get("config")
     return config if isinstance(config, dict) else None
 
