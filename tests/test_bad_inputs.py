@@ -295,8 +295,25 @@ def test_bad_input_gets_one_clear_message(case_id, argv, fragments, bad_files, t
         (["--model.optimizer", "schedule_free", "--model.schedule", "warmup_cosine"], "'warmup_cosine'"),
         (["--model.optimizer", "muon", "--model.optimizer_args", "{{momentun: 0.9}}"], "'momentun'"),
         (["--model.schedule", "wsd", "--model.schedule_args", "{{decay_fraction: 1.5}}"], "1.5"),
+        # Each of these ended in a traceback mid-fit (a stub run left behind) or trained as given.
+        (["--model.optimizer", "muon", "--model.optimizer_args", "{{momentum: .nan}}"], "momentum = nan"),
+        (["--model.optimizer", "muon", "--model.optimizer_args", "{{ns_steps: -1}}"], "ns_steps = -1"),
+        (["--model.optimizer", "lion", "--model.optimizer_args", "{{lion_betas: [0.9, 2]}}"], "[0.9, 2]"),
+        (["--model.optimizer_args", "{{lr: 0.1}}"], "set by model.lr"),
+        (["--model.warmup_steps", "1000000000000000000000"], "1000000000000000000000"),
     ],
-    ids=["optimizer", "schedule", "schedule-free-decaying", "optimizer-args", "schedule-args"],
+    ids=[
+        "optimizer",
+        "schedule",
+        "schedule-free-decaying",
+        "optimizer-args",
+        "schedule-args",
+        "muon-momentum-nan",
+        "muon-ns-steps-negative",
+        "lion-betas-out-of-range",
+        "framework-key-in-optimizer-args",
+        "warmup-steps-1e21",
+    ],
 )
 def test_a_bad_optimizer_or_schedule_exits_2_in_one_line_before_any_run_directory(argv, offending, tmp_path, capsys):
     status = main([a.format(tmp=tmp_path, quickstart=QUICKSTART) for a in [*FIT, *argv]])

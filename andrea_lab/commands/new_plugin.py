@@ -12,6 +12,7 @@ It installs and passes its tests as written:
 from __future__ import annotations
 
 import argparse
+import keyword
 import re
 import textwrap
 from pathlib import Path
@@ -162,7 +163,7 @@ CLASSES = {
 
         import torch
 
-        from andrea_lab.plugin import Optimizer
+        from andrea_lab.plugin import Optimizer, Option
 
 
         class {cls}(Optimizer):
@@ -176,6 +177,9 @@ CLASSES = {
             contract_version: ClassVar[int] = {contract}
             description: ClassVar[str] = "{name} (replace: one line shown by `andrea plugins`)"
             groups: ClassVar[Mapping[str, tuple[str, ...]]] = {{"sgd": ("matrix", "embedding", "vector")}}
+            # Every keyword of yours below, with its type and valid range: a value outside it is refused before a
+            # run starts, and the contract check trains at each closed end of each range.
+            options: ClassVar[Mapping[str, Option]] = {{"momentum": Option(float, 0.0, 1.0, high_open=True)}}
 
             def __init__(self, lr: float, betas: tuple[float, float], eps: float, weight_decay: float,
                          momentum: float = 0.9):
@@ -375,6 +379,13 @@ def files_for(kind: str, name: str) -> tuple[str, dict[str, str]]:
             f"plugin name {name!r} must be lower case letters, digits and underscores, starting "
             f"with a letter (it is what a YAML selects), e.g. {re.sub('[^a-z0-9_]', '_', name.lower())!r}"
         )
+    cls = "".join(part.capitalize() for part in name.split("_"))
+    keywords = [word for word in (name, cls) if keyword.iskeyword(word)]
+    if keywords:  # `none` -> `class None(...)`: a package with a SyntaxError
+        raise UsageError(
+            f"plugin name {name!r} (class {cls!r}) is the Python keyword {keywords[0]!r}; "
+            f"choose another, e.g. {name + '_x'!r}"
+        )
     dist = "andrea-lab-" + name.replace("_", "-")
     values = dict(
         kind=kind,
@@ -383,7 +394,7 @@ def files_for(kind: str, name: str) -> tuple[str, dict[str, str]]:
         dist=dist,
         package=dist.replace("-", "_"),
         module=MODULES[kind],
-        cls="".join(part.capitalize() for part in name.split("_")),
+        cls=cls,
         contract=CONTRACT_VERSION,
         requirement=compatible_range(),
     )

@@ -17,9 +17,17 @@ from typing import Any, Literal, Optional
 
 from andrea_lab.model.config import ConfigError
 
+#: The most steps a count of steps may say: no run takes more, and a larger count (1e21) overflowed the int64
+#: columns of the tables ``andrea compare`` builds from a run's hyperparameters.
+MAX_STEPS = 10**12
+
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _steps(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_STEPS
 
 
 @dataclass(frozen=True)
@@ -53,10 +61,13 @@ class TrainingArgs:
             object.__setattr__(self, name, dict(value or {}))
         checks = [
             (_finite(self.lr) and self.lr > 0, f"lr must be a finite number > 0, got {self.lr!r}"),
-            (self.warmup_steps >= 0, f"warmup_steps must be >= 0, got {self.warmup_steps!r}"),
             (
-                self.decay_steps is None or self.decay_steps > 0,
-                f"decay_steps must be > 0 or null, got {self.decay_steps!r}",
+                _steps(self.warmup_steps, 0),
+                f"warmup_steps must be an integer in [0, {MAX_STEPS:.0e}], got {self.warmup_steps!r}",
+            ),
+            (
+                self.decay_steps is None or _steps(self.decay_steps, 1),
+                f"decay_steps must be an integer in [1, {MAX_STEPS:.0e}] or null, got {self.decay_steps!r}",
             ),
             (0.0 <= self.min_lr_ratio <= 1.0, f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}"),
             (self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay!r}"),
@@ -73,7 +84,10 @@ class TrainingArgs:
                 self.on_nonfinite in ("stop", "skip"),
                 f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}",
             ),
-            (self.max_skipped_steps >= 0, f"max_skipped_steps must be >= 0, got {self.max_skipped_steps!r}"),
+            (
+                _steps(self.max_skipped_steps, 0),
+                f"max_skipped_steps must be an integer in [0, {MAX_STEPS:.0e}], got {self.max_skipped_steps!r}",
+            ),
             (isinstance(self.compile, bool), f"compile must be true or false, got {self.compile!r}"),
         ]
         for ok, message in checks:

@@ -18,6 +18,7 @@ from andrea_lab.fit.optimizers.adamw import fused_adamw
 from andrea_lab.fit.schedules import warmup_cosine
 from andrea_lab.model.config import ConfigError
 from andrea_lab.model.param_groups import assign_groups, parameter_assignment, tag_parameters
+from andrea_lab.model.plugin_options import checked_options
 from andrea_lab.model.registry import describe_selection, resolve
 from andrea_lab.model.training_contracts import Optimizer, Schedule
 
@@ -28,7 +29,9 @@ tag_weight_decay = tag_parameters
 
 
 def _construct(kind: str, name: str, cls: type, arguments: Mapping[str, Any], options: Mapping[str, Any]):
-    """``cls(**arguments, **options)``; an option the plugin does not take is a one-line ConfigError."""
+    """``cls(**arguments, **options)``; an option the plugin does not declare, or a value outside its declared
+    type and range (model/plugin_options.py), is a one-line ConfigError."""
+    options = checked_options(kind, name, cls, options)
     try:
         inspect.signature(cls).bind(**arguments, **options)
     except TypeError as exc:

@@ -7,9 +7,9 @@ with the same linear warmup, so a resumed run continues exactly and two schedule
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
-from andrea_lab.model.config import ConfigError
+from andrea_lab.model.plugin_options import Option
 from andrea_lab.model.training_contracts import Schedule
 
 
@@ -59,10 +59,10 @@ class WarmupStableDecay(Schedule):
     decayed there, which is what makes one run answer several token budgets. ``model.schedule_args``:
     ``decay_fraction`` (default 0.2)."""
 
+    options: ClassVar[Mapping[str, Option]] = {"decay_fraction": Option(float, 0.0, 1.0, low_open=True)}
+
     def __init__(self, warmup_steps: int, decay_steps: int, min_lr_ratio: float, decay_fraction: float = 0.2) -> None:
         super().__init__(warmup_steps, decay_steps, min_lr_ratio)
-        if not (isinstance(decay_fraction, (int, float)) and 0.0 < decay_fraction <= 1.0):
-            raise ConfigError(f"wsd's decay_fraction must be a number in (0, 1], got {decay_fraction!r}")
         self.decay_fraction = float(decay_fraction)
 
     def multiplier(self, step: int) -> float:

@@ -5,7 +5,9 @@ An optimizer trains a micro ANDREA model a few steps over the groups of :mod:`an
 then must (1) change nothing in a step without gradients (how the non-finite guard skips a step), (2) continue
 bit for bit from its ``state_dict`` in a fresh optimizer (how a run resumes) and (3) give the training weights
 back bit for bit after ``evaluation_weights``. A schedule must be a pure, finite, non-negative function of the
-step, and constant after warmup if it says so.
+step, and constant after warmup if it says so. Both must declare their own options with a type and a range
+(:mod:`andrea_lab.model.plugin_options`), and work at each closed end of every declared range: the values the
+framework lets a YAML give them.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import math
 
 import torch
 
-from andrea_lab.model.check_failed import MICRO, require
+from andrea_lab.model.check_failed import MICRO, CheckFailed, require
 from andrea_lab.model.config import preset
 from andrea_lab.model.param_groups import assign_groups, rule_of_role, tag_parameters
+from andrea_lab.model.plugin_options import declaration_problems, declared
 from andrea_lab.model.transformer import Andrea
 
 HYPERPARAMETERS = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -60,8 +63,8 @@ def _same_weights(a: list[torch.Tensor], b) -> bool:
     return all(torch.equal(x, y.detach()) for x, y in zip(a, b))
 
 
-def _build(cls: type, model: Andrea) -> tuple[object, torch.optim.Optimizer]:
-    plugin = cls(**HYPERPARAMETERS)
+def _build(cls: type, model: Andrea, **options) -> tuple[object, torch.optim.Optimizer]:
+    plugin = cls(**HYPERPARAMETERS, **options)
     optimizer = plugin.build(assign_groups(model, cls.groups, HYPERPARAMETERS["weight_decay"], cls.__name__))
     require(
         isinstance(optimizer, torch.optim.Optimizer), f"build returned {type(optimizer).__name__}, not an optimizer"
@@ -69,8 +72,27 @@ def _build(cls: type, model: Andrea) -> tuple[object, torch.optim.Optimizer]:
     return plugin, optimizer
 
 
+def _check_declaration(kind: str, cls: type) -> list[tuple[str, object]]:
+    """Its declared options are sound (:func:`declaration_problems`); returns ``(option, value)`` at each
+    closed end of each declared range."""
+    problems = declaration_problems(kind, cls)
+    require(not problems, "; ".join(problems))
+    return [(key, edge) for key, option in (declared(kind, cls) or {}).items() for edge in option.edges()]
+
+
+def _trains_at(cls: type, key: str, value: object) -> bool:
+    """Whether two steps with the option ``key`` at ``value`` run and leave a finite loss (an error is a no)."""
+    model = _micro_model()
+    try:
+        _, optimizer = _build(cls, model, **{key: value})
+        return math.isfinite(_train(model, optimizer, 2, seed=3))
+    except Exception:  # noqa: BLE001 - any failure of the plugin's own at a value it declared valid
+        return False
+
+
 def check_optimizer(cls: type) -> str:
     """Train, skip, resume and evaluate with an optimizer class on a micro model (see the module doc)."""
+    edges = _check_declaration("optimizer", cls)
     rule_of_role(cls.groups, cls.__name__)
     require(isinstance(cls.needs_constant_schedule, bool), "needs_constant_schedule must be True or False")
     require(isinstance(cls.default_schedule, str), "default_schedule must be a schedule's name")
@@ -101,20 +123,35 @@ def check_optimizer(cls: type) -> str:
     with plugin.evaluation_weights(optimizer):
         pass
     require(_same_weights(weights, model.parameters()), "evaluation_weights did not give the training weights back")
+    for key, value in edges:
+        require(_trains_at(cls, key, value), f"with {key}={value!r} (an end of its declared range) it does not train")
     return "micro model: trains, a step without gradients changes nothing, state_dict resumes bit for bit"
+
+
+def _check_multipliers(schedule: object, steps: range, warmup_steps: int, constant: bool, label: str) -> None:
+    values = [schedule.multiplier(step) for step in steps]
+    require(values == [schedule.multiplier(step) for step in steps], f"multiplier{label} is not a pure function")
+    for step, value in zip(steps, values):
+        ok = isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+        require(ok, f"multiplier({step}) = {value}{label}; it must be finite and >= 0")
+    after = set(values[warmup_steps:])
+    require(not constant or len(after) == 1, f"declares constant but takes {len(after)} values after warmup{label}")
 
 
 def check_schedule(cls: type, warmup_steps: int = 10, decay_steps: int = 100) -> str:
     """A schedule class's multiplier over ``0 .. 1.5·decay_steps``: pure, finite, >= 0; constant after warmup
-    when ``constant``."""
+    when ``constant``; so at each closed end of its declared options' ranges too."""
     require(isinstance(cls.constant, bool), f"constant must be True or False, got {cls.constant!r}")
-    schedule = cls(warmup_steps=warmup_steps, decay_steps=decay_steps, min_lr_ratio=0.1)
     steps = range(0, decay_steps + decay_steps // 2)
-    values = [schedule.multiplier(step) for step in steps]
-    require(values == [schedule.multiplier(step) for step in steps], "multiplier is not a pure function of the step")
-    bad = [(s, v) for s, v in zip(steps, values) if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)]
-    require(not bad, f"multiplier({bad[0][0] if bad else ''}) = {bad[0][1] if bad else ''}; it must be finite and >= 0")
-    if cls.constant:
-        after = set(values[warmup_steps:])
-        require(len(after) == 1, f"declares constant but takes {len(after)} values after warmup")
+    schedule = cls(warmup_steps=warmup_steps, decay_steps=decay_steps, min_lr_ratio=0.1)
+    _check_multipliers(schedule, steps, warmup_steps, cls.constant, "")
+    for key, value in _check_declaration("schedule", cls):
+        label = f" with {key}={value!r} (an end of its declared range)"
+        try:
+            schedule = cls(warmup_steps=warmup_steps, decay_steps=decay_steps, min_lr_ratio=0.1, **{key: value})
+            _check_multipliers(schedule, steps, warmup_steps, cls.constant, label)
+        except CheckFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the plugin's own at a value it declared valid
+            require(False, f"{label.strip()}: {type(exc).__name__}: {exc}")
     return f"multiplier pure, finite and >= 0 over steps 0-{steps[-1]}" + (", constant after warmup" * cls.constant)

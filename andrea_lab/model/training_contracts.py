@@ -14,11 +14,12 @@ Which tensor an optimizer updates with which rule, and which tensors are decayed
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Optional
 
 import torch
 
 from andrea_lab.model.contracts import CONTRACT_VERSION, Contract
+from andrea_lab.model.plugin_options import Option
 
 #: The roles a parameter can play, in the order ``andrea params`` lists them (model/param_groups.py).
 PARAMETER_ROLES: tuple[str, ...] = ("matrix", "embedding", "vector")
@@ -50,6 +51,9 @@ class Optimizer:
     needs_constant_schedule: ClassVar[bool] = False
     #: The schedule used when the YAML leaves ``model.schedule`` unset.
     default_schedule: ClassVar[str] = "warmup_cosine"
+    #: Its own constructor keywords (``model.optimizer_args``), each with its type and valid range; checked
+    #: before it is constructed (model/plugin_options.py). None: declares none (then it may take none).
+    options: ClassVar[Optional[Mapping[str, Option]]] = None
 
     def __init__(self, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
         self.lr, self.betas, self.eps, self.weight_decay = lr, tuple(betas), eps, weight_decay
@@ -80,6 +84,8 @@ class Schedule:
     description: ClassVar[str] = ""
     #: Constant after its warmup: the only kind a schedule-free optimizer accepts.
     constant: ClassVar[bool] = False
+    #: Its own constructor keywords (``model.schedule_args``) with type and range, as for an optimizer.
+    options: ClassVar[Optional[Mapping[str, Option]]] = None
 
     def __init__(self, warmup_steps: int, decay_steps: int, min_lr_ratio: float) -> None:
         self.warmup_steps, self.decay_steps, self.min_lr_ratio = warmup_steps, decay_steps, min_lr_ratio

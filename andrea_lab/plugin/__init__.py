@@ -6,8 +6,9 @@ modules behind these names (``andrea_lab.model.contracts``, ``.registry``, ``.bu
 
 * **Contracts** -- the base classes a plugin subclasses (``NormPlacement``, ``Activation``, ``KernelBackend``,
   ``Norm``, with ``NormFactory`` and the eager ``LayerNorm``; for training, ``Optimizer`` and ``Schedule`` with
-  ``PARAMETER_ROLES`` and ``TRAINING_KINDS``), ``Availability`` for a backend's
-  ``availability()``, ``CONTRACT_VERSION``, ``PLUGIN_KINDS``, ``BACKEND_OPS`` and ``eager_fallbacks``.
+  ``PARAMETER_ROLES``, ``TRAINING_KINDS`` and ``Option``, the declaration of each of their own options),
+  ``Availability`` for a backend's ``availability()``, ``CONTRACT_VERSION``, ``PLUGIN_KINDS``, ``BACKEND_OPS``
+  and ``eager_fallbacks``.
 * **Eager references** -- ``TorchBackend``, the backend every op of another backend is compared against.
 * **The registry, read-only** -- ``resolve``, ``list_plugins``, ``clear_cache`` and the errors a lookup raises.
 * **The model** -- ``Andrea``, ``AndreaConfig``, ``preset``, ``ConfigError``: build a model with your plugin.
@@ -35,6 +36,7 @@ from andrea_lab.model.contracts import (
     NormPlacement,
     eager_fallbacks,
 )
+from andrea_lab.model.plugin_options import Option
 from andrea_lab.model.registry import (
     BackendUnavailableError,
     PluginError,
@@ -81,6 +83,7 @@ __all__ = [
     "NormFactory",
     "NormPlacement",
     "Optimizer",
+    "Option",
     "PARAMETER_ROLES",
     "PLUGIN_KINDS",
     "PluginError",

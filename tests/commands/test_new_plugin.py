@@ -85,6 +85,10 @@ def test_the_package_installs_passes_its_tests_and_the_check(kind, tmp_path, pyt
             "unknown plugin kind 'placement'; valid kinds: norm_placement, activation, kernel_backend",
         ),
         (["activation", "Squared-Tanh"], "plugin name 'Squared-Tanh' must be lower case .* e.g. 'squared_tanh'"),
+        # These wrote `class None(...)`, `class True(...)`: a package with a SyntaxError.
+        (["optimizer", "none"], r"plugin name 'none' \(class 'None'\) is the Python keyword 'None'; .* e.g. 'none_x'"),
+        (["schedule", "true"], "is the Python keyword 'True'"),
+        (["activation", "class"], r"plugin name 'class' \(class 'Class'\) is the Python keyword 'class'"),
     ],
 )
 def test_bad_kind_or_name(argv, message, tmp_path):

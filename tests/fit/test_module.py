@@ -39,7 +39,7 @@ def test_weight_decay_groups_survive_flattened_parameters():
     "kwargs,fragment",
     [
         ({"lr": 0.0}, "lr must be a finite number > 0"),
-        ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
+        ({"warmup_steps": -1}, "warmup_steps must be an integer in [0, 1e+12], got -1"),
         ({"min_lr_ratio": 2.0}, "min_lr_ratio must be in [0, 1]"),
         ({"betas": (0.9, 1.5)}, "betas must be two numbers in [0, 1)"),
         ({"on_nonfinite": "ignore"}, "on_nonfinite must be 'stop' or 'skip'"),

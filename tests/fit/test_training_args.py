@@ -34,7 +34,11 @@ def test_the_saved_hyperparameters_are_the_signature_without_init_from():
         ({"lr": True}, "lr must be a finite number > 0"),
         ({"betas": (0.9,)}, r"betas must be two numbers in \[0, 1\)"),
         ({"z_loss": float("inf")}, "z_loss must be a finite number >= 0"),
-        ({"max_skipped_steps": -1}, "max_skipped_steps must be >= 0, got -1"),
+        ({"max_skipped_steps": -1}, r"max_skipped_steps must be an integer in \[0, 1e\+12\], got -1"),
+        # 1e21 steps were accepted and overflowed the int64 columns of `andrea compare`'s tables.
+        ({"warmup_steps": 10**21}, r"warmup_steps must be an integer in \[0, 1e\+12\], got 1000000000000000000000"),
+        ({"warmup_steps": 1e21}, r"warmup_steps must be an integer in \[0, 1e\+12\], got 1e\+21"),
+        ({"decay_steps": 10**13}, r"decay_steps must be an integer in \[1, 1e\+12\] or null"),
         ({"compile": "yes"}, "compile must be true or false, got 'yes'"),
     ],
 )

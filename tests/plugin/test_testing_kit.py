@@ -12,7 +12,16 @@ from andrea_lab.model.builtin.backends import TorchBackend
 from andrea_lab.model.builtin.norms import RMSNorm
 from andrea_lab.model.builtin.placements import PostNorm, PreNorm
 from andrea_lab.model.contracts import Activation, Availability, KernelBackend, Norm, NormPlacement
-from andrea_lab.plugin.testing import RecordingBackend, check_activation, check_backend, check_norm, check_placement
+from andrea_lab.plugin import Optimizer, Option, Schedule
+from andrea_lab.plugin.testing import (
+    RecordingBackend,
+    check_activation,
+    check_backend,
+    check_norm,
+    check_optimizer,
+    check_placement,
+    check_schedule,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -117,6 +126,69 @@ def test_the_builtins_pass(check, plugin):
     ],
 )
 def test_a_misbehaving_plugin_fails_with_what_was_expected(check, plugin, message):
+    with pytest.raises(AssertionError, match=message):
+        check(plugin)
+
+
+class UndeclaredSGD(Optimizer):
+    """Takes an option of its own without declaring it: refused by the kit (it runs, unchecked, in a fit)."""
+
+    contract_version = 1
+    groups = {"sgd": ("matrix", "embedding", "vector")}
+
+    def __init__(self, lr, betas, eps, weight_decay, momentum=0.9):
+        super().__init__(lr, betas, eps, weight_decay)
+        self.momentum = momentum
+
+    def build(self, groups, fused=True):
+        return torch.optim.SGD(groups["sgd"], lr=self.lr, momentum=self.momentum)
+
+
+class DeclaredSGD(UndeclaredSGD):
+    options = {"momentum": Option(float, 0.0, 1.0, high_open=True)}
+
+
+class TooWideAdam(UndeclaredSGD):
+    """Declares momentum valid up to 1 inclusive, where torch's Adam refuses it as a beta."""
+
+    options = {"momentum": Option(float, 0.0, 1.0)}
+
+    def build(self, groups, fused=True):
+        return torch.optim.Adam(groups["sgd"], lr=self.lr, betas=(self.momentum, 0.99))
+
+
+class BadDefault(UndeclaredSGD):
+    options = {"momentum": Option(float, 0.0, 0.5)}
+
+
+class PeakSchedule(Schedule):
+    """1 until ``peak_at``, then 0; declared down to 0 where it divides by it."""
+
+    contract_version = 1
+    options = {"peak_at": Option(float, 0.0, 1.0)}
+
+    def __init__(self, warmup_steps, decay_steps, min_lr_ratio, peak_at=0.5):
+        super().__init__(warmup_steps, decay_steps, min_lr_ratio)
+        self.peak_at = peak_at
+
+    def multiplier(self, step):
+        return 1.0 if step / (self.peak_at * self.decay_steps) < 1 else 0.0
+
+
+def test_an_optimizer_with_declared_options_passes():
+    check_optimizer(DeclaredSGD)
+
+
+@pytest.mark.parametrize(
+    "check, plugin, message",
+    [
+        (check_optimizer, UndeclaredSGD, "its constructor takes momentum but it declares no `options`"),
+        (check_optimizer, BadDefault, r"option 'momentum''s default 0.9 is not a finite float in \[0, 0.5\]"),
+        (check_optimizer, TooWideAdam, r"with momentum=1.0 \(an end of its declared range\) it does not train"),
+        (check_schedule, PeakSchedule, r"with peak_at=0.0 \(an end of its declared range\): ZeroDivisionError"),
+    ],
+)
+def test_a_plugin_is_held_to_its_declared_options(check, plugin, message):
     with pytest.raises(AssertionError, match=message):
         check(plugin)
 

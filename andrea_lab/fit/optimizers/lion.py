@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Mapping
 import torch
 
 from andrea_lab.fit.optimizers.extras import require
+from andrea_lab.model.plugin_options import Option
 from andrea_lab.model.training_contracts import PARAMETER_ROLES, Optimizer
 
 
@@ -18,6 +19,7 @@ class Lion(Optimizer):
     Lion's own are ``model.optimizer_args.lion_betas`` (the paper's (0.9, 0.99) by default)."""
 
     groups: ClassVar[Mapping[str, tuple[str, ...]]] = {"lion": PARAMETER_ROLES}
+    options: ClassVar[Mapping[str, Option]] = {"lion_betas": Option(float, 0.0, 1.0, high_open=True, length=2)}
 
     def __init__(
         self,

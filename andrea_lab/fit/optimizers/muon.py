@@ -8,6 +8,7 @@ import torch
 
 from andrea_lab.fit.optimizers.adamw import fused_adamw
 from andrea_lab.fit.optimizers.combined import CombinedOptimizer
+from andrea_lab.model.plugin_options import Option
 from andrea_lab.model.training_contracts import Optimizer
 
 
@@ -19,6 +20,12 @@ class Muon(Optimizer):
     ``momentum``, ``nesterov`` and ``ns_steps`` are Muon's own (``model.optimizer_args``)."""
 
     groups: ClassVar[Mapping[str, tuple[str, ...]]] = {"muon": ("matrix",), "adamw": ("embedding", "vector")}
+    #: ns_steps: the Newton-Schulz iterations per step (5 in the paper); torch.optim.Muon refuses 100 or more.
+    options: ClassVar[Mapping[str, Option]] = {
+        "momentum": Option(float, 0.0, 1.0, high_open=True),
+        "nesterov": Option(bool),
+        "ns_steps": Option(int, 1, 99),
+    }
 
     def __init__(
         self,

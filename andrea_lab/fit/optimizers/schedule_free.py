@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 import torch
 
 from andrea_lab.fit.optimizers.extras import require
+from andrea_lab.model.plugin_options import Option
 from andrea_lab.model.training_contracts import PARAMETER_ROLES, Optimizer
 
 
@@ -49,6 +50,12 @@ class ScheduleFreeAdamW(Optimizer):
     groups: ClassVar[Mapping[str, tuple[str, ...]]] = {"schedule_free_adamw": PARAMETER_ROLES}
     needs_constant_schedule: ClassVar[bool] = True
     default_schedule: ClassVar[str] = "constant"
+    #: The package's averaging powers: r weights later iterates more (0: uniform), weight_lr_power the LR's
+    #: share in the weights (2 its default); larger values overflow the averaging weights in float32.
+    options: ClassVar[Mapping[str, Option]] = {
+        "r": Option(float, 0.0, 10.0),
+        "weight_lr_power": Option(float, 0.0, 10.0),
+    }
 
     def __init__(
         self,
