@@ -21,6 +21,7 @@ from torchmetrics.text import Perplexity
 
 from andrea_lab.errors import UsageError
 from andrea_lab.fit.args import TrainingArgs
+from andrea_lab.fit.compile_cache import use_compile_cache
 from andrea_lab.fit.evaluation_weights import load_training_weights, save_evaluation_weights, swaps_weights
 from andrea_lab.fit.initial_weights import InitialWeights
 from andrea_lab.fit.log_cadence import logger_writes_now
@@ -148,7 +149,10 @@ class AndreaLM(L.LightningModule):
 
     def configure_model(self) -> None:
         # nn.Module.compile compiles in place: parameter names, and so checkpoints, stay the same.
+        # Its caches go to this shape's entry in the user's cache first: a later fit of it loads, not compiles.
         if self.args.compile and not getattr(self, "_compiled", False):
+            precision = str(self.trainer.precision) if self._trainer is not None else "unknown"
+            self.compile_cache = use_compile_cache(asdict(self.config), precision)
             self.model.compile()
             self._compiled = True
 
