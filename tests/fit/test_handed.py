@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -47,3 +48,50 @@ def test_andreas_fsdp_reads_a_resumed_checkpoint_with_andreas_reader_first(tmp_p
     with pytest.raises(UsageError, match="is a sharded FSDP checkpoint"):
         strategy.load_checkpoint(tmp_path / "sharded")
     assert not (tmp_path / "PAYLOAD_RAN").exists()
+
+
+# --- a config's model and data sections are plain values (issue 59) ------------------------------------------
+
+
+def hostile_config(tmp_path, marker) -> str:
+    """A config whose ``model.optimizer_args`` (``dict[str, Any]``) holds a class that creates ``marker``."""
+    import yaml
+
+    spec = {"class_path": "logging.FileHandler", "init_args": {"filename": str(marker), "mode": "w"}}
+    path = tmp_path / "handed.yaml"
+    path.write_text(yaml.safe_dump({"model": {"optimizer_args": {"x": spec}}}))
+    return str(path)
+
+
+@pytest.mark.parametrize("given_as", ["config", "argument"])
+def test_a_class_in_the_model_section_is_refused_before_it_is_built(
+    given_as, tmp_path, text_corpus, monkeypatch, capsys
+):
+    from andrea_testing import MICRO_OVERRIDES
+
+    from andrea_lab.cli import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "MARKER"
+    quickstart = str(Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml")
+    spec = "{x: {class_path: logging.FileHandler, init_args: {filename: %s, mode: w}}}" % marker
+    handed = (
+        ["--config", hostile_config(tmp_path, marker)] if given_as == "config" else ["--model.optimizer_args", spec]
+    )
+    argv = ["fit", "--config", quickstart, *MICRO_OVERRIDES, "--data.corpus", str(text_corpus), *handed]
+    code = cli_main([*argv, "--trainer.max_steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1, err
+    assert "model.optimizer_args.x.class_path 'logging.FileHandler' names a class to build" in lines[0]
+    assert "plain values" in lines[0]  # what is allowed instead
+    assert not marker.exists() and not (tmp_path / "runs").exists()
+
+
+def test_check_plain_sections_passes_a_plain_config_and_names_the_section():
+    from andrea_lab.fit.handed import check_plain_sections
+
+    check_plain_sections({"model": {"optimizer_args": {"momentum": 0.9}}, "trainer": {"logger": {"class_path": "x"}}})
+    with pytest.raises(UsageError, match=r"the config: data\.extra\.class_path 'x' names a class"):
+        check_plain_sections({"data": {"extra": {"class_path": "x"}}})
