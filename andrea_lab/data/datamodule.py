@@ -194,8 +194,9 @@ class AndreaDataModule(L.LightningDataModule):
 
     def val_document_names(self) -> Optional[list[str]]:
         """The held-out documents' names in stream order (a small text corpus's manifest keeps them), else
-        None (a shard corpus, or one document split by position)."""
-        return self._manifest_strings("val_documents")
+        None (a shard corpus, or one document split by position: its manifest lists no held-out document,
+        while the plan scores that document's tail as one unit, which an empty list could not name)."""
+        return self._manifest_strings("val_documents") or None
 
     def val_document_strata(self) -> Optional[list[str]]:
         """Each held-out document's stratum (andrea_lab.data.strata), in stream order, where the manifest

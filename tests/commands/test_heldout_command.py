@@ -45,3 +45,16 @@ def test_bad_settings_are_one_line(tmp_path, monkeypatch, capsys, args, message)
     assert cli.main(["heldout", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_single_file_corpus_is_one_document_split_by_position(tmp_path, monkeypatch, capsys) -> None:
+    """One file has no held-out document by name (its tail is held out): the manifest's empty list of names
+    indexed by the plan's unit 0 was an IndexError."""
+    monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "one"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("a single file corpus, a few words long, repeated\n" * 200)
+    assert cli.main(["heldout", "--corpus", str(corpus), "--tokenizer", "byte", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["scored_units"] == 1 and found["held_out_documents"] is None and found["strata"] is None
+    assert found["largest"][0]["name"] == "document 0" and found["largest"][0]["token_share"] == 1.0
