@@ -152,6 +152,9 @@ class RunRecord:
     best_val_loss: Optional[float] = None
     best_step: Optional[int] = None
     divergence: dict[str, Any] = field(default_factory=lambda: {"step": None, "kind": None})
+    #: How the run ended: ``{"kind": trained | stuck | regressed | blew_up, "step", "size", "rise"}``
+    #: (andrea_lab.runs.outcome); {} in records from before it, whose outcome is read from the fields above.
+    outcome: dict[str, Any] = field(default_factory=dict)
     spike_count: int = 0
     grad_norm_max: Optional[float] = None
     grad_norm_median: Optional[float] = None

@@ -33,6 +33,11 @@ DIVERGED = "stability/diverged"
 STUCK = "stability/stuck_at_unigram"
 BLEW_UP = "stability/blew_up"
 TRAINED_THEN_DIVERGED = "stability/trained_then_diverged"
+#: How the run ended (andrea_lab.runs.outcome), logged once at its end: a 0/1 flag per outcome below
+#: ``stability/outcome/`` (``trained``, ``stuck``, ``regressed``, ``blew_up``), ``recovered_rise`` (a rise that
+#: came back: a spike, not a divergence) and ``size`` (nats: a regression's final − best, a blow-up's final −
+#: initial; absent where there is none).
+OUTCOME = "stability/outcome"
 #: Below it, per precursor signal, its lead in steps over a divergence or spike it left its band before
 #: (``stability/gave_way_first/attn_logit_max_head/block_00_h1``), logged at the event's step.
 GAVE_WAY_FIRST = "stability/gave_way_first"

@@ -381,3 +381,73 @@ def test_unigram_entropy_of_uniform_and_degenerate_distributions():
     assert unigram_entropy([1, 1, 2]) == pytest.approx(-(2 * 0.25 * math.log(0.25) + 0.5 * math.log(0.5)))
     with pytest.raises(ValueError):
         unigram_entropy([0, 0])
+
+
+# ----------------------------------------------------------------- outcomes from constructed curves
+
+
+def outcome_of_curve(losses: list[float], val_every: int = 50):
+    """Run the detector over a training curve and classify it as summary.py does, with the validation losses
+    taken as the curve's values every ``val_every`` steps (final = the last, best = the lowest)."""
+    from andrea_lab.runs.outcome import classify
+
+    detector = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=40, rise_margin=0.5, rise_patience=50)
+    feed(detector, losses)
+    val = [loss for loss in losses[::val_every] + losses[-1:] if math.isfinite(loss)]
+    final = losses[-1] if math.isfinite(losses[-1]) else None
+    divergence = detector.divergence
+    if divergence is None:
+        return classify(None)
+    return classify(divergence.kind, divergence.cause, divergence.step, losses[0], min(val), final, detector.rise)
+
+
+def test_a_constructed_spike_that_recovers_is_a_spike_with_its_size_and_length():
+    losses = falling_curve(400, end=2.0, noise=0.0) + [3.4] * 100 + falling_curve(300, start=3.4, end=2.0, noise=0.0)
+    found = outcome_of_curve(losses)
+    assert found.kind == "trained" and not found.failed
+    assert 400 <= found.rise["step"] <= 410
+    assert 1.0 < found.rise["size"] < 1.4  # the smoothed peak above the best before it (3.4 − 2.0 = 1.4 at most)
+    assert 100 < found.rise["length"] < 200  # back within the rise margin after the plateau's 100 steps and a fall
+
+
+def test_a_constructed_rise_that_stays_up_is_a_regression_by_how_much_and_from_when():
+    found = outcome_of_curve(falling_curve(400, end=2.0, noise=0.0) + [2.9] * 300)
+    assert found.kind == "regressed" and 400 <= found.step <= 410
+    assert found.size == pytest.approx(2.9 - 2.0, abs=0.01)
+
+
+def test_a_constructed_curve_that_never_leaves_the_plateau_is_stuck():
+    found = outcome_of_curve(falling_curve(60, start=5.5, end=UNIGRAM, noise=0.0) + [UNIGRAM] * 300)
+    assert found.kind == "stuck" and found.step is not None and found.failed
+
+
+def test_a_constructed_curve_that_goes_non_finite_is_a_blow_up_before_or_after_a_rise():
+    assert outcome_of_curve(falling_curve(200, end=2.0) + [math.nan]).kind == "blew_up"
+    risen_then_nan = falling_curve(400, end=2.0, noise=0.0) + [3.4] * 100 + [math.inf]
+    found = outcome_of_curve(risen_then_nan)
+    assert found.kind == "blew_up" and found.step == 500
+
+
+def test_the_followed_rise_round_trips_and_old_states_know_only_its_onset():
+    losses = falling_curve(400, end=2.0, noise=0.0) + [3.4] * 100
+    first = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=40, rise_patience=50)
+    feed(first, losses)
+    second = DivergenceDetector(unigram_loss=UNIGRAM, stuck_after=40, rise_patience=50)
+    second.load_state_dict(first.state_dict())
+    feed(second, [2.0] * 100, first_step=500)
+    assert second.rise["length"] is not None and first.rise["length"] is None
+    old = DivergenceDetector(unigram_loss=UNIGRAM)
+    old.load_state_dict({k: v for k, v in first.state_dict().items() if k != "followed_rise"})
+    assert old.rise is None and old.divergence == first.divergence
+
+
+def test_the_outcome_flags_tell_the_three_failures_and_a_recovered_rise_apart():
+    from andrea_lab.fit.stability.events import outcome_flags
+
+    stuck = outcome_flags({"kind": "stuck", "step": 150, "size": None, "rise": None})
+    assert stuck[f"{tags.OUTCOME}/stuck"] == 1.0 and stuck[f"{tags.OUTCOME}/regressed"] == 0.0
+    assert f"{tags.OUTCOME}/size" not in stuck
+    spike = outcome_flags({"kind": "trained", "step": None, "size": None, "rise": {"step": 900}})
+    assert spike[f"{tags.OUTCOME}/trained"] == 1.0 and spike[f"{tags.OUTCOME}/recovered_rise"] == 1.0
+    assert outcome_flags({"kind": "regressed", "step": 9, "size": 0.4, "rise": None})[f"{tags.OUTCOME}/size"] == 0.4
+    assert outcome_flags({}) == {}

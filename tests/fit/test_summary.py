@@ -210,10 +210,14 @@ def test_closing_lines_show_bits_per_byte_and_the_sample_before_the_next_steps(t
     record = RunRecord(status="finished", initial_val_loss=9.0, steps=600, heldout=heldout)
     text = closing_lines(record, tmp_path / "v0", tmp_path / "v0" / "summary.json", sample="def f(x):\n    return x")
     lines = text.splitlines()
-    assert "held-out loss 4.200 ± 0.100" in lines[1] and lines[1].endswith("= 1.553 bits per byte of text")
+    assert "held-out loss (token-weighted) 4.200 ± 0.100" in lines[1], "a record without the document-weighted score"
+    assert lines[1].endswith("= 1.553 bits per byte of text")
     assert lines[3].startswith("sample ('def ' continued") and lines[4:6] == ["    | def f(x):", "    |     return x"]
     assert lines[6].startswith("next: ")
     assert "sample" not in closing_lines(record, tmp_path / "v0", tmp_path / "v0" / "summary.json")
+    both = dataclasses.replace(record, heldout=dataclasses.replace(heldout, document_loss=4.25, document_se=0.12))
+    line = closing_lines(both, tmp_path / "v0", tmp_path / "v0" / "summary.json").splitlines()[1]
+    assert "held-out loss (document-weighted) 4.250 ± 0.120, token-weighted 4.200 ± 0.100 (SE over 9" in line, line
 
 
 def test_a_heldout_budget_left_unset_is_sized_to_the_run():
@@ -432,3 +436,21 @@ def test_plugin_provenance_for_names_qualified_names_and_import_paths():
         "version": None,
         "target": "stability_helpers:BareNoResidual",
     }
+
+
+def test_a_rise_that_came_back_by_the_end_is_recorded_as_a_spike_not_a_divergence():
+    """The record keeps no divergence for it (the run is finished) and its outcome keeps the rise; a rise still up
+    at the end stays a divergence, a regression by final − best; an interrupted run's rise is left as it was."""
+    from andrea_lab.fit.stability.events import DivergenceDetector
+    from andrea_lab.fit.summary import _outcome, run_status
+
+    detector = DivergenceDetector(unigram_loss=3.0, stuck_after=40, rise_patience=50)
+    curve = [2.0 + 3.5 * math.exp(-t / 30) for t in range(400)] + [3.4] * 100 + [2.0] * 200
+    for step, loss in enumerate(curve):
+        detector.update(step, loss)
+    divergence, outcome = _outcome(detector, 5.5, 2.0, (700, 2.01), interrupted=False)
+    assert divergence is None and outcome.kind == "trained" and outcome.rise["length"] is not None
+    assert run_status(divergence, False, False) == "finished"
+    divergence, outcome = _outcome(detector, 5.5, 2.0, (700, 2.4), interrupted=False)
+    assert divergence is detector.divergence and (outcome.kind, outcome.size) == ("regressed", 0.4)
+    assert _outcome(detector, 5.5, 2.0, (700, 2.01), interrupted=True)[0] is detector.divergence

@@ -48,6 +48,7 @@ from andrea_lab.runs.directory import (  # the kinds are the record's
     STUCK_AT_UNIGRAM,
     TRAINED_THEN_DIVERGED,
 )
+from andrea_lab.runs.outcome import OUTCOMES
 
 
 def _finite(value: float) -> bool:
@@ -202,6 +203,11 @@ class DivergenceDetector:
         self.initial: Optional[float] = None  # the first smoothed loss: where the run started
         self.blowup_since: Optional[int] = None
         self.blowup_steps = 0
+        # A declared rise, followed to the end: the best before it, its peak, when it came back, a non-finite after.
+        self.rise_best: Optional[float] = None
+        self.rise_peak: Optional[float] = None
+        self.rise_back: Optional[int] = None
+        self.rise_nonfinite: Optional[int] = None
 
     @property
     def diverged(self) -> bool:
@@ -227,6 +233,7 @@ class DivergenceDetector:
     def update(self, step: int, loss: float) -> Optional[Divergence]:
         """Feed one training loss; return the divergence if it is declared at this call."""
         if self.divergence is not None:
+            self._follow_rise(step, float(loss))
             return None
         loss = float(loss)
         if not _finite(loss):
@@ -277,12 +284,40 @@ class DivergenceDetector:
             self.rise_since = int(step)
         self.rise_steps += 1
         if self.rise_steps >= self.rise_patience:
+            self.rise_best, self.rise_peak = self.best, self.smoothed
             return self._declare(self.rise_since, TRAINED_THEN_DIVERGED, LOSS_ROSE)
         return None
+
+    def _follow_rise(self, step: int, loss: float) -> None:
+        """After a rise's onset, keep following it: whether it comes back within ``rise_margin`` of the best
+        before it, how high it went, and whether it then turns non-finite. Only the end of the run says whether
+        a rise was a regression or a spike (andrea_lab.runs.outcome), so the record keeps what it did."""
+        if self.rise_best is None or self.smoothed is None:
+            return
+        if not _finite(loss):
+            self.rise_nonfinite = int(step) if self.rise_nonfinite is None else self.rise_nonfinite
+            return
+        self.smoothed = self.stuck_decay * self.smoothed + (1.0 - self.stuck_decay) * loss
+        self.rise_peak = max(self.rise_peak, self.smoothed)
+        if self.rise_back is None and self.smoothed < self.rise_best + self.rise_margin:
+            self.rise_back = int(step)
+
+    @property
+    def rise(self) -> Optional[dict[str, Any]]:
+        """The rise that was declared, as followed: ``{"size", "length", "nonfinite_step"}`` (``size``: its
+        smoothed peak above the best before it, nats; ``length``: steps from onset until back within
+        ``rise_margin`` of that best, None if it never came back); None without a rise."""
+        if self.rise_best is None or self.divergence is None:
+            return None
+        length = None if self.rise_back is None else self.rise_back - self.divergence.step
+        size = round(self.rise_peak - self.rise_best, 6)
+        return {"size": size, "length": length, "nonfinite_step": self.rise_nonfinite}
 
     def nonfinite(self, step: int) -> Optional[Divergence]:
         """Report a non-finite value other than the loss (e.g. the gradient norm) at ``step``."""
         if self.divergence is not None:
+            if self.rise_best is not None and self.rise_nonfinite is None:
+                self.rise_nonfinite = int(step)
             return None
         return self._declare_nonfinite(step)
 
@@ -311,6 +346,7 @@ class DivergenceDetector:
             "best": self.best,
             "rise_since": self.rise_since,
             "rise_steps": self.rise_steps,
+            "followed_rise": [self.rise_best, self.rise_peak, self.rise_back, self.rise_nonfinite],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -329,6 +365,8 @@ class DivergenceDetector:
         # Checkpoints from before the trained-then-diverged rule: the smoothed loss is the best one known.
         self.best = state.get("best", self.smoothed)
         self.rise_since, self.rise_steps = state.get("rise_since"), int(state.get("rise_steps", 0))
+        # Checkpoints from before a rise was followed: its onset is all that is known (classify reads final/best).
+        self.rise_best, self.rise_peak, self.rise_back, self.rise_nonfinite = state.get("followed_rise", [None] * 4)
 
 
 def divergence_flags(divergence: Optional[Divergence]) -> dict[str, float]:
@@ -341,6 +379,19 @@ def divergence_flags(divergence: Optional[Divergence]) -> dict[str, float]:
         tags.BLEW_UP: float(kind == BLEW_UP),
         tags.TRAINED_THEN_DIVERGED: float(kind == TRAINED_THEN_DIVERGED),
     }
+
+
+def outcome_flags(outcome: dict[str, Any]) -> dict[str, float]:
+    """The TensorBoard scalars of a run's outcome (summary.json ``outcome``, andrea_lab.runs.outcome): a 0/1 flag
+    per outcome, whether a rise recovered, and the size in nats where the outcome has one; {} without one."""
+    kind = outcome.get("kind")
+    if kind is None:
+        return {}
+    flags = {f"{tags.OUTCOME}/{name}": float(kind == name) for name in OUTCOMES}
+    flags[f"{tags.OUTCOME}/recovered_rise"] = float(bool(outcome.get("rise")))
+    if outcome.get("size") is not None:
+        flags[f"{tags.OUTCOME}/size"] = float(outcome["size"])
+    return flags
 
 
 def unigram_entropy(counts) -> float:
