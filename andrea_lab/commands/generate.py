@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
     # torch and Lightning (~5 s in all) after the arguments: `--help` and a bad value answer at once
     import torch
 
+    # both import Lightning
     from andrea_lab.fit.module import AndreaLM
     from andrea_lab.runs.checkpoint_io import load_checkpoint
 

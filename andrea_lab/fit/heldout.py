@@ -35,6 +35,7 @@ from andrea_lab.errors import CheckpointStateError, UsageError
 from andrea_lab.files import write_json_atomic
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
+from andrea_lab.runs.heldout_names import DOCUMENT_WEIGHTED, TOKEN_WEIGHTED
 
 
 def record_path(ckpt_path: Optional[str]) -> Optional[Path]:
@@ -335,8 +336,20 @@ def _bits_per_byte(total_nats: float, text_bytes: Optional[int]) -> Optional[flo
 
 
 def format_heldout(heldout: Optional[HeldOut]) -> str:
-    """``2.613 ± 0.041 (SE over 96 documents, 262,144 tokens)`` -- how a held-out loss is printed."""
+    """How a held-out evaluation is printed after "held-out loss ", both forms named
+    (:mod:`andrea_lab.runs.heldout_names`), the one ``andrea compare`` ranks first:
+    ``(document-weighted) 2.650 ± 0.045, token-weighted 2.613 ± 0.041 (SE over 96 documents, 262,144 tokens)``;
+    ``(token-weighted) 2.613 ± 0.041 (...)`` for a record without the document-weighted score."""
     if heldout is None or heldout.loss is None:
         return "n/a"
-    se = "n/a" if heldout.se is None else f"{heldout.se:.3f}"
-    return f"{heldout.loss:.3f} ± {se} (SE over {heldout.documents} {heldout.se_unit}, {heldout.tokens:,} tokens)"
+    counts = f"(SE over {heldout.documents} {heldout.se_unit}, {heldout.tokens:,} tokens)"
+    by_token = f"{heldout.loss:.3f} ± {_se(heldout.se)} {counts}"
+    if heldout.document_loss is None:
+        return f"({TOKEN_WEIGHTED}) {by_token}"
+    return (
+        f"({DOCUMENT_WEIGHTED}) {heldout.document_loss:.3f} ± {_se(heldout.document_se)}, {TOKEN_WEIGHTED} {by_token}"
+    )
+
+
+def _se(se: Optional[float]) -> str:
+    return "n/a" if se is None else f"{se:.3f}"

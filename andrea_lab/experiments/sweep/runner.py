@@ -43,6 +43,7 @@ from andrea_lab.runs.directory import (
     read_record,
     run_state,
 )
+from andrea_lab.runs.heldout_names import scored_form
 
 #: ``andrea fit``'s exit status after a SIGTERM/SIGUSR1 with its checkpoint written.
 PREEMPTED_EXIT_STATUS = PreemptedError.exit_status
@@ -80,12 +81,17 @@ def _fmt_loss(value: Optional[float]) -> str:
 
 
 def loss_words(record) -> str:
-    """A run's loss as a sweep line names it: ``held-out 5.69``, else (no held-out evaluation) ``val 5.49``,
-    the in-training validation loss: one name per quantity, as in summary.json and TensorBoard."""
+    """A run's loss as a sweep line names it: ``held-out (document-weighted) 5.72``, the score ``andrea compare``
+    ranks (``held-out (token-weighted) 5.69`` in a record without it; :mod:`andrea_lab.runs.heldout_names`), else
+    (no held-out evaluation) ``val 5.49``, the in-training validation loss: one name per quantity, as in the fit's
+    closing line and compare's tables."""
     if record is None or record.headline_loss is None:
         return "loss n/a"
-    heldout = record.heldout is not None and record.heldout.loss is not None
-    return f"{'held-out' if heldout else 'val'} {_fmt_loss(record.headline_loss)}"
+    heldout = record.heldout
+    if heldout is None or heldout.loss is None:
+        return f"val {_fmt_loss(record.headline_loss)}"
+    form, loss = scored_form(heldout.document_loss, heldout.loss)
+    return f"held-out ({form}) {_fmt_loss(loss)}"
 
 
 def _tail(path: Path, lines: int = 12) -> str:
