@@ -70,6 +70,11 @@ CASES = [
     ("qk-norm-maybe", [*FIT, "--model.config.qk_norm", "maybe"], ["qk_norm", "maybe"]),
     ("negative-lr", [*FIT, "--model.lr", "-1"], ["lr must be a finite number > 0, got -1"]),
     (
+        "data-seed-huge",
+        [*FIT, "--data.seed", str(2**80)],
+        ["seed must be an integer from 0 to 4294967295, got 1208925819614629174706176"],
+    ),
+    (
         "attn-softcap-negative",
         [*FIT, "--model.config.attn_logit_softcap", "-1"],
         ["attn_logit_softcap must be a finite number > 0", "null for no cap, got -1"],

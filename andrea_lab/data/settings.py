@@ -66,6 +66,11 @@ _NUMBERS = (
 )
 
 
+#: numpy's seed range, as for seed_everything: a larger seed (2**80) overflowed torch.Generator's int64
+#: mid-fit, after the run directory was claimed.
+MAX_SEED = 2**32 - 1
+
+
 def check_numbers(
     batch_size: int,
     block_size: int,
@@ -84,8 +89,8 @@ def check_numbers(
         validate_val_fraction(val_fraction)
     except ValueError as error:
         raise DataConfigError(str(error)) from None
-    if seed < 0:
-        raise DataConfigError(f"seed must be non-negative, got {seed}")
+    if not 0 <= seed <= MAX_SEED:
+        raise DataConfigError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed}")
     if samples_per_epoch is not None and samples_per_epoch < batch_size:
         raise DataConfigError(f"samples_per_epoch must be at least batch_size ({batch_size}), got {samples_per_epoch}")
     if max_val_batches is not None and max_val_batches <= 0:

@@ -40,6 +40,9 @@ def test_the_settings_hold_the_parsed_tokenizer() -> None:
         ("byte", {"vocab_size": 300}, r"tokenizer 'byte' has 257 ids but vocab_size is 300"),
         ("nope.json", {}, r"tokenizer 'nope.json' is not 'bpe', 'byte', or an existing tokenizer.json file"),
         ("byte", {"corpus": " "}, r"corpus must name the data, got ' '"),
+        # 2**80 overflowed torch.Generator's int64 mid-fit, after the run directory was claimed.
+        ("byte", {"seed": 2**80}, r"seed must be an integer from 0 to 4294967295, got 1208925819614629174706176"),
+        ("byte", {"seed": -1}, r"seed must be an integer from 0 to 4294967295, got -1"),
     ],
 )
 def test_a_bad_value_is_one_data_config_error(tokenizer: str, overrides: dict, pattern: str) -> None:
