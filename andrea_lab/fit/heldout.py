@@ -335,6 +335,11 @@ def _bits_per_byte(total_nats: float, text_bytes: Optional[int]) -> Optional[flo
     return finite_or_none(total_nats / text_bytes / math.log(2))
 
 
+#: Below this many held-out documents (or blocks) the printed line says its SE is rough: a standard error over
+#: documents estimated from a handful of them is itself noisy, and the loss is then that of a few files.
+FEW_DOCUMENTS = 10
+
+
 def format_heldout(heldout: Optional[HeldOut]) -> str:
     """How a held-out evaluation is printed after "held-out loss ", both forms named
     (:mod:`andrea_lab.runs.heldout_names`), the one ``andrea compare`` ranks first:
@@ -342,7 +347,10 @@ def format_heldout(heldout: Optional[HeldOut]) -> str:
     ``(token-weighted) 2.613 ± 0.041 (...)`` for a record without the document-weighted score."""
     if heldout is None or heldout.loss is None:
         return "n/a"
-    counts = f"(SE over {heldout.documents} {heldout.se_unit}, {heldout.tokens:,} tokens)"
+    rough = ""
+    if heldout.documents < FEW_DOCUMENTS:
+        rough = f"; only {heldout.documents} {heldout.se_unit}: a rough SE, the score of a few files"
+    counts = f"(SE over {heldout.documents} {heldout.se_unit}, {heldout.tokens:,} tokens{rough})"
     by_token = f"{heldout.loss:.3f} ± {_se(heldout.se)} {counts}"
     if heldout.document_loss is None:
         return f"({TOKEN_WEIGHTED}) {by_token}"

@@ -32,3 +32,11 @@ def test_a_sweep_line_names_the_form_it_shows():
     assert loss_words(record) == "held-out (document-weighted) 5.22"
     assert loss_words(dataclasses.replace(record, heldout=BY_TOKEN_ONLY)) == "held-out (token-weighted) 5.16"
     assert loss_words(dataclasses.replace(record, heldout=None)) == "val 5.40"
+
+
+def test_an_se_over_fewer_than_ten_documents_is_said_to_be_rough():
+    few = dataclasses.replace(BY_TOKEN_ONLY, documents=2)
+    assert format_heldout(few).endswith(
+        "(SE over 2 documents, 84,864 tokens; only 2 documents: a rough SE, the score of a few files)"
+    )
+    assert "rough" not in format_heldout(dataclasses.replace(BY_TOKEN_ONLY, documents=10))
