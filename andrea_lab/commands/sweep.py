@@ -25,6 +25,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
+from andrea_lab.experiments.sweep import grid_extension
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -244,6 +245,7 @@ def main(argv: list[str]) -> int:
         variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
         scales = [v.strip() for v in args.scales.split(",") if v.strip()] if args.scales else None
         specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
+        specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -254,6 +256,8 @@ def main(argv: list[str]) -> int:
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
     print_header(suite, specs, directory)
+    for line in grid_extension.plan_lines(suite, specs):
+        print(line, flush=True)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
         print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)
 
@@ -275,7 +279,8 @@ def main(argv: list[str]) -> int:
             executor = make_executor(args, suite, jobs, gpus, lock.fd, corpora)
             if args.launcher == "ray" and args.jobs is None:
                 jobs = len(specs)  # Ray queues every run and starts each when its resources are free
-            runner = Runner(specs, jobs=jobs, executor=executor)
+            extension = grid_extension.GridExtension(suite, args.runs_dir) if suite.extend_grid else None
+            runner = Runner(specs, jobs=jobs, executor=executor, extension=extension)
             outcomes = runner.run()
     except SweepLockedError as exc:
         return _error(str(exc))

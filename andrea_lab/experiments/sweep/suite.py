@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from andrea_lab.errors import UsageError
+from andrea_lab.experiments.sweep.extend_grid import ExtendGrid, parse_extend_grid
 from andrea_lab.experiments.sweep.scales import parse_scales
 from andrea_lab.experiments.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
     RESERVED_KEYS,
@@ -78,6 +79,7 @@ SUITE_KEYS = (
     "claims",
     "resources",
     "scales",
+    "extend_grid",
 )
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
@@ -116,6 +118,8 @@ class Suite:
     #: The scale axis (:class:`andrea_lab.experiments.sweep.scales.Scale`): every variant at every scale; empty: no
     #: axis.
     scales: tuple[Any, ...] = ()
+    #: LRs the sweep adds beyond an edge optimum (andrea_lab.experiments.sweep.extend_grid); None: none.
+    extend_grid: Optional[ExtendGrid] = None
 
     def identical_variants(self) -> Optional[tuple[str, str]]:
         """The first two variants with the same overrides and different seed offsets: an A/A pair (one
@@ -409,6 +413,11 @@ def load_suite(path: str | Path) -> Suite:
         claims=tuple(claims),
         resources=parse_resources(document.get("resources"), f"{where}: resources"),
         scales=scales,
+        extend_grid=parse_extend_grid(
+            document.get("extend_grid"),
+            f"{where}: extend_grid",
+            {v.name: lrs if v.lrs is None else v.lrs for v in variants},
+        ),
     )
     check_stuck_windows(suite)
     return suite

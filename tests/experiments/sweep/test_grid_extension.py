@@ -1,0 +1,160 @@
+"""andrea sweep extends a grid itself, with a stand-in executor that "fits" in microseconds (each run's loss a
+known function of its LR): a variant whose optimum is above its grid gains LRs above it until the optimum is
+inside, one whose optimum is below gains LRs below, a bracketed one gains none; the ceiling stops it; the LRs
+added are recorded, planned again by the next sweep (and its --dry-run) and not rerun; a cell with a failed
+run is not extended."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from andrea_lab.commands import sweep as sweep_command
+from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
+from andrea_lab.experiments.sweep.grid_extension import RECORD, GridExtension, next_lr, plan_lines, with_recorded
+from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
+from andrea_lab.experiments.sweep.runner import Runner
+from andrea_lab.experiments.sweep.suite import load_suite
+
+#: Each variant's true optimum: above the suite's grid (1e-3..4e-3), below it, and inside it.
+OPTIMA = {"rising": 1.6e-2, "falling": 5.0e-4, "bracketed": 2.0e-3}
+
+
+def loss(variant: str, lr: float, seed: int) -> float:
+    """A parabola in log2(LR) around the variant's optimum, offset by seed (the same for every variant)."""
+    return 2.0 + 0.05 * math.log2(lr / OPTIMA[variant]) ** 2 + 0.001 * seed
+
+
+class StandInFits:
+    """An executor whose "fit" writes its summary at once: the loss of :func:`loss` (or fails, for
+    ``failing``), so the runner and the extension see finished runs without training anything."""
+
+    name, launched = "stand-in", "started"
+
+    def __init__(self, failing=()):
+        self.started: list[tuple[str, float, int]] = []
+        self.failing = set(failing)
+
+    def check_storage(self, directory: Path) -> None:
+        pass
+
+    def launch(self, run_dir, command, marker, slot):
+        write_start_marker(run_dir, marker)
+        key = (marker["variant"], marker["lr"], marker["seed"])
+        self.started.append(key)
+        if key in self.failing:
+            return 3
+        summary = {"schema": 1, "status": "finished", "initial_val_loss": 5.0, "final_val_loss": loss(*key)}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        return 0
+
+    def poll(self, handle):
+        return Ended(handle)
+
+    def stop(self, handle) -> None:
+        pass
+
+    def kill(self, handle) -> None:
+        pass
+
+
+def write_suite(tmp_path: Path, max_extensions: int = 3, variants=tuple(OPTIMA)) -> Path:
+    (tmp_path / "base.yaml").write_text("model: {}\n")
+    document = {
+        "name": "ext",
+        "base": "base.yaml",
+        "lrs": [1.0e-3, 2.0e-3, 4.0e-3],
+        "seeds": [0, 1, 2],
+        "variants": [{"name": name} for name in variants],
+        "extend_grid": {"max_extensions": max_extensions, "factor": 2},
+    }
+    path = tmp_path / "ext.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def sweep(suite_file: Path, runs: Path, fits: StandInFits) -> tuple[list, str]:
+    suite = load_suite(suite_file)
+    specs = with_recorded(suite, runs, plan_sweep(suite, runs))
+    out = io.StringIO()
+    runner = Runner(specs, out=out, poll_s=0.0, executor=fits, extension=GridExtension(suite, runs))
+    return runner.run(), out.getvalue()
+
+
+def added_lrs(fits: StandInFits, variant: str) -> list[float]:
+    return sorted({lr for name, lr, _ in fits.started if name == variant} - {1e-3, 2e-3, 4e-3})
+
+
+def test_each_optimum_at_an_edge_is_extended_until_it_is_inside(tmp_path):
+    fits = StandInFits()
+    outcomes, out = sweep(write_suite(tmp_path), tmp_path / "runs", fits)
+    assert added_lrs(fits, "rising") == [8e-3, 1.6e-2, 3.2e-2], "up to the optimum (1.6e-2) and one past it"
+    assert added_lrs(fits, "falling") == [2.5e-4, 5e-4], "down past the optimum (5e-4)"
+    assert added_lrs(fits, "bracketed") == []
+    assert len(outcomes) == 27 + 5 * 3 and {o.state for o in outcomes} == {"finished"}
+    assert "extend_grid: rising: best LR at the grid's highest (1e-3, 2e-3, 4e-3): adding 8e-3 (extension 1" in out
+    assert "extend_grid: rising: optimum inside its grid (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)" in out
+    assert "extend_grid: bracketed: optimum inside its grid (1e-3, 2e-3, 4e-3)" in out
+    record = json.loads((tmp_path / "runs" / "ext" / RECORD).read_text())["extensions"]
+    assert [(e["variant"], e["lr"], e["edge"], e["number"]) for e in record] == [
+        ("rising", 8e-3, "highest", 1),
+        ("falling", 5e-4, "lowest", 1),
+        ("rising", 1.6e-2, "highest", 2),
+        ("falling", 2.5e-4, "lowest", 2),
+        ("rising", 3.2e-2, "highest", 3),
+    ]
+
+
+def test_the_ceiling_stops_it_and_says_the_optimum_was_not_found(tmp_path):
+    fits = StandInFits()
+    _, out = sweep(write_suite(tmp_path, max_extensions=1, variants=("rising",)), tmp_path / "runs", fits)
+    assert added_lrs(fits, "rising") == [8e-3]
+    assert "rising: optimum still at the grid's highest LR (1e-3, 2e-3, 4e-3, 8e-3) after 1 extension(s)" in out
+
+
+def test_the_added_runs_are_the_suites_record_planned_again_and_not_rerun(tmp_path, capsys):
+    suite_file, runs = write_suite(tmp_path, variants=("rising", "bracketed")), tmp_path / "runs"
+    sweep(suite_file, runs, StandInFits())
+    again = StandInFits()
+    outcomes, out = sweep(suite_file, runs, again)
+    assert again.started == [], "every run, the added ones too, was done before"
+    assert len(outcomes) == 18 + 9 and {o.state for o in outcomes} == {"skipped"}
+    assert "[27/27] rising lr=3.2e-2 seed=2 ... skipped" in out
+    code = sweep_command.main([str(suite_file), "--runs-dir", str(runs), "--dry-run", "--no-check"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "rising lr=1.6e-2 seed=0: skip (finished)" in printed
+    assert "= 27 runs in" in printed, "the header counts the added runs"
+    assert "up to 3 per (scale, variant): at most 18 more runs" in printed
+
+
+def test_a_cell_with_a_failed_run_is_not_extended(tmp_path):
+    fits = StandInFits(failing={("rising", 4e-3, 1)})
+    outcomes, out = sweep(write_suite(tmp_path, variants=("rising",)), tmp_path / "runs", fits)
+    assert added_lrs(fits, "rising") == [] and sum(o.failed for o in outcomes) == 1
+    assert "extend_grid: rising: not every run ended, so its grid is not extended" in out
+    assert not (suite_runs_dir(tmp_path / "runs", load_suite(tmp_path / "ext.yaml")) / RECORD).exists()
+
+
+def test_the_plan_says_how_many_runs_it_may_add(tmp_path):
+    suite = load_suite(write_suite(tmp_path))
+    assert plan_lines(suite, plan_sweep(suite, tmp_path / "runs")) == [
+        "extend_grid: a (scale, variant) whose best LR is at its grid's edge gets one more LR beyond it (x2 or /2), "
+        "up to 3 per (scale, variant): at most 27 more runs"
+    ]
+
+
+@pytest.mark.parametrize(
+    "losses, expected",
+    [
+        ({1e-3: {0: 2.2, 1: 2.3}, 2e-3: {0: 2.1, 1: 2.2}, 4e-3: {0: 2.0, 1: 2.1}}, (8e-3, "highest")),
+        ({1e-3: {0: 2.0, 1: 2.1}, 2e-3: {0: 2.1, 1: 2.2}, 4e-3: {0: 2.2, 1: 2.3}}, (5e-4, "lowest")),
+        ({1e-3: {0: 2.2, 1: 2.3}, 2e-3: {0: 2.0, 1: 2.1}, 4e-3: {0: 2.2, 1: 2.3}}, None),
+    ],
+)
+def test_next_lr_follows_compares_rule(losses, expected):
+    assert next_lr("v", losses, 2.0) == expected
