@@ -14,13 +14,17 @@ import re
 import shlex
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
 from andrea_testing import MICRO_OVERRIDES
+from packaging.utils import canonicalize_name
 
 from andrea_lab.cli import OWN_COMMANDS, main
+from andrea_lab.model.config import AndreaConfig
+from andrea_lab.model.registry import KINDS
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -117,6 +121,29 @@ def test_ci_runs_the_readmes_test_command_and_no_set_up_waits_on_an_unreachable_
     for line in set_ups:
         assert " --retries 1 -r requirements-cpu.txt " in line, line
     assert set_ups[1] in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def parts_table() -> dict[str, list[str]]:
+    """The README's parts table: YAML key -> the built-in names its choices cell shows (before a ``;``, after
+    which come other packages' plugins)."""
+    table = README.split("| part | YAML key | built-in choices |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.strip().splitlines()[1:]]
+    return {key.strip().strip("`"): re.findall(r"`([a-z_]+)`", choices.split(";")[0]) for _, key, choices in rows}
+
+
+def test_the_parts_table_lists_every_built_in_plugin():
+    """Each plugin kind has a row, under the key a YAML sets (a model.config field, else an AndreaLM argument),
+    naming exactly the entry points this distribution registers for it."""
+    table = parts_table()
+    for kind in KINDS:
+        key = f"model.config.{kind}" if kind in AndreaConfig.__dataclass_fields__ else f"model.{kind}"
+        registered = {
+            entry.name
+            for entry in metadata.entry_points(group=f"andrea_lab.{kind}")
+            if canonicalize_name(entry.dist.name) == "andrea-lab"
+        }
+        assert key in table, f"README's parts table has no row for {key} (plugin kind {kind})"
+        assert sorted(table[key]) == sorted(registered), (key, table[key], sorted(registered))
 
 
 def _tiny(argv: list[str], corpus: Path) -> list[str]:
