@@ -326,3 +326,15 @@ def test_a_bad_optimizer_or_schedule_exits_2_in_one_line_before_any_run_director
     errors = [line for line in err.splitlines() if "error" in line]  # the other line: ANDREA_LAB_DEBUG's hint
     assert status == 2 and len(errors) == 1 and offending in errors[0] and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_checkpoint_whose_embedding_scale_overflows_is_refused_by_generate(tmp_path, capsys):
+    """embedding_scale 1e300 is finite, but every logit is inf: generate died in torch.multinomial."""
+    save_checkpoint(tmp_path / "micro.ckpt", d_model=64)
+    saved = torch.load(tmp_path / "micro.ckpt", weights_only=False)
+    saved["hyper_parameters"]["config"]["embedding_scale"] = 1e300
+    torch.save(saved, tmp_path / "huge-scale.ckpt")
+    status = main(["generate", "--ckpt", str(tmp_path / "huge-scale.ckpt"), "--max_new_tokens", "2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err, err
+    assert "embedding_scale must be a number in [0.001, 1000]" in err and "got 1e+300" in err

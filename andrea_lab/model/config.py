@@ -43,6 +43,11 @@ def mlp_hidden_size(d_model: int, mlp_ratio: float) -> int:
     return max(MLP_HIDDEN_MULTIPLE, MLP_HIDDEN_MULTIPLE * round(exact / MLP_HIDDEN_MULTIPLE))
 
 
+#: The embedding multipliers a config may give: Gemma's sqrt(d_model) is 111 at d_model 12288; a checkpoint
+#: saying 1e300 made every logit inf and `andrea generate` die in torch.multinomial.
+EMBEDDING_SCALE_RANGE = (1e-3, 1e3)
+
+
 @dataclass(frozen=True)
 class AndreaConfig:
     """The architecture of an ANDREA model. Defaults: ANDREA-120M exactly as specified."""
@@ -124,14 +129,15 @@ class AndreaConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.layer_norm_eps > 0:
-            raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        if not self.init_std > 0:
-            raise ConfigError(f"init_std must be > 0, got {self.init_std!r}")
-        scale = self.embedding_scale
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        if not 0 < self.layer_norm_eps < math.inf:
+            raise ConfigError(f"layer_norm_eps must be a finite number > 0, got {self.layer_norm_eps!r}")
+        if not 0 < self.init_std < math.inf:
+            raise ConfigError(f"init_std must be a finite number > 0, got {self.init_std!r}")
+        scale, (low, high) = self.embedding_scale, EMBEDDING_SCALE_RANGE
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not low <= scale <= high:
             raise ConfigError(
-                f"embedding_scale must be a finite number > 0 (1 = GPT-2; Gemma: sqrt(d_model)), got {scale!r}"
+                f"embedding_scale must be a number in [{low:g}, {high:g}] (1 = GPT-2; Gemma: sqrt(d_model)), "
+                f"got {scale!r}"
             )
         for flag in ("qk_norm", "bias", "tie_embeddings"):
             if not isinstance(getattr(self, flag), bool):

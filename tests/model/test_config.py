@@ -52,7 +52,9 @@ def test_every_preset_builds(name):
         ("mlp_ratio", 0.0, "mlp_ratio must be a number > 0"),
         ("mlp_ratio", float("nan"), "mlp_ratio must be a number > 0"),
         ("dropout", 1.0, "dropout must be in [0, 1)"),
-        ("layer_norm_eps", 0.0, "layer_norm_eps must be > 0"),
+        ("layer_norm_eps", 0.0, "layer_norm_eps must be a finite number > 0"),
+        ("layer_norm_eps", float("inf"), "layer_norm_eps must be a finite number > 0, got inf"),
+        ("init_std", float("inf"), "init_std must be a finite number > 0, got inf"),
         (
             "attn_logit_softcap",
             0.0,
@@ -71,9 +73,15 @@ def test_every_preset_builds(name):
         (
             "embedding_scale",
             0.0,
-            "embedding_scale must be a finite number > 0 (1 = GPT-2; Gemma: sqrt(d_model)), got 0.0",
+            "embedding_scale must be a number in [0.001, 1000] (1 = GPT-2; Gemma: sqrt(d_model)), got 0.0",
         ),
-        ("embedding_scale", float("inf"), "embedding_scale must be a finite number > 0"),
+        ("embedding_scale", float("inf"), "embedding_scale must be a number in [0.001, 1000]"),
+        # Finite but every logit inf: `andrea generate` on such a checkpoint died in torch.multinomial.
+        (
+            "embedding_scale",
+            1e300,
+            "embedding_scale must be a number in [0.001, 1000] (1 = GPT-2; Gemma: sqrt(d_model)), got 1e+300",
+        ),
         ("embedding_scale", True, "got True"),
         ("embedding_scale", "8", "got '8'"),
     ],
