@@ -176,7 +176,8 @@ def print_plan(specs, stale: dict | None = None) -> None:
 
 
 def print_header(suite, specs, directory) -> None:
-    """What the sweep is about to do: the grid (scales, variants, LRs, seeds) and where its runs go."""
+    """What the sweep is about to do: the grid (scales, variants, LRs, seeds), where its runs go, and how many
+    runs extend_grid may add."""
     grid_lrs = sorted({s.lr for s in specs})
     grid_seeds = sorted({s.seed for s in specs})
     grid_scales = list(dict.fromkeys(s.scale for s in specs if s.scale is not None))
@@ -196,6 +197,8 @@ def print_header(suite, specs, directory) -> None:
         f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}",
         flush=True,
     )
+    for line in grid_extension.plan_lines(suite, specs):  # the runs extend_grid may add
+        print(line, flush=True)
 
 
 def _error(message: str) -> int:
@@ -256,8 +259,6 @@ def main(argv: list[str]) -> int:
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
     print_header(suite, specs, directory)
-    for line in grid_extension.plan_lines(suite, specs):
-        print(line, flush=True)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
         print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)
 
