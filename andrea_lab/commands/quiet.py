@@ -5,7 +5,11 @@ Each entry is a message every fit printed that asks nothing of an andrea user:
 
 * torch's ``FutureWarning`` that ``isinstance(treespec, LeafSpec)`` is deprecated, raised inside a
   library's own code, not ours;
-* Lightning's "💡 Tip:" lines advertising its cloud logger and model registry.
+* Lightning's "💡 Tip:" lines advertising its cloud logger and model registry;
+* Lightning's warning, on ``andrea fit --resume`` from a mid-epoch checkpoint, that the "dataloader is not
+  resumable. This can cause unreliable results": it checks for its own ``_Stateful`` loaders only, while the
+  data module saves and restores the position in its seeded window order itself (``AndreaDataModule.state_dict``),
+  so a resumed fit trains on exactly the batches an unbroken one would (tests/test_resume.py).
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ import warnings
 
 #: FutureWarnings raised inside third-party code, by the start of their message.
 THIRD_PARTY_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+#: Lightning's resume warning (a PossibleUserWarning, a UserWarning; matched by message so that this module
+#: imports no Lightning), which does not apply to andrea's data module (the docstring above).
+NOT_RESUMABLE = (
+    r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable"
+)
 #: Lightning's advertisement lines start with this; they are logged by its rank-zero loggers.
 TIP = "💡 Tip:"
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
@@ -25,9 +34,10 @@ def _not_a_tip(record: logging.LogRecord) -> bool:
 
 
 def quiet_third_party() -> None:
-    """Filter :data:`THIRD_PARTY_WARNINGS` and Lightning's tips for the rest of this process."""
+    """Filter :data:`THIRD_PARTY_WARNINGS`, Lightning's resume warning and its tips for the rest of this process."""
     for message in THIRD_PARTY_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+    warnings.filterwarnings("ignore", message=NOT_RESUMABLE, category=UserWarning)
     for name in RANK_ZERO_LOGGERS:
         logger = logging.getLogger(name)
         if _not_a_tip not in logger.filters:
