@@ -25,7 +25,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
-from andrea_lab.experiments.sweep import grid_extension
+from andrea_lab.experiments.sweep import grid_extension, speed_path
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -82,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="print the plan (and what would be skipped or rerun) without running anything",
+    )
+    parser.add_argument(
+        "--speed",
+        choices=speed_path.SPEEDS,
+        default="auto",
+        help="bf16 and torch.compile per rung: auto (a measured rule: the CPU's bf16 units, the width, the steps; "
+        "said on the first line), config (as the suite's configs say), or forced: fp32, bf16, bf16-compiled. "
+        "A suite or --set naming trainer.precision or model.compile is never overridden",
     )
     parser.add_argument(
         "--no-check",
@@ -249,6 +257,7 @@ def main(argv: list[str]) -> int:
         scales = [v.strip() for v in args.scales.split(",") if v.strip()] if args.scales else None
         specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
         specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
+        specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check)
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -258,6 +267,8 @@ def main(argv: list[str]) -> int:
 
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
+    if speed_line:
+        print(speed_line, flush=True)
     print_header(suite, specs, directory)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
         print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)

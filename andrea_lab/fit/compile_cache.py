@@ -18,7 +18,8 @@ torch, another plugin version or another shape is another entry: never read, nev
 What cannot be used is never fatal: an entry on a path with a symbolic link, one not owned by this user or
 writable by others, an unwritable cache root or a disk with less than :data:`MIN_FREE_BYTES` free gives one
 line on stderr, and the fit compiles into a private temporary directory (a cold compile, removed at exit).
-A ``TORCHINDUCTOR_CACHE_DIR`` the user set themselves is theirs: it is used as it is, with nothing said.
+A ``TORCHINDUCTOR_CACHE_DIR`` the user set themselves is theirs: it is used as it is, with nothing said (one
+that holds Inductor's default is Inductor's own doing: it writes the variable when it first looks for its cache).
 """
 
 from __future__ import annotations
@@ -128,6 +129,14 @@ def unusable(root: Path, entry: Path) -> Optional[str]:
     return None
 
 
+def _torch_default() -> str:
+    """Inductor's own default (``/tmp/torchinductor_<user>``), which it also writes into the variable the first
+    time it asks for its cache: a variable holding it was not set by the user."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # here: Inductor only when compiling
+
+    return os.path.abspath(default_cache_dir())
+
+
 def _private_directory() -> str:
     directory = tempfile.mkdtemp(prefix="andrea-compile-")
     atexit.register(shutil.rmtree, directory, True)
@@ -142,7 +151,7 @@ def use_compile_cache(
     key = compile_key(model_config, precision)[:16]
     global _ours
     own = os.environ.get(INDUCTOR_ENV_VAR)
-    if own and own != _ours:
+    if own and own not in (_ours, _torch_default()):
         return CompileCache(own, key, "user")
     root = Path(os.path.abspath(root if root is not None else default_cache_root()))
     entry = root / COMPILE_DIR / key
@@ -161,10 +170,17 @@ def use_compile_cache(
     return CompileCache(str(entry), key, state)
 
 
-def compile_counters() -> dict[str, int]:
-    """This process's cache hits and misses so far (FX graphs, AOTAutograd): what a record says of a compile."""
-    from torch._dynamo.utils import counters  # here: Dynamo is loaded only once a record asks for it
+def compile_counters() -> dict[str, Any]:
+    """This process's compiles so far: cache hits and misses (FX graphs, AOTAutograd) and ``compile_s``, the
+    seconds Dynamo spent compiling frames (tracing, AOTAutograd, Inductor, or loading them from the cache)
+    plus the backward graphs AOTAutograd compiled lazily: what a record says of a compile."""
+    from torch._dynamo.utils import compilation_time_metrics, counters  # here: Dynamo loads only once asked
 
     wanted = ("fxgraph_cache_hit", "fxgraph_cache_miss", "autograd_cache_hit", "autograd_cache_miss")
     merged = {**counters["inductor"], **counters["aot_autograd"]}
-    return {name: int(merged.get(name, 0)) for name in wanted}
+    seconds = sum(
+        sum(times)
+        for name, times in compilation_time_metrics.items()
+        if name == "_compile.compile_inner" or "bw_compiler" in name
+    )
+    return {**{name: int(merged.get(name, 0)) for name in wanted}, "compile_s": round(seconds, 3)}

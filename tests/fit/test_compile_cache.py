@@ -130,3 +130,12 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     (value_a, hits_a), (value_b, hits_b) = (r.stdout.split() for r in runs)
     assert value_a == value_b and int(hits_a) == 0 and int(hits_b) >= 1
     assert any((tmp_path / COMPILE_DIR).iterdir())
+
+
+def test_inductors_own_default_in_the_variable_is_not_the_users(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    cache_dir()  # what Inductor does when it first looks: it writes its default into the variable
+    assert os.environ[INDUCTOR_ENV_VAR]
+    cache = use_compile_cache(SHAPE, "32-true", root=tmp_path)
+    assert cache.state == "cold" and os.environ[INDUCTOR_ENV_VAR] == str(tmp_path / COMPILE_DIR / cache.key)

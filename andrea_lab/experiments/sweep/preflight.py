@@ -86,6 +86,15 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
     return None, _corpus(config)
 
 
+def parsed_config(fit_args: Sequence[str]):
+    """The whole config ``andrea fit <fit_args>`` parses to (a jsonargparse namespace), read as the preflight
+    reads it; :class:`SuiteError` if the arguments do not parse (the sweep's speed rule reads a rung from it)."""
+    problem, config = _parsed(fit_args)
+    if problem is not None:
+        raise SuiteError(f"andrea fit {' '.join(fit_args)}: {problem}")
+    return config
+
+
 def model_config_of(fit_args: Sequence[str]):
     """The :class:`AndreaConfig` ``andrea fit <fit_args>`` builds, read as the preflight reads it (the real parser:
     the base config, then every override in order). :class:`SuiteError` if the arguments do not parse,

@@ -1,0 +1,201 @@
+"""The sweep's fastest correct path per rung: bf16 and ``torch.compile`` where they pay, from a measured rule.
+
+A fit's speed on the CPU depends on three things the sweep knows before it starts (docs/performance.md, "bf16 on
+the CPU's matrix units" and "A compile paid once per shape"):
+
+* **bf16 units.** ``bf16-mixed`` runs its matmuls on AMX or AVX512-BF16; without them bf16 is a slow emulation.
+  Detected from /proc/cpuinfo (andrea_lab.runs.machine), never assumed.
+* **Width.** With the units, a ``bf16-mixed`` step was 1.26-1.49x an fp32 one at d256, 1.58-1.93x at d512, and
+  slower at d64 and d128 (0.89x, 0.95x): below :data:`BF16_FROM_WIDTH` the casts cost more than the matmuls gain.
+* **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token at d256-d512, against a
+  compile of :data:`COLD_COMPILE_S` the first time a shape is compiled on a machine and
+  :data:`WARM_COMPILE_S` once its cache entry exists (andrea_lab.fit.compile_cache). A sweep's fits of one
+  shape share the cold compile; it is chosen where the steps save more than a fit's share of it.
+
+:func:`choose` is the rule, a pure function; :func:`apply` puts its choice in each run's command (so it is in
+``sweep-run.json``, and the fit records its precision and compile in ``summary.json``'s ``machine``), and
+returns the line the sweep prints first. ``--speed config`` keeps what the suite's configs say; ``--speed
+fp32``, ``bf16`` or ``bf16-compiled`` forces a path; a suite or ``--set`` that names ``trainer.precision`` or
+``model.compile`` itself is never overridden. Compiled fp32 was not measured to pay here: the rule never
+chooses it (``--set model.compile=true`` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.suite import SuiteError, override_args
+from andrea_lab.runs import machine
+from andrea_lab.runs.directory import START_MARKER
+
+#: The narrowest model for which bf16-mixed was measured faster than fp32 (with bf16 units).
+BF16_FROM_WIDTH = 256
+#: Seconds a compiled bf16-mixed step saved per token over an eager one (AVX512-BF16 EPYC, 2 threads, batch
+#: 16 x 128: 97 ms a step at d256, 66 ms at d512; the smaller of the two, per token).
+COMPILE_SAVING_S_PER_TOKEN = 0.066 / (16 * 128)
+#: A fit's compile with an empty cache (cpu-wide: 215.5 s compiled against 126.3 s eager over 250 steps).
+COLD_COMPILE_S = 115.0
+#: A fit's compile once the shape's entry exists (benchmarks/compile_cache.py).
+WARM_COMPILE_S = 10.0
+SPEEDS = ("auto", "config", "fp32", "bf16", "bf16-compiled")
+#: What each forced speed sets.
+FORCED = {"fp32": ("32-true", False), "bf16": ("bf16-mixed", False), "bf16-compiled": ("bf16-mixed", True)}
+OWN_KEYS = ("trainer.precision", "model.compile")
+
+
+@dataclass(frozen=True)
+class Rung:
+    """What the rule needs of one shape a sweep trains."""
+
+    d_model: int
+    steps: int
+    tokens_per_step: int
+    fits: int = 1  # how many of the sweep's fits train this shape (they share its cold compile)
+    precision: str = "32-true"  # what its config says: a choice equal to it leaves the command as it is
+    compile: bool = False
+    on_cpu: bool = True  # the rule is measured on CPUs: a rung trained elsewhere keeps what its config says
+
+
+@dataclass(frozen=True)
+class SpeedPath:
+    precision: str
+    compile: bool
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return f"{'bf16-mixed' if self.precision.startswith('bf16') else 'fp32'}{', compiled' if self.compile else ''}"
+
+
+def choose(bf16_units: bool, rung: Rung, cache_warm: bool = False) -> SpeedPath:
+    """The fastest path measured correct for ``rung`` on a CPU with (or without) bf16 units."""
+    if not bf16_units:
+        return SpeedPath("32-true", False, "this CPU has no bf16 units (AMX, AVX512-BF16): bf16 would be emulated")
+    if rung.d_model < BF16_FROM_WIDTH:
+        return SpeedPath("32-true", False, f"d_model {rung.d_model} < {BF16_FROM_WIDTH}: bf16 measured slower there")
+    saving = rung.steps * rung.tokens_per_step * COMPILE_SAVING_S_PER_TOKEN
+    cost = WARM_COMPILE_S + (0.0 if cache_warm else COLD_COMPILE_S / max(1, rung.fits))
+    why = (
+        f"d_model {rung.d_model} >= {BF16_FROM_WIDTH} with bf16 units; compiling saves ~{saving:.0f} s a fit "
+        f"({rung.steps} steps) against ~{cost:.0f} s of compile a fit"
+    )
+    return SpeedPath("bf16-mixed", saving > cost, why)
+
+
+def _forced(speed: str) -> SpeedPath:
+    precision, compiled = FORCED[speed]
+    return SpeedPath(precision, compiled, f"--speed {speed}")
+
+
+def apply(
+    specs: Sequence[RunSpec],
+    speed: str,
+    rung_of: Callable[[RunSpec], Optional[Rung]],
+    bf16_units: bool,
+    started: Callable[[RunSpec], bool] = lambda spec: (spec.run_dir / START_MARKER).exists(),
+) -> tuple[list[RunSpec], Optional[str]]:
+    """The specs with each rung's path in its command, and the line that says what was chosen and why (None
+    for ``config``). ``rung_of`` reads a spec's model and steps (the preflight's parser, once per rung). Under
+    ``auto`` a rung with a run already ``started`` keeps what its config says: an earlier sweep made those runs
+    that way, and the sweep neither counts as done nor overwrites runs made with other settings."""
+    if speed == "config":
+        return list(specs), None
+    fits = Counter(_shape(spec) for spec in specs)
+    chosen: dict[Any, tuple[SpeedPath, bool]] = {}  # shape -> (its path, whether that changes its command)
+    out: list[RunSpec] = []
+    for spec in specs:
+        key = _shape(spec)
+        if any(name in spec.overrides for name in OWN_KEYS):
+            chosen.setdefault(key, (SpeedPath("", False, "set by the suite or --set"), False))
+        elif key not in chosen and speed == "auto" and any(started(other) for other in specs if _shape(other) == key):
+            chosen[key] = (SpeedPath("", False, "runs already made as the config says"), False)
+        elif key not in chosen:
+            chosen[key] = _choice(speed, rung_of(spec), fits[key], bf16_units)
+        path, changes = chosen[key]
+        out.append(_with_path(spec, path) if changes else spec)  # as its config says: its command unchanged
+    return out, "speed: " + "; ".join(_grouped(chosen))
+
+
+def _choice(speed: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tuple[SpeedPath, bool]:
+    """One rung's path, and whether it changes the rung's command (not where it is what the config says)."""
+    if speed != "auto":
+        path = _forced(speed)
+    elif rung is None:
+        return SpeedPath("", False, "its command was not read"), False
+    elif not rung.on_cpu:
+        return SpeedPath("", False, "not a CPU fit: the rule is measured on CPUs"), False
+    else:
+        path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
+    if rung is None:
+        return path, True
+    same = _precision_word(path.precision) == _precision_word(rung.precision) and path.compile == rung.compile
+    return path, not same
+
+
+def _shape(spec: RunSpec) -> tuple[Optional[str], str]:
+    return spec.scale, spec.variant
+
+
+def _precision_word(precision: str) -> str:
+    """``32``, ``32-true`` and ``"32"`` are one precision to Lightning; so are ``bf16`` and ``bf16-mixed``."""
+    text = str(precision)
+    return {"32": "32-true", "bf16": "bf16-mixed"}.get(text, text)
+
+
+def _with_path(spec: RunSpec, path: SpeedPath) -> RunSpec:
+    own = {"trainer.precision": path.precision, "model.compile": path.compile}
+    return dataclasses.replace(spec, command=(*spec.command, *override_args(own)), overrides={**spec.overrides, **own})
+
+
+def _grouped(chosen: dict[Any, tuple[SpeedPath, bool]]) -> list[str]:
+    """One phrase per distinct choice, naming the rungs (scale and variant) it applies to."""
+    groups: dict[str, list[str]] = {}
+    for (scale, variant), (path, _) in chosen.items():
+        text = f"{path.name} ({path.reason})" if path.precision else f"as the config says ({path.reason})"
+        groups.setdefault(text, []).append(f"{scale} {variant}" if scale is not None else variant)
+    return [f"{text} for {', '.join(where)}" for text, where in groups.items()]
+
+
+def rung_of(spec: RunSpec) -> Rung:
+    """The rung a planned run trains, read from its command by the preflight's parser (the base config and
+    every override in order): the width, steps, tokens per step, and the precision and compile it sets."""
+    from andrea_lab.experiments.sweep.preflight import parsed_config  # Lightning: only when the rule is asked
+
+    config = parsed_config(spec.fit_args)
+    batch = int(config["data.batch_size"])
+    block = config.get("data.block_size") or config["model.config.block_size"]
+    return Rung(
+        d_model=int(config["model.config.d_model"]),
+        steps=int(config["trainer.max_steps"]),
+        tokens_per_step=batch * int(block),
+        precision=str(config["trainer.precision"]),
+        compile=bool(config["model.compile"]),
+        on_cpu=str(config["trainer.accelerator"]) == "cpu",
+    )
+
+
+def for_sweep(specs: Sequence[RunSpec], speed: str, parse: bool = True) -> tuple[list[RunSpec], Optional[str]]:
+    """:func:`apply` with this machine's CPU and the preflight's parser: what ``andrea sweep --speed`` does.
+    Without ``parse`` (``--no-check``) ``auto`` keeps the configs' paths and a forced path is put in every
+    command; a command that does not parse keeps its config's path (the preflight then says what is wrong)."""
+    if speed == "config" or (speed == "auto" and not parse):
+        return list(specs), None if speed == "config" else "speed: as the configs say (--no-check: no rule)"
+
+    def read(spec: RunSpec) -> Optional[Rung]:
+        if not parse:
+            return None
+        try:
+            return rung_of(spec)
+        except (SuiteError, KeyError, TypeError, ValueError):
+            return None
+
+    return apply(specs, speed, read, this_cpu_has_bf16_units())
+
+
+def this_cpu_has_bf16_units() -> bool:
+    """Whether this machine's CPU lists AMX or AVX512-BF16 (andrea_lab.runs.machine reads /proc/cpuinfo)."""
+    return machine.has_bf16_units(machine.cpu_description()["bf16_flags"])

@@ -1,0 +1,136 @@
+from pathlib import Path
+
+import pytest
+
+from andrea_lab.experiments.sweep import speed_path
+from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH, Rung, apply, choose
+
+WIDE = Rung(d_model=512, steps=250, tokens_per_step=16 * 128, fits=12)
+
+
+def test_no_bf16_units_means_fp32_eager_at_any_width():
+    path = choose(False, WIDE)
+    assert (path.precision, path.compile) == ("32-true", False) and "no bf16 units" in path.reason
+
+
+@pytest.mark.parametrize("width", [64, 128, BF16_FROM_WIDTH - 1])
+def test_narrow_models_stay_fp32(width):
+    path = choose(True, Rung(d_model=width, steps=100_000, tokens_per_step=4096))
+    assert (path.precision, path.compile) == ("32-true", False) and f"d_model {width}" in path.reason
+
+
+def test_wide_models_take_bf16_and_compile_only_where_the_steps_pay_for_it():
+    short = choose(True, Rung(d_model=256, steps=50, tokens_per_step=2048, fits=1))
+    long = choose(True, Rung(d_model=256, steps=5000, tokens_per_step=2048, fits=1))
+    assert short.precision == long.precision == "bf16-mixed"
+    assert (short.compile, long.compile) == (False, True)
+
+
+def test_a_compile_shared_by_many_fits_or_already_cached_pays_sooner():
+    steps = 400  # pays against a warm compile, not against a whole cold one
+    one = Rung(d_model=512, steps=steps, tokens_per_step=2048, fits=1)
+    assert not choose(True, one).compile
+    assert choose(True, one, cache_warm=True).compile
+    assert choose(True, Rung(d_model=512, steps=steps, tokens_per_step=2048, fits=40)).compile
+
+
+def _spec(index: int, scale: str, variant: str, overrides=None, root: Path = Path("/nonexistent")) -> RunSpec:
+    command = ("python", "-m", "andrea_lab.cli", "fit", "--config", "base.yaml")
+    return RunSpec(
+        index, 4, "s", variant, 1e-3, index, root / scale / variant / str(index), command, dict(overrides or {}),
+        scale=scale,
+    )  # fmt: skip
+
+
+RUNGS = {"d64": Rung(64, 250, 2048), "d512": Rung(512, 250, 2048)}
+
+
+def _rung_of(spec: RunSpec) -> Rung:
+    return RUNGS[spec.scale]
+
+
+def test_apply_changes_only_the_rungs_where_the_choice_differs_from_the_config():
+    specs = [_spec(1, "d64", "pre"), _spec(2, "d64", "post"), _spec(3, "d512", "pre"), _spec(4, "d512", "post")]
+    out, line = apply(specs, "auto", _rung_of, bf16_units=True, started=lambda spec: False)
+    assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]  # fp32 eager: as cpu-base says
+    for spec in out[2:]:
+        assert spec.command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "false")
+        assert spec.overrides["trainer.precision"] == "bf16-mixed"  # and so in sweep-run.json's overrides
+    assert line.startswith("speed: fp32 (d_model 64 < 256") and "for d64 pre, d64 post;" in line
+    assert "bf16-mixed (d_model 512 >= 256" in line and line.endswith("for d512 pre, d512 post")
+
+
+def test_a_suite_or_set_that_names_the_precision_is_never_overridden():
+    specs = [_spec(1, "d512", "pre", {"trainer.precision": "32-true"})]
+    out, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=True, started=lambda spec: False)
+    assert out == specs and "set by the suite or --set" in line
+
+
+def test_the_user_forces_either_way():
+    specs = [_spec(1, "d64", "pre"), _spec(2, "d512", "pre")]
+    forced, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=False, started=lambda spec: False)
+    assert all(s.command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "true") for s in forced)
+    assert "--speed bf16-compiled" in line
+    plain, _ = apply(specs, "fp32", _rung_of, bf16_units=True, started=lambda spec: False)
+    assert [s.command for s in plain] == [s.command for s in specs]  # the config already says fp32 eager
+    assert apply(specs, "config", _rung_of, bf16_units=True) == (specs, None)
+
+
+def test_auto_keeps_a_rung_whose_runs_an_earlier_sweep_made_as_the_config_said():
+    specs = [_spec(1, "d512", "pre"), _spec(2, "d512", "pre")]
+    out, line = apply(specs, "auto", _rung_of, bf16_units=True, started=lambda spec: spec.index == 2)
+    assert out == specs and "runs already made as the config says" in line
+
+
+def test_precision_spellings_are_one_precision():
+    rung = Rung(512, 250, 2048, precision="bf16", compile=False)
+    out, _ = apply([_spec(1, "d512", "pre")], "bf16", lambda spec: rung, bf16_units=True, started=lambda s: False)
+    assert out[0].command == _spec(1, "d512", "pre").command
+
+
+def test_this_cpu_is_read_not_assumed(monkeypatch, tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: Some CPU\nflags\t\t: fpu sse avx2 avx512f\n")
+    from andrea_lab.runs import machine
+
+    real = machine.cpu_description
+    monkeypatch.setattr(machine, "cpu_description", lambda: real(cpuinfo))
+    assert speed_path.this_cpu_has_bf16_units() is False
+    cpuinfo.write_text("model name\t: Some CPU\nflags\t\t: fpu avx512f avx512_bf16\n")
+    assert speed_path.this_cpu_has_bf16_units() is True
+
+
+def test_a_rung_is_read_from_the_planned_command(tmp_path):
+    from andrea_lab.experiments.sweep.plan import plan_sweep
+    from andrea_lab.experiments.sweep.suite import load_suite
+
+    suite = load_suite(Path(__file__).resolve().parents[3] / "experiments/suites/stability_width.yaml")
+    spec = next(s for s in plan_sweep(suite, tmp_path) if s.scale == "d256")
+    rung = speed_path.rung_of(spec)
+    assert (rung.d_model, rung.steps, rung.tokens_per_step) == (256, 200, 16 * 64)
+    assert (rung.precision, rung.compile) == ("32-true", False)
+
+
+def test_a_rung_trained_off_the_cpu_keeps_its_config():
+    gpu = Rung(512, 250, 2048, on_cpu=False)
+    out, line = apply([_spec(1, "d512", "pre")], "auto", lambda spec: gpu, bf16_units=True, started=lambda s: False)
+    assert out[0].command == _spec(1, "d512", "pre").command and "not a CPU fit" in line
+
+
+def test_without_the_parser_auto_keeps_the_configs_and_a_forced_path_is_put_in_every_command(monkeypatch):
+    specs = [_spec(1, "d64", "pre")]
+    unchanged, line = speed_path.for_sweep(specs, "auto", parse=False)
+    assert unchanged == specs and line == "speed: as the configs say (--no-check: no rule)"
+    forced, _ = speed_path.for_sweep(specs, "bf16", parse=False)
+    assert forced[0].command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "false")
+
+
+def test_a_command_that_does_not_parse_keeps_its_config(monkeypatch):
+    def unreadable(spec):
+        raise speed_path.SuiteError("andrea fit ...: no such option")
+
+    monkeypatch.setattr(speed_path, "rung_of", unreadable)
+    specs = [_spec(1, "d512", "pre")]
+    out, line = speed_path.for_sweep(specs, "auto")
+    assert out == specs and "its command was not read" in line
