@@ -38,7 +38,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.files import manifest_path, read_json, write_json_atomic
-from andrea_lab.safe_yaml import read_yaml
+from andrea_lab.safe_yaml import check_bounds, read_yaml
 
 #: Version 2 added ``heldout``, ``data``, ``versions`` and ``training``; version-1 files read with those empty.
 SCHEMA_VERSION = 2
@@ -404,7 +404,10 @@ def _recorded_setting(config: Any, flag: str) -> Any:
 
 
 def _as_yaml(value: str) -> Any:
+    """A command-line value as the parser would read it (YAML), within :mod:`andrea_lab.safe_yaml`'s bounds:
+    the value comes from a suite or a recorded command; text past the bounds stays text."""
     try:
+        check_bounds(value)
         return yaml.safe_load(value)
     except yaml.YAMLError:
         return value

@@ -14,13 +14,16 @@ and the older ones are listed as ``superseded`` (a comparison needs one number p
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 import pandas as pd
 
+from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.stats import COUNTED_STATUSES
+from andrea_lab.safe_yaml import read_yaml
 
 CONFIG_FILE = "config.yaml"
 SUPERSEDED = "superseded"
@@ -45,13 +48,13 @@ def _flatten(prefix: str, values: Any) -> dict[str, Any]:
 
 def run_config(run_dir: Path, record: Any) -> dict[str, Any]:
     """The run's knobs, flat (``model.config.activation``): its ``config.yaml`` where Lightning saved one,
-    else what its record carries (the model config and training arguments)."""
-    import yaml
-
+    else what its record carries (the model config and training arguments). The config is read within
+    :mod:`andrea_lab.safe_yaml`'s bounds (a handed run's config.yaml may be an alias bomb, a FIFO, /dev/zero);
+    one that cannot be read so is no config."""
     path = Path(run_dir) / CONFIG_FILE
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, yaml.YAMLError):
+        loaded = read_yaml(path, "a run's config") if os.path.lexists(path) else None
+    except UsageError:
         loaded = None
     if isinstance(loaded, Mapping):
         return _flatten("", loaded)

@@ -84,6 +84,9 @@ SUITE_KEYS = (
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
+#: The most runs a suite may plan (scales x variants' LRs x seeds). The largest committed suite (placements.yaml)
+#: plans 300; a grid past this is a mistake or an attack (:func:`check_grid_size`).
+MAX_RUNS = 10_000
 VARIANT_KEYS = ("name", "description", "overrides", "seed_offset", "lrs")
 
 
@@ -196,14 +199,40 @@ def parse_grid(values: Iterable[Any], kind: str, where: str, label: Optional[str
     if not values:
         raise SuiteError(f"{where}: {kind} is an empty grid; give at least one value")
     parse = parse_lr if kind == "lrs" else parse_seed
+    if len(values) > MAX_RUNS:
+        raise SuiteError(f"{where}: {kind} lists {len(values):,} values; a suite plans at most {MAX_RUNS:,} runs")
     grid = [parse(value, label or f"{where}: {kind}") for value in values]
-    labels = [format_lr(v) if kind == "lrs" else str(v) for v in grid]
-    for index, label in enumerate(labels):
-        if label in labels[:index]:
+    seen: set[str] = set()
+    for index, value in enumerate(grid):
+        text = format_lr(value) if kind == "lrs" else str(value)
+        if text in seen:
             raise SuiteError(
-                f"{where}: {kind} lists {values[index]!r} twice" + (f" (as {label})" if kind == "lrs" else "")
+                f"{where}: {kind} lists {values[index]!r} twice" + (f" (as {text})" if kind == "lrs" else "")
             )
+        seen.add(text)
     return tuple(grid)
+
+
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, list) else 0
+
+
+def check_grid_size(document: dict, where: str) -> None:
+    """Refuse a suite whose grid (scales x variants' LRs x seeds, counted from the lists as written, before any
+    of them is parsed) is more than :data:`MAX_RUNS` runs: a 0.68 MB file of 30,000 LRs and 30,000 seeds stands
+    for 900 million runs, and planning them (even ``--dry-run``) would take hours."""
+    suite_lrs, seeds = _length(document.get("lrs")), _length(document.get("seeds"))
+    variants = document.get("variants") if isinstance(document.get("variants"), list) else []
+    lrs = sum(
+        _length(v.get("lrs")) if isinstance(v, dict) and v.get("lrs") is not None else suite_lrs for v in variants
+    )
+    runs = max(1, _length(document.get("scales"))) * lrs * seeds
+    if runs > MAX_RUNS:
+        raise SuiteError(
+            f"{where}: the grid is {runs:,} runs ({max(1, _length(document.get('scales')))} scales x {len(variants):,} "
+            f"variants' LRs ({lrs:,} in all) x {seeds:,} seeds), more than the {MAX_RUNS:,} a suite may plan; "
+            "split it into smaller suites"
+        )
 
 
 def parse_cli_list(text: str, kind: str) -> tuple:
@@ -389,6 +418,7 @@ def load_suite(path: str | Path) -> Suite:
     for key in ("lrs", "seeds"):
         if not isinstance(document[key], list):
             raise SuiteError(f"{where}: {key} must be a list, got {document[key]!r}")
+    check_grid_size(document, where)
     lrs = parse_grid(document["lrs"], "lrs", where)
     seeds = parse_grid(document["seeds"], "seeds", where)
     common = check_overrides(document.get("common"), f"{where}: common")
