@@ -12,17 +12,30 @@ from typing import Any, Mapping, Optional, Sequence
 
 from andrea_lab.runs.directory import format_lr
 
+#: Claims that count runs by how they ended (andrea_lab.runs.outcome), and the 0/1 column of the counted runs
+#: each counts (andrea_lab.experiments.compare.outcomes): a run stuck on the unigram plateau, one that trained
+#: and regressed for good, and one that blew up are different failures, and a paper's claim is about one of them
+#: (Xiong et al.'s warmup claim is about blow-ups, not about slowness at a high LR). ``fewer_divergences``, the
+#: name the committed suites were written with, counts any of the three and its evidence says which they were:
+#: read so, those suites' claims keep their pre-registered meaning ("fewer failures") without a rewrite, and
+#: the breakdown in the row shows what the count is made of. A rise that came back by the end is none of them.
+COUNT_KINDS = {
+    "fewer_divergences": "diverged",
+    "fewer_stuck": "stuck",
+    "fewer_regressions": "regressed",
+    "fewer_blowups": "blew_up",
+}
 CLAIM_KINDS = (
     "lower_loss",
     "lower_loss_trained",
-    "fewer_divergences",
+    *COUNT_KINDS,
     "lower_sensitivity",
     "higher_ceiling",
     "equivalent_loss",
     "sensitivity_gap_grows",
 )
 #: Claims measured over the whole LR grid: they take no ``lr:`` and need both variants on the same grid.
-GRID_KINDS = ("lower_sensitivity", "fewer_divergences", "higher_ceiling", "sensitivity_gap_grows")
+GRID_KINDS = ("lower_sensitivity", *COUNT_KINDS, "higher_ceiling", "sensitivity_gap_grows")
 #: Claims about how a difference changes across a suite's scales (an interaction: "A's LR sensitivity minus
 #: B's grows with width", Wortsman et al. 2023, Fig. 1), judged once over all scales, never at one
 #: (:func:`andrea_lab.experiments.compare.scales.judge_across_scales`); only in a suite with ``scales:``.

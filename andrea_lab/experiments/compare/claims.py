@@ -6,7 +6,11 @@ A claim is ``{<kind>: [A, B]}`` with optional ``text:``, ``lr:`` and ``explorato
   non-finite one at its loss at init) is lower than B's;
 - ``lower_loss_trained``: the same over the seeds where *both* runs trained (neither diverged): how good a
   variant is when it trains, apart from how often it gets stuck;
-- ``fewer_divergences``: A diverges in fewer runs than B (exact McNemar on paired runs);
+- ``fewer_stuck``, ``fewer_regressions``, ``fewer_blowups``: A has fewer runs with that outcome than B (exact
+  McNemar on paired runs): stuck on the unigram plateau, trained then regressed for good, or blew up
+  (non-finite or far above where it started; andrea_lab.runs.outcome); a rise that came back is none of them;
+- ``fewer_divergences``: fewer runs with any of the three failures (the name the committed suites used; its
+  evidence says which failures the counts were);
 - ``lower_sensitivity``: A's LR sensitivity is lower than B's;
 - ``higher_ceiling``: A's LR ceiling is higher than B's: per seed, log2 of the highest LR of the grid with no
   divergence at it or below (:func:`andrea_lab.experiments.compare.divergence.ceilings`), paired by seed,
@@ -18,7 +22,7 @@ Where a loss is judged: without ``lr:``, each seed at the LRs chosen on the *oth
 (:mod:`andrea_lab.experiments.compare.selection`); the in-sample choice is kept as a labelled secondary column. With
 ``lr: 2.0e-3`` both variants at that LR, fixed in advance (no selection); ``lr: {A: 4.0e-3, B: 1.0e-3}``
 each at its own; ``lr: [2.0e-3, 4.0e-3]`` makes one claim per LR (each its own member of the family).
-``fewer_divergences`` with ``lr:`` pairs the runs at those LRs by seed instead of the whole grid by
+A count (``fewer_*``) with ``lr:`` pairs the runs at those LRs by seed instead of the whole grid by
 (lr, seed); ``lower_sensitivity`` and ``higher_ceiling`` are properties of the whole grid and take no ``lr:``.
 
 Every claim has a p-value (paired t for losses and sensitivities, the same t as the interval; exact
@@ -41,13 +45,14 @@ from andrea_lab.experiments.compare.claim_spec import (
     ACROSS_SCALES,
     CLAIM_KINDS,
     CLAIM_OPTIONS,
+    COUNT_KINDS,
     GRID_KINDS,
     MUST_MATCH,
     Claim,
     merge_mirrors,
     parse_claims,
 )
-from andrea_lab.experiments.compare.divergence import ceilings, paired_divergences
+from andrea_lab.experiments.compare.divergence import ceilings, failure_breakdown, mostly_stuck, paired_divergences
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.runs.directory import format_lr
 
@@ -225,9 +230,13 @@ def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Eviden
 
 
 def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
+    """The runs with the outcome the claim counts, paired, by exact McNemar; the text names the outcome and,
+    for ``fewer_divergences`` (any failure), what each side's failures were."""
     lrs = None if claim.lrs is None else {claim.a: claim.lrs[0], claim.b: claim.lrs[1]}
-    found = paired_divergences(counted, claim.a, claim.b, lrs)
+    found = paired_divergences(counted, claim.a, claim.b, lrs, COUNT_KINDS[claim.kind])
     text = found.describe(claim.a, claim.b) + ("" if lrs is None else f", {_fixed_where(claim)}")
+    if claim.kind == "fewer_divergences":
+        text += f"; {failure_breakdown(counted, claim.a, claim.b, lrs)}"
     favours = None if found.only_a == found.only_b else found.only_a < found.only_b
     return _Evidence(favours, found.p_value, text)
 
@@ -247,7 +256,7 @@ def _ceiling_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
 
 
 def _evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
-    if claim.kind == "fewer_divergences":
+    if claim.kind in COUNT_KINDS:
         return _divergence_evidence(claim, counted)
     if claim.kind == "higher_ceiling":
         return _ceiling_evidence(claim, counted)
@@ -296,7 +305,7 @@ def check_budgets(claim: Claim, runs: pd.DataFrame) -> None:
     """Refuse a claim that would favour the variant tuned harder: where each variant's LR is chosen (no
     ``lr:``), both must have tried as many LRs per seed unless the claim says ``unequal_budgets: true``; LR
     sensitivity and a divergence count over the grid are properties of the grid, so ``lower_sensitivity`` and
-    ``fewer_divergences`` without ``lr:`` need the same grid."""
+    the counts (``fewer_*``) without ``lr:`` need the same grid."""
     if claim.lrs is not None:  # judged at LRs fixed in advance: nothing was tuned
         return
     grids = {name: tuning_grid(runs, name) for name in (claim.a, claim.b)}
@@ -357,12 +366,25 @@ def evaluate_claims(
                 flips.p,
                 flips.floor,
                 evidence.favours_a,
-                optimum_edges.shared_lr_caveat(claim, counted),
+                _caveat(claim, counted),
                 flips.sampled,
                 flips.error,
             )
         )
     return results
+
+
+def _caveat(claim: Claim, counted: pd.DataFrame) -> str:
+    """What the verdict row must say beside the outcome: fixed LRs off a variant's own optimum, and a loss claim
+    at fixed LRs where most runs of a side were stuck on the unigram plateau (it then compares the plateau)."""
+    notes = [optimum_edges.shared_lr_caveat(claim, counted)]
+    if claim.lrs is not None and claim.kind in LOSS_KINDS:
+        notes.append(mostly_stuck(counted, {claim.a: claim.lrs[0], claim.b: claim.lrs[1]}))
+    return "; ".join(note for note in notes if note)
+
+
+#: The claims whose figure is a loss at chosen or fixed LRs.
+LOSS_KINDS = ("lower_loss", "lower_loss_trained", "equivalent_loss")
 
 
 def evaluate_claim(claim: Claim, runs: pd.DataFrame, loss_column: str = "final_val_loss") -> ClaimResult:
@@ -375,7 +397,7 @@ def format_exact(result: ClaimResult) -> str:
     was sampled rather than enumerated (more seeds than :data:`stats.EXACT_FLIPS_MAX_SEEDS`) with its Monte Carlo
     error: a sampled p in a column called exact would be read as exact."""
     if math.isnan(result.p_exact):
-        return "n/a (McNemar is exact)" if result.claim.kind == "fewer_divergences" else "n/a"
+        return "n/a (McNemar is exact)" if result.claim.kind in COUNT_KINDS else "n/a"
     if result.p_exact_sampled:
         flips = stats.SignFlipP(result.p_exact, result.p_floor, True, stats.RANDOM_FLIPS, result.p_exact_error)
         return flips.describe()

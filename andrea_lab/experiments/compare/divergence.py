@@ -16,8 +16,10 @@ from typing import Mapping, Optional
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from andrea_lab.experiments.compare.outcomes import OUTCOME, OUTCOME_SIZE, OUTCOME_STEP, RISE_STEP, with_outcomes
 from andrea_lab.experiments.compare.stats import CONFIDENCE
-from andrea_lab.runs.directory import BLEW_UP, NONFINITE, STUCK_AT_UNIGRAM, TRAINED_THEN_DIVERGED
+from andrea_lab.runs.directory import format_lr
+from andrea_lab.runs.outcome import BLEW_UP, REGRESSED, STUCK
 
 
 def clopper_pearson(diverged: int, runs: int) -> tuple[float, float]:
@@ -37,35 +39,79 @@ def describe_rate(diverged: int, runs: int) -> str:
 
 
 def describe_kinds(rows: pd.DataFrame) -> str:
-    """How the runs of a table cell diverged: ``stuck 1; blew up 1; trained then diverged 2 (loss rose at 412, 530)``.
-    Empty when none diverged. The kinds are different failures (docs/stability.md): a run that never trained
-    beyond token frequencies, one whose loss went up from where it started before it trained, and one that
-    trained and then failed, with its onset step and cause."""
-    diverged = rows[rows["status"] == "diverged"]
+    """How the runs of a table cell ended, where not plainly trained: ``stuck 1; blew up 1; regressed 2 (+0.354
+    from 1034, +0.469 from 1040); recovered rises 3 (spikes, not counted)``. Empty when all trained plainly. The
+    three failures are different things (andrea_lab.runs.outcome): a run that never left the unigram plateau, one
+    that went non-finite or far above where it started, and one that trained and stayed worse to the end."""
+    rows = with_outcomes(rows)
     parts = []
-    stuck = int((diverged["divergence_kind"] == STUCK_AT_UNIGRAM).sum())
-    if stuck:
-        parts.append(f"stuck {stuck}")
-    blew_up = int((diverged["divergence_kind"] == BLEW_UP).sum())
-    if blew_up:
-        parts.append(f"blew up {blew_up}")
-    trained = diverged[diverged["divergence_kind"] == TRAINED_THEN_DIVERGED]
-    if len(trained):
-        causes = trained["divergence_cause"] if "divergence_cause" in trained else pd.Series(None, index=trained.index)
-        onsets = ", ".join(
-            f"{'non-finite' if cause == NONFINITE else 'loss rose'} at {int(step)}"
-            for step, cause in sorted(zip(trained["divergence_step"], causes), key=lambda sc: sc[0])
-        )
-        parts.append(f"trained then diverged {len(trained)} ({onsets})")
-    other = len(diverged) - stuck - blew_up - len(trained)
-    if other:
-        parts.append(f"other {other}")
+    for kind, label in ((STUCK, "stuck"), (BLEW_UP, "blew up")):
+        count = int((rows[OUTCOME] == kind).sum())
+        if count:
+            parts.append(f"{label} {count}")
+    regressed = rows[rows[OUTCOME] == REGRESSED]
+    if len(regressed):
+        pairs = sorted(zip(regressed[OUTCOME_STEP], regressed[OUTCOME_SIZE]), key=lambda sv: _sort_step(sv[0]))
+        listed = ", ".join(f"{_signed_nat(size)} from {_step_text(step)}" for step, size in pairs)
+        parts.append(f"regressed {len(regressed)} ({listed})")
+    recovered = int(rows[RISE_STEP].notna().sum())
+    if recovered:
+        parts.append(f"recovered rises {recovered} (spikes, not counted)")
     return "; ".join(parts)
 
 
+def _sort_step(step: object) -> float:
+    return math.inf if pd.isna(step) else float(step)
+
+
+def _step_text(step: object) -> str:
+    return "an unknown step" if pd.isna(step) else f"step {int(step)}"
+
+
+def _signed_nat(size: object) -> str:
+    return "by an unknown amount" if pd.isna(size) else f"{float(size):+.3f}".replace("-", "−")
+
+
 def any_trained_then_diverged(runs: pd.DataFrame) -> bool:
-    """Whether some run trained and then diverged (the per-LR table then says how each cell's runs diverged)."""
-    return "divergence_kind" in runs and bool((runs["divergence_kind"] == TRAINED_THEN_DIVERGED).any())
+    """Whether some run regressed or had a rise that came back (the per-LR table then says how each cell's runs
+    ended: a count alone would not tell a regression from a spike or from a stuck run)."""
+    if "status" not in runs:
+        return False
+    ended = with_outcomes(runs)
+    return bool((ended[OUTCOME] == REGRESSED).any() or ended[RISE_STEP].notna().any())
+
+
+def failure_breakdown(
+    counted: pd.DataFrame, a: str, b: str, lrs: Optional[Mapping[str, float]] = None
+) -> str:
+    """``failures: A stuck 9, regressed 1; B none``: what the failures a ``fewer_divergences`` count counts
+    were, per variant (over the grid, or at its fixed LR)."""
+    described = []
+    for name in (a, b):
+        rows = counted[counted["variant"] == name]
+        if lrs is not None:
+            rows = rows[rows["lr"] == lrs[name]]
+        counts = [f"{label} {int(rows[column].sum())}" for column, label in FAILURE_LABELS if rows[column].any()]
+        described.append(f"{name} {', '.join(counts) or 'none'}")
+    return "failures: " + "; ".join(described)
+
+
+def mostly_stuck(counted: pd.DataFrame, lrs: Mapping[str, float]) -> str:
+    """``post stuck 9/10 at 4e-3: it measures the unigram plateau, not a trained model's loss`` where, at a loss
+    claim's fixed LRs (``{variant: lr}``), most runs of either side never left the plateau; "" otherwise. Such a
+    difference is how often one side got stuck, in nats (issue 56: pre − post = −0.851 at 4e-3 with post stuck
+    in 9 of 10 seeds, −0.025 with each at its own LR)."""
+    stuck = []
+    for name, lr in lrs.items():
+        rows = counted[(counted["variant"] == name) & (counted["lr"] == lr)]
+        count = int(rows["stuck"].sum())
+        if len(rows) and 2 * count > len(rows):
+            stuck.append(f"{name} stuck {count}/{len(rows)} at {format_lr(lr)}")
+    return f"{'; '.join(stuck)}: it measures the unigram plateau, not a trained model's loss" if stuck else ""
+
+
+#: The counted runs' 0/1 columns of the failures, in the order a row names them.
+FAILURE_LABELS = (("stuck", "stuck"), ("regressed", "regressed"), ("blew_up", "blew up"))
 
 
 def gave_way_lines(runs: pd.DataFrame) -> list[str]:
@@ -133,6 +179,7 @@ class PairedDivergences:
     only_a: int
     only_b: int
     unit: str  # what a pair is: "(lr, seed)" or "seed"
+    what: str = "diverged"  # the outcome counted, as the row says it
 
     @property
     def p_value(self) -> float:
@@ -140,26 +187,32 @@ class PairedDivergences:
 
     def describe(self, a: str, b: str) -> str:
         return (
-            f"diverged {a} {self.diverged_a}/{self.pairs}, {b} {self.diverged_b}/{self.pairs} paired by "
+            f"{self.what} {a} {self.diverged_a}/{self.pairs}, {b} {self.diverged_b}/{self.pairs} paired by "
             f"{self.unit}; discordant pairs {self.only_a + self.only_b} ({a} only {self.only_a}, "
             f"{b} only {self.only_b}); exact McNemar"
         )
 
 
+#: How a count's row names what it counted (the counted runs' column: claim_spec.COUNT_KINDS).
+COUNTED_AS = {"diverged": "failed (stuck, regressed or blew up)", "stuck": "stuck", "regressed": "regressed"}
+COUNTED_AS["blew_up"] = "blew up"
+
+
 def paired_divergences(
-    counted: pd.DataFrame, a: str, b: str, lrs: Optional[Mapping[str, float]] = None
+    counted: pd.DataFrame, a: str, b: str, lrs: Optional[Mapping[str, float]] = None, column: str = "diverged"
 ) -> PairedDivergences:
     """Over the whole grid (pairs by (lr, seed)), or with ``lrs`` ({a: lr, b: lr}) each variant at its fixed
-    LR, paired by seed."""
+    LR, paired by seed; ``column`` is the outcome counted (``diverged``: any failure; ``stuck``, ``regressed``,
+    ``blew_up``: andrea_lab.experiments.compare.outcomes)."""
     if lrs is None:
-        flags = counted.pivot(index=["lr", "seed"], columns="variant", values="diverged")
+        flags = counted.pivot(index=["lr", "seed"], columns="variant", values=column)
         flags = flags.reindex(columns=[a, b]).dropna()
         first, second, unit = flags[a].astype(bool), flags[b].astype(bool), "(lr, seed)"
     else:
 
         def at(name: str) -> pd.Series:
             rows = counted[(counted["variant"] == name) & (counted["lr"] == lrs[name])]
-            return rows.set_index("seed")["diverged"].astype(bool)
+            return rows.set_index("seed")[column].astype(bool)
 
         joined = pd.concat([at(a).rename("a"), at(b).rename("b")], axis=1).dropna()
         first, second, unit = joined["a"].astype(bool), joined["b"].astype(bool), "seed"
@@ -170,6 +223,7 @@ def paired_divergences(
         int((first & ~second).sum()),
         int((second & ~first).sum()),
         unit,
+        COUNTED_AS[column],
     )
 
 

@@ -1,12 +1,13 @@
 """The smallest p-value a claim's exact test can give with a suite's seeds, known before any run.
 
-Two claim kinds are judged by exact tests on few pairs: ``fewer_divergences`` by an exact two-sided McNemar
-test on the runs paired by (LR, seed), ``higher_ceiling`` by the exact sign-flip test over seeds. Neither can
-go below 2 / 2^n with n pairs (every pair discordant one way, or every seed's difference of one sign). A
-``fewer_divergences`` claim at an LR fixed in advance pairs one run per seed, so with 5 seeds its p is at
-least 0.0625 and it can never be a verdict at 0.05, however clearly its runs come out: depth_confirm's three
-such claims (post-24 stuck 5/5 against pre-24 0/5 at one LR) joined the project-wide Holm family without a
-chance and raised the bar for every other claim. ``andrea sweep`` says so before the first run, when seeds can
+Two claim kinds are judged by exact tests on few pairs: the counts (``fewer_divergences``, ``fewer_stuck``,
+``fewer_regressions``, ``fewer_blowups``) by an exact two-sided McNemar test on the runs paired by (LR, seed),
+``higher_ceiling`` by the exact sign-flip test over seeds. Neither can go below 2 / 2^n with n pairs (every
+pair discordant one way, or every seed's difference of one sign). A count claim at an LR fixed in advance
+pairs one run per seed, so with 5 seeds its p is at least 0.0625 and it can never be a verdict at 0.05, however
+clearly its runs come out: depth_confirm's three such claims (post-24 stuck 5/5 against pre-24 0/5 at one LR)
+joined the project-wide Holm family without a chance and raised the bar for every other claim. ``andrea sweep``
+says so before the first run, when seeds can
 still be added (:func:`unconfirmable_claims`)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from andrea_lab.experiments.compare.claim_spec import Claim, parse_claims
+from andrea_lab.experiments.compare.claim_spec import COUNT_KINDS, Claim, parse_claims
 from andrea_lab.runs.directory import format_lr
 
 #: The level a verdict needs (before any multiplicity adjustment, which only raises the bar).
@@ -31,7 +32,7 @@ def exact_floor(pairs: int) -> float:
 def smallest_p(claim: Claim, seeds: int, shared_lrs: int) -> Optional[float]:
     """2 / 2^pairs for the claims judged by an exact test on few pairs, None for the others (a t-test on
     losses has no floor). ``shared_lrs``: LRs both variants run at (the McNemar pairs over a grid)."""
-    if claim.kind == "fewer_divergences":
+    if claim.kind in COUNT_KINDS:
         pairs = seeds if claim.lrs is not None else seeds * shared_lrs
     elif claim.kind == "higher_ceiling":
         pairs = seeds

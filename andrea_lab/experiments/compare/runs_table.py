@@ -21,6 +21,7 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from andrea_lab.experiments.compare import heldout_columns as heldout_columns_module
+from andrea_lab.experiments.compare import outcomes
 from andrea_lab.experiments.compare.config_variants import (
     declared_variant,
     name_adhoc_variants,
@@ -112,6 +113,7 @@ INTEGER_COLUMNS = (
     "warmup_steps",
     "stuck_after",
     "scale_index",
+    *outcomes.INTEGER_COLUMNS,
 )
 #: Columns ``runs.csv`` carries only when some run has a value, so that the runs of a suite without a scale
 #: axis or attention summaries keep exactly :data:`RUN_COLUMNS` (and the committed reports stay as they are).
@@ -144,6 +146,7 @@ OPTIONAL_COLUMNS = (
     DIVERGENCE_CAUSE,
     GAVE_WAY,
     GAVE_WAY_LEAD,
+    *outcomes.OUTCOME_COLUMNS,
     WALL_TIME,
 )
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
@@ -312,6 +315,7 @@ def record_columns(record: RunRecord) -> dict[str, Any]:
         divergence_kind=record.divergence_kind if record.diverged else None,
         divergence_step=record.divergence_step if record.diverged else None,
         divergence_cause=record.divergence_cause if record.diverged else None,
+        **outcomes.record_outcome_columns(record.outcome),
         **gave_way_columns(record.gave_way_first),
         grad_norm_median=record.grad_norm_median,
         grad_norm_max=record.grad_norm_max,
@@ -409,6 +413,7 @@ _STRING_COLUMNS = (
     "divergence_kind",
     DIVERGENCE_CAUSE,
     GAVE_WAY,
+    outcomes.OUTCOME,
     "source",
     "path",
     SCALE,

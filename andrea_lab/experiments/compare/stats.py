@@ -32,7 +32,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from andrea_lab.experiments.compare.outcomes import with_outcomes
 from andrea_lab.experiments.compare.sign_flip import (  # noqa: F401  (stats is where callers find the tests)
+    AS_EXTREME,
     EXACT_FLIPS_MAX_SEEDS,
     RANDOM_FLIPS,
     SignFlipP,
@@ -239,14 +241,17 @@ def _refuse_unscored(counted: pd.DataFrame, loss: pd.Series, loss_column: str) -
 def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     """Counted runs with ``capped``, ``diverged`` and ``trained`` (the loss of a run that did not diverge, NaN
     for one that did) columns; one row per (variant, lr, seed). A finished run without the scored loss is
-    refused, named (:func:`set_aside_unscored` sets aside those a held-out comparison cannot score)."""
-    counted = runs[runs["status"].isin(COUNTED_STATUSES)].copy()
+    refused, named (:func:`set_aside_unscored` sets aside those a held-out comparison cannot score).
+
+    ``diverged`` is one of the three failures (stuck, regressed, blew_up: :func:`outcomes.with_outcomes`, which
+    also adds a column for each); a run whose rise came back by its end is a spike, counted as trained."""
+    counted = with_outcomes(runs[runs["status"].isin(COUNTED_STATUSES)])
     loss = pd.to_numeric(counted[loss_column], errors="coerce").astype(float)
     _refuse_unscored(counted, loss, loss_column)
     cause = counted["divergence_cause"] if "divergence_cause" in counted else pd.Series(None, index=counted.index)
     loss = loss.where((counted["divergence_kind"] != NONFINITE_KIND) & (cause != NONFINITE_KIND), math.nan)
     counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
-    counted["diverged"] = counted["status"] == "diverged"
+    counted["diverged"] = counted["failed"]
     counted["trained"] = loss.where(~counted["diverged"], math.nan)
     duplicated = counted.duplicated(["variant", "lr", "seed"], keep=False)
     if duplicated.any():

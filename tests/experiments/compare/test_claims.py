@@ -133,8 +133,8 @@ def test_claims_at_a_fixed_lr_select_nothing():
     assert at_high.evidence.startswith("a − b = ") and "at LR 4e-3 (fixed in advance)" in at_high.evidence
     divergences = evaluate_claim(Claim("fewer_divergences", "b", "a", lrs=(HIGH, HIGH)), runs)
     assert divergences.evidence == (
-        "diverged b 0/5, a 1/5 paired by seed; discordant pairs 1 (b only 0, a only 1); "
-        "exact McNemar, at LR 4e-3 (fixed in advance)"
+        "failed (stuck, regressed or blew up) b 0/5, a 1/5 paired by seed; discordant pairs 1 (b only 0, a only 1); "
+        "exact McNemar, at LR 4e-3 (fixed in advance); failures: b none; a stuck 1"
     )
     missing = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(8e-3, 8e-3)), runs)
     assert missing.outcome == "not detected" and "n=0" in missing.evidence  # no runs at that LR

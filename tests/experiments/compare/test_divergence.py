@@ -102,8 +102,10 @@ def test_trained_then_diverged_is_told_apart_in_runs_csv_and_in_the_per_lr_table
     runs = read_runs_csv(written)
     causes = runs.set_index(["variant", "seed"])["divergence_cause"]
     assert (causes[("a", 0)], causes[("a", 1)]) == ("loss_rose", NONFINITE) and pd.isna(causes[("a", 2)])
+    # Under the three outcomes (andrea_lab.runs.outcome): the non-finite one blew up, the one whose loss rose
+    # (its record has no best loss to measure the regression by) regressed from its onset.
     assert describe_kinds(runs[runs["variant"] == "a"]) == (
-        "stuck 1; trained then diverged 2 (non-finite at 412, loss rose at 530)"
+        "stuck 1; blew up 1; regressed 1 (by an unknown amount from step 530)"
     )
     assert describe_kinds(runs[runs["variant"] == "b"]) == "blew up 1"
     table = per_lr_table(build_variants(runs, reference="b"))
