@@ -50,9 +50,25 @@ def manifest_path(path: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(path)}.sha256.json")
 
 
+def file_mode(path: str | os.PathLike) -> int:
+    """The permission bits a rewrite of ``path`` keeps: those of the regular file there now (a user's document
+    stays 0644, or 0600 if they made it so), else what ``open()`` would give a new file (0666 less the umask).
+    ``mkstemp`` alone would leave every rewritten file 0600."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return stat.S_IMODE(info.st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_temp(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
-    """Call ``write(handle)`` on a new temporary sibling of ``path`` and fsync it; returns the temporary file.
-    On any failure the temporary file is removed; a full disk becomes :class:`DiskFullError`."""
+    """Call ``write(handle)`` on a new temporary sibling of ``path`` and fsync it; returns the temporary file,
+    with the mode ``path`` keeps (:func:`file_mode`). On any failure the temporary file is removed; a full
+    disk becomes :class:`DiskFullError`."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +79,7 @@ def write_temp(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Pa
         raise
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), file_mode(path))
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())

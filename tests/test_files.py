@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 
 import pytest
 
@@ -65,3 +66,18 @@ def test_a_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["sweep-done.json"]
     with pytest.raises(DiskFullError, match="nothing was written"):
         atomic_write(tmp_path / "new.json", full)
+
+
+def test_atomic_write_keeps_the_files_mode_and_gives_a_new_file_opens_mode(tmp_path):
+    """mkstemp makes 0600 files: every rewritten file (a user's --doc, a record) used to become 0600."""
+    path = tmp_path / "notes.md"
+    path.write_text("old")
+    path.chmod(0o664)
+    atomic_write(path, lambda handle: handle.write(b"new"))
+    assert (path.stat().st_mode & 0o777, path.read_text()) == (0o664, "new")
+    umask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "fresh.json", lambda handle: handle.write(b"{}"))
+    finally:
+        os.umask(umask)
+    assert ((tmp_path / "fresh.json").stat().st_mode & 0o777) == 0o644

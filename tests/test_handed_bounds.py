@@ -65,6 +65,28 @@ def test_a_doc_that_is_a_fifo_is_refused_without_waiting(tmp_path):
         write_doc_block(tmp_path / "doc.md", "s", "| new |")
 
 
+def test_a_docs_mode_is_kept_when_its_block_is_rewritten(tmp_path):
+    """The atomic writer's temporary file is made 0600 by mkstemp: the rewritten doc used to be 0600 (issue 59)."""
+    doc = tmp_path / "results.md"
+    doc.write_text(f"my prose\n{BEGIN}\nold\n{END}\n")
+    for mode in (0o644, 0o640):
+        doc.chmod(mode)
+        write_doc_block(doc, "s", f"| new {mode:o} |")
+        assert (doc.stat().st_mode & 0o777) == mode
+        assert f"| new {mode:o} |" in doc.read_text()
+
+
+def test_a_doc_that_is_a_symbolic_link_is_refused_and_both_files_kept(tmp_path):
+    """Rewriting through a link used to replace the link with a file (the linked document unchanged)."""
+    real = tmp_path / "elsewhere.md"
+    real.write_text(f"{BEGIN}\nold\n{END}\n")
+    link = tmp_path / "results.md"
+    link.symlink_to(real)
+    with pytest.raises(UsageError, match="is a symbolic link .*Pass the file it links to"):
+        write_doc_block(link, "s", "| new |")
+    assert link.is_symlink() and real.read_text() == f"{BEGIN}\nold\n{END}\n"
+
+
 def test_import_checks_the_weights_against_config_json_before_allocating_the_model(tmp_path, monkeypatch):
     """A two-line config.json can describe a model of any size: nothing real is built until the weights
     are found to have its shapes (here they do not, so no model is built at all)."""

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report, scales_report
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
@@ -218,8 +219,13 @@ def update_doc(doc: Path, suite_name: str, blocks: dict[str, str]) -> None:
 
 def write_doc_blocks(doc: Path, suite_name: str, blocks: dict[str, str]) -> None:
     """Rewrite the suite's generated blocks (``{what: content}``) in ``doc`` through the atomic writer: a full
-    disk or a crash leaves the user's document as it was, and a FIFO, a device or markers that do not pair
-    up are refused before anything is written (:class:`~andrea_lab.errors.UsageError`)."""
+    disk or a crash leaves the user's document as it was, with its mode; a symbolic link, a FIFO, a device or
+    markers that do not pair up are refused before anything is written (:class:`~andrea_lab.errors.UsageError`)."""
+    if doc.is_symlink():  # the rename would put a file in the link's place, the file it names unchanged
+        raise UsageError(
+            f"--doc {doc} is a symbolic link (to {os.readlink(doc)}); andrea compare rewrites a document by "
+            f"replacing it, which would replace the link. Pass the file it links to: --doc {doc.resolve()}"
+        )
     text = read_text_file(doc, "--doc", MAX_DOC_BYTES) if os.path.lexists(doc) else ""
     updated = text
     try:

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE
-from andrea_lab.experiments.compare import aa_calibration, compare
+from andrea_lab.experiments.compare import aa_calibration, compare, csv_cells
 from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
 from andrea_lab.experiments.compare.compare import Column
@@ -370,14 +370,14 @@ def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, 
     files["markdown"] = directory / "comparison.md"
     files["markdown"].write_text(markdown, encoding="utf-8")
     files["csv"] = directory / "comparison.csv"
-    compare.variant_table(variants).assign(suite=suite).pipe(
-        lambda frame: frame[["suite", *frame.columns[:-1]]]
-    ).to_csv(files["csv"], index=False)
+    compare.variant_table(variants).assign(suite=suite).pipe(lambda frame: frame[["suite", *frame.columns[:-1]]]).pipe(
+        csv_cells.write_csv, files["csv"]
+    )
     files["runs_csv"] = directory / "runs.csv"
     write_runs_csv(plan["runs"], files["runs_csv"])
     if claim_frame is not None:
         files["claims_csv"] = directory / "claims.csv"
-        claim_frame.to_csv(files["claims_csv"], index=False)
+        csv_cells.write_csv(claim_frame, files["claims_csv"])
     return {
         "variants": variants,
         "files": files,

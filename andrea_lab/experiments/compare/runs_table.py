@@ -13,6 +13,7 @@ the TensorBoard event files with TensorBoard's own ``EventAccumulator``.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
+from andrea_lab.experiments.compare import csv_cells, outcomes
 from andrea_lab.experiments.compare import heldout_columns as heldout_columns_module
-from andrea_lab.experiments.compare import outcomes
 from andrea_lab.experiments.compare.config_variants import (
     declared_variant,
     name_adhoc_variants,
@@ -31,7 +32,7 @@ from andrea_lab.experiments.compare.config_variants import (
 )
 from andrea_lab.experiments.compare.heldout_columns import curve_columns, heldout_columns, heldout_curve_columns
 from andrea_lab.experiments.compare.stats import set_aside_unscored
-from andrea_lab.files import read_json
+from andrea_lab.files import read_json, read_regular_bytes
 from andrea_lab.fit.stability import (
     precursors,  # noqa: F401  (registers the precursor metrics in probe.METRICS)
     probe,
@@ -382,8 +383,17 @@ def load_runs(root: str | Path, events: bool = True) -> pd.DataFrame:
     return supersede_repeats(set_aside_unscored(name_adhoc_variants(frame, configs, named))) if rows else frame
 
 
+#: Bytes a handed ``runs.csv`` may have: about 140,000 runs (a row is ~480 bytes; the largest committed table,
+#: placements', holds 300 runs in 143 KB).
+MAX_RUNS_CSV_BYTES = 64 << 20
+
+
 def read_runs_csv(path: str | Path) -> pd.DataFrame:
-    """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns)."""
+    """A ``runs.csv`` that ``andrea compare`` wrote (also older ones, without the held-out columns). A handed
+    one is read only as a regular file of at most :data:`MAX_RUNS_CSV_BYTES` (andrea_lab.files.read_regular_bytes:
+    a FIFO would make the read wait forever, a link to /dev/zero grow without end); else one
+    :class:`~andrea_lab.files.HandedFileError`."""
+    data = read_regular_bytes(path, "runs table", MAX_RUNS_CSV_BYTES)
     strings = {
         "divergence_kind": "string",
         DIVERGENCE_CAUSE: "string",
@@ -393,17 +403,18 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         MACHINE: "string",
         SPLIT: "string",
     }
-    return set_aside_unscored(_typed(pd.read_csv(path, dtype=strings)))
+    table = pd.read_csv(io.BytesIO(data), dtype=strings)
+    return set_aside_unscored(_typed(csv_cells.restored(table, (*_STRING_COLUMNS, *csv_cells.HANDED_TEXT_COLUMNS))))
 
 
 def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
     """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs (and those
-    :data:`OPTIONAL_COLUMNS` some run has)."""
+    :data:`OPTIONAL_COLUMNS` some run has); its text cells safe in a spreadsheet (compare.csv_cells)."""
     present = [c for c in OPTIONAL_COLUMNS if c in runs and runs[c].notna().any()]
     present += curve_columns(runs)
     order = ([SCALE_INDEX] if SCALE_INDEX in present else []) + ["variant", "lr", "seed"]
     table = runs.reindex(columns=RUN_COLUMNS + present).sort_values(order, na_position="last")
-    table.to_csv(path, index=False)
+    csv_cells.write_csv(table, path, (*_STRING_COLUMNS, *csv_cells.HANDED_TEXT_COLUMNS))
 
 
 _STRING_COLUMNS = (

@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import compare, report, scales
+from andrea_lab.experiments.compare import compare, csv_cells, report, scales
 from andrea_lab.experiments.compare.runs_table import write_runs_csv
 
 LEGEND = """\
@@ -99,15 +99,15 @@ def write_scaled_suite(suite: str, plan: dict[str, Any], directory: Path) -> dic
     files["csv"] = directory / "comparison.csv"
     compare.table(scales.SCALE_VARIANT_COLUMNS, scales.variants_by_scale(plan["scales"])).assign(suite=suite).pipe(
         lambda frame: frame[["suite", *frame.columns[:-1]]]
-    ).to_csv(files["csv"], index=False)
+    ).pipe(csv_cells.write_csv, files["csv"])
     files["runs_csv"] = directory / "runs.csv"
     write_runs_csv(plan["runs"], files["runs_csv"])
     if plan["claims"] is not None:
         files["claims_csv"] = directory / "claims.csv"
-        plan["claims"].to_csv(files["claims_csv"], index=False)
+        csv_cells.write_csv(plan["claims"], files["claims_csv"])
     if plan.get("across") is not None and len(plan["across"]):
         files["claims_across_csv"] = directory / "claims_across_scales.csv"
-        plan["across"].to_csv(files["claims_across_csv"], index=False)
+        csv_cells.write_csv(plan["across"], files["claims_across_csv"])
     return {
         "variants": [],
         "files": files,
