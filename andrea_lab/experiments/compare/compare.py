@@ -25,7 +25,7 @@ from andrea_lab.data.strata import STRATA
 from andrea_lab.experiments.compare import claims as claims_module
 from andrea_lab.experiments.compare import heldout_columns, stats
 from andrea_lab.experiments.compare.attention_columns import attention_columns
-from andrea_lab.experiments.compare.divergence import any_trained_then_diverged, describe_kinds, describe_rate
+from andrea_lab.experiments.compare.divergence import any_outcome_to_tell, describe_kinds, describe_rate
 from andrea_lab.experiments.compare.heldout_columns import BITS_PER_BYTE, STRATUM_COLUMNS
 from andrea_lab.runs.directory import format_lr
 
@@ -300,13 +300,18 @@ def variant_columns(keys: Sequence[str], frame: Optional[pd.DataFrame] = None) -
     return [by_key[key] for key in keys if frame is None or key in frame]
 
 
+def describe_cell(cell) -> str:
+    """How the runs of one (variant, LR) cell ended (divergence.describe_kinds)."""
+    return describe_kinds(cell.rows)
+
+
 def per_lr_columns(variants: Sequence[Variant]) -> list[Column]:
     """:data:`PER_LR_COLUMNS`, plus the attention columns some run of ``variants`` has values for
     (:mod:`andrea_lab.experiments.compare.attention_columns`)."""
 
     kinds = (
-        [Column("divergence_kinds", "how they diverged (onset step)", lambda c: describe_kinds(c.rows))]
-        if any(any_trained_then_diverged(v.rows) for v in variants)
+        [Column("divergence_kinds", "how they ended (diverged = stuck, blew up or regressed)", describe_cell)]
+        if any(any_outcome_to_tell(v.rows) for v in variants)
         else []
     )
     return [*PER_LR_COLUMNS, *kinds, *(Column(*spec) for spec in attention_columns(variants))]

@@ -72,13 +72,13 @@ def _signed_nat(size: object) -> str:
     return "by an unknown amount" if pd.isna(size) else f"{float(size):+.3f}".replace("-", "−")
 
 
-def any_trained_then_diverged(runs: pd.DataFrame) -> bool:
-    """Whether some run regressed or had a rise that came back (the per-LR table then says how each cell's runs
-    ended: a count alone would not tell a regression from a spike or from a stuck run)."""
+def any_outcome_to_tell(runs: pd.DataFrame) -> bool:
+    """Whether some run failed or had a rise that came back (the per-LR table then says how each cell's runs
+    ended: a count alone would not tell a stuck run from a blow-up, a regression, or a spike that recovered)."""
     if "status" not in runs:
         return False
     ended = with_outcomes(runs)
-    return bool((ended[OUTCOME] == REGRESSED).any() or ended[RISE_STEP].notna().any())
+    return bool(ended["failed"].any() or ended[RISE_STEP].notna().any())
 
 
 def failure_breakdown(

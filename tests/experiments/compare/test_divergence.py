@@ -11,7 +11,7 @@ import pytest
 
 from andrea_lab.experiments.compare.compare import build_variants, per_lr_table
 from andrea_lab.experiments.compare.divergence import (
-    any_trained_then_diverged,
+    any_outcome_to_tell,
     clopper_pearson,
     describe_kinds,
     describe_rate,
@@ -116,10 +116,13 @@ def test_trained_then_diverged_is_told_apart_in_runs_csv_and_in_the_per_lr_table
     assert (capped[("a", 1)], capped[("a", 0)]) == (5.5, pytest.approx(2.4))
 
 
-def test_runs_without_a_trained_then_diverged_run_keep_their_per_lr_columns():
+def test_runs_that_all_trained_keep_their_per_lr_columns_and_a_failure_adds_how_they_ended():
     runs = read_runs_csv(REPO / "docs" / "results" / "norm_placement" / "runs.csv")
-    assert not any_trained_then_diverged(runs)
-    assert "divergence_kinds" not in per_lr_table(build_variants(runs))
+    trained = runs[runs["status"] == "finished"]
+    assert not any_outcome_to_tell(trained)
+    assert "divergence_kinds" not in per_lr_table(build_variants(trained))
+    assert any_outcome_to_tell(runs)  # its post-norm runs stuck at high LRs
+    assert "divergence_kinds" in per_lr_table(build_variants(runs))
 
 
 def test_what_gave_way_first_reaches_runs_csv_and_a_per_variant_table(tmp_path):
