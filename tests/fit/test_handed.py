@@ -95,3 +95,26 @@ def test_check_plain_sections_passes_a_plain_config_and_names_the_section():
     check_plain_sections({"model": {"optimizer_args": {"momentum": 0.9}}, "trainer": {"logger": {"class_path": "x"}}})
     with pytest.raises(UsageError, match=r"the config: data\.extra\.class_path 'x' names a class"):
         check_plain_sections({"data": {"extra": {"class_path": "x"}}})
+
+
+def test_a_class_in_a_suites_model_options_is_refused_before_any_run(tmp_path, text_corpus, monkeypatch, capsys):
+    """A suite's ``common:`` reaches every fit's parser (the sweep's preflight first): refused there, no run."""
+    import yaml
+
+    from andrea_lab.cli import main as cli_main
+    from andrea_lab.experiments.sweep.tiny_suite import MICRO
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "MARKER"
+    spec = {"class_path": "logging.FileHandler", "init_args": {"filename": str(marker), "mode": "w"}}
+    base = Path(__file__).resolve().parents[2] / "experiments" / "cpu-base.yaml"
+    common = {**MICRO, "trainer.max_steps": 1, "data.corpus": str(text_corpus), "model.optimizer_args": {"x": spec}}
+    suite = {"name": "handed", "base": str(base), "common": common, "lrs": [1e-3], "seeds": [0]}
+    suite["variants"] = [{"name": "only", "overrides": {}}]
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    code = cli_main(["sweep", str(tmp_path / "suite.yaml"), "--runs-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert "model.optimizer_args.x.class_path 'logging.FileHandler' names a class to build" in lines[0]
+    assert not marker.exists() and not list((tmp_path / "runs").rglob("summary.json"))
