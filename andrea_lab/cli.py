@@ -19,7 +19,15 @@ from typing import Any
 
 from andrea_lab import __version__
 from andrea_lab.commands.quiet import quiet_third_party
-from andrea_lab.errors import AndreaError, DiskFullError, DivergenceError, MissingFileError, PreemptedError, UsageError
+from andrea_lab.errors import (
+    DEBUG_ENV_VAR,
+    AndreaError,
+    DiskFullError,
+    DivergenceError,
+    MissingFileError,
+    PreemptedError,
+    UsageError,
+)
 from andrea_lab.files import disk_full_cause
 from andrea_lab.runs.directory import read_record, resume_checkpoint
 from andrea_lab.safe_yaml import read_yaml
@@ -42,7 +50,6 @@ OWN_COMMANDS = {
 #: A command whose module is not its name with '-' as '_' (``import`` is a Python keyword).
 COMMAND_MODULES = {"import": "import_hf"}
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
 #: Exit status of a fit stopped by the divergence policy (distinct from 1 = crash, 2 = bad input).
 DIVERGED_EXIT_STATUS = DivergenceError.exit_status
 

@@ -6,8 +6,13 @@ plugin), 3 for a fit stopped by the divergence policy, 4 for a fit stopped by SI
 writing its preemption checkpoint, 5 for a full disk. 1 stays what it is everywhere: a crash.
 """
 
+import os
+import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
+
+#: Set, a command (and a script) raises instead of printing its one line: the full traceback, for a bug report.
+DEBUG_ENV_VAR = "ANDREA_LAB_DEBUG"
 
 
 class AndreaError(Exception):
@@ -60,3 +65,16 @@ class DiskFullError(AndreaError, OSError):
     """A write failed with ENOSPC; the message names the file and what is still intact (exit status 5)."""
 
     exit_status = 5
+
+
+def run_script(main: Callable[[list[str]], int], argv: list[str], prog: str) -> int:
+    """``main(argv)`` of a ``scripts/*.py``, ending on bad input as an ``andrea`` command does: an
+    :class:`AndreaError` (a missing suite, a damaged run handed to it) is one line, ``PROG: error: ...``, and
+    its exit status, not a traceback (unless :data:`DEBUG_ENV_VAR` is set)."""
+    try:
+        return main(argv)
+    except AndreaError as exc:
+        if os.environ.get(DEBUG_ENV_VAR):
+            raise
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_status

@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from andrea_lab.errors import run_script
 from andrea_lab.experiments.compare.gave_way_replay import replay_run
 from andrea_lab.fit.stability.precursors import log_z
 
@@ -56,4 +57,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_script(main, sys.argv[1:], "replay_gave_way"))  # bad input: one line, exit 2

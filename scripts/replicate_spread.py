@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from andrea_lab.errors import run_script
 from andrea_lab.experiments.compare.replicates import replicate_rows
 from andrea_lab.runs.directory import format_lr
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = replicate_rows(args.first, args.second)
     if not rows:
         print(f"replicate_spread: error: no run in {args.second} matches one in {args.first}", file=sys.stderr)
-        return 1
+        return 2
     print("| variant | LR | pairs | bit-identical | max abs difference | replicate sd | seed sd |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
@@ -43,4 +44,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_script(main, sys.argv[1:], "replicate_spread"))  # bad input: one line, exit 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from andrea_lab.errors import run_script
 from andrea_lab.experiments.sweep.plan import first_run_per_variant, plan_sweep
 from andrea_lab.experiments.sweep.preflight import model_config_of
 from andrea_lab.experiments.sweep.suite import load_suite
@@ -43,4 +44,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_script(main, sys.argv[1:], "stream_at_init"))  # bad input: one line, exit 2

@@ -16,12 +16,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.config_variants import run_config
 from andrea_lab.experiments.compare.runs_table import read_scalars
 from andrea_lab.fit.stability import precursors
 from andrea_lab.fit.stability.bands import GaveWay, GaveWayRecorder
 from andrea_lab.fit.stability.probe import PREFIX
-from andrea_lab.runs.directory import read_record
+from andrea_lab.runs.directory import SUMMARY_FILE, read_record
 
 
 def signal_values(curves: dict[str, list[tuple[int, float]]]) -> dict[int, dict[str, float]]:
@@ -68,6 +69,21 @@ def replay_gave_way(
     return recorder.records
 
 
+def _event(run_dir: Path, item: Any) -> tuple[str, int]:
+    """One recorded gave-way item's ``(event, step)``; a handed summary.json with anything else is one line."""
+    if not (
+        isinstance(item, dict)
+        and isinstance(item.get("event"), str)
+        and isinstance(item.get("step"), int)
+        and not isinstance(item["step"], bool)
+    ):
+        raise UsageError(
+            f"{run_dir / SUMMARY_FILE}: gave_way_first holds {item!r}; each entry must be "
+            "{event: <name>, step: <integer>, ...}, as andrea fit writes it"
+        )
+    return item["event"], item["step"]
+
+
 def replay_run(run_dir: Path, linear: Optional[tuple[str, ...]] = None) -> tuple[list[dict], list[GaveWay]]:
     """A finished run's recorded gave-way records and the same events judged again (``linear``: as in
     :func:`replay_gave_way`). A run without records or events gives two empty lists."""
@@ -76,5 +92,5 @@ def replay_run(run_dir: Path, linear: Optional[tuple[str, ...]] = None) -> tuple
     if not recorded:
         return [], []
     options, after = _band_settings(run_config(run_dir, record))
-    events = [(str(item["event"]), int(item["step"])) for item in recorded]
+    events = [_event(run_dir, item) for item in recorded]
     return recorded, replay_gave_way(signal_values(read_scalars(run_dir)), events, options, after, linear)
