@@ -78,8 +78,14 @@ def class_specs(value: Any, where: str) -> Iterator[tuple[str, Any]]:
 
 def refuse_class_specs(value: Any, where: str, source: str, allowed: str) -> None:
     """One :class:`HandedClassError` for the first class ``value`` (``source``'s ``where``) names, saying
-    what ``allowed`` there instead."""
-    for path, named in class_specs(value, where):
+    what ``allowed`` there instead. Settings nested past Python's recursion limit (a pickle nests without one)
+    are refused too: no parser or module could take them."""
+    try:
+        found = next(class_specs(value, where), None)
+    except RecursionError:
+        raise HandedClassError(f"{source}: {where} nests its values too deeply to be settings; {allowed}") from None
+    if found is not None:
+        path, named = found
         raise HandedClassError(
             f"{source}: {path} {str(named)[:200]!r} names a class to build, refused: {allowed}. "
             "Nothing handed is built by class path; remove that entry, or use a file from a source you trust"

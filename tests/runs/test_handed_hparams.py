@@ -68,3 +68,11 @@ def test_plugin_names_are_every_kind_the_module_hyperparameters_choose():
     assert names["activation"] == "gelu" and names["optimizer"] == "muon" and names["schedule"] is None
     assert "n_layer" not in names
     assert set(plugin_names({})) == set(names)  # a checkpoint without them names none
+
+
+def test_settings_nested_past_the_recursion_limit_are_refused_in_one_line():
+    deep: list = []
+    for _ in range(100_000):  # torch.load's unpickler builds this without recursing; a walk would not
+        deep = [deep]
+    with pytest.raises(HandedClassError, match=r"^checkpoint a.ckpt: hyper_parameters nests its values too deeply"):
+        check_checkpoint_settings({"hyper_parameters": {"x": deep}}, "checkpoint a.ckpt")
