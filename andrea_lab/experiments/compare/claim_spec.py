@@ -146,7 +146,7 @@ def parse_claims(raw: list) -> list[Claim]:
         if kind in ("lower_sensitivity", "higher_ceiling", *ACROSS_SCALES) and item.get("lr") is not None:
             raise _bad(item, f"{kind} is measured over the whole LR grid and takes no lr")
         across = item.get("across", [])
-        if not isinstance(across, list) or not set(across) <= set(MUST_MATCH):
+        if not isinstance(across, list) or not all(isinstance(a, str) and a in MUST_MATCH for a in across):
             raise _bad(item, f"across must be a list of {', '.join(MUST_MATCH)}, got {across!r}")
         unequal_budgets = item.get("unequal_budgets", False)
         if not isinstance(unequal_budgets, bool):

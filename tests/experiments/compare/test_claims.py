@@ -190,6 +190,10 @@ def test_a_claim_between_runs_of_different_precision_or_machine_is_refused_unles
         evaluate_claims([{**claim, "across": ["precision"]}], runs)
     with pytest.raises(ValueError, match="across must be a list of precision, machine"):
         parse_claims([{**claim, "across": ["seed"]}])
+    with pytest.raises(
+        ValueError, match=r"across must be a list of precision, machine.*got \['precision', \{'x': 1\}\]"
+    ):
+        parse_claims([{**claim, "across": ["precision", {"x": 1}]}])  # was a TypeError: unhashable type: 'dict'
     older = cliff_runs()  # runs that recorded neither are not held against a claim
     older["precision"] = None
     assert evaluate_claims([claim], older)
