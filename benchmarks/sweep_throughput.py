@@ -40,6 +40,7 @@ if str(REPO) not in sys.path:  # run as a script: andrea_lab is installed, bench
 
 from andrea_lab.commands.sweep import parse_sets  # noqa: E402
 from andrea_lab.experiments.compare.runs_table import read_scalars  # noqa: E402
+from andrea_lab.experiments.sweep import speed_path  # noqa: E402
 from andrea_lab.experiments.sweep.executors import LocalExecutor  # noqa: E402
 from andrea_lab.experiments.sweep.plan import plan_sweep  # noqa: E402
 from andrea_lab.experiments.sweep.preflight import preflight  # noqa: E402
@@ -53,12 +54,16 @@ from benchmarks.sweep_phases import PHASES_FILE  # noqa: E402
 TIMER = "benchmarks.sweep_phases.PhaseTimer"
 #: cpu-base.yaml's in-training validation and sanity check before issue 29: what "today" runs with.
 TODAY_OVERRIDES = {"trainer.limit_val_batches": 16, "trainer.num_sanity_val_steps": 16, "data.max_val_batches": 16}
-#: Path name -> (launcher, overrides). ``heldout-batched`` is the improved path with the held-out evaluation in
-#: batches of 512 windows instead of the data module's 32 (measured, not adopted: docs/performance.md).
+#: Path name -> (launcher, overrides, andrea sweep --speed). ``heldout-batched`` is the improved path with the
+#: held-out evaluation in batches of 512 windows instead of the data module's 32 (measured, not adopted:
+#: docs/performance.md); ``fastest`` is the sweep's default since issue 58 (warm workers, and bf16 and compile
+#: where andrea_lab.experiments.sweep.speed_path's rule chooses them); ``bf16-compiled`` forces both.
 PATHS = {
-    "today": ("local", TODAY_OVERRIDES),
-    "improved": ("warm", {}),
-    "heldout-batched": ("warm", {"heldout.batch_size": 512}),
+    "today": ("local", TODAY_OVERRIDES, "config"),
+    "improved": ("warm", {}, "config"),
+    "heldout-batched": ("warm", {"heldout.batch_size": 512}, "config"),
+    "fastest": ("warm", {}, "auto"),
+    "bf16-compiled": ("warm", {}, "bf16-compiled"),
 }
 PHASES = ["startup", "steps", "validation", "other", "heldout", "teardown"]
 
@@ -102,13 +107,17 @@ def plan(args: argparse.Namespace, path: str, out: Path) -> list:
         "trainer.callbacks+": TIMER,
     }
     suite = dataclasses.replace(suite, common=common)
-    return plan_sweep(
+    specs = plan_sweep(
         suite,
         out / path,
         lrs=parse_cli_list(args.lrs, "lrs"),
         seeds=parse_cli_list(args.seeds, "seeds"),
         variants=args.variants.split(","),
     )
+    specs, line = speed_path.for_sweep(specs, PATHS[path][2])
+    if line:
+        print(f"{path}: {line}", flush=True)
+    return specs
 
 
 def run_path(args: argparse.Namespace, path: str, out: Path, corpora: list) -> dict[str, Any]:
@@ -148,6 +157,10 @@ def phases(spec: Any, times: list[float], path: str) -> dict[str, Any]:
     record = read_record(spec.run_dir)
     row["heldout_loss"] = None if record is None or record.heldout is None else record.heldout.loss
     row["train_loss_curve"] = read_scalars(spec.run_dir).get(tags.TRAIN_LOSS)
+    machine = {} if record is None else record.machine
+    compiled = machine.get("compile")
+    row["arithmetic"] = f"{machine.get('precision')}{', compiled' if compiled else ''}"
+    row["compile_s"] = compiled["compile_s"] if compiled else 0.0
     return row
 
 
@@ -156,11 +169,19 @@ def _number(value: Any) -> Optional[float]:
 
 
 def same_training(runs: pd.DataFrame) -> bool:
-    """Whether every run trained identically on every path: equal train/loss curves and held-out loss."""
+    """Whether every run trained identically on every path of the same arithmetic (precision, compiled):
+    equal train/loss curves and held-out loss. A path of other arithmetic is not bit-equal by design: its
+    held-out loss is printed beside the first path's (its equivalence is a claim for precision_confirm)."""
     ok = True
     for label, group in runs.groupby("run", sort=False):
         first = group.iloc[0]
         for _, other in group.iloc[1:].iterrows():
+            if other.get("arithmetic") != first.get("arithmetic"):
+                print(
+                    f"{label}: {first['path']} ({first['arithmetic']}) vs {other['path']} ({other['arithmetic']}): "
+                    f"held-out loss {_number(first['heldout_loss'])!r} vs {_number(other['heldout_loss'])!r}"
+                )
+                continue
             same = (
                 other["train_loss_curve"] == first["train_loss_curve"]
                 and other["heldout_loss"] == first["heldout_loss"]
@@ -179,7 +200,8 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     runs = pd.DataFrame([row for result in results.values() for row in result["runs"]])
     pd.set_option("display.width", 200)
     print("\nper run (seconds):")
-    print(runs[["path", "run", *PHASES, "total", "step_count"]].round(2).to_string(index=False))
+    columns = [c for c in ["path", "run", "arithmetic", *PHASES, "total", "compile_s"] if c in runs]
+    print(runs[columns].round(2).to_string(index=False))
     totals = runs.groupby("path", sort=False)[PHASES + ["total"]].sum()
     totals["sweep_wall"] = [results[path]["wall_s"] for path in totals.index]
     totals["runs"] = runs.groupby("path", sort=False).size()
@@ -194,10 +216,10 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
         f" / (sweep wall time x {args.jobs} job(s))):"
     )
     print(totals.round(3).to_string())
-    if {"today", "improved"} <= set(totals.index):
+    for path in [p for p in totals.index if p != "today" and "today" in totals.index]:
         for column in ("runs_per_hour", "runs_per_hour_same_steps"):
-            ratio = totals.loc["improved", column] / totals.loc["today", column]
-            print(f"\n{column}, improved / today: {ratio:.2f}x")
+            ratio = totals.loc[path, column] / totals.loc["today", column]
+            print(f"\n{column}, {path} / today: {ratio:.2f}x")
     print()
     totals["same_training"] = same_training(runs)
     return totals

@@ -59,3 +59,20 @@ def test_the_shares_are_of_every_job_slot_not_of_wall_time_alone(capsys):
     assert two_at_once.loc["improved", "steps_share"] == pytest.approx(0.8)  # 80 s of steps in 2 x 50 s of slots
     assert two_at_once.loc["improved", "heldout_share"] == pytest.approx(0.14)
     assert "x 2 job(s)" in capsys.readouterr().out
+
+
+def test_paths_of_other_arithmetic_are_compared_by_held_out_loss_not_bit_for_bit(capsys):
+    row = {"run": "pre lr=1e-3 seed=0", "train_loss_curve": [5.0, 4.0]}
+    runs = sweep_throughput.pd.DataFrame(
+        [
+            {**row, "path": "today", "arithmetic": "32-true", "heldout_loss": 2.0},
+            {**row, "path": "improved", "arithmetic": "32-true", "heldout_loss": 2.0},
+            {**row, "path": "fastest", "arithmetic": "bf16-mixed", "train_loss_curve": [5.1], "heldout_loss": 2.01},
+        ]
+    )
+    assert bool(sweep_throughput.same_training(runs)) is True
+    printed = capsys.readouterr().out
+    assert "today vs improved: train/loss curve and held-out loss identical" in printed
+    assert "today (32-true) vs fastest (bf16-mixed): held-out loss 2.0 vs 2.01" in printed
+    runs.loc[1, "heldout_loss"] = 2.5
+    assert bool(sweep_throughput.same_training(runs)) is False
