@@ -53,17 +53,38 @@ def test_andreas_fsdp_reads_a_resumed_checkpoint_with_andreas_reader_first(tmp_p
 # --- a config's model and data sections are plain values (issue 59) ------------------------------------------
 
 
-def hostile_config(tmp_path, marker) -> str:
-    """A config whose ``model.optimizer_args`` (``dict[str, Any]``) holds a class that creates ``marker``."""
+QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
+
+
+def hostile_config(where: Path, marker: Path, base: Path | None = None) -> str:
+    """``base`` (or nothing) with ``model.optimizer_args`` (``dict[str, Any]``) holding a class that creates
+    ``marker``, written to ``where``."""
     import yaml
 
+    config = yaml.safe_load(base.read_text()) if base else {}
     spec = {"class_path": "logging.FileHandler", "init_args": {"filename": str(marker), "mode": "w"}}
-    path = tmp_path / "handed.yaml"
-    path.write_text(yaml.safe_dump({"model": {"optimizer_args": {"x": spec}}}))
-    return str(path)
+    config.setdefault("model", {})["optimizer_args"] = {"x": spec}
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_text(yaml.safe_dump(config))
+    return str(where)
 
 
-@pytest.mark.parametrize("given_as", ["config", "argument"])
+def handed_fit(given_as: str, tmp_path: Path, marker: Path) -> list[str]:
+    """The arguments of a fit handed the class in a ``--config`` file, as a command-line value, or in the
+    config.yaml of a run it resumes (its checkpoint is never read: the config is refused first)."""
+    if given_as == "config":
+        return ["fit", "--config", str(QUICKSTART), "--config", hostile_config(tmp_path / "handed.yaml", marker)]
+    if given_as == "argument":
+        spec = "{x: {class_path: logging.FileHandler, init_args: {filename: %s, mode: w}}}" % marker
+        return ["fit", "--config", str(QUICKSTART), "--model.optimizer_args", spec]
+    run = tmp_path / "runs" / "quickstart" / "version_0"
+    hostile_config(run / "config.yaml", marker, base=QUICKSTART)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "preempted.ckpt").write_bytes(b"")
+    return ["fit", "--resume", str(run)]
+
+
+@pytest.mark.parametrize("given_as", ["config", "argument", "resumed-run"])
 def test_a_class_in_the_model_section_is_refused_before_it_is_built(
     given_as, tmp_path, text_corpus, monkeypatch, capsys
 ):
@@ -73,12 +94,8 @@ def test_a_class_in_the_model_section_is_refused_before_it_is_built(
 
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "MARKER"
-    quickstart = str(Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml")
-    spec = "{x: {class_path: logging.FileHandler, init_args: {filename: %s, mode: w}}}" % marker
-    handed = (
-        ["--config", hostile_config(tmp_path, marker)] if given_as == "config" else ["--model.optimizer_args", spec]
-    )
-    argv = ["fit", "--config", quickstart, *MICRO_OVERRIDES, "--data.corpus", str(text_corpus), *handed]
+    argv = [*handed_fit(given_as, tmp_path, marker), *MICRO_OVERRIDES, "--data.corpus", str(text_corpus)]
+    before = sorted(tmp_path.rglob("*"))
     code = cli_main([*argv, "--trainer.max_steps", "1"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
@@ -86,7 +103,7 @@ def test_a_class_in_the_model_section_is_refused_before_it_is_built(
     assert len(lines) == 1, err
     assert "model.optimizer_args.x.class_path 'logging.FileHandler' names a class to build" in lines[0]
     assert "plain values" in lines[0]  # what is allowed instead
-    assert not marker.exists() and not (tmp_path / "runs").exists()
+    assert not marker.exists() and sorted(tmp_path.rglob("*")) == before  # nothing written
 
 
 def test_check_plain_sections_passes_a_plain_config_and_names_the_section():
