@@ -43,7 +43,7 @@ from andrea_lab.fit.summary import RunSummary
 from andrea_lab.fit.write_paths import check_path_options, use_run_as_root
 from andrea_lab.runs import tags
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
-from andrea_lab.runs.claim import claim_run_directory
+from andrea_lab.runs.claim import claim_run_directory, remove_if_unused
 from andrea_lab.runs.resume_rules import MAY_CHANGE, check_resume
 
 DEFAULT_LOGGER = {
@@ -247,6 +247,8 @@ class AndreaCLI(LightningCLI):
         check_writes_inside(self.trainer, run_dir)
         check_path_options(self.trainer, run_dir, self._stored_callback_states)
         self._run_lock = claim_run_directory(run_dir, self.config["fit"].get("ckpt_path"))
+        made = getattr(self.trainer.logger, "made_version_dir", False)
+        self._made_run_dir = run_dir if made else None  # a fit that fails before writing into it leaves none
         use_run_as_root(self.trainer, run_dir)
 
     def _refuse_a_step_beyond_memory(self) -> None:
@@ -300,13 +302,18 @@ class AndreaCLI(LightningCLI):
 
     def _run_subcommand(self, subcommand: str) -> None:
         """Lightning's run, with a fit stopped by SIGTERM/SIGUSR1 turned into :class:`PreemptedError`
-        (exit status 4) whose message is the command that resumes it."""
+        (exit status 4) whose message is the command that resumes it; a fit that fails before writing into the
+        run directory it created removes it (andrea_lab.runs.claim.remove_if_unused)."""
+        failed = True
         try:
             super()._run_subcommand(subcommand)
+            failed = False
         except SIGTERMException:
             raise PreemptedError(self._preempted_message()) from None
         finally:  # the run directory is free again (a process that dies releases it with its descriptor)
             lock = getattr(self, "_run_lock", None)
+            if failed:
+                remove_if_unused(getattr(self, "_made_run_dir", None))
             if lock is not None:
                 lock.release()
 

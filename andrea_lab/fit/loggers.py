@@ -55,6 +55,10 @@ EPOCH_KEY = "epoch"
 class AndreaTensorBoardLogger(TensorBoardLogger):
     """``TensorBoardLogger`` that claims ``version_N`` atomically and logs no ``epoch``; otherwise identical."""
 
+    #: Whether this logger made its version directory (a version it picked, not one named): a fit that fails
+    #: before writing into it removes it (andrea_lab.runs.claim.remove_if_unused).
+    made_version_dir = False
+
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: Optional[int] = None) -> None:
         super().log_metrics({key: value for key, value in metrics.items() if key != EPOCH_KEY}, step)
@@ -74,6 +78,7 @@ class AndreaTensorBoardLogger(TensorBoardLogger):
         while True:
             try:
                 os.mkdir(root / f"version_{version}")
+                self.made_version_dir = True
                 return version
             except FileExistsError:
                 version += 1

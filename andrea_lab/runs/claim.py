@@ -107,3 +107,19 @@ def claim_run_directory(run_dir: str | os.PathLike, ckpt_path: Optional[str]) ->
             f"{run_dir / RUN_LOCK_FILE}); wait for it to end, or stop it first"
         ) from None
     return lock
+
+
+def remove_if_unused(run_dir: Optional[Path]) -> None:
+    """Remove ``run_dir``, which a fit created and then failed in before writing anything into it (a corpus too
+    small for its tokenizer, a bad data path): holding nothing but the lock, it is no run, and left behind it
+    would be an empty ``version_N`` that TensorBoard and ``andrea compare`` list. Called while the lock is
+    held, so no other fit can have claimed it; a directory with anything else in it is left as it is."""
+    if run_dir is None:
+        return
+    try:
+        if sorted(entry.name for entry in run_dir.iterdir()) != [RUN_LOCK_FILE]:
+            return
+        (run_dir / RUN_LOCK_FILE).unlink()
+        run_dir.rmdir()
+    except OSError:  # gone, unreadable, or written to meanwhile: nothing of the user's is touched
+        return

@@ -30,3 +30,21 @@ def test_lightnings_epoch_counter_is_not_logged(tmp_path):
     logger.log_metrics({"epoch": 0.0, "train/loss": 2.0}, step=3)
     logger.finalize("success")
     assert EventAccumulator(logger.log_dir).Reload().Tags()["scalars"] == ["train/loss"]
+
+
+def test_a_fit_that_fails_before_writing_leaves_no_run_directory(tmp_path, monkeypatch):
+    """A corpus too small for the quickstart's 8449-id BPE fails in prepare_data, after the logger made
+    version_0: one line, exit 2, and no empty version_0 for TensorBoard and andrea compare to list."""
+    from pathlib import Path
+
+    from andrea_lab.cli import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The quick brown fox jumps over the lazy dog.\n" * 200)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path / "cache"))
+    quickstart = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
+    assert main(["fit", "--config", str(quickstart), "--data.corpus", str(corpus), "--trainer.max_steps", "1"]) == 2
+    assert list((tmp_path / "runs" / "quickstart").iterdir()) == []
+    assert AndreaTensorBoardLogger(str(tmp_path / "runs"), name="quickstart").version == 0, "version_0 is free again"
