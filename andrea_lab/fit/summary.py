@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import time
 import warnings
 from dataclasses import asdict, is_dataclass
@@ -25,7 +26,7 @@ import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.errors import DivergenceError, reading_checkpoint_state
-from andrea_lab.fit.closing_sample import PROMPT, TEMPERATURE, closing_sample
+from andrea_lab.fit.closing_sample import TEMPERATURE, closing_sample, prompt_for
 from andrea_lab.fit.compile_cache import compile_counters
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
@@ -312,7 +313,8 @@ class RunSummary(L.Callback):
         self.path = write_record(log_dir, summary)
         if self.hparams and not self._hparams_logged:
             self._log_hparams(trainer, summary, trial_name(log_dir, self.suite))
-        sample = None if self.suite or summary.status != "finished" else _sample_of(trainer, pl_module)
+        prompt = prompt_for(summary.heldout.strata if summary.heldout else None)
+        sample = None if self.suite or summary.status != "finished" else _sample_of(trainer, pl_module, prompt)
         rank_zero_info(closing_lines(summary, Path(log_dir), self.path, suite=self.suite, sample=sample))
 
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
@@ -341,14 +343,14 @@ def _machine(trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]
     return record
 
 
-def _sample_of(trainer: L.Trainer, pl_module: L.LightningModule) -> Optional[str]:
-    """The closing sample of a plain fit's model (:mod:`andrea_lab.fit.closing_sample`), None without a
-    tokenizer."""
+def _sample_of(trainer: L.Trainer, pl_module: L.LightningModule, prompt: str) -> Optional[str]:
+    """The closing sample of a plain fit's model, ``prompt`` continued (:mod:`andrea_lab.fit.closing_sample`),
+    None without a tokenizer."""
     try:
         tokenizer = getattr(trainer.datamodule, "tokenizer", None)
     except RuntimeError:  # a data module that never learned its tokenizer
         return None
-    return closing_sample(getattr(pl_module, "model", pl_module), tokenizer)
+    return closing_sample(getattr(pl_module, "model", pl_module), tokenizer, prompt)
 
 
 def closing_lines(
@@ -371,14 +373,15 @@ def closing_lines(
     checkpoint = run_dir / "checkpoints" / "last.ckpt"
     runs = run_dir.parent.parent if suite else run_dir.parent
     lines = [f"run: {run_dir}", f"status: {status} after {record.steps} steps; {loss}", f"record: {path}"]
+    prompt = prompt_for(record.heldout.strata if record.heldout else None)  # the sample's, as _sample_of was given
     if sample:
-        lines.append(f"sample ({PROMPT!r} continued; seeded, temperature {TEMPERATURE}):")
+        lines.append(f"sample ({prompt!r} continued; seeded, temperature {TEMPERATURE}):")
         lines.extend(f"    | {line}" for line in sample.splitlines())
     lines.append(
         f"next: tensorboard --logdir {runs}  # tabs CUSTOM SCALARS (the loss curves first), HPARAMS (a row per run)"
     )
     if checkpoint.is_file():
-        lines.append(f"      andrea generate --ckpt {checkpoint} --prompt 'def '")
+        lines.append(f"      andrea generate --ckpt {checkpoint} --prompt {shlex.quote(prompt)}")
     lines.append(f"      andrea compare {runs}")
     return "\n".join(lines)
 
