@@ -213,3 +213,32 @@ def test_a_checkpoints_callback_state_cannot_carry_a_path_outside_the_run(tmp_pa
     with pytest.raises(RunDirectoryError, match="checkpoint's state of callback .*notes.json"):
         check_path_options(tiny_trainer(callbacks=[notes]), run, stored)
     check_path_options(tiny_trainer(callbacks=[notes]), run, {notes.state_key: {"notes_path": "runs/x/version_0/n"}})
+
+
+@pytest.mark.slow  # a sweep of one fit in a subprocess: about 20 s alone, 90 s on a loaded machine
+def test_a_suites_callback_cannot_replace_a_users_file_through_sweep(tmp_path, text_corpus, monkeypatch, capsys):
+    """The same callback under a suite's ``common:``: the sweep's fit is refused, the user's file kept."""
+    from andrea_lab.experiments.sweep.tiny_suite import MICRO
+
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}\n')
+    suite = {
+        "name": "attack",
+        "base": str(Path(QUICKSTART).with_name("cpu-base.yaml")),
+        "common": {
+            **MICRO,
+            "data.corpus": str(text_corpus),
+            "heldout.enabled": False,
+            "trainer.callbacks": [spike_callback(exclude_batches_path=str(notes))],
+        },
+        "lrs": [1e-3],
+        "seeds": [0],
+        "variants": [{"name": "only", "overrides": {}}],
+    }
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    monkeypatch.chdir(tmp_path)
+    code = cli_main(["sweep", str(tmp_path / "suite.yaml"), "--runs-dir", str(tmp_path / "runs")])
+    assert notes.read_text() == '{"mine": true}\n'
+    assert code != 0
+    log = next((tmp_path / "runs").rglob("sweep.log")).read_text()
+    assert "exclude_batches_path" in log and "Traceback" not in log, log[-2000:]

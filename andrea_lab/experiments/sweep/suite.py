@@ -226,12 +226,13 @@ def check_grid_size(document: dict, where: str) -> None:
     lrs = sum(
         _length(v.get("lrs")) if isinstance(v, dict) and v.get("lrs") is not None else suite_lrs for v in variants
     )
-    runs = max(1, _length(document.get("scales"))) * lrs * seeds
+    scales = max(1, _length(document.get("scales")))
+    runs = scales * lrs * seeds
     if runs > MAX_RUNS:
+        at_scales = f" x {scales:,} scales" if scales > 1 else ""
         raise SuiteError(
-            f"{where}: the grid is {runs:,} runs ({max(1, _length(document.get('scales')))} scales x {len(variants):,} "
-            f"variants' LRs ({lrs:,} in all) x {seeds:,} seeds), more than the {MAX_RUNS:,} a suite may plan; "
-            "split it into smaller suites"
+            f"{where}: the grid is {runs:,} runs ({lrs:,} LRs over {len(variants):,} variants x {seeds:,} seeds"
+            f"{at_scales}), more than the {MAX_RUNS:,} a suite may plan; split it into smaller suites"
         )
 
 
