@@ -31,6 +31,7 @@ from andrea_lab.experiments.compare.config_variants import (
     supersede_repeats,
 )
 from andrea_lab.experiments.compare.heldout_columns import curve_columns, heldout_columns, heldout_curve_columns
+from andrea_lab.experiments.compare.run_identity import check_identity
 from andrea_lab.experiments.compare.stats import set_aside_unscored
 from andrea_lab.files import read_json, read_regular_bytes
 from andrea_lab.fit.stability import (
@@ -404,7 +405,8 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         SPLIT: "string",
     }
     table = pd.read_csv(io.BytesIO(data), dtype=strings)
-    return set_aside_unscored(_typed(csv_cells.restored(table, (*_STRING_COLUMNS, *csv_cells.HANDED_TEXT_COLUMNS))))
+    typed = _typed(csv_cells.restored(table, (*_STRING_COLUMNS, *csv_cells.HANDED_TEXT_COLUMNS)))
+    return set_aside_unscored(check_identity(typed, path))
 
 
 def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
