@@ -105,6 +105,19 @@ def compile_key(model_config: Mapping[str, Any], precision: str) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def entry_of(model_config: Mapping[str, Any], precision: str, root: Optional[Path] = None) -> Path:
+    """The entry a compile of this model at this precision uses (it may not exist yet)."""
+    root = Path(os.path.abspath(root if root is not None else default_cache_root()))
+    return root / COMPILE_DIR / compile_key(model_config, precision)[:16]
+
+
+def is_warm(model_config: Mapping[str, Any], precision: str) -> bool:
+    """Whether this user's cache already holds a compile of this model at this precision (a sweep's speed rule
+    counts only the warm compile's cost then); never follows a link."""
+    entry = entry_of(model_config, precision)
+    return entry.is_dir() and not entry.is_symlink() and any(entry.iterdir())
+
+
 def unusable(root: Path, entry: Path) -> Optional[str]:
     """Why ``entry`` (inside ``root``) cannot hold compiled code, or None; it is created (mode 0700) if it
     can be. Nothing is followed through a link, and nothing another user could have written is trusted."""

@@ -139,3 +139,12 @@ def test_inductors_own_default_in_the_variable_is_not_the_users(tmp_path, monkey
     assert os.environ[INDUCTOR_ENV_VAR]
     cache = use_compile_cache(SHAPE, "32-true", root=tmp_path)
     assert cache.state == "cold" and os.environ[INDUCTOR_ENV_VAR] == str(tmp_path / COMPILE_DIR / cache.key)
+
+
+def test_is_warm_once_the_users_entry_holds_a_compile(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path))
+    assert not compile_cache.is_warm(SHAPE, "bf16-mixed")
+    cache = use_compile_cache(SHAPE, "bf16-mixed")
+    assert not compile_cache.is_warm(SHAPE, "bf16-mixed")  # made, still empty
+    (Path(cache.directory) / "fxgraph").mkdir()
+    assert compile_cache.is_warm(SHAPE, "bf16-mixed") and not compile_cache.is_warm(SHAPE, "32-true")

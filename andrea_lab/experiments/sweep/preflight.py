@@ -62,7 +62,8 @@ def _parsed(fit_args: Sequence[str]):
     return "the arguments parsed but the check did not stop before instantiation", None  # pragma: no cover
 
 
-def _model_config(config):
+def model_config_from(config):
+    """The :class:`AndreaConfig` of a parsed config (:func:`parsed_config`)."""
     from andrea_lab.model.config import AndreaConfig  # torch: `andrea sweep --dry-run` starts without it
 
     model_config = config.model.config
@@ -80,7 +81,7 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
     if problem is not None:
         return problem, None
     try:
-        resolve_components(_model_config(config))
+        resolve_components(model_config_from(config))
     except (ConfigError, PluginError, TypeError) as exc:
         return f"model.config: {exc}", None
     return None, _corpus(config)
@@ -102,7 +103,7 @@ def model_config_of(fit_args: Sequence[str]):
     problem, config = _parsed(fit_args)
     if problem is not None:
         raise SuiteError(f"andrea fit {' '.join(fit_args)}: {problem}")
-    return _model_config(config)
+    return model_config_from(config)
 
 
 def _corpus(config) -> Optional[tuple[str, str]]:

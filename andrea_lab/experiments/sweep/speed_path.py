@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.preflight import model_config_from, parsed_config
 from andrea_lab.experiments.sweep.suite import SuiteError, override_args
 from andrea_lab.runs import machine
 from andrea_lab.runs.directory import START_MARKER
@@ -39,8 +40,8 @@ BF16_FROM_WIDTH = 256
 COMPILE_SAVING_S_PER_TOKEN = 0.066 / (16 * 128)
 #: A fit's compile with an empty cache (cpu-wide: 215.5 s compiled against 126.3 s eager over 250 steps).
 COLD_COMPILE_S = 115.0
-#: A fit's compile once the shape's entry exists (benchmarks/compile_cache.py).
-WARM_COMPILE_S = 10.0
+#: A fit's compile once the shape's entry exists (benchmarks/compile_cache.py: 13.5 s against 295.5 s cold at load 11).
+WARM_COMPILE_S = 15.0
 SPEEDS = ("auto", "config", "fp32", "bf16", "bf16-compiled")
 #: What each forced speed sets.
 FORCED = {"fp32": ("32-true", False), "bf16": ("bf16-mixed", False), "bf16-compiled": ("bf16-mixed", True)}
@@ -58,6 +59,7 @@ class Rung:
     precision: str = "32-true"  # what its config says: a choice equal to it leaves the command as it is
     compile: bool = False
     on_cpu: bool = True  # the rule is measured on CPUs: a rung trained elsewhere keeps what its config says
+    cache_warm: bool = False  # this user's compile cache already holds the shape at bf16-mixed
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,14 @@ class SpeedPath:
         return f"{'bf16-mixed' if self.precision.startswith('bf16') else 'fp32'}{', compiled' if self.compile else ''}"
 
 
-def choose(bf16_units: bool, rung: Rung, cache_warm: bool = False) -> SpeedPath:
+def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
     """The fastest path measured correct for ``rung`` on a CPU with (or without) bf16 units."""
     if not bf16_units:
         return SpeedPath("32-true", False, "this CPU has no bf16 units (AMX, AVX512-BF16): bf16 would be emulated")
     if rung.d_model < BF16_FROM_WIDTH:
         return SpeedPath("32-true", False, f"d_model {rung.d_model} < {BF16_FROM_WIDTH}: bf16 measured slower there")
     saving = rung.steps * rung.tokens_per_step * COMPILE_SAVING_S_PER_TOKEN
-    cost = WARM_COMPILE_S + (0.0 if cache_warm else COLD_COMPILE_S / max(1, rung.fits))
+    cost = WARM_COMPILE_S + (0.0 if rung.cache_warm else COLD_COMPILE_S / max(1, rung.fits))
     why = (
         f"d_model {rung.d_model} >= {BF16_FROM_WIDTH} with bf16 units; compiling saves ~{saving:.0f} s a fit "
         f"({rung.steps} steps) against ~{cost:.0f} s of compile a fit"
@@ -163,9 +165,10 @@ def _grouped(chosen: dict[Any, tuple[SpeedPath, bool]]) -> list[str]:
 def rung_of(spec: RunSpec) -> Rung:
     """The rung a planned run trains, read from its command by the preflight's parser (the base config and
     every override in order): the width, steps, tokens per step, and the precision and compile it sets."""
-    from andrea_lab.experiments.sweep.preflight import parsed_config  # Lightning: only when the rule is asked
+    from andrea_lab.fit import compile_cache  # torch: only when the rule is asked (--dry-run --no-check: never)
 
     config = parsed_config(spec.fit_args)
+    model = dataclasses.asdict(model_config_from(config))
     batch = int(config["data.batch_size"])
     block = config.get("data.block_size") or config["model.config.block_size"]
     return Rung(
@@ -175,6 +178,7 @@ def rung_of(spec: RunSpec) -> Rung:
         precision=str(config["trainer.precision"]),
         compile=bool(config["model.compile"]),
         on_cpu=str(config["trainer.accelerator"]) == "cpu",
+        cache_warm=compile_cache.is_warm(model, "bf16-mixed"),
     )
 
 

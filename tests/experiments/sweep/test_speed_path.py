@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def test_a_compile_shared_by_many_fits_or_already_cached_pays_sooner():
     steps = 400  # pays against a warm compile, not against a whole cold one
     one = Rung(d_model=512, steps=steps, tokens_per_step=2048, fits=1)
     assert not choose(True, one).compile
-    assert choose(True, one, cache_warm=True).compile
+    assert choose(True, dataclasses.replace(one, cache_warm=True)).compile
     assert choose(True, Rung(d_model=512, steps=steps, tokens_per_step=2048, fits=40)).compile
 
 
