@@ -95,7 +95,7 @@ def claim_run_directory(run_dir: str | os.PathLike, ckpt_path: Optional[str]) ->
         raise RunDirectoryError(
             f"{run_dir} is not a fresh run directory: it holds {', '.join(foreign[:3])}{more}, which no fit wrote, "
             "and a new run is written only into a new or empty directory; leave the logger's version unset "
-            "(a new version_N) or choose an unused one"
+            "(a new version_N) or choose an unused one (without a logger: a new --trainer.default_root_dir)"
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(run_dir / RUN_LOCK_FILE)
