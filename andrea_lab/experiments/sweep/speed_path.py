@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 from andrea_lab.experiments.sweep.plan import RunSpec
 from andrea_lab.experiments.sweep.preflight import model_config_from, parsed_config
 from andrea_lab.experiments.sweep.suite import SuiteError, override_args
+from andrea_lab.files import read_json
 from andrea_lab.runs import machine
 from andrea_lab.runs.directory import START_MARKER
 
@@ -98,12 +99,13 @@ def apply(
     speed: str,
     rung_of: Callable[[RunSpec], Optional[Rung]],
     bf16_units: bool,
-    started: Callable[[RunSpec], bool] = lambda spec: (spec.run_dir / START_MARKER).exists(),
+    recorded: Callable[[RunSpec], Optional[dict]] = lambda spec: _marker_overrides(spec),
 ) -> tuple[list[RunSpec], Optional[str]]:
     """The specs with each rung's path in its command, and the line that says what was chosen and why (None
     for ``config``). ``rung_of`` reads a spec's model and steps (the preflight's parser, once per rung). Under
-    ``auto`` a rung with a run already ``started`` keeps what its config says: an earlier sweep made those runs
-    that way, and the sweep neither counts as done nor overwrites runs made with other settings."""
+    ``auto`` a rung with a run already started (``recorded``: its marker's overrides) keeps the path its runs were
+    made with, as the config says or as an earlier sweep chose: the sweep neither counts as done nor overwrites
+    runs made with other settings."""
     if speed == "config":
         return list(specs), None
     fits = Counter(_shape(spec) for spec in specs)
@@ -113,13 +115,34 @@ def apply(
         key = _shape(spec)
         if any(name in spec.overrides for name in OWN_KEYS):
             chosen.setdefault(key, (SpeedPath("", False, "set by the suite or --set"), False))
-        elif key not in chosen and speed == "auto" and any(started(other) for other in specs if _shape(other) == key):
-            chosen[key] = (SpeedPath("", False, "runs already made as the config says"), False)
+        elif key not in chosen and speed == "auto" and (made := _made(specs, key, recorded)) is not None:
+            chosen[key] = made
         elif key not in chosen:
             chosen[key] = _choice(speed, rung_of(spec), fits[key], bf16_units)
         path, changes = chosen[key]
         out.append(_with_path(spec, path) if changes else spec)  # as its config says: its command unchanged
     return out, "speed: " + "; ".join(_grouped(chosen))
+
+
+def _marker_overrides(spec: RunSpec) -> Optional[dict]:
+    """The overrides a started run was made with (its ``sweep-run.json``), None if it has not started."""
+    marker = read_json(spec.run_dir / START_MARKER)
+    return None if marker is None else dict(marker.get("overrides") or {})
+
+
+def _made(
+    specs: Sequence[RunSpec], key: Any, recorded: Callable[[RunSpec], Optional[dict]]
+) -> Optional[tuple[SpeedPath, bool]]:
+    """The path a rung's already-started runs were made with (None if none started): an earlier sweep's choice
+    where their overrides hold one, else the config's."""
+    for other in specs:
+        if _shape(other) != key or (overrides := recorded(other)) is None:
+            continue
+        if all(name in overrides for name in OWN_KEYS):
+            precision, compiled = str(overrides["trainer.precision"]), bool(overrides["model.compile"])
+            return SpeedPath(precision, compiled, "as its runs were made"), True
+        return SpeedPath("", False, "runs already made as the config says"), False
+    return None
 
 
 def _choice(speed: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tuple[SpeedPath, bool]:

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def _rung_of(spec: RunSpec) -> Rung:
 
 def test_apply_changes_only_the_rungs_where_the_choice_differs_from_the_config():
     specs = [_spec(1, "d64", "pre"), _spec(2, "d64", "post"), _spec(3, "d512", "pre"), _spec(4, "d512", "post")]
-    out, line = apply(specs, "auto", _rung_of, bf16_units=True, started=lambda spec: False)
+    out, line = apply(specs, "auto", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]  # fp32 eager: as cpu-base says
     for spec in out[2:]:
         assert spec.command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "false")
@@ -64,29 +65,39 @@ def test_apply_changes_only_the_rungs_where_the_choice_differs_from_the_config()
 
 def test_a_suite_or_set_that_names_the_precision_is_never_overridden():
     specs = [_spec(1, "d512", "pre", {"trainer.precision": "32-true"})]
-    out, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=True, started=lambda spec: False)
+    out, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert out == specs and "set by the suite or --set" in line
 
 
 def test_the_user_forces_either_way():
     specs = [_spec(1, "d64", "pre"), _spec(2, "d512", "pre")]
-    forced, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=False, started=lambda spec: False)
+    forced, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=False, recorded=lambda spec: None)
     assert all(s.command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "true") for s in forced)
     assert "--speed bf16-compiled" in line
-    plain, _ = apply(specs, "fp32", _rung_of, bf16_units=True, started=lambda spec: False)
+    plain, _ = apply(specs, "fp32", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert [s.command for s in plain] == [s.command for s in specs]  # the config already says fp32 eager
     assert apply(specs, "config", _rung_of, bf16_units=True) == (specs, None)
 
 
 def test_auto_keeps_a_rung_whose_runs_an_earlier_sweep_made_as_the_config_said():
     specs = [_spec(1, "d512", "pre"), _spec(2, "d512", "pre")]
-    out, line = apply(specs, "auto", _rung_of, bf16_units=True, started=lambda spec: spec.index == 2)
+    out, line = apply(specs, "auto", _rung_of, bf16_units=True, recorded=lambda s: {} if s.index == 2 else None)
     assert out == specs and "runs already made as the config says" in line
+
+
+def test_auto_resumes_a_rung_with_the_path_an_earlier_sweep_chose_for_it(tmp_path):
+    first, _ = apply([_spec(1, "d512", "pre", root=tmp_path)], "auto", _rung_of, True, recorded=lambda s: None)
+    marker = tmp_path / "d512" / "pre" / "1" / "sweep-run.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"overrides": first[0].overrides}))
+    # On a CPU without bf16 units now, the runs already made in bf16 keep their command (else: refused as other).
+    again, line = apply([_spec(1, "d512", "pre", root=tmp_path)], "auto", _rung_of, bf16_units=False)
+    assert again[0].command == first[0].command and "as its runs were made" in line
 
 
 def test_precision_spellings_are_one_precision():
     rung = Rung(512, 250, 2048, precision="bf16", compile=False)
-    out, _ = apply([_spec(1, "d512", "pre")], "bf16", lambda spec: rung, bf16_units=True, started=lambda s: False)
+    out, _ = apply([_spec(1, "d512", "pre")], "bf16", lambda spec: rung, bf16_units=True, recorded=lambda s: None)
     assert out[0].command == _spec(1, "d512", "pre").command
 
 
@@ -115,7 +126,7 @@ def test_a_rung_is_read_from_the_planned_command(tmp_path):
 
 def test_a_rung_trained_off_the_cpu_keeps_its_config():
     gpu = Rung(512, 250, 2048, on_cpu=False)
-    out, line = apply([_spec(1, "d512", "pre")], "auto", lambda spec: gpu, bf16_units=True, started=lambda s: False)
+    out, line = apply([_spec(1, "d512", "pre")], "auto", lambda spec: gpu, bf16_units=True, recorded=lambda s: None)
     assert out[0].command == _spec(1, "d512", "pre").command and "not a CPU fit" in line
 
 
