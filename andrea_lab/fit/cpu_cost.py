@@ -27,7 +27,7 @@ def cpu_step_note(parameters: int, tokens_per_step: int, max_steps: Optional[int
         f"note: training {parameters / 1e6:.1f}M parameters on the CPU, {tokens_per_step:,} tokens per step: "
         f"{FLOPS_PER_PARAMETER_TOKEN} x parameters x tokens = {flops / 1e12:.1f} TFLOP per step, at least "
         f"{seconds:.0f} s per step at {CPU_FLOPS_PER_S / 1e9:.0f} GFLOP/s (what 2 cores reach){total}. "
-        "CPU-sized configs: experiments/quickstart.yaml (about 5 minutes), experiments/cpu-base.yaml"
+        "CPU-sized configs: experiments/quickstart.yaml (minutes on 2 quiet cores), experiments/cpu-base.yaml"
     )
 
 
