@@ -92,15 +92,17 @@ def test_each_count_claim_counts_its_own_outcome_and_fewer_divergences_names_the
 
 
 def test_a_loss_claim_at_a_fixed_lr_where_one_side_is_mostly_stuck_says_so_in_its_verdict():
-    at_plateau, trained = evaluate_claims(
+    at_plateau, trained, without_stuck = evaluate_claims(
         [
             {"lower_loss": ["pre", "post"], "lr": 4e-3, "exploratory": True},
             {"lower_loss": ["pre", "post"], "lr": 1e-3, "exploratory": True},
+            {"lower_loss_trained": ["pre", "post"], "lr": 4e-3, "exploratory": True},
         ],
         _grid(),
     )
     assert "post stuck 4/5 at 4e-3: it measures the unigram plateau, not a trained model's loss" in at_plateau.caveat
     assert "stuck" not in trained.caveat
+    assert "stuck" not in without_stuck.caveat and "4 of 5 pairs left out" in without_stuck.evidence
 
 
 def test_a_records_outcome_travels_through_runs_csv_with_its_rise(tmp_path):

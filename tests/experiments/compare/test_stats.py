@@ -285,7 +285,7 @@ def test_parse_claims():
         "lower_loss",
     ):
         with pytest.raises(
-            ValueError, match=r"lower_loss, lower_loss_trained, fewer_divergences, lower_sensitivity"
+            ValueError, match=r"lower_loss, lower_loss_trained, fewer_divergences, fewer_stuck, fewer_regressions"
         ) as error:
             parse_claims([bad])
         assert repr(bad) in str(error.value)
