@@ -18,6 +18,8 @@ What it provides:
 * :func:`check_optimizer`, :func:`check_schedule` -- an optimizer trains a micro model, changes nothing in a
   step without gradients (the non-finite skip), resumes bit for bit from its ``state_dict`` and gives the
   training weights back after ``evaluation_weights``; a schedule is a pure, finite, non-negative multiplier.
+  Both must declare every option of their own (``options``: an :class:`~andrea_lab.plugin.Option` per
+  constructor keyword, its default inside its range) and work at each closed end of each declared range.
 * :class:`RecordingBackend` — the eager reference backend, recording which ops were called, to assert
   that a plugin computes through its backend (so that a faster backend is actually used).
 * :func:`write_distribution` / :func:`forget_modules` — install a throwaway distribution with entry
@@ -194,13 +196,15 @@ def check_backend(plugin: type | str, rtol: float = 1e-4, atol: float = 1e-5, in
 
 
 def check_optimizer(plugin: type | str) -> None:
-    """Assert that an optimizer (class or registered name) keeps the contract when it trains (see module doc)."""
+    """Assert that an optimizer (class or registered name) keeps the contract when it trains, its declared
+    options included (see module doc)."""
     cls, _ = _plugin("optimizer", plugin)
     with plugin_check.one_thread():
         _assert(plugin_check.check_optimizer, cls)
 
 
 def check_schedule(plugin: type | str) -> None:
-    """Assert that a learning-rate schedule (class or registered name) is a pure, finite, non-negative multiplier."""
+    """Assert that a learning-rate schedule (class or registered name) is a pure, finite, non-negative multiplier,
+    also at the ends of its declared options' ranges."""
     cls, _ = _plugin("schedule", plugin)
     _assert(plugin_check.check_schedule, cls)
