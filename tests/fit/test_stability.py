@@ -401,3 +401,21 @@ def test_the_monitor_takes_each_optimizer_steps_norm_from_the_modules_guard(tmp_
     logged = [e.value for e in events.Scalars(andrea_tags.TRAIN_GRAD_NORM)]
     assert len(logged) == 4 and all(math.isfinite(g) and g > 0 for g in logged)
     assert monitor.grad_norms == pytest.approx(logged, rel=1e-6)
+
+
+@pytest.mark.parametrize("curve, stops", [("rise", False), ("plateau", True)])
+def test_stop_on_divergence_follows_a_rise_to_the_end_but_stops_on_the_plateau(curve, stops):
+    """A trained run's rise may still come back (a spike, andrea_lab.runs.outcome), so stop_on_divergence does not
+    stop at its onset; a run stuck on the unigram plateau is stopped as before."""
+    from types import SimpleNamespace
+
+    monitor = StabilityMonitor(interval=0, flush_every=1, unigram_loss=3.0, stop_on_divergence=True, precursors=False)
+    monitor.divergence_detector.unigram_loss = 3.0
+    trainer = SimpleNamespace(loggers=[], is_global_zero=True, should_stop=False)
+    trained = [2.0 + 3.5 * math.exp(-t / 30) for t in range(300)] + [3.4] * 100
+    losses = trained if curve == "rise" else [3.0] * 150
+    for step, loss in enumerate(losses):
+        monitor._pending.append((step, torch.tensor(loss), None))
+        monitor.flush(trainer)
+    assert monitor.divergence is not None and trainer.should_stop is stops
+    assert (monitor.divergence_detector.rise is not None) is not stops
