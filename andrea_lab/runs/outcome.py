@@ -12,8 +12,9 @@ on; a verdict needs what the run *was*. "Diverged" mixed three outcomes that a p
     what the rise still cost at the end.
 ``blew_up``
     its loss or gradient went non-finite (before or after it trained), or its loss climbed well above where it
-    started and stayed there (``blew_up``): the gradient blow-up of Xiong et al. or Wortsman et al. ``step``:
-    where; ``size``: final − initial validation loss (nats) where both are finite, None for non-finite.
+    started and stayed there (``blew_up``), or a trained run's rise peaked :data:`EXPLODED_MARGIN` above its
+    initial loss: the blow-up of Xiong et al. or Wortsman et al. ``step``: where; ``size``: final (or the rise's
+    peak) − initial loss (nats) where known, None for non-finite.
 ``trained``
     none of these. A rise that came back to within :data:`RECOVERED_MARGIN` of its best by the end is a spike,
     not a divergence: ``rise`` records it (onset ``step``, ``size`` in nats above the best before it and
@@ -44,6 +45,10 @@ OUTCOMES = (TRAINED, *FAILURES)
 #: stuck check's margin: what the monitor already calls "at" a level). The committed rises are either back
 #: exactly (final = best: instability.yaml's QK-norm runs at LR 0.3) or still 0.25-0.5 nats up at the end.
 RECOVERED_MARGIN = 0.1
+#: A trained run's rise whose (smoothed) peak went this many nats above the run's initial loss exploded: a
+#: blow-up, whether or not it came back (the monitor's ``blowup_margin`` for a run that never trained). Known only
+#: where the monitor followed the rise (its ``size``); a runs.csv row from before has no peak.
+EXPLODED_MARGIN = 1.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,9 @@ def classify(
     followed = rise or {}
     if followed.get("nonfinite_step") is not None:  # it rose, then went non-finite: a blow-up after all
         return Outcome(BLEW_UP, _step(followed["nonfinite_step"]))
+    peak = None if best is None or _finite(followed.get("size")) is None else best + _finite(followed["size"])
+    if peak is not None and initial is not None and peak >= initial + EXPLODED_MARGIN:
+        return Outcome(BLEW_UP, at, round(peak - initial, 6))  # it went far above where it started, then or not back
     regression = None if final is None or best is None else final - best
     if regression is not None and regression < RECOVERED_MARGIN:
         return Outcome(TRAINED, rise={"step": at, "size": followed.get("size"), "length": followed.get("length")})

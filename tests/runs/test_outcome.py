@@ -57,3 +57,10 @@ def test_a_rise_followed_into_a_non_finite_loss_is_a_blow_up():
 def test_an_unknown_kind_names_itself_and_the_known_ones():
     with pytest.raises(ValueError, match=r"'exploded'.*stuck_at_unigram.*final_above_best"):
         classify("exploded")
+
+
+def test_a_rise_that_exploded_above_the_initial_loss_is_a_blow_up_even_if_it_came_back():
+    """stability.md's peak-0.5 run: loss 2.48, then 46 nats, then 2.9 by the end: it exploded, not regressed."""
+    exploded = classify(ROSE, LOSS_ROSE, 847, 5.5, 2.4, 2.9, {"size": 43.6, "length": 400})
+    assert exploded == Outcome("blew_up", 847, pytest.approx(40.5))
+    assert classify(ROSE, LOSS_ROSE, 847, 5.5, 2.4, 2.41, {"size": 4.0, "length": 80}).kind == "trained"
