@@ -210,7 +210,8 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     totals["steps_share"] = totals["steps"] / slots
     totals["heldout_share"] = totals["heldout"] / slots
     totals["runs_per_hour"] = totals["runs"] / totals["sweep_wall"] * 3600
-    add_same_steps_rate(totals)
+    arithmetic = runs.groupby("path", sort=False)["arithmetic"].first() if "arithmetic" in runs else None
+    add_same_steps_rate(totals, arithmetic)
     print(
         "\nper path (seconds, summed over runs; steps_share, heldout_share = optimizer steps, held-out evaluation"
         f" / (sweep wall time x {args.jobs} job(s))):"
@@ -225,12 +226,15 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     return totals
 
 
-def add_same_steps_rate(totals: pd.DataFrame) -> None:
-    """``runs_per_hour_same_steps``: the rate had every path's optimizer steps taken their mean over the paths.
-    The paths train identically, so a difference in step time is the shared machine's load, not the path;
-    this rate keeps only what the paths change (everything but the steps)."""
+def add_same_steps_rate(totals: pd.DataFrame, arithmetic: Optional[pd.Series] = None) -> None:
+    """``runs_per_hour_same_steps``: the rate had every path's optimizer steps taken their mean over the paths
+    of one arithmetic. Those paths train identically, so a difference in their step time is the shared machine's
+    load, not the path; this rate keeps only what the paths change (everything but the steps). A path of other
+    arithmetic (bf16, compiled) changes the steps themselves: its steps are each arithmetic's own mean."""
+    groups = arithmetic if arithmetic is not None else pd.Series("", index=totals.index)
+    mean_steps = totals["steps"].groupby(groups).transform("mean")
     besides = totals["sweep_wall"] - totals["steps"]
-    totals["runs_per_hour_same_steps"] = totals["runs"] / (besides + totals["steps"].mean()) * 3600
+    totals["runs_per_hour_same_steps"] = totals["runs"] / (besides + mean_steps) * 3600
 
 
 def machine_line(args: argparse.Namespace) -> str:

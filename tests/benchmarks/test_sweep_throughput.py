@@ -76,3 +76,13 @@ def test_paths_of_other_arithmetic_are_compared_by_held_out_loss_not_bit_for_bit
     assert "today (32-true) vs fastest (bf16-mixed): held-out loss 2.0 vs 2.01" in printed
     runs.loc[1, "heldout_loss"] = 2.5
     assert bool(sweep_throughput.same_training(runs)) is False
+
+
+def test_the_same_steps_rate_pools_step_time_only_within_one_arithmetic():
+    totals = sweep_throughput.pd.DataFrame(
+        {"steps": [30.0, 50.0, 14.0], "sweep_wall": [100.0, 90.0, 30.0], "runs": [1, 1, 1]},
+        index=["today", "improved", "fastest"],
+    )
+    arithmetic = sweep_throughput.pd.Series(["32-true", "32-true", "bf16-mixed"], index=totals.index)
+    sweep_throughput.add_same_steps_rate(totals, arithmetic)
+    assert list(totals["runs_per_hour_same_steps"]) == pytest.approx([3600 / 110, 3600 / 80, 3600 / 30])
