@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from andrea_lab.experiments.sweep.ladder import grids_at, rung_grid
 from andrea_lab.experiments.sweep.scales import Scale, check_disjoint, choose_scales
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, format_lr, override_args, run_version
 
@@ -129,7 +130,7 @@ def plan_sweep(
 ) -> list[RunSpec]:
     """Every combination of the suite (or of the grids given instead), in run order. Each variant runs at its
     own LR grid where it has one; ``lrs`` (``--lrs``) replaces every variant's."""
-    seeds = tuple(suite.seeds if seeds is None else seeds)
+    seeds_given, seeds = seeds is not None, tuple(suite.seeds if seeds is None else seeds)
     chosen = suite.variants if variants is None else tuple(suite.variant(name) for name in variants)
     points = choose_scales(suite.scales, scales, str(suite.path))
     grids = {variant.name: tuple(suite.lrs_of(variant) if lrs is None else lrs) for variant in chosen}
@@ -140,7 +141,8 @@ def plan_sweep(
         )
     check_disjoint(suite.scales, suite.common, suite.variants, str(suite.path))  # --set may have added a key
     save_dir = suite_runs_dir(runs_dir, suite).resolve()
-    combos = _combinations(seeds, points, suite.lrs if lrs is None else lrs, chosen, grids)
+    handed = (lrs is not None, seeds_given)
+    combos = _combinations(seeds, points, suite.lrs if lrs is None else lrs, chosen, grids, suite.ladder, handed)
     position = {variant.name: number for number, variant in enumerate(suite.variants)}
     scale_position = {scale.name: number for number, scale in enumerate(suite.scales)}
     specs = []
@@ -178,18 +180,23 @@ def plan_sweep(
     return specs
 
 
-def _combinations(seeds, points, lrs, chosen, grids: dict[str, tuple]) -> list[tuple]:
+def _combinations(seeds, points, lrs, chosen, grids: dict[str, tuple], ladder=None, handed=(False, False)) -> list:
     """(seed, scale, lr, variant) in run order: seeds outermost, then scales, LRs (the suite's order, then
-    those only variants' own grids have) and variants, each variant at the LRs of its grid only."""
-    every_lr = list(dict.fromkeys(lr for grid in (lrs, *grids.values()) for lr in grid))
-    return [
-        (seed, scale, lr, variant)
-        for seed in seeds
-        for scale in points
-        for lr in every_lr
-        for variant in chosen
-        if lr in grids[variant.name]
-    ]
+    those only variants' own grids have) and variants, each variant at the LRs of its grid only. A ladder's
+    rung with its own grid (sweep.ladder) runs its LRs and seeds instead, unless ``--lrs``/``--seeds`` were
+    ``handed``."""
+    combos = []
+    for seed in seeds:
+        for scale in points:
+            rung = None if scale is None else scale.name
+            rung_seeds = rung_grid(ladder, rung, "seeds", handed[1])
+            if rung_seeds is not None and seed not in rung_seeds:
+                continue
+            rung_lrs = rung_grid(ladder, rung, "lrs", handed[0])
+            at = grids_at(grids, rung_lrs)
+            every_lr = dict.fromkeys(lr for grid in (rung_lrs or lrs, *at.values()) for lr in grid)
+            combos += [(seed, scale, lr, variant) for lr in every_lr for variant in chosen if lr in at[variant.name]]
+    return combos
 
 
 def _scale_overrides(scale: Optional[Scale]) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from typing import Any, Iterable, Optional
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.sweep.extend_grid import ExtendGrid, parse_extend_grid
+from andrea_lab.experiments.sweep.ladder import parse_ladder
 from andrea_lab.experiments.sweep.scales import parse_scales
 from andrea_lab.experiments.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
     RESERVED_KEYS,
@@ -80,6 +81,7 @@ SUITE_KEYS = (
     "resources",
     "scales",
     "extend_grid",
+    "ladder",
 )
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
@@ -123,6 +125,8 @@ class Suite:
     scales: tuple[Any, ...] = ()
     #: LRs the sweep adds beyond an edge optimum (andrea_lab.experiments.sweep.extend_grid); None: none.
     extend_grid: Optional[ExtendGrid] = None
+    #: Rungs (the scales) growing in compute, the decisions asked, per-rung grids (sweep.ladder); None: no ladder.
+    ladder: Optional[Any] = None
 
     def identical_variants(self) -> Optional[tuple[str, str]]:
         """The first two variants with the same overrides and different seed offsets: an A/A pair (one
@@ -449,6 +453,7 @@ def load_suite(path: str | Path) -> Suite:
             f"{where}: extend_grid",
             {v.name: lrs if v.lrs is None else v.lrs for v in variants},
         ),
+        ladder=parse_ladder(document.get("ladder"), where, name, scales, names, seeds, parse_grid, path.parent),
     )
     check_stuck_windows(suite)
     return suite
