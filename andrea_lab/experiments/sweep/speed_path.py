@@ -65,6 +65,8 @@ class Rung:
 
 @dataclass(frozen=True)
 class SpeedPath:
+    """A rung's precision (Lightning's name; empty: as its config says) and compile, and why."""
+
     precision: str
     compile: bool
     reason: str
@@ -75,7 +77,8 @@ class SpeedPath:
 
 
 def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
-    """The fastest path measured correct for ``rung`` on a CPU with (or without) bf16 units."""
+    """The fastest measured path for ``rung`` on a CPU with (or without) bf16 units. Its loss equivalence to fp32
+    eager is shown at d64 (precision_confirm, docs/results.md "Precision"); at d256 and up it rests on that."""
     if not bf16_units:
         return SpeedPath("32-true", False, "this CPU has no bf16 units (AMX, AVX512-BF16): bf16 would be emulated")
     if rung.d_model < BF16_FROM_WIDTH:
