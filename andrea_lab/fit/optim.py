@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
+from andrea_lab.fit.args import TrainingArgs
 from andrea_lab.fit.optimizers.adamw import fused_adamw
 from andrea_lab.fit.schedules import warmup_cosine
 from andrea_lab.model.config import ConfigError
@@ -63,6 +64,22 @@ class OptimizerChoice:
     weight_decay: float
     warmup_steps: int
     min_lr_ratio: float
+
+    @classmethod
+    def of(cls, args: TrainingArgs) -> "OptimizerChoice":
+        """The choice a run's checked training arguments make."""
+        return cls(
+            args.optimizer,
+            args.schedule,
+            args.optimizer_args,
+            args.schedule_args,
+            args.lr,
+            args.betas,
+            args.eps,
+            args.weight_decay,
+            args.warmup_steps,
+            args.min_lr_ratio,
+        )
 
     @property
     def optimizer_class(self) -> type[Optimizer]:

@@ -16,6 +16,7 @@ import logging
 import warnings
 from typing import Optional, Sequence
 
+from andrea_lab.errors import AndreaError
 from andrea_lab.experiments.sweep.plan import RunSpec, first_run_per_variant
 from andrea_lab.experiments.sweep.suite import SuiteError
 
@@ -84,7 +85,21 @@ def parse_command(fit_args: Sequence[str]) -> tuple[Optional[str], Optional[tupl
         resolve_components(model_config_from(config))
     except (ConfigError, PluginError, TypeError) as exc:
         return f"model.config: {exc}", None
+    try:
+        check_training(config)
+    except AndreaError as exc:  # ConfigError, PluginError, a missing optimizer package
+        return f"model: {exc}", None
     return None, _corpus(config)
+
+
+def check_training(config) -> None:
+    """The training arguments of a parsed config checked as AndreaLM checks them (ranges, the optimizer and
+    schedule plugins and their declared options), so a bad ``model.optimizer_args`` fails the preflight."""
+    from andrea_lab.fit.args import TrainingArgs  # torch: `andrea sweep --dry-run` starts without it
+    from andrea_lab.fit.optim import OptimizerChoice  # torch: `andrea sweep --dry-run` starts without it
+
+    model = config.model
+    OptimizerChoice.of(TrainingArgs.from_arguments(dict(vars(model)) if hasattr(model, "__dict__") else model)).check()
 
 
 def parsed_config(fit_args: Sequence[str]):
