@@ -30,7 +30,13 @@ from andrea_lab.fit.closing_sample import TEMPERATURE, closing_sample, prompt_fo
 from andrea_lab.fit.compile_cache import compile_counters
 from andrea_lab.fit.heldout import HeldOutEvaluation, format_heldout
 from andrea_lab.fit.hparams import data_knobs, log_run_hparams, run_hparams, run_metrics, trainer_knobs, trial_name
-from andrea_lab.fit.stability.events import Divergence, DivergenceDetector, divergence_flags, outcome_flags
+from andrea_lab.fit.stability.events import (
+    Divergence,
+    DivergenceDetector,
+    divergence_flags,
+    outcome_flags,
+    record_outcome,
+)
 from andrea_lab.fit.stability.monitor import StabilityMonitor
 from andrea_lab.fit.stability.probe import attention_extremes
 from andrea_lab.model.contracts import PLUGIN_KINDS
@@ -39,7 +45,6 @@ from andrea_lab.model.training_contracts import TRAINING_KINDS
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import NONFINITE, SUMMARY_FILE, RunRecord, finite_or_none, package_versions, write_record
 from andrea_lab.runs.machine import machine_record
-from andrea_lab.runs.outcome import TRAINED, Outcome, classify
 
 
 def _plugins(config: dict[str, Any], training: dict[str, Any]) -> dict[str, dict[str, Optional[str]]]:
@@ -253,7 +258,7 @@ class RunSummary(L.Callback):
         finite = [(s, v) for s, v in self.val_history if math.isfinite(v)]
         best_step, best = min(finite, key=lambda sv: sv[1]) if finite else (None, None)
         final_step, final = self.val_history[-1] if self.val_history else (None, None)
-        divergence, outcome = _outcome(detector, self.initial_val_loss, best, (final_step, final), interrupted)
+        divergence, outcome = record_outcome(detector, self.initial_val_loss, best, (final_step, final), interrupted)
         stops = monitor is not None and monitor.stop_on_divergence
         status = run_status(divergence, interrupted, stops or isinstance(exception, DivergenceError))
         grad_max, grad_median = monitor.grad_norm_stats() if monitor is not None else (None, None)
@@ -384,29 +389,6 @@ def closing_lines(
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt {shlex.quote(prompt)}")
     lines.append(f"      andrea compare {runs}")
     return "\n".join(lines)
-
-
-def _outcome(
-    detector: DivergenceDetector,
-    initial: Optional[float],
-    best: Optional[float],
-    last_validation: tuple[Optional[int], Optional[float]],
-    interrupted: bool,
-) -> tuple[Optional[Divergence], Outcome]:
-    """The run's divergence as the record keeps it (after the end-of-fit check of the final validation loss,
-    ``(step, loss)``) and its outcome (andrea_lab.runs.outcome). A rise that came back by the end of a run that
-    ran to it is a spike, not a divergence: the record then keeps no divergence (the outcome keeps the rise), so
-    the run is ``finished`` and no count takes it for a failure."""
-    final_step, final = last_validation
-    if final is not None and not interrupted:
-        detector.check_final(final_step, final, best)
-    divergence = detector.divergence
-    if divergence is None:
-        return None, Outcome(TRAINED)
-    outcome = classify(divergence.kind, divergence.cause, divergence.step, initial, best, final, detector.rise)
-    if outcome.kind == TRAINED and not interrupted:
-        return None, outcome
-    return divergence, outcome
 
 
 def _divergence_of(record: RunRecord) -> Optional[Divergence]:

@@ -451,3 +451,21 @@ def test_the_outcome_flags_tell_the_three_failures_and_a_recovered_rise_apart():
     assert spike[f"{tags.OUTCOME}/trained"] == 1.0 and spike[f"{tags.OUTCOME}/recovered_rise"] == 1.0
     assert outcome_flags({"kind": "regressed", "step": 9, "size": 0.4, "rise": None})[f"{tags.OUTCOME}/size"] == 0.4
     assert outcome_flags({}) == {}
+
+
+def test_a_rise_that_came_back_by_the_end_is_recorded_as_a_spike_not_a_divergence():
+    """The record keeps no divergence for it (the run is finished) and its outcome keeps the rise; a rise still up
+    at the end stays a divergence, a regression by final − best; an interrupted run's rise is left as it was."""
+    from andrea_lab.fit.stability.events import record_outcome
+    from andrea_lab.fit.summary import run_status  # the status the record then gets
+
+    detector = DivergenceDetector(unigram_loss=3.0, stuck_after=40, rise_patience=50)
+    curve = [2.0 + 3.5 * math.exp(-t / 30) for t in range(400)] + [3.4] * 100 + [2.0] * 200
+    for step, loss in enumerate(curve):
+        detector.update(step, loss)
+    divergence, outcome = record_outcome(detector, 5.5, 2.0, (700, 2.01), interrupted=False)
+    assert divergence is None and outcome.kind == "trained" and outcome.rise["length"] is not None
+    assert run_status(divergence, False, False) == "finished"
+    divergence, outcome = record_outcome(detector, 5.5, 2.0, (700, 2.4), interrupted=False)
+    assert divergence is detector.divergence and (outcome.kind, outcome.size) == ("regressed", 0.4)
+    assert record_outcome(detector, 5.5, 2.0, (700, 2.01), interrupted=True)[0] is detector.divergence

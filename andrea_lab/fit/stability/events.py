@@ -48,7 +48,7 @@ from andrea_lab.runs.directory import (  # the kinds are the record's
     STUCK_AT_UNIGRAM,
     TRAINED_THEN_DIVERGED,
 )
-from andrea_lab.runs.outcome import OUTCOMES
+from andrea_lab.runs.outcome import OUTCOMES, TRAINED, Outcome, classify
 
 
 def _finite(value: float) -> bool:
@@ -119,6 +119,13 @@ class Divergence:
     step: int
     kind: str
     cause: Optional[str] = None  # for trained_then_diverged: loss_rose or nonfinite
+
+    @property
+    def stops_a_run(self) -> bool:
+        """Whether ``stop_on_divergence`` may stop here: not at a trained run's rise, which is followed to the end.
+        Whether a rise was a regression or a spike is known only then (andrea_lab.runs.outcome); stopped at its
+        onset, every rise would be a regression by construction."""
+        return self.cause != LOSS_ROSE
 
     def as_dict(self) -> dict[str, Any]:
         found = asdict(self)
@@ -379,6 +386,29 @@ def divergence_flags(divergence: Optional[Divergence]) -> dict[str, float]:
         tags.BLEW_UP: float(kind == BLEW_UP),
         tags.TRAINED_THEN_DIVERGED: float(kind == TRAINED_THEN_DIVERGED),
     }
+
+
+def record_outcome(
+    detector: DivergenceDetector,
+    initial: Optional[float],
+    best: Optional[float],
+    last_validation: tuple[Optional[int], Optional[float]],
+    interrupted: bool,
+) -> tuple[Optional[Divergence], Outcome]:
+    """The run's divergence as its record keeps it (after the end-of-fit check of the final validation loss,
+    ``(step, loss)``) and its outcome (andrea_lab.runs.outcome). A rise that came back by the end of a run that
+    ran to it is a spike, not a divergence: the record then keeps no divergence (the outcome keeps the rise), so
+    the run is ``finished`` and no count takes it for a failure."""
+    final_step, final = last_validation
+    if final is not None and not interrupted:
+        detector.check_final(final_step, final, best)
+    divergence = detector.divergence
+    if divergence is None:
+        return None, Outcome(TRAINED)
+    outcome = classify(divergence.kind, divergence.cause, divergence.step, initial, best, final, detector.rise)
+    if outcome.kind == TRAINED and not interrupted:
+        return None, outcome
+    return divergence, outcome
 
 
 def outcome_flags(outcome: dict[str, Any]) -> dict[str, float]:

@@ -42,7 +42,6 @@ from andrea_lab.fit.stability.settings import check_settings
 from andrea_lab.fit.stability.unigram import measure_unigram_loss
 from andrea_lab.model.transformer import Andrea
 from andrea_lab.runs import tags
-from andrea_lab.runs.directory import LOSS_ROSE
 
 
 class StabilityMonitor(L.Callback):
@@ -80,8 +79,7 @@ class StabilityMonitor(L.Callback):
         unigram_loss: The unigram loss of the training data in nats; null = measure it from the data
             module's training tokens (a sample of ``unigram_sample_tokens``), else ln(vocab_size).
         unigram_sample_tokens: Tokens read to measure the unigram loss.
-        stop_on_divergence: Stop training (``trainer.should_stop``) once a divergence is declared, except a trained
-            run's rise, which is followed to the end (it may come back: a spike, not a divergence).
+        stop_on_divergence: Stop training once a divergence is declared, except a rise (``Divergence.stops_a_run``).
         custom_scalars: Write the TensorBoard custom-scalars layout (per-layer curves on shared charts).
     """
 
@@ -353,9 +351,7 @@ class StabilityMonitor(L.Callback):
         if self.spikes.ema is not None:
             metrics[tags.LOSS_EMA] = self.spikes.ema
         self._log(trainer, metrics, last_step)
-        # A rise is not stopped on: whether it was a regression or a spike is known only at the end
-        # (andrea_lab.runs.outcome); stopped at its onset, every rise would be a regression by construction.
-        if newly_diverged is not None and self.stop_on_divergence and newly_diverged.cause != LOSS_ROSE:
+        if newly_diverged is not None and self.stop_on_divergence and newly_diverged.stops_a_run:
             trainer.should_stop = True
 
     # ------------------------------------------------------------ the probe
