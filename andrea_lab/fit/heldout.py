@@ -30,6 +30,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, HeldOutPlan, capped_mean, clustered_mean
 from andrea_lab.data.progress import Progress
+from andrea_lab.data.settings import MAX_SEED
 from andrea_lab.data.tokenizer import token_byte_lengths
 from andrea_lab.errors import CheckpointStateError, UsageError
 from andrea_lab.files import write_json_atomic
@@ -86,6 +87,8 @@ class HeldOutEvaluation(L.Callback):
             )
         if batch_size is not None and batch_size < 1:
             raise UsageError(f"heldout.batch_size must be positive or null, got {batch_size!r}")
+        if isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:  # numpy's sampler refused -1 at the fit's end
+            raise UsageError(f"heldout.seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
         self.enabled = enabled
         self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.seed = int(seed)
