@@ -148,3 +148,17 @@ def test_is_warm_once_the_users_entry_holds_a_compile(tmp_path, monkeypatch):
     assert not compile_cache.is_warm(SHAPE, "bf16-mixed")  # made, still empty
     (Path(cache.directory) / "fxgraph").mkdir()
     assert compile_cache.is_warm(SHAPE, "bf16-mixed") and not compile_cache.is_warm(SHAPE, "32-true")
+
+
+def test_a_compiled_fit_records_where_its_compile_went(tmp_path):
+    from types import SimpleNamespace
+
+    from andrea_lab.fit.summary import _machine
+
+    cache = use_compile_cache(SHAPE, "bf16-mixed", root=tmp_path)
+    module = SimpleNamespace(device=torch.device("cpu"), compile_cache=cache)
+    record = _machine(SimpleNamespace(precision="bf16-mixed"), module)
+    assert record["precision"] == "bf16-mixed"
+    assert record["compile"]["state"] == "cold" and record["compile"]["directory"] == cache.directory
+    assert {"fxgraph_cache_hit", "autograd_cache_miss", "compile_s"} <= set(record["compile"])
+    assert "compile" not in _machine(SimpleNamespace(precision="32-true"), SimpleNamespace(device=torch.device("cpu")))
