@@ -31,7 +31,7 @@ from andrea_lab.experiments.compare.config_variants import (
     supersede_repeats,
 )
 from andrea_lab.experiments.compare.heldout_columns import curve_columns, heldout_columns, heldout_curve_columns
-from andrea_lab.experiments.compare.run_identity import check_identity
+from andrea_lab.experiments.compare.run_identity import check_identity, whole_numbers
 from andrea_lab.experiments.compare.stats import set_aside_unscored
 from andrea_lab.files import read_json, read_regular_bytes
 from andrea_lab.fit.stability import (
@@ -443,7 +443,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
         if column in _STRING_COLUMNS:
             frame[column] = frame[column].astype("object").where(frame[column].notna(), None)
         elif column in INTEGER_COLUMNS:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
+            frame[column] = whole_numbers(frame[column])
         elif column not in CURVE_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     return frame

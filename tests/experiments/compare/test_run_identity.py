@@ -31,3 +31,17 @@ def test_compare_refuses_a_runs_csv_row_with_an_empty_identity_cell(column, tmp_
 def test_an_intact_runs_csv_is_read_whole():
     table = read_runs_csv(REPO / "docs" / "results" / "aa" / "runs.csv")
     assert len(table) == 48 and table["variant"].notna().all()
+
+
+def test_a_count_that_is_not_a_whole_int64_number_is_read_as_missing(tmp_path):
+    """warmup_steps 1e21 (a run recorded before the fit bounded it) or an edited 2.5 made pandas' integer column
+    raise "cannot safely cast non-equivalent float64 to int64" and ended compare in a traceback."""
+    rows = list(csv.reader((REPO / "docs" / "results" / "aa" / "runs.csv").open(newline="")))
+    rows[1][rows[0].index("warmup_steps")] = "1e21"
+    rows[2][rows[0].index("steps")] = "2.5"
+    handed = tmp_path / "runs.csv"
+    with handed.open("w", newline="") as file:
+        csv.writer(file).writerows(rows)
+    table = read_runs_csv(handed)
+    assert table["warmup_steps"].isna().sum() == 1 and table["steps"].isna().sum() == 1
+    assert table["warmup_steps"].dropna().eq(40).all() and str(table["steps"].dtype) == "Int64"
