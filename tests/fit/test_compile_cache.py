@@ -162,3 +162,13 @@ def test_a_compiled_fit_records_where_its_compile_went(tmp_path):
     assert record["compile"]["state"] == "cold" and record["compile"]["directory"] == cache.directory
     assert {"fxgraph_cache_hit", "autograd_cache_miss", "compile_s"} <= set(record["compile"])
     assert "compile" not in _machine(SimpleNamespace(precision="32-true"), SimpleNamespace(device=torch.device("cpu")))
+
+
+def test_an_entry_this_process_cannot_write_compiles_privately(tmp_path, monkeypatch):
+    """The same refusal where the test runs as root (who can write anywhere): the access check says no."""
+    real = os.access
+    monkeypatch.setattr(
+        compile_cache.os, "access", lambda path, mode: False if str(path).startswith(str(tmp_path)) else real(path, mode)
+    )
+    _, line = _private(tmp_path, tmp_path)
+    assert "is not writable" in line
