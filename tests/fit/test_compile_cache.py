@@ -167,8 +167,10 @@ def test_a_compiled_fit_records_where_its_compile_went(tmp_path):
 def test_an_entry_this_process_cannot_write_compiles_privately(tmp_path, monkeypatch):
     """The same refusal where the test runs as root (who can write anywhere): the access check says no."""
     real = os.access
-    monkeypatch.setattr(
-        compile_cache.os, "access", lambda path, mode: False if str(path).startswith(str(tmp_path)) else real(path, mode)
-    )
+
+    def access(path, mode):
+        return False if str(path).startswith(str(tmp_path)) else real(path, mode)
+
+    monkeypatch.setattr(compile_cache.os, "access", access)
     _, line = _private(tmp_path, tmp_path)
     assert "is not writable" in line
