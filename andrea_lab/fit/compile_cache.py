@@ -125,7 +125,9 @@ def unusable(root: Path, entry: Path) -> Optional[str]:
         for step in [root, *[p for p in reversed(entry.parents) if root in p.parents], entry]:
             if step.is_symlink():
                 return f"{step} is a symbolic link"
-        entry.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Both made 0700 here (not by mkdir's parents, which follow the umask: 002 would make them group-writable).
+        (root / COMPILE_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
+        entry.mkdir(exist_ok=True, mode=0o700)
         for step in (root / COMPILE_DIR, entry):
             info = os.lstat(step)
             if info.st_uid != os.getuid():

@@ -174,3 +174,12 @@ def test_an_entry_this_process_cannot_write_compiles_privately(tmp_path, monkeyp
     monkeypatch.setattr(compile_cache.os, "access", access)
     _, line = _private(tmp_path, tmp_path)
     assert "is not writable" in line
+
+
+def test_a_group_writable_umask_does_not_make_the_cache_untrusted(tmp_path):
+    old = os.umask(0o002)  # user-private groups' default: new directories group-writable
+    try:
+        cache = use_compile_cache(SHAPE, "32-true", root=tmp_path / "root")
+    finally:
+        os.umask(old)
+    assert cache.state == "cold" and (tmp_path / "root" / COMPILE_DIR).stat().st_mode & 0o777 == 0o700
