@@ -38,8 +38,10 @@ TRAINED = "trained"
 STUCK = "stuck"
 REGRESSED = "regressed"
 BLEW_UP = "blew_up"
+#: A run recorded as diverged without a kind (a table from before the kinds were kept): a failure, of no known name.
+UNNAMED = "diverged"
 #: The failures: what a divergence count counts (a recovered rise is none of them).
-FAILURES = (STUCK, REGRESSED, BLEW_UP)
+FAILURES = (STUCK, REGRESSED, BLEW_UP, UNNAMED)
 OUTCOMES = (TRAINED, *FAILURES)
 #: A run whose final validation loss is within this many nats of its best has come back from a rise (the
 #: stuck check's margin: what the monitor already calls "at" a level). The committed rises are either back
@@ -91,6 +93,13 @@ def _finite(value: Any) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
+def _text(value: Any) -> Optional[str]:
+    """A record's kind or cause: None for a missing one (None, NaN, or an empty CSV cell)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return None
+    return str(value)
+
+
 def _step(value: Any) -> Optional[int]:
     found = _finite(value)
     return None if found is None else int(found)
@@ -108,8 +117,7 @@ def classify(
     """The outcome of a run from its divergence record (``kind``, ``cause``, ``step``) and its validation
     losses; ``rise`` is what the monitor followed after a rise's onset (``size``, ``length``, ``nonfinite_step``;
     None where unknown). A kind outside the record's list is a ValueError naming it."""
-    kind = None if kind is None or (isinstance(kind, float) and math.isnan(kind)) else str(kind)
-    cause = None if cause is None or (isinstance(cause, float) and math.isnan(cause)) else str(cause)
+    kind, cause = _text(kind), _text(cause)
     at = _step(step)
     initial, best, final = _finite(initial_loss), _finite(best_loss), _finite(final_loss)
     if kind is None:

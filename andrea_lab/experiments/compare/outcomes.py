@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from andrea_lab.runs.outcome import BLEW_UP, FAILURES, REGRESSED, STUCK, TRAINED, classify
+from andrea_lab.runs.outcome import BLEW_UP, FAILURES, REGRESSED, STUCK, TRAINED, UNNAMED, classify
 
 OUTCOME, OUTCOME_STEP, OUTCOME_SIZE = "outcome", "outcome_step", "outcome_size"
 RISE_STEP, RISE_SIZE, RISE_LENGTH = "rise_step", "rise_size", "rise_length"
@@ -44,14 +44,9 @@ def _missing(value: Any) -> bool:
 
 
 def _row_outcome(row: pd.Series) -> dict[str, Any]:
-    found = classify(
-        row.get("divergence_kind"),
-        row.get("divergence_cause"),
-        row.get("divergence_step"),
-        row.get("initial_val_loss"),
-        row.get("best_val_loss"),
-        row.get("final_val_loss"),
-    )
+    columns = ("divergence_kind", "divergence_cause", "divergence_step", "initial_val_loss", "best_val_loss")
+    values = [None if _missing(row.get(column)) else row.get(column) for column in (*columns, "final_val_loss")]
+    found = classify(*values)
     return record_outcome_columns(found.as_dict())
 
 
@@ -67,9 +62,11 @@ def with_outcomes(runs: pd.DataFrame) -> pd.DataFrame:
     runs[OUTCOME] = runs[OUTCOME].astype("object")
     todo = runs["status"].isin(DONE) & runs[OUTCOME].map(_missing)
     kinds = runs["divergence_kind"] if "divergence_kind" in runs else pd.Series(None, index=runs.index)
-    plain = todo & kinds.map(_missing)  # no divergence recorded: trained (a handed table has thousands)
+    unnamed = kinds.map(lambda kind: _missing(kind) or kind == "")
+    plain = todo & unnamed & (runs["status"] != "diverged")  # no divergence: trained (a table has thousands)
     runs.loc[plain, OUTCOME] = TRAINED
-    for index in runs.index[todo & ~plain]:
+    runs.loc[todo & unnamed & (runs["status"] == "diverged"), OUTCOME] = UNNAMED  # diverged, kind not kept
+    for index in runs.index[todo & ~unnamed]:
         for column, value in _row_outcome(runs.loc[index]).items():
             runs.at[index, column] = value
     recovered = (runs["status"] == "diverged") & (runs[OUTCOME] == TRAINED)

@@ -128,3 +128,10 @@ def test_a_records_outcome_travels_through_runs_csv_with_its_rise(tmp_path):
     assert (read.loc[0, "outcome"], read.loc[0, "rise_step"], read.loc[0, "rise_size"]) == ("trained", 900, 1.2)
     assert read.loc[0, "rise_length"] == 140
     assert read.loc[1, "outcome"] == "trained" and pd.isna(read.loc[1, "rise_step"])
+
+
+def test_a_run_recorded_diverged_without_a_kind_is_an_unnamed_failure_and_an_empty_kind_is_none():
+    runs = _table([_run("a", 1e-3, 0, 3.0, status="diverged"), _run("a", 1e-3, 1, 2.2, kind="")])
+    read = with_outcomes(runs)
+    assert list(read["outcome"]) == ["diverged", "trained"] and list(read["failed"]) == [True, False]
+    assert not read["stuck"].any() and not read["regressed"].any() and not read["blew_up"].any()
