@@ -5,6 +5,7 @@ weights go into checkpoints while a resumed fit continues from its training weig
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -16,7 +17,7 @@ from andrea_lab.fit.evaluation_weights import TRAINING_WEIGHTS_KEY, load_trainin
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.model.config import ConfigError, preset
 from andrea_lab.model.param_groups import assign_groups, parameter_assignment, rule_of_role, tag_parameters
-from andrea_lab.model.registry import PluginError
+from andrea_lab.model.registry import PluginError, resolve
 from andrea_lab.model.transformer import Andrea
 from andrea_lab.plugin.testing import check_optimizer, check_schedule
 
@@ -32,6 +33,19 @@ def test_every_builtin_optimizer_keeps_the_contract(name):
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_every_builtin_schedule_keeps_the_contract(name):
     check_schedule(name)
+
+
+@pytest.mark.parametrize(
+    "kind, name", [("optimizer", "muon"), ("optimizer", "lion"), ("optimizer", "schedule_free"), ("schedule", "wsd")]
+)
+def test_docs_optimizers_md_gives_each_declared_option_its_declared_range(kind, name):
+    """The built-ins' tables in docs/optimizers.md name every option with the range its declaration checks."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "optimizers.md").read_text(encoding="utf-8")
+    (row,) = [line for line in docs.splitlines() if line.startswith(f"| `{name}` |")]
+    for option_name, option in resolve(kind, name).options.items():
+        assert f"`{option_name}`" in row, option_name
+        if option.type in (int, float):
+            assert option.describe().split(" in ")[-1] in row, (option_name, option.describe())
 
 
 def test_roles_embeddings_and_the_tied_head_matrices_and_vectors():
