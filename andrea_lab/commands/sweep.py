@@ -25,7 +25,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
-from andrea_lab.experiments.sweep import grid_extension, speed_path
+from andrea_lab.experiments.sweep import grid_extension, ladder_compute, speed_path
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -258,6 +258,7 @@ def main(argv: list[str]) -> int:
         specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
         specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
         specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check)
+        ladder_lines = ladder_compute.for_sweep(suite, specs)  # each rung's 6·N·D; rungs not growing refused
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -270,6 +271,8 @@ def main(argv: list[str]) -> int:
     if speed_line:
         print(speed_line, flush=True)
     print_header(suite, specs, directory)
+    for line in ladder_lines:
+        print(line, flush=True)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
         print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)
 
