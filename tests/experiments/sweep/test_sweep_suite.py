@@ -233,6 +233,7 @@ CPU_ONLY = {
     "precision_confirm.yaml": "bf16-mixed against fp32 at the tuned CPU proxy, fresh seeds: about the CPU path",
     "placements_mechanism.yaml": "a mechanism check of a CPU-scale result (peri, reordered behind pre at 6 blocks)",
     "placements_reordered_qk.yaml": "the follow-up of that check: the reordered placement with QK-norm, CPU scale",
+    "ladder.yaml": "the CPU ladder (d64 to d256) of issue 54; a GPU top rung is optional, nothing waits for it",
 }
 
 
