@@ -17,14 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
 from andrea_lab.errors import UsageError
-from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report, scales_report
+from andrea_lab.experiments.compare import compare, doc_blocks, ladder_report, outputs, report, scales_report
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
+from andrea_lab.experiments.sweep import ladder_compute
+from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
 from andrea_lab.runs.directory import START_MARKER
@@ -75,6 +78,19 @@ def print_results(written: dict[str, dict]) -> None:
         for kind, path in result["files"].items():
             print(f"  {kind:<15} {path}")
         print()
+
+
+def print_ladder(suite: Suite, runs, out: Path) -> Optional[int]:
+    """The ladder's decision accuracy and scored prediction (issue 54), its rungs' compute and planned runs
+    read from the suite as the sweep plans it; an error's exit status, else None."""
+    try:
+        specs = plan_sweep(suite, "runs")  # only counted: no directory is read
+        compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
+        planned = Counter(spec.scale for spec in specs)
+        print(ladder_report.write_ladder_report(suite, runs, out, compute, planned))
+    except (ValueError, SuiteError) as exc:  # a prediction edited or committed late: PredictionError
+        return _error(str(exc))
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -205,6 +221,9 @@ def main(argv: list[str]) -> int:
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
+    if suite is not None and suite.ladder is not None and suite.name in written:
+        if (status := print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)) is not None:
+            return status
     if args.tensorboard and source.is_dir():
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:

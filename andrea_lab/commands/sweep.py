@@ -258,7 +258,7 @@ def main(argv: list[str]) -> int:
         specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
         specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
         specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check)
-        ladder_lines = ladder_compute.for_sweep(suite, specs)  # each rung's 6·N·D; rungs not growing refused
+        speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -271,8 +271,6 @@ def main(argv: list[str]) -> int:
     if speed_line:
         print(speed_line, flush=True)
     print_header(suite, specs, directory)
-    for line in ladder_lines:
-        print(line, flush=True)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
         print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)
 

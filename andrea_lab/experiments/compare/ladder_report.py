@@ -1,0 +1,89 @@
+"""What ``andrea compare`` adds for a suite with a ``ladder:``: the decision-accuracy table and, once the top
+rung has finished, the recorded prediction scored (issue 54).
+
+The rungs' compute (6·N·D) and the runs each rung plans come from the suite itself, planned as the sweep plans
+it (``andrea compare`` reads them with :mod:`andrea_lab.experiments.sweep.ladder_compute`, handed in here: the
+compare package does not import the sweep's), so a rung with fewer finished runs than planned is reported
+missing (:func:`andrea_lab.experiments.compare.ladder.decision_accuracy`), never scored from part of its seeds.
+Written beside the usual report: ``ladder.md``, ``decision_accuracy.csv`` (and ``predictions_scored.csv``).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import pandas as pd
+
+from andrea_lab.experiments.compare import compare, csv_cells, ladder, ladder_predictions
+from andrea_lab.experiments.compare.runs_table import SCALE
+from andrea_lab.runs.directory import START_MARKER
+
+
+def top_started(runs: pd.DataFrame, top: str) -> Optional[datetime]:
+    """When the top rung's first run started: the oldest ``sweep-run.json`` among its run directories (None
+    when none is on disk, e.g. a committed runs.csv alone)."""
+    paths = [Path(p) / START_MARKER for p in runs.loc[runs[SCALE] == top, "path"].dropna()] if "path" in runs else []
+    times = [p.stat().st_mtime for p in paths if p.is_file()]
+    return datetime.fromtimestamp(min(times), timezone.utc) if times else None
+
+
+def _scored(suite: Any, runs: pd.DataFrame, table: pd.DataFrame, out: Path) -> list[str]:
+    """The prediction scored, or why not (none recorded; top rung not finished)."""
+    top, record = suite.scales[-1].name, suite.ladder
+    if record.prediction is None:
+        return ["No prediction recorded (ladder.prediction): nothing to score."]
+    if (table.loc[table["rung"] == top, "status"] != "top").any():
+        return [f"Top rung {top} not finished: the prediction {record.prediction.name} is not scored yet."]
+    started = top_started(runs, top)
+    prediction = ladder_predictions.read_checked(record.prediction, record.prediction_sha256, started)
+    decisions = [ladder.Decision(a, b) for a, b in record.decisions]
+    scored = ladder_predictions.score(prediction, *ladder_predictions.measured(runs, top, decisions))
+    csv_cells.write_csv(scored, out / "predictions_scored.csv")
+    committed = ladder_predictions.committed_at(record.prediction)
+    lines = [
+        f"Prediction {record.prediction.name}, sha256 {record.prediction_sha256}, last committed "
+        f"{committed.isoformat() if committed else 'never (not in git)'}; top rung's first run started "
+        f"{started.isoformat() if started else 'unknown (no run directory on disk)'}.",
+        "",
+        "| kind | name | predicted ± se | top rung | error (nats) | sign right |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in scored.itertuples():
+        se = "" if row.se is None or (isinstance(row.se, float) and math.isnan(row.se)) else f" ± {row.se:.3f}"
+        predicted = "—" if row.predicted is None else f"{row.predicted:+.3f}{se}"
+        sign = "" if row.sign_right is None else ("yes" if row.sign_right else "no")
+        lines.append(f"| {row.kind} | {row.name} | {predicted} | {row.actual:+.3f} | {row.error:+.3f} | {sign} |")
+    return lines
+
+
+def write_ladder_report(
+    suite: Any, runs: pd.DataFrame, out: Path, compute: Mapping[str, float], planned: Mapping[str, int]
+) -> str:
+    """``ladder.md`` and ``decision_accuracy.csv`` in ``out`` for ``suite`` (a sweep Suite with a ladder), its
+    rungs' 6·N·D (``compute``) and planned runs (``planned``); returns the Markdown (what compare prints)."""
+    runs = runs[runs["suite"] == suite.name]
+    rungs = [scale.name for scale in suite.scales]
+    decisions = [ladder.Decision(a, b) for a, b in suite.ladder.decisions]
+    table = ladder.decision_accuracy(runs, rungs, decisions, compute, planned, compare.scored_loss_column(runs))
+    out.mkdir(parents=True, exist_ok=True)
+    csv_cells.write_csv(table, out / "decision_accuracy.csv")
+    lines = [
+        f"## Ladder: decision accuracy against the top rung ({rungs[-1]})",
+        "",
+        f"{len(decisions)} decisions: {', '.join(d.name for d in decisions)}. Each rung's sign per decision "
+        "against the top rung's, 95 % bootstrap interval over seeds (compare.ladder); a rung not finished is "
+        "missing.",
+        "",
+        ladder.accuracy_markdown(table),
+        "",
+        "## Ladder: the top rung's prediction",
+        "",
+        *_scored(suite, runs, table, out),
+        "",
+    ]
+    markdown = "\n".join(lines)
+    (out / "ladder.md").write_text(markdown, encoding="utf-8")
+    return markdown
