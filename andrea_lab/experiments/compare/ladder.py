@@ -128,6 +128,8 @@ def bootstrap_accuracy(
 def finished_rungs(runs: pd.DataFrame, rungs: Sequence[str], planned: Optional[Mapping[str, int]]) -> list[str]:
     """The rungs whose every run has ended (counted): all planned runs present when ``planned`` says how
     many there are, else at least one run and none still running or interrupted."""
+    if SCALE not in runs:  # no run of a scaled suite at all (an empty directory)
+        return []
     done = []
     for rung in rungs:
         rows = runs[runs[SCALE] == rung]

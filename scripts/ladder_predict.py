@@ -1,0 +1,55 @@
+"""Write a ladder's prediction of its top rung from its finished lower rungs, before the top rung runs (issue 54).
+
+  python scripts/ladder_predict.py runs/ladder experiments/suites/ladder.yaml experiments/suites/ladder.prediction.json
+
+Every rung below the top must have all its planned runs finished (a partial rung would make a partial trend).
+The prediction (each variant's held-out loss and each decision's effect and sign at the top rung's 6·N·D, with
+standard errors: compare.ladder_trends) is written once, never over an existing file; the script prints its
+sha256 and the ``ladder.prediction`` entry to put in the suite. Commit both before the top rung's first run:
+``andrea compare`` refuses a prediction whose hash differs or whose last commit is later than that run's start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from andrea_lab.errors import UsageError, run_script
+from andrea_lab.experiments.compare import ladder, ladder_predictions
+from andrea_lab.experiments.compare.runs_table import load_runs
+from andrea_lab.experiments.sweep import ladder_compute
+from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.suite import load_suite
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="the ladder's runs directory (runs/<suite>)")
+    parser.add_argument("suite", type=Path, help="the ladder suite file")
+    parser.add_argument("out", type=Path, help="the prediction file to write (JSON; must not exist)")
+    args = parser.parse_args(argv)
+    if not args.runs.is_dir():
+        raise UsageError(f"{args.runs} is not a directory; give the ladder's runs directory, e.g. runs/ladder")
+    suite = load_suite(args.suite)
+    if suite.ladder is None:
+        raise UsageError(f"{args.suite} has no ladder: section; a prediction is of a ladder's top rung")
+    specs = plan_sweep(suite, "runs")  # only counted
+    compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
+    rungs = [scale.name for scale in suite.scales]
+    runs = load_runs(args.runs)
+    done = ladder.finished_rungs(runs, rungs[:-1], Counter(spec.scale for spec in specs))
+    if done != rungs[:-1]:
+        missing = ", ".join(rung for rung in rungs[:-1] if rung not in done)
+        raise UsageError(f"rungs {missing} of {args.runs} are not finished; a prediction needs every lower rung")
+    decisions = [ladder.Decision(a, b) for a, b in suite.ladder.decisions]
+    prediction = ladder_predictions.make_prediction(runs, rungs[:-1], compute, decisions, rungs[-1], suite.name)
+    digest = ladder_predictions.write_prediction(args.out, prediction)
+    print(f"wrote {args.out} (sha256 {digest}); add to {args.suite.name} and commit both before the top rung runs:")
+    print(f"  prediction: {{file: {args.out.name}, sha256: {digest}}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_script(main, sys.argv[1:], "ladder_predict"))  # bad input: one line, exit 2
