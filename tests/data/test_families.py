@@ -87,3 +87,15 @@ def test_on_stdlib_the_family_split_leaves_little_held_out_text_in_training() ->
         return window_overlap([texts[i] for i in val], [texts[i] for i in train])
 
     assert overlap(family_names(names, texts)) < OVERLAP_BOUND < overlap(None)
+
+
+def test_two_editions_of_a_play_are_kin_only_by_the_spelling_folded_words(play_writer, folio_writer) -> None:
+    from andrea_lab.data.acts import split_acts
+
+    modern = play_writer(11)
+    folio = folio_writer(modern)
+    acts = [text.encode() for _, text in split_acts(modern) + split_acts(folio)]
+    other = [text.encode() for _, text in split_acts(play_writer(12))]
+    names = [f"m{i}" for i in range(3)] + [f"f{i}" for i in range(3)] + [f"o{i}" for i in range(3)]
+    assert family_names(names, acts + other, editions=True) == ["f0", "f1", "f2"] * 2 + ["o0", "o1", "o2"]
+    assert family_names(names, acts + other) == names, "the folio spelling shares no 64-byte line windows"
