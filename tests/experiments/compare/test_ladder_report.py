@@ -81,3 +81,17 @@ def test_the_recorded_prediction_is_scored_once_the_top_rung_finished(tmp_path):
     assert hashlib.sha256((tmp_path / "p.json").read_bytes()).hexdigest() != digest
     with pytest.raises(ValueError, match="not the .* recorded"):
         load_suite(write(tmp_path, document))
+
+
+def test_andrea_compare_prints_and_writes_the_ladder_table(tmp_path, capsys):
+    from andrea_lab.commands.compare import main as compare_main
+    from andrea_lab.experiments.compare.runs_table import write_runs_csv
+
+    suite_path = write(tmp_path, _document())
+    runs = _runs(load_suite(suite_path), {"small": 0.05, "mid": -0.05, "big": -0.1})
+    write_runs_csv(runs, tmp_path / "runs.csv")
+    assert compare_main([str(tmp_path / "runs.csv"), "--suite", str(suite_path), "--out", str(tmp_path / "c")]) == 0
+    printed = capsys.readouterr().out
+    assert "## Ladder: decision accuracy against the top rung (big)" in printed
+    assert "| small |" in printed and "0.00 [0.00, 0.00] of 1" in printed
+    assert (tmp_path / "c" / "decision_accuracy.csv").is_file()
