@@ -33,6 +33,8 @@ from andrea_lab.experiments.sweep.suite_keys import SuiteError, unknown_key_mess
 LADDER_KEYS = ("decisions", "grids", "prediction")
 GRID_KEYS = ("lrs", "seeds")
 PREDICTION_KEYS = ("file", "sha256")
+#: The most LR x seed cells one rung's own grid may plan (the suite's whole grid is capped at as many runs).
+MAX_RUNG_CELLS = 10_000
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ def _grids(raw: Any, where: str, rungs: Sequence[str], seeds: Sequence[int], par
         if rung not in rungs:
             raise SuiteError(f"{where}: grids names rung {rung!r}, not a scale; scales: {', '.join(rungs)}")
         grid = _mapping(grid, GRID_KEYS, f"{where}: grids: {rung}")
+        cells = len(grid.get("lrs") or ()) * len(seeds) if isinstance(grid.get("lrs"), list) else 0
+        if cells > MAX_RUNG_CELLS:  # counted before any list is parsed, as the suite's own grid (suite.MAX_RUNS)
+            raise SuiteError(f"{where}: grids: {rung}: {cells:,} LR x seed cells, more than {MAX_RUNG_CELLS:,}")
         grids[rung] = {key: parse_grid(grid[key], key, f"{where}: grids: {rung}") for key in GRID_KEYS if key in grid}
         extra = sorted(set(grids[rung].get("seeds", ())) - set(seeds))
         if extra:  # a rung runs a subset of the suite's seeds (the run order and compare's pairing rely on it)

@@ -73,6 +73,7 @@ def test_a_rung_runs_its_own_grid_and_seeds(tmp_path):
         (lambda d: d["ladder"].update(grids={"big": {"lr": [1.0e-3]}}), "lr"),
         (lambda d: d["ladder"].update(grids={"big": {"seeds": [7]}}), "seeds [7] are not among the suite's seeds"),
         (lambda d: d["ladder"].update(decison=[]), "decison"),
+        (lambda d: d["ladder"].update(grids={"big": {"lrs": [1.0e-3] * 4000}}), "12,000 LR x seed cells, more than"),
         (lambda d: d.update(scales=d["scales"][:1]), "a ladder needs at least two rungs"),
         (lambda d: d["ladder"].update(prediction={"file": "p.json", "sha256": "0" * 64}), "p.json does not exist"),
     ],
