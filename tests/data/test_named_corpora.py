@@ -172,11 +172,15 @@ def test_on_the_real_corpus_each_folio_act_is_in_its_modern_editions_family_and_
     assert all(plays == {"loves_labours_lost", "passionate_pilgrim"} for plays in shared.values()), shared
     folio = [(name, family) for name, family in zip(names, families) if name.split("/")[0].endswith("_gut_f")]
     assert len(folio) >= 150
+    alone = []
     for name, family in folio:
         modern = [
             other for other, kin in zip(names, families) if kin == family and not other.split("/")[0].endswith("_f")
         ]
-        assert any(play(other) == play(name) for other in modern), f"{name} is in no family with its modern edition"
+        if not any(play(other) == play(name) for other in modern):
+            alone.append(name)
+    # The sdist's modern Cymbeline (98 KB against the Folio's 156 KB) lacks acts III and IV: nothing to be kin to.
+    assert alone == ["cymbeline_gut_f/act3.txt", "cymbeline_gut_f/act4.txt"]
 
 
 @pytest.mark.slow
