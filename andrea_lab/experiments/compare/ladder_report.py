@@ -5,7 +5,7 @@ The rungs' compute (6·N·D) and the runs each rung plans come from the suite it
 it (``andrea compare`` reads them with :mod:`andrea_lab.experiments.sweep.ladder_compute`, handed in here: the
 compare package does not import the sweep's), so a rung with fewer finished runs than planned is reported
 missing (:func:`andrea_lab.experiments.compare.ladder.decision_accuracy`), never scored from part of its seeds.
-Written beside the usual report: ``ladder.md``, ``decision_accuracy.csv`` (and ``predictions_scored.csv``).
+Written beside the usual report: ``ladder.md``, ``decision_accuracy.csv`` and ``.png`` (``predictions_scored.csv``).
 """
 
 from __future__ import annotations
@@ -70,6 +70,10 @@ def write_ladder_report(
     table = ladder.decision_accuracy(runs, rungs, decisions, compute, planned, compare.scored_loss_column(runs))
     out.mkdir(parents=True, exist_ok=True)
     csv_cells.write_csv(table, out / "decision_accuracy.csv")
+    # matplotlib (~1 s): only when the report is written
+    from andrea_lab.experiments.compare.plots_ladder import plot_accuracy
+
+    plot_accuracy(table, out / "decision_accuracy.png")
     lines = [
         f"## Ladder: decision accuracy against the top rung ({rungs[-1]})",
         "",

@@ -105,3 +105,14 @@ def test_markdown_has_one_row_per_rung():
     lines = text.splitlines()
     assert len(lines) == 2 + len(COMPUTE)
     assert lines[2].startswith("| r0 | 1e+12 | 0.0333 | 0.25 [0.25, 0.25] of 4 | 1.00 [1.00, 1.00] of 4 |")
+
+
+def test_the_figure_draws_one_line_per_kind_and_leaves_out_rungs_without_an_accuracy():
+    from andrea_lab.experiments.compare.plots_ladder import accuracy_figure
+
+    runs = _ladder({"r0": (0.1, 0.1, 0.1, -0.1), "r1": (-0.1,) * 4, "top": (-0.2,) * 4})
+    runs.loc[(runs["scale"] == "r1") & (runs["seed"] == 4), "status"] = "running"
+    figure = accuracy_figure(ladder.decision_accuracy(runs, list(COMPUTE), DECISIONS, COMPUTE))
+    bars = figure.axes[0].containers  # one errorbar container per kind, labelled
+    assert [bar.get_label() for bar in bars] == list(ladder.KINDS)
+    assert list(bars[0].lines[0].get_xdata()) == [pytest.approx(1 / 30)]  # r1 missing, the top has no accuracy

@@ -94,4 +94,4 @@ def test_andrea_compare_prints_and_writes_the_ladder_table(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "## Ladder: decision accuracy against the top rung (big)" in printed
     assert "| small |" in printed and "0.00 [0.00, 0.00] of 1" in printed
-    assert (tmp_path / "c" / "decision_accuracy.csv").is_file()
+    assert (tmp_path / "c" / "decision_accuracy.csv").is_file() and (tmp_path / "c" / "decision_accuracy.png").is_file()
