@@ -436,4 +436,3 @@ def test_plugin_provenance_for_names_qualified_names_and_import_paths():
         "version": None,
         "target": "stability_helpers:BareNoResidual",
     }
-

@@ -81,9 +81,7 @@ def any_outcome_to_tell(runs: pd.DataFrame) -> bool:
     return bool(ended["failed"].any() or ended[RISE_STEP].notna().any())
 
 
-def failure_breakdown(
-    counted: pd.DataFrame, a: str, b: str, lrs: Optional[Mapping[str, float]] = None
-) -> str:
+def failure_breakdown(counted: pd.DataFrame, a: str, b: str, lrs: Optional[Mapping[str, float]] = None) -> str:
     """``failures: A stuck 9, regressed 1; B none``: what the failures a ``fewer_divergences`` count counts
     were, per variant (over the grid, or at its fixed LR)."""
     described = []

@@ -179,7 +179,10 @@ def test_compare_writes_the_report_with_claims_from_the_suite(toy_runs, tmp_path
     assert markdown.index(verdict) < markdown.index("| variant | runs |") < markdown.index("## Claims")
     assert "| lower_loss: a vs b | a beats b | **reproduced** | a − b = −0.297 [" in markdown
     assert "| lower_sensitivity: b vs a |  | **contradicted** |" in markdown
-    assert "| fewer_divergences: a vs b |  | **not detected** | failed (stuck, regressed or blew up) a 0/6, b 3/6" in markdown
+    assert (
+        "| fewer_divergences: a vs b |  | **not detected** | failed (stuck, regressed or blew up) a 0/6, b 3/6"
+        in markdown
+    )
     assert "| 0.25 | n/a (McNemar is exact) | 0.25 |  |" in markdown, "exact McNemar p, Holm over the three claims"
     assert "| b | 1e-2 | 3 | 5.500 ± 0.000 | reference | 3/3 [29 %, 100 %] | none |" in markdown  # apart
     assert '**not detected**: it\n  contains 0 — which is not "no difference"' in markdown

@@ -65,9 +65,7 @@ def _grid() -> pd.DataFrame:
             if stuck
             else _run("post", 4e-3, seed, 2.35)
         )
-        rows.append(
-            _run("pre", 1e-2, seed, 2.8, 2.35, *ROSE, step=1000) if seed < 4 else _run("pre", 1e-2, seed, 2.36)
-        )
+        rows.append(_run("pre", 1e-2, seed, 2.8, 2.35, *ROSE, step=1000) if seed < 4 else _run("pre", 1e-2, seed, 2.36))
         rows.append(
             _run("post", 1e-2, seed, None, None, "diverged", "nonfinite", step=40)
             if seed == 0

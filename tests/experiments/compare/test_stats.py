@@ -394,4 +394,3 @@ def test_sign_flip_on_thousands_of_seeds_is_bounded_and_exact_below_seventeen():
     p, floor = sign_flip_p(np.random.default_rng(0).normal(0.0, 1.0, 1100))
     assert floor == 0.0 and 0.0 < p <= 1.0
     assert sign_flip_p([0.1, 0.2, 0.3]) == (0.25, 0.25)
-
