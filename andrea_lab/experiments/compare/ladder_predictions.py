@@ -13,7 +13,6 @@ the prediction and its standard error.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import subprocess
 from datetime import datetime
@@ -26,7 +25,7 @@ import pandas as pd
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare import ladder_trends
 from andrea_lab.experiments.compare.ladder import Decision
-from andrea_lab.files import write_json_atomic
+from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 
 FORMAT = "andrea-lab ladder prediction 1"
 
@@ -109,7 +108,9 @@ def read_checked(path: str | Path, recorded_sha256: str, top_started: Optional[d
     its last commit precedes the top rung's first run; a one-line :class:`PredictionError` otherwise."""
     path = Path(path)
     if not path.is_file():
-        raise PredictionError(f"prediction file {path} does not exist; write it from the lower rungs first")
+        raise PredictionError(
+            f"prediction file {path} does not exist or is not a regular file; write it from the lower rungs first"
+        )
     actual = sha256_of(path)
     if actual != recorded_sha256:
         raise PredictionError(
@@ -122,7 +123,10 @@ def read_checked(path: str | Path, recorded_sha256: str, top_started: Optional[d
             f"prediction file {path} was last committed {committed.isoformat()}, after the top rung's first run "
             f"started ({top_started.isoformat()}): a prediction must be committed before the top rung runs"
         )
-    prediction = json.loads(path.read_text(encoding="utf-8"))
+    try:  # within the bounds of any handed JSON: a regular file, size and nesting capped
+        prediction = load_json(path, "prediction file")
+    except HandedFileError as problem:
+        raise PredictionError(str(problem)) from None
     if not isinstance(prediction, dict) or prediction.get("format") != FORMAT:
         raise PredictionError(f"{path} is not a ladder prediction (its format is not {FORMAT!r})")
     return prediction

@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from andrea_lab.experiments.sweep.extend_grid import ExtendGrid
+from andrea_lab.experiments.sweep.grid import parse_lr
 from andrea_lab.experiments.sweep.plan import RunSpec, plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state, settings_difference
 
 RECORD = "grid-extensions.json"
+#: The edges a grid is extended beyond.
+EDGES = ("lowest", "highest")
 Cell = tuple[Optional[str], str]  # (scale, variant)
 
 
@@ -47,18 +51,35 @@ class Extension:
         return (self.scale, self.variant)
 
 
-def read_extensions(directory: Path) -> list[Extension]:
-    """The LRs earlier sweeps added (``<suite dir>/grid-extensions.json``); none without the file."""
+def read_extensions(directory: Path, ceiling: int) -> list[Extension]:
+    """The LRs earlier sweeps added (``<suite dir>/grid-extensions.json``); none without the file.
+
+    The record lies in a runs directory, which a user can be handed: each LR must be one the suite itself could
+    hold (:func:`~andrea_lab.experiments.sweep.grid.parse_lr`), each edge a real edge, and no (scale, variant)
+    may carry more than the suite's own ``ceiling`` of them, so a record cannot plan past the suite's grid cap."""
     path = directory / RECORD
     if not path.is_file():
         return []
     try:
         entries = load_json(path, "grid-extension record")["extensions"]
-        return [Extension(e["scale"], e["variant"], float(e["lr"]), e["edge"], int(e["number"])) for e in entries]
+        extensions = [
+            Extension(e["scale"], e["variant"], parse_lr(e["lr"], "lr"), e["edge"], int(e["number"])) for e in entries
+        ]
     except (HandedFileError, KeyError, TypeError, ValueError) as problem:
         raise SuiteError(
             f"{path}: not a grid-extension record ({problem}); move it away to plan the suite without the LRs it added"
         ) from None
+    for extension in extensions:
+        if extension.edge not in EDGES:
+            raise SuiteError(f"{path}: edge {extension.edge!r} is not one of {', '.join(EDGES)}; move the record away")
+    for (scale, variant), count in Counter(e.cell for e in extensions).items():
+        if count > ceiling:
+            where = f"{variant} at {scale}" if scale else variant
+            raise SuiteError(
+                f"{path}: {count} LRs for {where}; extend_grid adds at most {ceiling} (the suite's max_extensions): "
+                "move the record away"
+            )
+    return extensions
 
 
 def write_extensions(directory: Path, extensions: Sequence[Extension]) -> None:
@@ -97,7 +118,7 @@ def with_recorded(suite: Suite, runs_dir: str | Path, specs: Sequence[RunSpec]) 
         return list(specs)
     planned = cells(specs)
     added: list[RunSpec] = []
-    for extension in read_extensions(suite_runs_dir(runs_dir, suite)):
+    for extension in read_extensions(suite_runs_dir(runs_dir, suite), suite.extend_grid.max_extensions):
         cell_specs = planned.get(extension.cell)
         if cell_specs and format_lr(extension.lr) not in {format_lr(spec.lr) for spec in cell_specs}:
             added += runs_at(suite, runs_dir, cell_specs, extension.lr)
@@ -151,7 +172,7 @@ class GridExtension:
         assert suite.extend_grid is not None
         self.suite, self.runs_dir, self.option = suite, runs_dir, suite.extend_grid
         self.directory = suite_runs_dir(runs_dir, suite)
-        self.extensions = read_extensions(self.directory)
+        self.extensions = read_extensions(self.directory, suite.extend_grid.max_extensions)
         self.settled: set[Cell] = set()
 
     def __call__(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:

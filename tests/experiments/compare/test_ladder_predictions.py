@@ -88,3 +88,21 @@ def test_a_prediction_committed_after_the_top_rung_started_is_refused(tmp_path, 
     untracked = tmp_path / "untracked.json"
     untracked.write_text("{}")
     assert predictions.committed_at(untracked) is None
+
+
+@pytest.mark.parametrize("text", ["{not json", "[" * 100_000 + "]" * 100_000])
+def test_a_damaged_prediction_file_is_one_line_not_a_traceback(tmp_path, text):
+    path = tmp_path / "prediction.json"
+    path.write_text(text)
+    with pytest.raises(predictions.PredictionError, match="prediction.json"):
+        predictions.read_checked(path, predictions.sha256_of(path), None)
+
+
+def test_a_prediction_file_that_is_a_fifo_or_a_device_is_refused_without_waiting(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        with pytest.raises(predictions.PredictionError, match="not a regular file|does not exist"):
+            predictions.read_checked(path, "0" * 64, None)

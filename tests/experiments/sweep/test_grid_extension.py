@@ -19,7 +19,7 @@ from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
 from andrea_lab.experiments.sweep.grid_extension import RECORD, GridExtension, next_lr, plan_lines, with_recorded
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.runner import Runner
-from andrea_lab.experiments.sweep.suite import load_suite
+from andrea_lab.experiments.sweep.suite import SuiteError, load_suite
 
 #: Each variant's true optimum: above the suite's grid (1e-3..4e-3), below it, and inside it.
 OPTIMA = {"rising": 1.6e-2, "falling": 5.0e-4, "bracketed": 2.0e-3}
@@ -158,3 +158,31 @@ def test_the_plan_says_how_many_runs_it_may_add(tmp_path):
 )
 def test_next_lr_follows_compares_rule(losses, expected):
     assert next_lr("v", losses, 2.0) == expected
+
+
+@pytest.mark.parametrize(
+    "entries, named",
+    [
+        (
+            [
+                {"scale": None, "variant": "rising", "lr": lr, "edge": "highest", "number": n}
+                for n, lr in enumerate([8e-3 * 2**k for k in range(40)], 1)
+            ],
+            "40 LRs for rising; extend_grid adds at most 3",
+        ),
+        ([{"scale": None, "variant": "rising", "lr": -1.0, "edge": "highest", "number": 1}], "-1.0"),
+        ([{"scale": None, "variant": "rising", "lr": "nan", "edge": "highest", "number": 1}], "nan"),
+        ([{"scale": None, "variant": "rising", "lr": 8e-3, "edge": "sideways", "number": 1}], "sideways"),
+    ],
+)
+def test_a_handed_record_cannot_plan_past_the_ceiling_or_add_a_bad_lr(tmp_path, entries, named):
+    """The record lies in the runs directory, which a user can be handed: it may add no more LRs to a cell than
+    the suite's own ceiling (a record of 170,000 LRs would otherwise plan past the suite's grid cap) and only
+    learning rates the suite itself could hold."""
+    suite_file = write_suite(tmp_path)
+    record = suite_runs_dir(tmp_path / "runs", load_suite(suite_file)) / RECORD
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"schema": 1, "extensions": entries}))
+    suite = load_suite(suite_file)
+    with pytest.raises(SuiteError, match=f"{RECORD}: .*{named}"):
+        with_recorded(suite, tmp_path / "runs", plan_sweep(suite, tmp_path / "runs"))
