@@ -37,6 +37,36 @@ MICRO_OVERRIDES = [
     "false",
 ]
 
+QUICKSTART = str(Path(__file__).resolve().parents[1] / "experiments" / "quickstart.yaml")
+
+
+def micro_fit(corpus: Path, *extra: str, steps: int = 1, heldout: tuple[str, ...] = ("--heldout.max_tokens", "1024")):
+    """A micro fit of the quickstart config on ``corpus`` (``steps`` steps, the held-out options ``heldout``)
+    with ``extra`` arguments: the command line of the hostile tests, which try what a handed value makes it do."""
+    return [
+        "fit",
+        "--config",
+        QUICKSTART,
+        *MICRO_OVERRIDES,
+        *("--data.corpus", str(corpus), "--model.config.d_model", "32", "--model.config.block_size", "32"),
+        *("--data.batch_size", "2", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0"),
+        *heldout,
+        *("--trainer.max_steps", str(steps)),
+        *extra,
+    ]
+
+
+def refused(capsys, code: int, *named: str) -> str:
+    """The error of a refused command: exit status 2, no traceback, one ``error:`` line naming ``named``."""
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1, err
+    for text in named:
+        assert text in lines[0], err
+    return lines[0]
+
 
 def tiny_trainer(log_dir: Optional[Path] = None, name: str = "run", **overrides: Any) -> L.Trainer:
     """The tests' one Trainer: one CPU device, no checkpoints, progress bar or model summary; a TensorBoard

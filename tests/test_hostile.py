@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from andrea_testing import MICRO_OVERRIDES
+from andrea_testing import QUICKSTART, micro_fit, refused
 
 from andrea_lab.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
-QUICKSTART = str(REPO / "experiments" / "quickstart.yaml")
 
 
 class Payload:
@@ -32,45 +31,6 @@ def payload_checkpoint(path: Path, marker: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": {}, "hyper_parameters": {"lr": 1e-3}, "payload": Payload(marker)}, path)
     return path
-
-
-def micro_fit(corpus: Path, *extra: str) -> list[str]:
-    """A one-step micro fit of the quickstart config on ``corpus`` with ``extra`` arguments."""
-    return [
-        "fit",
-        "--config",
-        QUICKSTART,
-        *MICRO_OVERRIDES,
-        "--data.corpus",
-        str(corpus),
-        "--model.config.d_model",
-        "32",
-        "--model.config.block_size",
-        "32",
-        "--data.batch_size",
-        "2",
-        "--trainer.limit_val_batches",
-        "1",
-        "--trainer.num_sanity_val_steps",
-        "0",
-        "--heldout.max_tokens",
-        "1024",
-        "--trainer.max_steps",
-        "1",
-        *extra,
-    ]
-
-
-def refused(capsys, code: int, *named: str) -> str:
-    """The error of a refused command: exit status 2, no traceback, one ``error:`` line naming ``named``."""
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    for text in named:
-        assert text in lines[0], err
-    return lines[0]
 
 
 # --- 1. a handed config or suite cannot unpickle ----------------------------------------------------------

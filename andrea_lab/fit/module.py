@@ -118,7 +118,7 @@ class AndreaLM(L.LightningModule):
         self.save_hyperparameters({"config": asdict(self.config), **asdict(self.args)})
         self.model = Andrea(self.config)
         tag_weight_decay(self.model)
-        self.optimizer_choice = _optimizer_choice(self.args)
+        self.optimizer_choice = OptimizerChoice.of(self.args)
         self.optimizer_choice.check(self.model)  # a bad name or option fails here, before any run directory
         self._optimizer_plugin = None  # set by configure_optimizers
         self._evaluating = contextlib.ExitStack()
@@ -283,18 +283,3 @@ def check_finite_weights(module: torch.nn.Module, path: str) -> None:
                 f"{path}: weight {name} holds NaN or infinite values (a run that blew up, or a damaged file); "
                 "use a checkpoint from before the blow-up"
             )
-
-
-def _optimizer_choice(args: TrainingArgs) -> OptimizerChoice:
-    return OptimizerChoice(
-        args.optimizer,
-        args.schedule,
-        args.optimizer_args,
-        args.schedule_args,
-        args.lr,
-        args.betas,
-        args.eps,
-        args.weight_decay,
-        args.warmup_steps,
-        args.min_lr_ratio,
-    )

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from andrea_testing import MICRO_OVERRIDES, tiny_trainer
+from andrea_testing import QUICKSTART, refused, tiny_trainer
+from andrea_testing import micro_fit as shared_micro_fit
 from lightning.fabric.utilities.spike import TrainingSpikeException
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import OnExceptionCheckpoint, SpikeDetection
@@ -19,46 +20,12 @@ from andrea_lab.fit.write_paths import check_path_options, path_parameters
 from andrea_lab.runs.checkpoint_io import AtomicCheckpointIO
 from andrea_lab.runs.claim import RunDirectoryError
 
-QUICKSTART = str(Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml")
 SPIKE = "lightning.pytorch.callbacks.SpikeDetection"
 
 
 def micro_fit(corpus: Path, *extra: str) -> list[str]:
-    """A two-step micro fit of the quickstart config on ``corpus`` with ``extra`` arguments."""
-    return [
-        "fit",
-        "--config",
-        QUICKSTART,
-        *MICRO_OVERRIDES,
-        "--data.corpus",
-        str(corpus),
-        "--model.config.d_model",
-        "32",
-        "--model.config.block_size",
-        "32",
-        "--data.batch_size",
-        "2",
-        "--trainer.limit_val_batches",
-        "1",
-        "--trainer.num_sanity_val_steps",
-        "0",
-        "--heldout.enabled",
-        "false",
-        "--trainer.max_steps",
-        "2",
-        *extra,
-    ]
-
-
-def refused(capsys, code: int, *named: str) -> str:
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    for text in named:
-        assert text in lines[0], err
-    return lines[0]
+    """A two-step micro fit without its held-out evaluation."""
+    return shared_micro_fit(corpus, *extra, steps=2, heldout=("--heldout.enabled", "false"))
 
 
 def config_file(tmp_path: Path, config: dict) -> str:
