@@ -71,4 +71,4 @@ def test_both_setup_commands_activate_the_venv_before_the_first_andrea_or_python
         steps = [step.strip() for step in line.split("&&")]
         assert steps[1] == ". .venv/bin/activate", line
         assert not any(".venv/bin/" in step for step in steps[2:]), line
-        assert steps[2].startswith("pip install -r requirements-cpu.txt"), line
+        assert steps[2].startswith("pip install --retries 1 -r requirements-cpu.txt"), line

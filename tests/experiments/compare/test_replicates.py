@@ -51,4 +51,4 @@ def test_the_script_prints_the_table_and_refuses_what_does_not_match(tmp_path):
     assert refused.returncode == 2 and "is not a directory of runs" in refused.stderr
     (tmp_path / "empty").mkdir()
     unmatched = subprocess.run([*script, str(first), str(tmp_path / "empty")], capture_output=True, text=True)
-    assert unmatched.returncode == 1 and "no run in" in unmatched.stderr
+    assert unmatched.returncode == 2 and "no run in" in unmatched.stderr
