@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
@@ -96,3 +98,20 @@ class NaNAtStep(AndreaLM):
         self.steps_seen.append(self.global_step)
         loss = super().training_step(batch, batch_idx)
         return loss * float("nan") if self.global_step in self.bad_steps else loss
+
+
+@contextmanager
+def within(seconds: int):
+    """Fail, instead of hanging, when the block is still working after ``seconds`` (the hostile-file tests: a
+    reader that would wait on a FIFO or expand a bomb raises here)."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still working after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -6,12 +6,11 @@ waited on the FIFO, or planned the grid)."""
 from __future__ import annotations
 
 import os
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
+from andrea_testing import within
 
 from andrea_lab.cli import main as cli_main
 from andrea_lab.experiments.compare.config_variants import run_config
@@ -21,22 +20,6 @@ from andrea_lab.files import HandedFileError
 from andrea_lab.runs.directory import RunRecord, _as_yaml
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@contextmanager
-def within(seconds: int):
-    """Fail, instead of hanging, when the block is still working after ``seconds``."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"still working after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def mapping_bomb(levels: int, width: int) -> str:

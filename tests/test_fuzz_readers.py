@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import io
 import os
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
+from andrea_testing import within
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -211,20 +210,6 @@ def test_a_damaged_cache_manifest_is_never_trusted(tmp_path):
 # within bounds"). Each read runs under an alarm, so a reader that would hang fails instead.
 
 
-@contextmanager
-def _within(seconds: int):
-    def expire(signum, frame):
-        raise TimeoutError(f"the reader was still working after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _bomb(levels: int, width: int, key: str) -> str:
     lines = [f"  a0: &a0 [{', '.join(['x'] * width)}]"]
     lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
@@ -252,7 +237,7 @@ def test_hostile_yaml_is_refused_by_every_yaml_reader(name, tmp_path):
     target = tmp_path / "hostile.yaml"
     target.write_text("base: base.yaml\nlrs: [1.0e-3]\nseeds: [0]\n" + HOSTILE_YAML[name])
     install_bounded_yaml()
-    with _within(20):
+    with within(20):
         with pytest.raises(AndreaError):
             load_suite(target)
         with pytest.raises(AndreaError):
@@ -280,7 +265,7 @@ def test_a_run_record_that_is_no_file_or_too_large_is_no_record(kind, tmp_path):
     """summary.json (and the sweep markers, read by the same helper) linked to /dev/zero, a FIFO, a
     nesting bomb, or 70 MB: no record, at once (not a hang, a MemoryError or a RecursionError)."""
     _summary_at(tmp_path, kind)
-    with _within(20):
+    with within(20):
         assert read_record(tmp_path) is None
 
 

