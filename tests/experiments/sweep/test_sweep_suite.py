@@ -234,6 +234,7 @@ CPU_ONLY = {
     "placements_mechanism.yaml": "a mechanism check of a CPU-scale result (peri, reordered behind pre at 6 blocks)",
     "placements_reordered_qk.yaml": "the follow-up of that check: the reordered placement with QK-norm, CPU scale",
     "ladder.yaml": "the CPU ladder (d64 to d256) of issue 54; a GPU top rung is optional, nothing waits for it",
+    "speed_equivalence.yaml": "bf16-mixed (eager, compiled) against fp32 at the CPU ladder's d256 rung: the CPU path",
 }
 
 
