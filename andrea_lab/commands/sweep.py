@@ -25,7 +25,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
-from andrea_lab.experiments.sweep import grid_extension, ladder_compute, speed_path
+from andrea_lab.experiments.sweep import fit_parser, grid_extension, ladder_compute, speed_path
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -244,6 +244,7 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
     return None
 
 
+@fit_parser.shared()  # the speed rule, the ladder's compute and the preflight share one parser
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -265,7 +266,6 @@ def main(argv: list[str]) -> int:
     jobs = args.jobs if args.jobs is not None else (len(gpus) if gpus else 1)
     if jobs < 1:
         return _error(f"--jobs must be at least 1, got {jobs}")
-
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
     if speed_line:

@@ -3,64 +3,27 @@
 Each variant's ``fit`` arguments are parsed by the real :class:`AndreaCLI` parser (stopping before any
 class is instantiated: no model, no data, no trainer), which rejects unknown keys and values of the
 wrong type, and its ``model.config`` is validated as an :class:`AndreaConfig` (unknown plugin names,
-d_model not divisible by n_head, ...). Costs one import of Lightning and about a second per variant. The corpora the
-variants read are
-collected on the way, for the warm workers to resolve once.
+d_model not divisible by n_head, ...). Costs one import of Lightning, one parser built for the whole sweep and a
+parse per distinct command (:mod:`andrea_lab.experiments.sweep.fit_parser`: the speed rule and the ladder's
+compute read the same commands). The corpora the variants read are collected on the way, for the warm workers to
+resolve once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
-import warnings
 from typing import Optional, Sequence
 
 from andrea_lab.errors import AndreaError
+from andrea_lab.experiments.sweep import fit_parser
 from andrea_lab.experiments.sweep.plan import RunSpec, first_run_per_variant
 from andrea_lab.experiments.sweep.suite import SuiteError
 
 
-class _Parsed(Exception):
-    def __init__(self, config):
-        super().__init__("parsed")
-        self.config = config
-
-
-def _error_text(stderr: str) -> str:
-    lines = [line.rstrip() for line in stderr.strip().splitlines() if line.strip()]
-    for index, line in enumerate(lines):
-        if "error:" in line:
-            return " ".join(part.strip() for part in lines[index:])
-    return " ".join(lines[-3:]) or "the arguments do not parse"
-
-
 def _parsed(fit_args: Sequence[str]):
     """``andrea fit <fit_args>`` parsed by the real parser, stopped before any class is instantiated: (None, the
-    parsed config) if the arguments parse, else (the error message, None)."""
-    from andrea_lab.fit.cli import AndreaCLI  # Lightning (~5 s): only when a preflight runs
-
-    class ParseOnly(AndreaCLI):
-        def before_instantiate_classes(self) -> None:
-            raise _Parsed(self.config)
-
-    stderr = io.StringIO()
-    logging.disable(logging.INFO)  # "Seed set to ..." and the like
-    try:
-        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. "args given while sys.argv has others": intended here
-            ParseOnly(args=["fit", *fit_args])
-    except _Parsed as parsed:
-        return None, parsed.config.get("fit", parsed.config)
-    except SystemExit:
-        return _error_text(stderr.getvalue()), None
-    except Exception as exc:  # the parser raises (exit_on_error=False) instead of exiting
-        if type(exc).__name__ == "ArgumentError":
-            return str(exc), None
-        return f"{type(exc).__name__}: {exc}", None
-    finally:
-        logging.disable(logging.NOTSET)
-    return "the arguments parsed but the check did not stop before instantiation", None  # pragma: no cover
+    parsed config) if the arguments parse, else (the error message, None). Within a sweep one parser serves
+    every command, each parsed once (:mod:`andrea_lab.experiments.sweep.fit_parser`)."""
+    return fit_parser.parse(fit_args)
 
 
 def model_config_from(config):
