@@ -34,6 +34,7 @@ from andrea_lab.data.settings import MAX_SEED
 from andrea_lab.data.tokenizer import token_byte_lengths
 from andrea_lab.errors import CheckpointStateError, UsageError
 from andrea_lab.files import write_json_atomic
+from andrea_lab.fit.eval_batch import eval_batch_size, memory_bound, scoring_precision
 from andrea_lab.runs import tags
 from andrea_lab.runs.directory import SCHEMA_VERSION, VALIDATE_FILE, HeldOut, finite_or_none, package_versions
 from andrea_lab.runs.heldout_names import DOCUMENT_WEIGHTED, TOKEN_WEIGHTED
@@ -62,7 +63,11 @@ class HeldOutEvaluation(L.Callback):
             fit is not dominated by its evaluation. Comparisons set it (experiments/cpu-base.yaml does), so
             runs of different lengths are scored on the same windows.
         seed: Seeds that sample; keep it fixed so runs are scored on the same windows.
-        batch_size: Windows per forward pass; default the data module's batch size.
+        batch_size: Windows per forward pass; default (null) as many as fit ``memory_mib`` in one forward, from
+            the model's shape and the precision it scores in (:mod:`andrea_lab.fit.eval_batch`). The scores do
+            not depend on it.
+        memory_mib: The memory a batch may take (MiB); default (null) a quarter of the device's free memory on
+            CUDA, a quarter of the last-level cache on the CPU (where larger batches were measured slower).
         at_steps: Also score the same windows after these optimizer steps (e.g. ``[100, 200, 300]``): the
             learning curve from which ``andrea compare`` says in how many steps one variant reaches another's
             final loss. Fixed before the runs (a suite's ``common:``), never chosen after looking; each point
@@ -76,6 +81,7 @@ class HeldOutEvaluation(L.Callback):
         seed: int = 0,
         batch_size: Optional[int] = None,
         at_steps: Optional[list[int]] = None,
+        memory_mib: Optional[int] = None,
     ):
         super().__init__()
         self.at_steps = _steps(at_steps)
@@ -87,12 +93,20 @@ class HeldOutEvaluation(L.Callback):
             )
         if batch_size is not None and batch_size < 1:
             raise UsageError(f"heldout.batch_size must be positive or null, got {batch_size!r}")
+        if memory_mib is not None and (isinstance(memory_mib, bool) or memory_mib < 1):
+            raise UsageError(
+                f"heldout.memory_mib must be a positive number of MiB or null (sized to the device), got {memory_mib!r}"
+            )
         if isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:  # numpy's sampler refused -1 at the fit's end
             raise UsageError(f"heldout.seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
         self.enabled = enabled
         self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.seed = int(seed)
         self.batch_size = batch_size
+        self.memory_mib = None if memory_mib is None else int(memory_mib)
+        #: What an evaluation sets up before its first forward (the planned windows, the bytes per token, the
+        #: documents' names), kept for the next one: the fixed-step curve scores the same windows each time.
+        self._prepared: dict[tuple[int, int, str], _Prepared] = {}
 
     def evaluate(
         self, trainer: L.Trainer, pl_module: L.LightningModule, steps: Optional[int] = None
@@ -111,23 +125,26 @@ class HeldOutEvaluation(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule: Any, steps: Optional[int]
     ) -> HeldOut:
         budget = self.max_tokens if self.max_tokens is not None else sized_to_run(trainer, datamodule, steps)
-        dataset: HeldOutDataset = datamodule.heldout_dataset(budget, self.seed)
-        plan = dataset.plan
-        batch_size = self.batch_size or getattr(datamodule, "batch_size", 16)
         device = pl_module.device
+        prepared = self._prepare(datamodule, budget, device)
+        dataset, plan, byte_lengths = prepared.dataset, prepared.dataset.plan, prepared.byte_lengths
         sums = torch.zeros(plan.unit_count, dtype=torch.float64, device=device)
         counts = torch.zeros(plan.unit_count, dtype=torch.float64, device=device)
-        byte_lengths = _byte_lengths(datamodule, device)
         text_bytes = torch.zeros((), dtype=torch.float64, device=device)
         mine = list(range(trainer.global_rank, len(dataset), trainer.world_size))
         model = getattr(pl_module, "model", pl_module)
         was_training = model.training
         model.eval()
-        progress = Progress(
-            math.ceil(len(mine) / batch_size), f"held-out evaluation of {len(dataset)} windows", say=rank_zero_info
-        )
         try:
             with torch.inference_mode(), trainer.precision_plugin.forward_context():
+                parameter = next(model.parameters(), None)
+                dtype, precision = scoring_precision(device, torch.float32 if parameter is None else parameter.dtype)
+                batch_size = self._batch_size(model, datamodule, dtype, device)
+                progress = Progress(
+                    math.ceil(len(mine) / batch_size),
+                    f"held-out evaluation of {len(dataset)} windows",
+                    say=rank_zero_info,
+                )
                 for batch, first in enumerate(range(0, len(mine), batch_size), start=1):
                     x, y, units = (
                         torch.stack(parts).to(device)
@@ -147,8 +164,30 @@ class HeldOutEvaluation(L.Callback):
             counts = trainer.strategy.reduce(counts, reduce_op="sum")
             text_bytes = trainer.strategy.reduce(text_bytes, reduce_op="sum")
         scored_bytes = int(text_bytes.item()) if byte_lengths is not None else None
-        documents = _documents_of(plan, datamodule)
-        return self._record(plan, sums.cpu().numpy(), counts.cpu().numpy(), scored_bytes, budget, documents)
+        record = self._record(plan, sums.cpu().numpy(), counts.cpu().numpy(), scored_bytes, budget, prepared.documents)
+        return dataclasses.replace(record, precision=precision, batch_size=batch_size)
+
+    def _prepare(self, datamodule: Any, budget: int, device: torch.device) -> _Prepared:
+        """The evaluation's set-up for these windows, made on the first call and kept for the next ones."""
+        key = (id(datamodule), int(budget), str(device))
+        prepared = self._prepared.get(key)
+        if prepared is None or prepared.datamodule is not datamodule:
+            dataset: HeldOutDataset = datamodule.heldout_dataset(budget, self.seed)
+            documents = _documents_of(dataset.plan, datamodule)
+            prepared = _Prepared(datamodule, dataset, _byte_lengths(datamodule, device), documents)
+            self._prepared[key] = prepared
+        return prepared
+
+    def _batch_size(self, model: Any, datamodule: Any, dtype: torch.dtype, device: torch.device) -> int:
+        """``heldout.batch_size``, else as many windows as the memory bound holds in ``dtype``
+        (:mod:`andrea_lab.fit.eval_batch`); a model without an ANDREA config: the data module's batch size."""
+        if self.batch_size:
+            return int(self.batch_size)
+        config = getattr(model, "config", None)
+        if config is None or not hasattr(config, "block_size"):
+            return int(getattr(datamodule, "batch_size", 16))
+        bound = self.memory_mib << 20 if self.memory_mib is not None else memory_bound(device)
+        return eval_batch_size(config, torch.finfo(dtype).bits // 8, bound)
 
     def _record(
         self,
@@ -247,6 +286,16 @@ class HeldOutEvaluation(L.Callback):
             return
         write_json_atomic(path, record)
         rank_zero_info(f"held-out loss {format_heldout(heldout)}; record: {path}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """What an evaluation of one data module's windows sets up once (:meth:`HeldOutEvaluation._prepare`)."""
+
+    datamodule: Any
+    dataset: HeldOutDataset
+    byte_lengths: Optional[torch.Tensor]
+    documents: dict[str, Optional[list[str]]]
 
 
 #: The bounds of a held-out budget sized to the run (``heldout.max_tokens: null``).

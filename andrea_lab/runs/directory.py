@@ -132,6 +132,10 @@ class HeldOut:
     # ``{stratum: {"loss", "se", "documents", "tokens"}}``: the document-weighted score within English prose and
     # within code (andrea_lab.data.strata); None where the data does not know its documents' strata.
     strata: Optional[dict] = None
+    # What scored (andrea_lab.fit.eval_batch): the forward's precision ("bfloat16 autocast" under bf16-mixed,
+    # "float32") and the windows per forward pass; None in older records.
+    precision: Optional[str] = None
+    batch_size: Optional[int] = None
 
 
 @dataclass(frozen=True)
