@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from andrea_lab.errors import UsageError
-from andrea_lab.experiments.compare import compare, doc_blocks, ladder_report, outputs, report, scales_report
+from andrea_lab.experiments.compare import compare, doc_blocks, domains, ladder_report, outputs, report, scales_report
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
@@ -221,6 +221,8 @@ def main(argv: list[str]) -> int:
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
+    if suite is not None and suite.name in written:  # a suite whose scales are corpora: the verdict x domain table
+        domains.print_domain_report(suite.scales, written[suite.name])
     if suite is not None and suite.ladder is not None and suite.name in written:
         if (status := print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)) is not None:
             return status
