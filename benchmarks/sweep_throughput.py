@@ -18,6 +18,13 @@ runs per hour (sweep wall time, from the runner's start to its end; the prefligh
 paths run alike, is not in it). Last, it checks that the two paths trained the same: every run's
 ``train/loss`` curve and held-out loss must be equal, to the bit, between today's run and the improved one
 (the in-training validation reads the model, it never changes its training).
+
+``--rungs cpu-base,d256,d512`` runs the slice at each of those model shapes (benchmarks/sweep_rungs.py) and ends
+with one table of every rung and path side by side: fits per hour and against today's, the training and held-out
+shares, seconds per step, and the fast path's step speed-up over today's fp32 step from its second fit on, as a
+share of the bf16/fp32 ratio of a 512 x 512 matmul measured at the start and the end of the same run.
+``--quick`` is a smoke of all that in minutes (3 steps, one variant, two seeds, today against fastest at
+cpu-base, d256 and d512): its numbers are start-up, not throughput.
 """
 
 from __future__ import annotations
@@ -49,15 +56,17 @@ from andrea_lab.experiments.sweep.suite import load_suite, parse_cli_list  # noq
 from andrea_lab.experiments.sweep.warm_executor import WarmExecutor  # noqa: E402
 from andrea_lab.runs import tags  # noqa: E402
 from andrea_lab.runs.directory import read_record  # noqa: E402
+from benchmarks import sweep_rungs  # noqa: E402
 from benchmarks.sweep_phases import PHASES_FILE  # noqa: E402
 
 TIMER = "benchmarks.sweep_phases.PhaseTimer"
 #: cpu-base.yaml's in-training validation and sanity check before issue 29: what "today" runs with.
 TODAY_OVERRIDES = {"trainer.limit_val_batches": 16, "trainer.num_sanity_val_steps": 16, "data.max_val_batches": 16}
 #: Path name -> (launcher, overrides, andrea sweep --speed). ``heldout-batched`` is the improved path with the
-#: held-out evaluation in batches of 512 windows instead of the data module's 32 (measured, not adopted:
-#: docs/performance.md); ``fastest`` is the sweep's default since issue 58 (warm workers, and bf16 and compile
-#: where andrea_lab.experiments.sweep.speed_path's rule chooses them); ``bf16-compiled`` forces both.
+#: held-out evaluation in batches of 512 windows instead of the batch fit.eval_batch derives (on the CPU
+#: 12-17 windows at cpu-base and d256; larger batches were measured slower: docs/performance.md); ``fastest``
+#: is the sweep's default since issue 58 (warm workers, and bf16 and compile where
+#: andrea_lab.experiments.sweep.speed_path's rule chooses them); ``bf16-compiled`` forces both.
 PATHS = {
     "today": ("local", TODAY_OVERRIDES, "config"),
     "improved": ("warm", {}, "config"),
@@ -96,11 +105,13 @@ class TimedExecutor:
         self.inner.kill(handle[1])
 
 
-def plan(args: argparse.Namespace, path: str, out: Path) -> list:
-    """The benchmark's slice of the suite for one path, with the timer and the path's overrides."""
+def plan(args: argparse.Namespace, path: str, out: Path, rung: Optional[dict[str, Any]] = None) -> list:
+    """The benchmark's slice of the suite for one path at one rung's shape, with the timer and the path's
+    overrides."""
     suite = load_suite(args.suite)
     common = {
         **suite.common,
+        **(rung or {}),
         **parse_sets(args.set),
         **PATHS[path][1],
         "trainer.max_steps": args.steps,
@@ -120,9 +131,11 @@ def plan(args: argparse.Namespace, path: str, out: Path) -> list:
     return specs
 
 
-def run_path(args: argparse.Namespace, path: str, out: Path, corpora: list) -> dict[str, Any]:
+def run_path(
+    args: argparse.Namespace, path: str, out: Path, corpora: list, rung: Optional[dict[str, Any]] = None
+) -> dict[str, Any]:
     """One sweep through the path's executor; its wall time and every run's phases."""
-    specs = plan(args, path, out)
+    specs = plan(args, path, out, rung)
     started = time.time()
     launcher = PATHS[path][0]
     inner = WarmExecutor(args.jobs, corpora=corpora) if launcher == "warm" else LocalExecutor(args.jobs)
@@ -212,6 +225,7 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> pd.D
     totals["runs_per_hour"] = totals["runs"] / totals["sweep_wall"] * 3600
     arithmetic = runs.groupby("path", sort=False)["arithmetic"].first() if "arithmetic" in runs else None
     add_same_steps_rate(totals, arithmetic)
+    sweep_rungs.add_step_times(totals, runs)
     print(
         "\nper path (seconds, summed over runs; steps_share, heldout_share = optimizer steps, held-out evaluation"
         f" / (sweep wall time x {args.jobs} job(s))):"
@@ -274,11 +288,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--paths", default="today,improved", help=f"comma-separated, of {', '.join(PATHS)}")
     parser.add_argument("--out", default=None, help="where the runs go (default: a temporary directory)")
     parser.add_argument("--json", help="write the per-path totals here")
+    parser.add_argument(
+        "--rungs", default="cpu-base", help="comma-separated model shapes: cpu-base, the ladder's d64..d256, d512"
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke in minutes (see above): not throughput")
     return parser
+
+
+QUICK = {
+    "variants": "pre",
+    "lrs": "1e-3",
+    "seeds": "0,1",
+    "steps": 3,
+    "paths": "today,fastest",
+    "rungs": "cpu-base,d256,d512",
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.quick:
+        vars(args).update(QUICK, set=[*args.set, "heldout.max_tokens=4096"])
     import tempfile
 
     out = Path(args.out or tempfile.mkdtemp(prefix="sweep-throughput-")).resolve()
@@ -287,28 +317,46 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = args.paths.split(",")
     if not set(chosen) <= set(PATHS):
         raise SystemExit(f"--paths {args.paths!r}: each must be one of {', '.join(PATHS)}")
+    rungs = {name: sweep_rungs.rung_overrides(name) for name in args.rungs.split(",")}
     print(
         f"sweep throughput: {args.suite} variants {args.variants} x lrs {args.lrs} x seeds {args.seeds}, "
         f"{args.steps} steps, {args.jobs} job(s), {args.threads} thread(s), {args.rounds} round(s), paths {chosen}"
-        f"{', overrides ' + str(args.set) if args.set else ''}; runs in {out}"
+        f", rungs {list(rungs)}{', overrides ' + str(args.set) if args.set else ''}; runs in {out}"
     )
     print(machine_line(args))
-    problems, corpora = preflight(plan(args, chosen[0], out / "plan"))
+    matmul = [sweep_rungs.matmul_ratio()]
+    by_rung = {
+        rung: run_rung(args, chosen, out if len(rungs) == 1 else out / rung, shape) for rung, shape in rungs.items()
+    }
+    matmul.append(sweep_rungs.matmul_ratio())
+    print(machine_line(args).replace("machine:", "at end:"))
+    totals = pd.concat(by_rung, names=["rung"])
+    if len(rungs) > 1 or args.quick:
+        table = sweep_rungs.side_by_side(by_rung, sum(matmul) / 2)
+        print(
+            "\nevery rung side by side (bf16/fp32 matmul 512^3 in this run: "
+            f"{matmul[0]:.2f}x at start, {matmul[1]:.2f}x at end):"
+        )
+        print(table.round(3).to_string())
+    if args.json:
+        Path(args.json).write_text(totals.reset_index().to_json(orient="records", indent=1))
+    return 0 if totals["same_training"].all() else 1
+
+
+def run_rung(args: argparse.Namespace, chosen: list[str], out: Path, shape: dict[str, Any]) -> pd.DataFrame:
+    """Every path at one rung, alternating their order each round; the rung's per-path totals (report)."""
+    problems, corpora = preflight(plan(args, chosen[0], out / "plan", shape))
     if problems:
         raise SystemExit("; ".join(problems))
     results: dict[str, dict[str, Any]] = {}
     for round_ in range(args.rounds):
         for path in chosen if round_ % 2 == 0 else chosen[::-1]:
-            result = run_path(args, path, out / f"round{round_}", corpora)
+            result = run_path(args, path, out / f"round{round_}", corpora, shape)
             merged = results.setdefault(path, {"wall_s": 0.0, "runs": []})
             merged["wall_s"] += result["wall_s"]
             merged["runs"] += result["runs"]
             print(f"round {round_}: {path} took {result['wall_s']:.1f} s", flush=True)
-    print(machine_line(args).replace("machine:", "at end:"))
-    totals = report(results, args)
-    if args.json:
-        Path(args.json).write_text(totals.reset_index().to_json(orient="records", indent=1))
-    return 0 if totals["same_training"].all() else 1
+    return report(results, args)
 
 
 if __name__ == "__main__":
