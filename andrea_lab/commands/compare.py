@@ -23,12 +23,13 @@ from typing import Optional
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare import compare, doc_blocks, domains, ladder_report, outputs, report, scales_report
-from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, project_block
+from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, cited_variants, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
 from andrea_lab.experiments.sweep import ladder_compute
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
+from andrea_lab.experiments.sweep.variant_compute import variant_setups
 from andrea_lab.files import atomic_write, check_output_dir, read_json, read_text_file
 from andrea_lab.runs.directory import START_MARKER
 
@@ -149,7 +150,8 @@ def committed_suites(results: Path, suites: Path) -> list[CommittedSuite]:
         if suite_file.is_file():
             suite = load_suite(suite_file)
             aa, scaled = suite.identical_variants() is not None, bool(suite.scales)
-            found.append(CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled))
+            setups = variant_setups(suite, cited_variants(suite.claims))  # what a cited paper is held against
+            found.append(CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled, setups))
     return found
 
 

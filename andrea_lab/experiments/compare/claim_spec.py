@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from andrea_lab.experiments.compare.published import Published, parse_published
+from andrea_lab.experiments.compare.published_results import PUBLISHED
 from andrea_lab.runs.directory import format_lr
 
 #: Claims that count runs by how they ended (andrea_lab.runs.outcome), and the 0/1 column of the counted runs
@@ -71,10 +73,10 @@ class Claim:
     #: claim's LR was chosen, so that the project can check it was not chosen on the seeds that judge it
     #: (:func:`andrea_lab.experiments.compare.project.provenance_problems`).
     lr_from: tuple[str, ...] = ()
-    #: The published result the claim puts to the test, stated in the claim's direction (``published: "Shazeer
-    #: 2020, Table 1: SwiGLU 1.944 vs GELU 1.983 log-ppl"``): the project's verdict table says whether this
-    #: proxy agrees with it.
-    published: str = ""
+    #: The published result the claim puts to the test, in the claim's direction, with what the paper measured
+    #: (``published: shazeer2020_swiglu_gelu``, or a mapping of its fields: andrea_lab.experiments.compare.
+    #: published): the project's verdict table says whether this proxy agrees, on the same kind of quantity.
+    published: Optional[Published] = None
 
     @property
     def label(self) -> str:
@@ -152,9 +154,10 @@ def parse_claims(raw: list) -> list[Claim]:
         if not isinstance(unequal_budgets, bool):
             raise _bad(item, f"unequal_budgets must be true or false, got {unequal_budgets!r}")
         margin, lr_from = _margin(item, kind), _lr_from(item)
-        published = item.get("published", "")
-        if not isinstance(published, str):
-            raise _bad(item, f"published must be text naming the paper and its result, got {published!r}")
+        try:
+            published = parse_published(item.get("published"), PUBLISHED)
+        except ValueError as error:
+            raise _bad(item, str(error)) from None
         for lrs in _lr_pairs(item.get("lr"), a, b, item):
             claims.append(
                 Claim(

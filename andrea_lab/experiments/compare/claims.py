@@ -40,7 +40,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import optimum_edges, selection, stats
+from andrea_lab.experiments.compare import optimum_edges, selection, stats, too_few
 from andrea_lab.experiments.compare.claim_spec import (
     ACROSS_SCALES,
     CLAIM_KINDS,
@@ -53,6 +53,7 @@ from andrea_lab.experiments.compare.claim_spec import (
     parse_claims,
 )
 from andrea_lab.experiments.compare.divergence import ceilings, failure_breakdown, mostly_stuck, paired_divergences
+from andrea_lab.experiments.compare.measured import measured_kind
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.runs.directory import format_lr
 
@@ -101,6 +102,9 @@ class ClaimResult:
     #: Whether ``p_exact`` was sampled (more seeds than can be enumerated) and its Monte Carlo error (NaN: exact).
     p_exact_sampled: bool = False
     p_exact_error: float = math.nan
+    #: The kind of quantity the claim counted (``loss``, ``stuck``, ``loss vs plateau``, ...:
+    #: :func:`andrea_lab.experiments.compare.measured.measured_kind`), held against a published result's.
+    measured: str = ""
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -114,6 +118,7 @@ class _Evidence:
     in_sample: str = ""
     p_in_sample: Optional[float] = None  # None: nothing selected, the same as p
     differences: Sequence[float] = ()  # the per-seed differences the p rests on (none for divergence counts)
+    seeds: int = 0  # how many seeds the figure pairs: below 3 it is a lead, not a verdict (too_few)
 
 
 def _side(mean: float) -> Optional[bool]:
@@ -194,6 +199,7 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
         in_sample,
         p_in_sample,
         difference.differences,
+        difference.n,
     )
 
 
@@ -213,7 +219,7 @@ def _equivalence_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats
         f"n={difference.n}, against the margin ±{claim.margin:g} (TOST) {where}"
     )
     inside = not math.isnan(difference.mean) and abs(difference.mean) < claim.margin
-    return _Evidence(True if inside else None, p, text + _seeds_note(difference))
+    return _Evidence(True if inside else None, p, text + _seeds_note(difference), seeds=difference.n)
 
 
 def _signed3(value: float) -> str:
@@ -225,7 +231,11 @@ def _sensitivity_evidence(claim: Claim, comparison: stats.Comparison) -> _Eviden
     difference = comparison.sensitivity
     text = f"{claim.a} − {claim.b} = {difference.describe()} in LR sensitivity"
     return _Evidence(
-        _side(difference.mean), difference.p_value, text + _seeds_note(difference), differences=difference.differences
+        _side(difference.mean),
+        difference.p_value,
+        text + _seeds_note(difference),
+        differences=difference.differences,
+        seeds=difference.n,
     )
 
 
@@ -238,7 +248,16 @@ def _divergence_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
     if claim.kind == "fewer_divergences":
         text += f"; {failure_breakdown(counted, claim.a, claim.b, lrs)}"
     favours = None if found.only_a == found.only_b else found.only_a < found.only_b
-    return _Evidence(favours, found.p_value, text)
+    return _Evidence(favours, found.p_value, text, seeds=_paired_seeds(counted, claim))
+
+
+def _paired_seeds(counted: pd.DataFrame, claim: Claim) -> int:
+    """The seeds both variants ran (at the claim's fixed LRs, where it fixes them): what a count pairs."""
+    seeds = []
+    for name, lr in zip((claim.a, claim.b), claim.lrs or (None, None)):
+        rows = counted[counted["variant"] == name]
+        seeds.append(set(rows.loc[rows["lr"] == lr, "seed"] if lr is not None else rows["seed"]))
+    return len(seeds[0] & seeds[1])
 
 
 def _ceiling_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
@@ -252,7 +271,9 @@ def _ceiling_evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
         f"divergence at it or below; one octave under the grid where its lowest LR diverged); {test}"
     )
     favours = None if math.isnan(difference.mean) or difference.mean == 0 else difference.mean > 0
-    return _Evidence(favours, flips.p, text + _seeds_note(difference), differences=difference.differences)
+    return _Evidence(
+        favours, flips.p, text + _seeds_note(difference), differences=difference.differences, seeds=difference.n
+    )
 
 
 def _evidence(claim: Claim, counted: pd.DataFrame) -> _Evidence:
@@ -349,6 +370,8 @@ def evaluate_claims(
         p_used = adjusted.get(index, evidence.p)
         # An optimum at the grid's edge was never found: no verdict from it (optimum_edges).
         unjudged = optimum_edges.not_judged_outcome(optimum_edges.claim_edges(claim, counted))
+        # Fewer than 3 paired seeds: the estimate's side is a lead, never a verdict (too_few).
+        unjudged = unjudged or (too_few.lead_only(evidence.seeds) if too_few.too_few_seeds(evidence.seeds) else "")
         p_in_sample = evidence.p if evidence.p_in_sample is None else evidence.p_in_sample
         flips = stats.sign_flip_test(evidence.differences or [])
         mirrored = (
@@ -369,6 +392,7 @@ def evaluate_claims(
                 _caveat(claim, counted),
                 flips.sampled,
                 flips.error,
+                measured_kind(claim, counted),
             )
         )
     return results

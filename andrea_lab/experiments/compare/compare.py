@@ -23,7 +23,7 @@ import pandas as pd
 
 from andrea_lab.data.strata import STRATA
 from andrea_lab.experiments.compare import claims as claims_module
-from andrea_lab.experiments.compare import heldout_columns, stats
+from andrea_lab.experiments.compare import heldout_columns, stats, too_few
 from andrea_lab.experiments.compare.attention_columns import attention_columns
 from andrea_lab.experiments.compare.divergence import any_outcome_to_tell, describe_kinds, describe_rate
 from andrea_lab.experiments.compare.heldout_columns import BITS_PER_BYTE, STRATUM_COLUMNS
@@ -121,7 +121,7 @@ def _versus(difference: Optional[stats.PairedDifference]) -> str:
         return "reference"
     if difference.n == 0:
         return "n/a"
-    verdict = difference.verdict + (" (n < 3)" if difference.too_few_seeds else "")
+    verdict = too_few.lead_only(difference.n) if difference.too_few_seeds else difference.verdict
     return f"{verdict}: {difference.describe()}"
 
 
@@ -324,7 +324,7 @@ def per_lr_table(variants: Sequence[Variant]) -> pd.DataFrame:
 CLAIM_COLUMNS = [
     Column("claim", "claim", lambda r: r.claim.label),
     Column("text", "hypothesis", lambda r: r.claim.text),
-    Column("outcome", "outcome", lambda r: f"**{r.outcome}**" + (f" ({r.caveat})" if r.caveat else "")),
+    Column("outcome", "outcome", lambda r: _outcome_words(r.outcome) + (f" ({r.caveat})" if r.caveat else "")),
     Column("evidence", "evidence (95 % CI, unadjusted, or exact test)", lambda r: r.evidence),
     Column("p", "p", lambda r: claims_module.format_p(r.p)),
     Column("p_exact", "exact sign-flip p", claims_module.format_exact),
@@ -333,6 +333,11 @@ CLAIM_COLUMNS = [
     ),
     Column("in_sample", "in-sample best LR (secondary, biased)", lambda r: r.in_sample),
 ]
+
+
+def _outcome_words(outcome: str) -> str:
+    """The outcome in bold, except one from too few seeds: a bold word is read as a verdict (too_few)."""
+    return outcome if too_few.is_too_few(outcome) else f"**{outcome}**"
 
 
 def claims_table(runs: pd.DataFrame, claims: Sequence[Any], loss_column: Optional[str] = None) -> pd.DataFrame:

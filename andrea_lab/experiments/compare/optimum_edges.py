@@ -134,11 +134,14 @@ def is_not_judged(outcome: str) -> bool:
 
 def shared_lr_caveat(claim: Claim, counted: pd.DataFrame) -> str:
     """For a loss claim at LRs fixed in advance: ``at a shared LR, off ratio2-matched's own optimum (8e-3)``
-    when a fixed LR is not that variant's in-sample best among the LRs it ran here; empty otherwise (nothing
-    fixed, the fixed LR is each side's best, or a side ran only the fixed LR and has no optimum to be off)."""
+    when a fixed LR is not that variant's in-sample best among the LRs it ran here, and ``best LR here at an
+    edge, optimum not bracketed: X 2e-3 (its grid's lowest)`` when that best is an edge of what X ran (fixed
+    at it or not: the optimum it stands for may lie beyond, and a grid of two LRs brackets nothing); empty
+    otherwise (nothing fixed, the fixed LR is each side's interior best, or a side ran only the fixed LR and has
+    no optimum to be off)."""
     if claim.lrs is None or claim.kind not in FIXED_LR_KINDS:
         return ""
-    off = []
+    off, unbracketed = [], []
     for name, fixed in zip((claim.a, claim.b), claim.lrs):
         table = stats.loss_table(counted, name)
         if len(table.index) < 2 or table.dropna(how="all").empty:
@@ -146,7 +149,13 @@ def shared_lr_caveat(claim: Claim, counted: pd.DataFrame) -> str:
         best = stats.best_lr(table)
         if format_lr(best) != format_lr(fixed):
             off.append(f"{name}'s own optimum ({format_lr(best)})")
-    if not off:
+        edge = edge_of(best, list(table.index))
+        if edge is not None:  # "its own optimum" is only where this grid stopped
+            unbracketed.append(f"{name} {format_lr(best)} (its grid's {edge})")
+    if not off and not unbracketed:
         return ""
     where = "at a shared LR" if claim.lrs[0] == claim.lrs[1] else "at fixed LRs"
-    return f"{where}, off {' and '.join(off)}"
+    notes = [f"{where}, off {' and '.join(off)}" if off else where]
+    if unbracketed:
+        notes.append(f"best LR here at an edge, optimum not bracketed: {', '.join(unbracketed)}")
+    return "; ".join(notes)

@@ -25,16 +25,18 @@ suite file was written before its runs is not checked here: the suite files' git
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Iterable, Optional
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional
 
 import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare import claims as claims_module
-from andrea_lab.experiments.compare import optimum_edges, report
+from andrea_lab.experiments.compare import optimum_edges, report, too_few
 from andrea_lab.experiments.compare.compare import Column, scored_loss_column
+from andrea_lab.experiments.compare.measured import Setup, describe_ours
 from andrea_lab.experiments.compare.multiplicity import holm
+from andrea_lab.experiments.compare.published import agreement
 
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
 #: The fewest seeds a committed suite runs in each (scale, variant, LR) cell: below 5 the exact sign-flip test
@@ -59,6 +61,9 @@ class CommittedSuite:
     claims: tuple
     aa: bool = False
     scaled: bool = False
+    #: Each variant's non-embedding parameters and tokens (counted from the suite file by commands/compare),
+    #: printed beside a published result as what this proxy measured; empty: not counted.
+    setups: Mapping[str, Setup] = field(default_factory=dict)
 
 
 def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
@@ -68,9 +73,17 @@ def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
     for suite in suites:
         if not suite.claims or suite.scaled or suite.aa:
             continue
-        for result in claims_module.evaluate_claims(list(suite.claims), suite.runs, scored_loss_column(suite.runs)):
-            rows.append({"suite": suite.name, "result": result})
-    return pd.DataFrame(rows, columns=["suite", "result"])
+        loss_column = scored_loss_column(suite.runs)
+        for result in claims_module.evaluate_claims(list(suite.claims), suite.runs, loss_column):
+            ours = describe_ours(result.claim, suite.setups, report.scored_name(loss_column))
+            rows.append({"suite": suite.name, "result": result, "ours": ours})
+    return pd.DataFrame(rows, columns=["suite", "result", "ours"])
+
+
+def cited_variants(claims: Iterable) -> set[str]:
+    """The variants of the claims that cite a published result: those whose size is printed beside it."""
+    parsed = claims_module.parse_claims(list(claims)) if claims else []
+    return {name for claim in parsed if claim.published is not None for name in (claim.a, claim.b)}
 
 
 def _seeds(runs: pd.DataFrame) -> set[int]:
@@ -140,8 +153,9 @@ def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
         for index, q in zip(exploratory, scipy_stats.false_discovery_control(raw, method="bh")):
             adjusted[index] = float(q)
     rows = []
-    for suite, result, kind, p_project in zip(judged["suite"], results, kinds, adjusted):
-        unjudged = optimum_edges.is_not_judged(result.outcome)  # an optimum at the grid's edge: no verdict, no lead
+    for suite, result, ours, kind, p_project in zip(judged["suite"], results, judged["ours"], kinds, adjusted):
+        # an optimum at the grid's edge, or fewer than 3 seeds: no verdict, no lead, whatever the project's p
+        unjudged = optimum_edges.is_not_judged(result.outcome) or too_few.is_too_few(result.outcome)
         outcome = result.outcome if unjudged else claims_module.outcome_of(result.favours_a, p_project)
         rows.append(
             {
@@ -156,16 +170,19 @@ def project_table(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
                 "project_p": claims_module.format_p(p_project),
                 "suite_verdict": result.outcome,
                 "hypothesis": result.claim.text or result.claim.label,
-                "published": result.claim.published,
-                "agrees": _agreement(result.claim.published, outcome),
+                "measured": result.measured,
+                "published": result.claim.published.describe() if result.claim.published else "",
+                "ours": ours if result.claim.published else "",
+                "agrees": agreement(result.claim.published, result.measured, outcome),
             }
         )
     return pd.DataFrame(rows)
 
 
 def _decides(outcome: str) -> bool:
-    """Whether an outcome is a verdict (or, exploratory, a lead): not "not detected", not "not judged"."""
-    return outcome != "not detected" and not optimum_edges.is_not_judged(outcome)
+    """Whether an outcome is a verdict (or, exploratory, a lead): not "not detected", not "not judged", not
+    from too few seeds."""
+    return outcome != "not detected" and not optimum_edges.is_not_judged(outcome) and not too_few.is_too_few(outcome)
 
 
 def _verdict(outcome: str, kind: str, caveat: str) -> str:
@@ -175,22 +192,17 @@ def _verdict(outcome: str, kind: str, caveat: str) -> str:
     return f"{words} ({caveat})" if caveat else words
 
 
-def _agreement(published: str, outcome: str) -> str:
-    """Whether this proxy agrees with the published result a claim states in its own direction."""
-    if not published:
-        return ""
-    return {"reproduced": "agrees", "contradicted": "disagrees"}.get(outcome, "not detected here")
-
-
 #: The table docs/results.md opens with: the verdicts the project stands behind, and the published results.
 VERDICT_COLUMNS = (
     ("suite", "suite"),
     ("hypothesis", "hypothesis"),
     ("claim", "claim"),
     ("verdict", "verdict"),
+    ("measured", "counted"),
     ("evidence", "effect (95 % CI, unadjusted), seeds"),
     ("project_p", "project Holm p"),
-    ("published", "published result"),
+    ("published", "published result (what the paper measured)"),
+    ("ours", "this proxy measured"),
     ("agrees", "this proxy"),
 )
 LEAD_COLUMNS = (
@@ -198,9 +210,12 @@ LEAD_COLUMNS = (
     ("hypothesis", "hypothesis"),
     ("claim", "claim"),
     ("verdict", "lead"),
+    ("measured", "counted"),
     ("evidence", "effect (95 % CI, unadjusted), seeds"),
     ("project_p", "BH q"),
-    ("published", "published result"),
+    ("published", "published result (what the paper measured)"),
+    ("ours", "this proxy measured"),
+    ("agrees", "this proxy"),
 )
 PROJECT_COLUMNS = (
     ("suite", "suite"),

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE
-from andrea_lab.experiments.compare import aa_calibration, compare, csv_cells
+from andrea_lab.experiments.compare import aa_calibration, compare, csv_cells, too_few
 from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
 from andrea_lab.experiments.compare.compare import Column
@@ -194,10 +194,11 @@ def verdict_lines(variants: Sequence[compare.Variant]) -> list[str]:
         difference = variant.comparison.cross_fitted if variant.comparison else None
         if variant.is_reference or difference is None:
             continue
-        seeds = " (n < 3: too few seeds)" if difference.too_few_seeds else ""
+        # fewer than 3 seeds: not bold, not a verdict (a bold word is read as one whatever follows it)
+        verdict = too_few.lead_only(difference.n) if difference.too_few_seeds else f"**{difference.verdict}**"
         lines.append(
             f"- **{variant.name}** vs {reference}, each seed at the best LRs of the other seeds: "
-            f"**{difference.verdict}**{seeds}, difference {difference.describe()} (unadjusted)"
+            f"{verdict}, difference {difference.describe()} (unadjusted)"
         )
     return lines or ["- only one variant: nothing to compare it with (train another, e.g. with an override)"]
 

@@ -112,13 +112,30 @@ def test_a_claim_at_a_shared_lr_off_a_variants_optimum_says_so():
     runs = _runs(AT_EDGE)
     result = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(4e-3, 4e-3)), runs)
     assert result.outcome == "reproduced"
-    assert result.caveat == "at a shared LR, off a's own optimum (8e-3) and b's own optimum (2e-3)"
-    at_each_best = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(8e-3, 2e-3)), runs)
-    assert at_each_best.caveat == "", "each side at its own best LR: nothing to say"
+    assert result.caveat == (
+        "at a shared LR, off a's own optimum (8e-3) and b's own optimum (2e-3); "
+        "best LR here at an edge, optimum not bracketed: a 8e-3 (its grid's highest)"
+    )
+    at_each_best = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(1.6e-2, 2e-3)), _runs(INTERIOR))
+    assert at_each_best.caveat == "", "each side at its own best LR, inside its grid: nothing to say"
     only_fixed = _runs({name: {4e-3: curve[4e-3]} for name, curve in AT_EDGE.items()})
     assert evaluate_claim(Claim("lower_loss", "a", "b", lrs=(4e-3, 4e-3)), only_fixed).caveat == "", (
         "no grid: no optimum"
     )
+
+
+def test_a_fixed_lr_at_a_best_that_sits_on_the_grids_edge_says_so_in_its_row():
+    """The gap issue 55 item 4 left: fixed at each side's best LR, but A's best is the top of its grid, so "A at
+    its best" is A where its grid stopped. The row says so; with A's grid extended past its turn, it does not."""
+    fixed_at_best = Claim("lower_loss", "a", "b", lrs=(8e-3, 2e-3))
+    result = evaluate_claim(fixed_at_best, _runs(AT_EDGE))
+    assert result.caveat == "at fixed LRs; best LR here at an edge, optimum not bracketed: a 8e-3 (its grid's highest)"
+    suite = CommittedSuite("edges", _runs(AT_EDGE), ({"lower_loss": ["a", "b"], "lr": {"a": 8e-3, "b": 2e-3}},))
+    (row,) = project_table([suite]).to_dict("records")
+    assert row["verdict"] == f"{row['outcome']} ({result.caveat})", "in the verdict table's own row"
+    two_lrs = _runs({name: {2e-3: curve[2e-3], 4e-3: curve[4e-3]} for name, curve in INTERIOR.items()})
+    at_two = evaluate_claim(Claim("lower_loss", "a", "b", lrs=(4e-3, 2e-3)), two_lrs).caveat
+    assert at_two.endswith("a 4e-3 (its grid's highest), b 2e-3 (its grid's lowest)"), "two LRs bracket nothing"
 
 
 def test_the_project_table_counts_an_unjudged_claim_as_neither_verdict_nor_lead():
@@ -132,7 +149,10 @@ def test_the_project_table_counts_an_unjudged_claim_as_neither_verdict_nor_lead(
     assert unjudged["verdict"].startswith("not judged: a's optimum at the grid's highest LR (8e-3)")
     assert "(lead)" not in unjudged["verdict"]
     fixed = table.loc["lower_loss: a vs b @ 4e-3"]
-    assert fixed["verdict"] == "reproduced (at a shared LR, off a's own optimum (8e-3) and b's own optimum (2e-3))"
+    assert fixed["verdict"] == (
+        "reproduced (at a shared LR, off a's own optimum (8e-3) and b's own optimum (2e-3); "
+        "best LR here at an edge, optimum not bracketed: a 8e-3 (its grid's highest))"
+    )
     block = project_block([suite])
     assert "1 verdicts; 1 exploratory, with BH q-values: 0 leads at q < 0.05" in block
     assert "1 not judged (a variant's optimum at the edge of its LR grid" in block

@@ -54,7 +54,10 @@ def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_th
     assert len(decided) == 9
     exploratory_rows = table[table["kind"] == "exploratory"]
     assert all(
-        "(lead)" in verdict or outcome == "not detected" or outcome.startswith("not judged")
+        "(lead)" in verdict
+        or outcome == "not detected"
+        or outcome.startswith("not judged")
+        or outcome.startswith("too few seeds")  # lower_loss_trained where one pair of 10 trained: n=1
         for verdict, outcome in zip(exploratory_rows["verdict"], exploratory_rows["outcome"])
     )
 
