@@ -14,12 +14,14 @@ from scipy import stats as scipy_stats
 from andrea_lab.commands.compare import committed_suites
 from andrea_lab.experiments.compare.claim_spec import parse_claims
 from andrea_lab.experiments.compare.claims import Claim
+from andrea_lab.experiments.compare.measured import Setup
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.project import (
     MIN_SEEDS_PER_CELL,
     CommittedSuite,
     is_confirmatory,
     judged_claims,
+    project_block,
     project_table,
     provenance_problems,
 )
@@ -129,3 +131,50 @@ def test_provenance_names_a_thin_cell_a_claim_without_its_lr_source_and_seeds_sh
 def test_lr_from_is_a_list_of_suite_names_beside_a_fixed_lr(item, why):
     with pytest.raises(ValueError, match=why):
         parse_claims([item])
+
+
+def _failing_runs(failure: str) -> pd.DataFrame:
+    """Eight seeds at one LR (McNemar needs 6 discordant pairs for p < 0.05): A trains on every seed, B ends
+    with ``failure`` on every seed."""
+    rows = [
+        dict(
+            variant=variant,
+            lr=1e-3,
+            seed=seed,
+            status="finished" if outcome == "trained" else "diverged",
+            outcome=outcome,
+            initial_val_loss=5.0,
+            final_val_loss=2.0 if outcome == "trained" else 5.0,
+            divergence_kind=None,
+        )
+        for seed in range(8)
+        for variant, outcome in (("a", "trained"), ("b", failure))
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    "failure, agrees", [("blew_up", "agrees"), ("stuck", "different quantity (paper: blew_up; ours: stuck)")]
+)
+def test_the_verdict_table_says_agrees_only_when_the_claim_counted_what_the_paper_measured(failure, agrees):
+    """One cited blow-up result, two constructed suites: where B's runs blew up the proxy agrees with it; where
+    they sat on the unigram plateau the same count, the same direction and the same p are a different quantity."""
+    cited = {
+        "source": "Someone 2024",
+        "result": "B blows up where A does not",
+        "quantity": "blew_up",
+        "model": "a 1B decoder",
+        "tokens": "not stated",
+        "metric": "non-finite loss",
+    }
+    claim = {"fewer_divergences": ["a", "b"], "lr": 1e-3, "lr_from": ["elsewhere"], "published": cited}
+    suite = CommittedSuite("cited", _failing_runs(failure), (claim,), setups={"a": Setup(300_032, 512_000)})
+    (row,) = project_table([suite]).to_dict("records")
+    assert row["outcome"] == "reproduced" and row["measured"] == failure and row["agrees"] == agrees
+    assert row["published"].startswith("Someone 2024: B blows up where A does not; measured: blew_up on a 1B")
+    assert row["ours"] == "model size not counted, runs counted by outcome (exact McNemar)", "b's size unknown"
+    block = project_block([suite])
+    header = (
+        "| counted | effect (95 % CI, unadjusted), seeds | project Holm p | published result (what the paper measured)"
+    )
+    assert header in block and f"| {agrees} |" in block
