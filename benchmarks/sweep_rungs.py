@@ -15,6 +15,7 @@ the bf16/fp32 ratio of a 512 x 512 matmul measured in the same run (issue 58's g
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,14 @@ def rung_overrides(name: str) -> dict[str, Any]:
     return {key: value for key, value in scales[name].items() if key != "trainer.max_steps"}
 
 
-def matmul_ratio(width: int = 512, reps: int = 5) -> float:
-    """bf16 over fp32 GFLOP/s of a ``width`` x ``width`` matmul, measured now in this process."""
-    return square_matmul(width, torch.bfloat16, reps) / square_matmul(width, torch.float32, reps)
+def matmul_ratio(width: int = 512, reps: int = 5, rounds: int = 5) -> float:
+    """bf16 over fp32 GFLOP/s of a ``width`` x ``width`` matmul, measured now in this process: the median of
+    ``rounds`` ratios, each of an fp32 and a bf16 measurement taken one after the other (a burst of load from
+    other processes then moves one ratio, not the result)."""
+    ratios = [
+        square_matmul(width, torch.bfloat16, reps) / square_matmul(width, torch.float32, reps) for _ in range(rounds)
+    ]
+    return statistics.median(ratios)
 
 
 def add_step_times(totals: pd.DataFrame, runs: pd.DataFrame) -> None:
@@ -59,12 +65,14 @@ def add_step_times(totals: pd.DataFrame, runs: pd.DataFrame) -> None:
 
 def side_by_side(by_rung: dict[str, pd.DataFrame], matmul: float) -> pd.DataFrame:
     """One row per rung and path: fits per hour (and against today's), the training and held-out shares, the step
-    time, and the step's speed-up over today's from the second fit on, as a share of the matmul ratio."""
+    time, and the step's speed-up over today's, both from the second fit on (over every fit where a path ran
+    one), as a share of the matmul ratio."""
     rows = []
     for rung, totals in by_rung.items():
+        later = totals["step_s_from_2nd"].fillna(totals["step_s"])
         today = totals.loc[TODAY] if TODAY in totals.index else None
         for path, row in totals.iterrows():
-            speedup = None if today is None else today["step_s"] / row["step_s_from_2nd"]
+            speedup = None if today is None else later[TODAY] / later[path]
             rows.append(
                 {
                     "rung": rung,

@@ -52,8 +52,19 @@ def test_side_by_side_gives_every_rung_and_path_against_today_and_the_matmul_rat
     assert table.loc[("d512", "fastest"), "vs_today"] == pytest.approx(1.8)
     assert table.loc[("d512", "fastest"), "step_speedup_from_2nd"] == pytest.approx(2.0)
     assert table.loc[("d512", "fastest"), "of_matmul_ratio"] == pytest.approx(0.8)
+    assert table.loc[("d512", "today"), "step_speedup_from_2nd"] == pytest.approx(1.0)
     assert table.loc[("cpu-base", "today"), "of_matmul_ratio"] == pytest.approx(0.4)
+    one_fit = totals(4.0, 2.0)
+    one_fit.loc["fastest", "step_s_from_2nd"] = float("nan")  # one fit: its step over every fit
+    assert sweep_rungs.side_by_side({"d512": one_fit}, 2.5).loc[("d512", "fastest"), "step_speedup_from_2nd"] == 1.6
+
+
+def test_the_matmul_ratio_is_the_median_of_paired_measurements(monkeypatch):
+    rates = iter([200.0, 100.0, 900.0, 100.0, 300.0, 100.0])  # bf16, fp32 alternately: ratios 2, 9, 3
+    monkeypatch.setattr(sweep_rungs, "square_matmul", lambda width, dtype, reps: next(rates))
+    assert sweep_rungs.matmul_ratio(rounds=3) == 3.0
+    assert sweep_rungs.matmul_ratio.__defaults__ == (512, 5, 5)
 
 
 def test_the_matmul_ratio_is_measured_not_assumed():
-    assert sweep_rungs.matmul_ratio(width=64, reps=1) > 0
+    assert sweep_rungs.matmul_ratio(width=64, reps=1, rounds=1) > 0
