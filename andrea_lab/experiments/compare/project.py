@@ -240,12 +240,15 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
     decided = confirmatory[confirmatory["outcome"].map(_decides)]
     leads = table[(table["kind"] == EXPLORATORY) & table["outcome"].map(_decides)]
     unjudged = table[table["outcome"].map(optimum_edges.is_not_judged)]
+    few = int(table["outcome"].map(too_few.is_too_few).sum())
     header = (
         f"{len(table)} claims in {table['suite'].nunique()} suites: {len(confirmatory)} confirmatory (LRs fixed "
         f"in advance), Holm-adjusted as one project-wide family: {len(decided)} verdicts; "
         f"{len(table) - len(confirmatory)} exploratory, with BH q-values: {len(leads)} leads at q < 0.05 (a lead "
         f"is a reason for a confirmatory rerun, not a verdict); {len(unjudged)} not judged (a variant's optimum at "
-        "the edge of its LR grid, so never found). A/A suites and scaled suites are left out: the "
+        "the edge of its LR grid, so never found)"
+        + (f"; {few} from fewer than 3 paired seeds (neither verdict nor lead)" if few else "")
+        + ". A/A suites and scaled suites are left out: the "
         "first check the statistics, the second are judged per scale in their own reports. "
         + provenance_sentence(suites)
     )

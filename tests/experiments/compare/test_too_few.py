@@ -8,7 +8,7 @@ import pytest
 
 from andrea_lab.experiments.compare import compare, report
 from andrea_lab.experiments.compare.claims import evaluate_claims
-from andrea_lab.experiments.compare.project import CommittedSuite, project_table
+from andrea_lab.experiments.compare.project import CommittedSuite, project_block, project_table
 from andrea_lab.experiments.compare.too_few import is_too_few, lead_only, too_few_seeds
 
 LR = 1e-3
@@ -54,9 +54,13 @@ def test_a_claim_on_two_seeds_is_a_lead_and_not_bold(seeds, expected):
 @pytest.mark.parametrize("seeds", [2, 3])
 def test_the_project_table_counts_no_verdict_from_two_seeds(seeds):
     claim = {**CLAIM, "lr_from": ["elsewhere"]}
-    (row,) = project_table([CommittedSuite("mine", runs(seeds), (claim,))]).to_dict("records")
+    suite = CommittedSuite("mine", runs(seeds), (claim,))
+    (row,) = project_table([suite]).to_dict("records")
     assert row["kind"] == "confirmatory"
     assert row["verdict"] == ("too few seeds (n=2) — lead only" if seeds == 2 else "reproduced")
+    header = project_block([suite]).split("\n\n")[0]
+    assert ("0 verdicts" in header and "1 from fewer than 3 paired seeds" in header) == (seeds == 2)
+    assert ("1 verdicts" in header and "paired seeds" not in header) == (seeds == 3)
 
 
 @pytest.mark.parametrize("seeds", [2, 3])
