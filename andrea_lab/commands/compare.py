@@ -223,8 +223,7 @@ def main(argv: list[str]) -> int:
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
-    if suite is not None and suite.name in written:  # a suite whose scales are corpora: the verdict x domain table
-        domains.print_domain_report(suite.scales, written[suite.name])
+    domains.print_domain_report(suite, written)  # a suite whose scales are corpora: the verdict x domain table
     if suite is not None and suite.ladder is not None and suite.name in written:
         if (status := print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)) is not None:
             return status

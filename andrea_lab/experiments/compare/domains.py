@@ -111,13 +111,15 @@ def domain_columns(corpora: Mapping[str, str]) -> list[Column]:
     ]
 
 
-def print_domain_report(scales: Sequence[Any], result: Mapping[str, Any]) -> Optional[str]:
-    """For a suite whose scales are a domain axis and whose claims were judged per scale (``result``: what
+def print_domain_report(suite: Any, written: Mapping[str, Mapping[str, Any]]) -> Optional[str]:
+    """For a suite (a :class:`andrea_lab.experiments.sweep.suite.Suite`, or None) whose scales are a domain axis
+    and whose claims were judged per scale (``written[suite.name]``: what
     :func:`andrea_lab.experiments.compare.scales_report.write_scaled_suite` returned): ``domains.csv`` beside
     its ``comparison.md``, and the verdict × domain table printed (``andrea compare``'s output) and returned as
     Markdown. None for any other suite."""
-    corpora = domain_axis(scales)
-    by_scale = result.get("claims")
+    result = written.get(suite.name) if suite is not None else None
+    corpora = domain_axis(suite.scales) if result is not None else None
+    by_scale = result.get("claims") if result is not None else None
     if corpora is None or by_scale is None or not len(by_scale) or "scale" not in by_scale:
         return None
     table = domain_table(by_scale, list(corpora))
