@@ -67,7 +67,7 @@ class HeldOutEvaluation(L.Callback):
             the model's shape and the precision it scores in (:mod:`andrea_lab.fit.eval_batch`). The scores do
             not depend on it.
         memory_mib: The memory a batch may take (MiB); default (null) a quarter of the device's free memory on
-            CUDA, a quarter of the last-level cache on the CPU (where larger batches were measured slower).
+            CUDA, half the last-level cache on the CPU (where larger batches were measured slower).
         at_steps: Also score the same windows after these optimizer steps (e.g. ``[100, 200, 300]``): the
             learning curve from which ``andrea compare`` says in how many steps one variant reaches another's
             final loss. Fixed before the runs (a suite's ``common:``), never chosen after looking; each point

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from andrea_lab.fit import eval_batch
-from benchmarks import eval_batch as bench
+from benchmarks import heldout_batch as bench
 
 
 def test_toy_run_times_every_batch_and_names_the_derived_one(capsys, monkeypatch):
-    monkeypatch.setattr(eval_batch, "last_level_cache_bytes", lambda: 4 << 20)
+    monkeypatch.setattr(eval_batch, "last_level_cache_bytes", lambda: 2 << 20)
     assert bench.main(["--widths", "64", "--batches", "2,4", "--windows", "8", "--rounds", "1", "--no-setup"]) == 0
     printed = capsys.readouterr().out
     assert "bound 1048576 bytes" in printed

@@ -1,13 +1,14 @@
 """How the held-out evaluation's batch size moves its time on this machine, beside the batch fit.eval_batch derives.
 
-    python benchmarks/eval_batch.py                                   # d64 fp32 and d256 bf16, batches 8..1024
-    python benchmarks/eval_batch.py --widths 512 --batches 4,8,16,64 --windows 256
+    python benchmarks/heldout_batch.py                                   # d64 fp32 and d256 bf16, batches 8..1024
+    python benchmarks/heldout_batch.py --widths 512 --batches 4,8,16,64 --windows 256
 
 Per width (cpu-base's shape otherwise: vocab 257, 64 tokens, 6 blocks, heads of 16 at d64 and 32 above; the
 precision as ``--speed auto`` picks it: fp32 under d256, bf16 autocast from d256), it scores ``--windows`` random
 windows forward with the loss, as heldout.py does (inference mode, float32 cross-entropy), at each batch size,
 the sizes interleaved within each of ``--rounds`` passes so that a burst of load hits them alike, and prints the
-best pass per size and the batch fit.eval_batch derives for this machine's bound. Then the set-up an evaluation
+best pass per size (wall and this process's CPU seconds) and the batch fit.eval_batch derives for this
+machine's bound. Then the set-up an evaluation
 makes before its first forward (the planned windows, the bytes per token, the documents' names), on the stdlib
 corpus at cpu-base's budget, twice.
 """
@@ -25,14 +26,16 @@ from andrea_lab.model.config import AndreaConfig
 from andrea_lab.model.transformer import Andrea
 
 
-def score_seconds(model: Andrea, windows: torch.Tensor, batch: int, bf16: bool) -> float:
-    start = time.perf_counter()
+def score_seconds(model: Andrea, windows: torch.Tensor, batch: int, bf16: bool) -> tuple[float, float]:
+    """Wall and CPU seconds of scoring ``windows`` in batches of ``batch`` (CPU time: this process's, which
+    other processes taking the cores do not inflate, their cache and memory traffic aside)."""
+    start, cpu = time.perf_counter(), time.process_time()
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for first in range(0, len(windows), batch):
             chunk = windows[first : first + batch]
             logits, _ = model(chunk[:, :-1])
             F.cross_entropy(logits.float().flatten(0, 1), chunk[:, 1:].flatten(), reduction="none")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def measure_width(width: int, args: argparse.Namespace) -> None:
@@ -40,15 +43,16 @@ def measure_width(width: int, args: argparse.Namespace) -> None:
     model = Andrea(config).eval()
     bf16 = width >= 256
     windows = torch.randint(0, 257, (args.windows, 65))
-    best = {batch: float("inf") for batch in args.batches}
+    best = {batch: (float("inf"), float("inf")) for batch in args.batches}
     for _ in range(args.rounds):
         for batch in args.batches:
-            best[batch] = min(best[batch], score_seconds(model, windows, batch, bf16))
+            wall, cpu = score_seconds(model, windows, batch, bf16)
+            best[batch] = (min(best[batch][0], wall), min(best[batch][1], cpu))
     derived = eval_batch.eval_batch_size(config, 2 if bf16 else 4, eval_batch.memory_bound(torch.device("cpu")))
     name = "bf16 autocast" if bf16 else "fp32"
     print(f"d{width} {name}, {args.windows} windows: derived batch {derived}")
-    for batch, seconds in best.items():
-        print(f"  batch {batch:5d}: {seconds:6.2f} s")
+    for batch, (wall, cpu) in best.items():
+        print(f"  batch {batch:5d}: {wall:6.2f} s wall, {cpu:6.2f} s CPU")
 
 
 def setup_seconds() -> None:
