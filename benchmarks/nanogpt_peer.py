@@ -28,7 +28,9 @@ over ``eval_iters`` 20 random batches of val.bin; ANDREA: its held-out loss over
 val.bin, which is one stream, so no SE over documents) and steps per second (the median of each one's
 per-step times: nanoGPT's ``iter`` lines, and the wall-clock gaps between ANDREA's per-step ``train/loss``
 events; a step with an evaluation is an outlier the median drops).
-Warmup is nanoGPT's 100 iterations in 2000, scaled with ``--max-iters`` (at least 1).
+Warmup is nanoGPT's 100 iterations in 2000, scaled with ``--max-iters`` (at least 1). The two run one after
+the other, never together; ``--threads`` gives both the same thread count (on a shared machine, 1 is the
+steadier comparison).
 """
 
 from __future__ import annotations
@@ -160,12 +162,12 @@ def nanogpt_command(checkout: Path, max_iters: int) -> list[str]:
     return [sys.executable, *train, *(f"--{key}={value}" for key, value in settings.items())]
 
 
-def run_nanogpt(checkout: Path, work: Path, max_iters: int) -> Result:
+def run_nanogpt(checkout: Path, work: Path, max_iters: int, env: dict[str, str]) -> Result:
     """nanoGPT's train.py with ``work`` as its working directory: its ``exec(open('configurator.py'))``
     reads the checkout's file through a link there, its data and checkpoints stay there."""
     (work / "configurator.py").symlink_to(checkout / "configurator.py")
     started = time.perf_counter()
-    done = subprocess.run(nanogpt_command(checkout, max_iters), cwd=work, capture_output=True, text=True)
+    done = subprocess.run(nanogpt_command(checkout, max_iters), cwd=work, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"nanoGPT's train.py failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
@@ -217,7 +219,7 @@ def andrea_command(work: Path, vocab_size: int, max_iters: int) -> list[str]:
     ]
 
 
-def run_andrea(work: Path, vocab_size: int, max_iters: int) -> Result:
+def run_andrea(work: Path, vocab_size: int, max_iters: int, env: dict[str, str]) -> Result:
     """``andrea fit`` on the token files; its summary.json's held-out loss and its step times."""
     started = time.perf_counter()
     command = andrea_command(work, vocab_size, max_iters)
@@ -268,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-iters", type=int, default=README_ITERS, help="iterations for both (README: 2000)")
     parser.add_argument("--corpus", default="shakespeare", help="the corpus whose split both train on")
     parser.add_argument("--val-fraction", type=float, default=0.1, help="as experiments/cpu-shakespeare.yaml")
+    parser.add_argument(
+        "--threads", type=int, help="OMP_NUM_THREADS for both trainers (default: torch's own, every core)"
+    )
     parser.add_argument("--keep", help="write the data and runs here (a new directory) instead of a temporary one")
     return parser
 
@@ -278,6 +283,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         checkout = checked_checkout(args.nanogpt)
         if args.max_iters < 2:
             raise UsageLine(f"--max-iters {args.max_iters}: give at least 2 (the README's is {README_ITERS})")
+        if args.threads is not None and args.threads < 1:
+            raise UsageLine(f"--threads {args.threads}: give at least 1")
         if args.keep and Path(args.keep).exists():
             raise UsageLine(f"--keep {args.keep} exists; give a new directory (nothing is written over)")
         with tempfile.TemporaryDirectory(prefix="nanogpt-peer-") as temporary:
@@ -287,7 +294,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             chars = write_split(work, train_text, val_text)
             print(f"split of {args.corpus} at val_fraction {args.val_fraction}: {facts}, {len(chars)} characters")
             print(f"nanoGPT README CPU shape: 4 layers, 4 heads, 128 wide, block 64, batch 12, {args.max_iters} iters")
-            results = [run_nanogpt(checkout, work, args.max_iters), run_andrea(work, len(chars) + 2, args.max_iters)]
+            env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
+            results = [
+                run_nanogpt(checkout, work, args.max_iters, env),
+                run_andrea(work, len(chars) + 2, args.max_iters, env),
+            ]
     except (UsageLine, UsageError) as problem:  # a corpus refused (unknown, offline, hash) is one line too
         print(f"error: {problem}", file=sys.stderr)
         return 2

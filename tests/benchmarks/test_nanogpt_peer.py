@@ -75,6 +75,7 @@ def test_nanogpt_runs_at_its_readme_cpu_configuration(tmp_path):
     [
         (["{tmp}/empty"], "is not a checkout of karpathy/nanoGPT (no train.py, model.py"),
         (["{checkout}", "--max-iters", "1"], "--max-iters 1: give at least 2"),
+        (["{checkout}", "--threads", "0"], "--threads 0: give at least 1"),
         (["{checkout}", "--keep", "{tmp}"], "exists; give a new directory"),
         (["{checkout}", "--corpus", "no-such-corpus-name"], "no-such-corpus-name"),
     ],
