@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 import torch
@@ -43,13 +43,20 @@ def rung_overrides(name: str) -> dict[str, Any]:
     return {key: value for key, value in scales[name].items() if key != "trainer.max_steps"}
 
 
-def matmul_ratio(width: int = 512, reps: int = 5, rounds: int = 5) -> float:
-    """bf16 over fp32 GFLOP/s of a ``width`` x ``width`` matmul, measured now in this process: the median of
-    ``rounds`` ratios, each of an fp32 and a bf16 measurement taken one after the other (a burst of load from
-    other processes then moves one ratio, not the result)."""
-    ratios = [
-        square_matmul(width, torch.bfloat16, reps) / square_matmul(width, torch.float32, reps) for _ in range(rounds)
-    ]
+def matmul_ratio(width: int = 512, reps: int = 5, rounds: int = 5, threads: Optional[int] = None) -> float:
+    """bf16 over fp32 GFLOP/s of a ``width`` x ``width`` matmul, measured now in this process with ``threads``
+    threads (the fits' OMP_NUM_THREADS; default torch's): the median of ``rounds`` ratios, each of an fp32 and a
+    bf16 measurement taken one after the other (a burst of load from other processes then moves one ratio, not
+    the result)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        ratios = [
+            square_matmul(width, torch.bfloat16, reps) / square_matmul(width, torch.float32, reps)
+            for _ in range(rounds)
+        ]
+    finally:
+        torch.set_num_threads(before)
     return statistics.median(ratios)
 
 

@@ -324,11 +324,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f", rungs {list(rungs)}{', overrides ' + str(args.set) if args.set else ''}; runs in {out}"
     )
     print(machine_line(args))
-    matmul = [sweep_rungs.matmul_ratio()]
+    matmul = [sweep_rungs.matmul_ratio(threads=args.threads)]
     by_rung = {
         rung: run_rung(args, chosen, out if len(rungs) == 1 else out / rung, shape) for rung, shape in rungs.items()
     }
-    matmul.append(sweep_rungs.matmul_ratio())
+    matmul.append(sweep_rungs.matmul_ratio(threads=args.threads))
     print(machine_line(args).replace("machine:", "at end:"))
     totals = pd.concat(by_rung, names=["rung"])
     if len(rungs) > 1 or args.quick:

@@ -63,8 +63,10 @@ def test_the_matmul_ratio_is_the_median_of_paired_measurements(monkeypatch):
     rates = iter([200.0, 100.0, 900.0, 100.0, 300.0, 100.0])  # bf16, fp32 alternately: ratios 2, 9, 3
     monkeypatch.setattr(sweep_rungs, "square_matmul", lambda width, dtype, reps: next(rates))
     assert sweep_rungs.matmul_ratio(rounds=3) == 3.0
-    assert sweep_rungs.matmul_ratio.__defaults__ == (512, 5, 5)
+    assert sweep_rungs.matmul_ratio.__defaults__ == (512, 5, 5, None)
 
 
-def test_the_matmul_ratio_is_measured_not_assumed():
-    assert sweep_rungs.matmul_ratio(width=64, reps=1, rounds=1) > 0
+def test_the_matmul_ratio_is_measured_not_assumed_at_the_fits_threads_and_leaves_torchs_alone():
+    before = sweep_rungs.torch.get_num_threads()
+    assert sweep_rungs.matmul_ratio(width=64, reps=1, rounds=1, threads=1) > 0
+    assert sweep_rungs.torch.get_num_threads() == before
