@@ -70,6 +70,7 @@ CASES = [
     ("qk-norm-maybe", [*FIT, "--model.config.qk_norm", "maybe"], ["qk_norm", "maybe"]),
     ("negative-lr", [*FIT, "--model.lr", "-1"], ["lr must be a finite number > 0, got -1"]),
     ("heldout-seed-negative", [*FIT, "--heldout.seed", "-1"], ["heldout.seed must be an integer from 0 to 4294967295"]),
+    ("heldout-memory-zero", [*FIT, "--heldout.memory_mib", "0"], ["heldout.memory_mib must be a positive", "got 0"]),
     (
         "data-seed-huge",
         [*FIT, "--data.seed", str(2**80)],
