@@ -257,3 +257,48 @@ def test_the_schedule_still_reaches_muons_parts_after_its_state_is_loaded():
     after = [group["lr"] for part in optimizer.parts.values() for group in part.param_groups]
     assert all(b > a for b, a in zip(before, after)), (before, after)  # the cosine decay reached every part
     assert [group["lr"] for group in optimizer.param_groups] == after
+
+
+def _built_groups(optimizer: str, args: dict) -> dict[str, list[dict]]:
+    """Each part's param groups (lr, weight_decay) as the optimizer plugin built them."""
+    module = AndreaLM(
+        config=preset("andrea-micro", block_size=16),
+        optimizer=optimizer,
+        optimizer_args=args,
+        lr=4e-4,
+        weight_decay=0.1,
+        warmup_steps=0,
+    )
+    optimizer, _, _ = module.optimizer_choice.build(module.model, 10)
+    parts = getattr(optimizer, "parts", {"all": optimizer})
+    return {rule: part.param_groups for rule, part in parts.items()}
+
+
+def test_lions_independent_decay_divides_the_decay_by_its_peak_lr_and_is_off_by_default():
+    """lion-pytorch shrinks by lr_t * weight_decay: independent, the groups get weight_decay / lr, so the
+    shrink per step at the peak is weight_decay whatever the LR (issue 55)."""
+    plain = [g["weight_decay"] for g in _built_groups("lion", {})["all"]]
+    independent = [g["weight_decay"] for g in _built_groups("lion", {"independent_decay": True})["all"]]
+    assert plain == [0.1, 0.0]
+    assert independent == pytest.approx([0.1 / 4e-4, 0.0])
+
+
+def test_muons_adamw_part_takes_its_own_lr_and_muons_part_keeps_model_lr():
+    default = _built_groups("muon", {})
+    own = _built_groups("muon", {"adamw_lr_ratio": 7.5})
+    assert {g["lr"] for g in default["adamw"]} == {g["lr"] for g in default["muon"]} == {4e-4}
+    assert [g["lr"] for g in own["adamw"]] == pytest.approx([3e-3, 3e-3])
+    assert {g["lr"] for g in own["muon"]} == {4e-4}
+
+
+@pytest.mark.parametrize(
+    "optimizer, args, message",
+    [
+        ("muon", {"adamw_lr_ratio": 0.0}, "adamw_lr_ratio"),
+        ("muon", {"adamw_lr_ratio": -1.0}, "adamw_lr_ratio"),
+        ("lion", {"independent_decay": "yes"}, "independent_decay"),
+    ],
+)
+def test_the_new_options_refuse_a_bad_value_naming_it(optimizer, args, message):
+    with pytest.raises(ConfigError, match=message):
+        AndreaLM(config=preset("andrea-micro", block_size=16), optimizer=optimizer, optimizer_args=args)
