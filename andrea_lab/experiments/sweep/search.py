@@ -20,9 +20,9 @@ interrupted sweep resumes by reading its runs back, and each step is named by th
 round (:meth:`Step.label`), for the runs' records to carry. Not wired into ``andrea sweep``, the suite
 loader or compare yet: this module is the rule and its checks, tested on synthetic losses.
 
-An optimum at the edge of a key's values gets one value beyond it
-by ``extend_grid``'s rule (the edge times or divided by its factor, up to its ceiling), for keys whose
-values are all positive; a key containing 0 or a negative value (warmup 0) is not extended.
+An optimum at the edge of a key's values gets one value beyond it by ``extend_grid``'s rule (the edge
+times or divided by its factor, up to its ceiling), for keys whose values are all positive; a key
+containing 0 or a negative value (warmup 0) is not extended.
 
 What is refused here, one line each before any run: an empty space, a key without values or with a
 non-finite value (unbounded), a budget missing or below the number of keys (not every key could be swept
