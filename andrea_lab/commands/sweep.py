@@ -205,8 +205,26 @@ def print_header(suite, specs, directory) -> None:
         f"({', '.join(map(str, grid_seeds))}) = {len(specs)} runs in {directory}",
         flush=True,
     )
+    for line in per_scale_lines(specs):
+        print(line, flush=True)
     for line in grid_extension.plan_lines(suite, specs):  # the runs extend_grid may add
         print(line, flush=True)
+
+
+def per_scale_lines(specs) -> list[str]:
+    """Each scale's runs, LRs and seeds, where the scales' grids differ (a ladder's top rung narrowed by
+    ``ladder.grids``, LRs that extend_grid added at one rung): the header's LRs and seeds are the union over
+    scales, and alone would read as if every rung ran all of them."""
+    scales = list(dict.fromkeys(s.scale for s in specs if s.scale is not None))
+    grids = {scale: [s for s in specs if s.scale == scale] for scale in scales}
+    shapes = {(frozenset((s.variant, s.lr) for s in mine), frozenset(s.seed for s in mine)) for mine in grids.values()}
+    if len(shapes) < 2:
+        return []
+    return [
+        f"  {scale}: {len(mine)} runs, LRs {', '.join(format_lr(lr) for lr in sorted({s.lr for s in mine}))}, "
+        f"seeds {', '.join(map(str, sorted({s.seed for s in mine})))}"
+        for scale, mine in grids.items()
+    ]
 
 
 def _error(message: str) -> int:

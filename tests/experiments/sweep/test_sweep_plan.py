@@ -243,3 +243,24 @@ def test_the_sweep_header_names_each_variants_own_grid(tmp_path, capsys):
         f"suite opt ({suite.path}): 2 variants at their own LRs (adamw 1e-3, 3e-3; muon 1e-2, 3e-2) x 2 seeds (0, 1)"
         " = 8 runs in runs/opt"
     )
+
+
+def test_the_sweep_header_lists_each_rung_where_the_rungs_grids_differ(tmp_path, capsys):
+    """The committed ladder narrows its top rung (ladder.grids: 2 LRs, 3 seeds): the header's union of LRs and
+    seeds is followed by each rung's own, and its run count is what will run."""
+    from andrea_lab.commands.sweep import print_header
+
+    ladder = load_suite(Path(__file__).resolve().parents[3] / "experiments" / "suites" / "ladder.yaml")
+    specs = plan_sweep(ladder, tmp_path / "runs")
+    print_header(ladder, specs, "runs/ladder")
+    out = capsys.readouterr().out
+    assert f"= {len(specs)} runs in runs/ladder" in out
+    assert "  d64: 160 runs, LRs 2e-3, 4e-3, 8e-3, 1.6e-2, seeds 600, 601, 602, 603, 604\n" in out
+    assert "  d256: 48 runs, LRs 4e-3, 8e-3, seeds 600, 601, 602\n" in out
+    assert len(specs) == 3 * 160 + 48
+
+
+def test_the_sweep_header_adds_no_rung_lines_where_every_rung_runs_the_same_grid(suite, tmp_path, capsys):
+    from andrea_lab.commands.sweep import per_scale_lines
+
+    assert per_scale_lines(plan_sweep(suite, tmp_path / "runs")) == []
