@@ -51,3 +51,38 @@ def test_a_script_on_a_bad_folder_says_so_in_one_line(script, args, message, tmp
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert message.format(tmp=tmp_path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "runs, suite, message",
+    [
+        (
+            "nowhere",
+            "ladder",
+            "ladder_predict: error: {tmp}/nowhere is not a directory; give the ladder's runs directory",
+        ),
+        ("empty", "optimizers", "optimizers.yaml has no ladder: section; a prediction is of a ladder's top rung"),
+        (
+            "empty",
+            "ladder",
+            "rungs d64, d96, d128 of {tmp}/empty are not finished; a prediction needs every lower rung",
+        ),
+    ],
+)
+def test_ladder_predict_refuses_what_it_cannot_predict_from_and_writes_nothing(runs, suite, message, tmp_path):
+    """scripts/ladder_predict.py (issue 54): a missing runs folder, a suite that is no ladder and a ladder whose
+    lower rungs are not all finished are one line each, exit 2, and no prediction file is written."""
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "prediction.json"
+    suite_file = REPO / "experiments" / "suites" / f"{suite}.yaml"
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "ladder_predict.py"),
+        str(tmp_path / runs),
+        str(suite_file),
+        str(out),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert message.format(tmp=tmp_path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
