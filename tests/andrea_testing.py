@@ -115,3 +115,22 @@ def within(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def byte_datamodule(corpus: Path, cache_dir: Path):
+    """A byte-tokenized data module over ``corpus``, prepared and set up for fitting: the held-out tests' small
+    fixture (block 32, batch 8, 30 % of the documents held out)."""
+    from andrea_lab.data.datamodule import AndreaDataModule
+
+    dm = AndreaDataModule(
+        corpus=str(corpus),
+        tokenizer="byte",
+        vocab_size=257,
+        block_size=32,
+        batch_size=8,
+        val_fraction=0.3,
+        cache_dir=str(cache_dir),
+    )
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from andrea_testing import byte_datamodule
 
 from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.data.heldout import capped_mean, clustered_mean
@@ -41,18 +42,7 @@ def data(tmp_path_factory) -> AndreaDataModule:
         shutil.copy(stdlib / name, root / name)
     for name in ("abc.py", "keyword.py", "numbers.py", "queue.py", "sched.py", "copy.py", "glob.py"):
         shutil.copy(stdlib / name, root / name)
-    dm = AndreaDataModule(
-        corpus=str(root),
-        tokenizer="byte",
-        vocab_size=257,
-        block_size=32,
-        batch_size=8,
-        val_fraction=0.3,
-        cache_dir=str(tmp_path_factory.mktemp("cache")),
-    )
-    dm.prepare_data()
-    dm.setup("fit")
-    return dm
+    return byte_datamodule(root, tmp_path_factory.mktemp("cache"))
 
 
 def _evaluate(data: AndreaDataModule):

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from andrea_testing import byte_datamodule
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
 from andrea_lab.data.datamodule import AndreaDataModule
@@ -24,18 +25,7 @@ TOKENS = 4096
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, text_corpus) -> AndreaDataModule:
-    dm = AndreaDataModule(
-        corpus=str(text_corpus),
-        tokenizer="byte",
-        vocab_size=257,
-        block_size=32,
-        batch_size=8,
-        val_fraction=0.3,
-        cache_dir=str(tmp_path_factory.mktemp("cache")),
-    )
-    dm.prepare_data()
-    dm.setup("fit")
-    return dm
+    return byte_datamodule(text_corpus, tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")
