@@ -164,7 +164,11 @@ class PreemptionCheckpoint(L.Callback):
         ):
             return  # a crash, a stopped validate/test, or a step half done: nothing worth resuming from
         self.step = trainer.global_step
-        trainer.save_checkpoint(self.ckpt_path)
+        # weights_only=False said, not defaulted: Lightning's weights_only here means "no optimizer or loop state",
+        # which a resume needs, and left unset it logs "`weights_only` was not set, defaulting to `False`" at every
+        # SIGTERM, which reads like torch.load's security warning and asks nothing of the user (checkpoints are
+        # read weights-only by torch.load in runs.checkpoint_io whatever this says).
+        trainer.save_checkpoint(self.ckpt_path, weights_only=False)
         self.saved = Path(self.ckpt_path)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:

@@ -77,6 +77,7 @@ def preempt(runs: Path, corpus: Path, cache: Path, signum: str) -> Path:
     assert f"stopped by {signum} after step 3; checkpoint written: {checkpoint}" in victim.stderr
     assert f"resume with: andrea fit --resume {run_dir}" in victim.stderr
     assert "Traceback" not in victim.stderr
+    assert "weights_only" not in victim.stderr, "Lightning's default-weights_only line is silenced (issue 60)"
     assert load_checkpoint(checkpoint)["global_step"] == 3, "the step in progress was finished, then saved"
     assert Path(f"{checkpoint}.sha256.json").is_file(), "written through the atomic checkpoint IO"
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
