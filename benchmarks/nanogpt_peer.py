@@ -220,12 +220,12 @@ def andrea_command(work: Path, vocab_size: int, max_iters: int) -> list[str]:
 
 
 def run_andrea(work: Path, vocab_size: int, max_iters: int, env: dict[str, str]) -> Result:
-    """``andrea fit`` on the token files; its summary.json's held-out loss and its step times."""
+    """``andrea fit`` on the token files; its summary.json's held-out loss and its step times. Under ``env``, as
+    nanoGPT: with ``os.environ`` instead, ``--threads 1`` reached nanoGPT only, and ANDREA ran at torch's default
+    threads beside the machine's other work, several times slower a step (docs/performance.md, "Step overhead")."""
     started = time.perf_counter()
     command = andrea_command(work, vocab_size, max_iters)
-    done = subprocess.run(
-        command, cwd=work, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}
-    )
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)})
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"andrea fit failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")

@@ -5,6 +5,7 @@ a stand-in train.py (the real checkout is not part of the tests)."""
 from __future__ import annotations
 
 import pickle
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,19 @@ def test_one_run_prints_both_trainers_side_by_side(fake_checkout, generated_corp
     assert lines[-2].startswith("nanoGPT  val loss 2.6000") and lines[-1].startswith("ANDREA   val loss ")
     assert "3 steps" in lines[-1] and not list(fake_checkout.rglob("*.bin")), "nothing written into the checkout"
     assert (keep / "data" / "andrea_english" / "train.bin").is_file()
+
+
+def test_andrea_runs_under_the_same_environment_as_nanogpt(tmp_path, monkeypatch):
+    """``--threads`` reaches both trainers: ANDREA's fit gets the environment nanoGPT gets (once it got
+    ``os.environ``, and ran at torch's default threads while nanoGPT ran at one)."""
+    seen = {}
+
+    def fake_run(command, **kwargs):
+        seen.update(kwargs["env"])
+        return subprocess.CompletedProcess(command, 1, "", "stopped here")
+
+    monkeypatch.setattr(nanogpt_peer.subprocess, "run", fake_run)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with pytest.raises(SystemExit, match="stopped here"):
+        nanogpt_peer.run_andrea(tmp_path, 90, 3, {"OMP_NUM_THREADS": "1", "PATH": "/bin"})
+    assert seen["OMP_NUM_THREADS"] == "1" and seen["PYTHONPATH"] == str(nanogpt_peer.REPO)
