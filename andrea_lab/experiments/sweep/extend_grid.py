@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from andrea_lab.experiments.sweep.suite_keys import SuiteError, unknown_key_message
+from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_section
 from andrea_lab.runs.directory import format_lr
 
 EXTEND_GRID_KEYS = ("max_extensions", "factor")
@@ -54,11 +54,7 @@ def parse_extend_grid(value: Any, where: str, grids: Mapping[str, Sequence[float
     """``extend_grid:`` of a suite (None: absent, no extension); ``grids``: each variant's LR grid."""
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise SuiteError(f"{where} must be a mapping, {EXAMPLE}; got {value!r}")
-    for key in value:
-        if key not in EXTEND_GRID_KEYS:
-            raise SuiteError(unknown_key_message(where, key, EXTEND_GRID_KEYS))
+    check_section(value, where, EXTEND_GRID_KEYS, EXAMPLE)
     ceiling = value.get("max_extensions")
     if ceiling is None:
         raise SuiteError(

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 from andrea_lab.experiments.sweep import fit_parser
-from andrea_lab.experiments.sweep.suite_keys import SuiteError, unknown_key_message
+from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_section, unknown_key_message
 
 SEARCH_KEYS = ("base", "keys", "budget", "tuning_seeds", "judged_seeds")
 EXAMPLE = "e.g. search: {base: {lr: 1.0e-3}, keys: {lr: [5.0e-4, 1.0e-3, 2.0e-3]}, budget: 4, ...}"
@@ -105,11 +105,7 @@ def parse_search(
     value: Any, where: str, fit_keys: Collection[str], factor: float = 2.0, max_extensions: int = 0
 ) -> Search:
     """A variant's ``search:`` mapping, checked (``fit_keys``: the dotted keys the fit accepts)."""
-    if not isinstance(value, dict):
-        raise SuiteError(f"{where} must be a mapping, {EXAMPLE}; got {value!r}")
-    for key in value:
-        if key not in SEARCH_KEYS:
-            raise SuiteError(unknown_key_message(where, key, SEARCH_KEYS))
+    check_section(value, where, SEARCH_KEYS, EXAMPLE)
     declared = value.get("keys")
     if not isinstance(declared, dict) or not declared:
         raise SuiteError(f"{where}: keys {declared!r} is an empty search space; name at least one key, {EXAMPLE}")

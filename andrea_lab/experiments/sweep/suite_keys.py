@@ -42,6 +42,16 @@ def unknown_key_message(where: str, key: Any, valid: Iterable[str]) -> str:
     return f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
 
 
+def check_section(value: Any, where: str, keys: Iterable[str], example: str) -> dict[str, Any]:
+    """A suite section that must be a mapping of known keys (``extend_grid:``, a variant's ``search:``)."""
+    if not isinstance(value, dict):
+        raise SuiteError(f"{where} must be a mapping, {example}; got {value!r}")
+    for key in value:
+        if key not in keys:
+            raise SuiteError(unknown_key_message(where, key, keys))
+    return value
+
+
 def check_overrides(overrides: Any, where: str) -> dict[str, Any]:
     """Dotted keys only, none of them owned by the sweep."""
     if overrides is None:
