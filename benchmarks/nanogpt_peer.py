@@ -73,6 +73,17 @@ README_CPU = {
     "dropout": "0.0",
     "dtype": "float32",
 }
+#: README_CPU's model and batch in ANDREA's keys, read from it rather than restated, so that both trainers train
+#: one shape (benchmarks/step_overhead.py times ANDREA's step at it too). Bias off: nanoGPT's train.py default.
+ANDREA_SHAPE = {
+    "d_model": int(README_CPU["n_embd"]),
+    "n_layer": int(README_CPU["n_layer"]),
+    "n_head": int(README_CPU["n_head"]),
+    "block_size": int(README_CPU["block_size"]),
+    "bias": False,
+    "dropout": float(README_CPU["dropout"]),
+}
+ANDREA_BATCH = int(README_CPU["batch_size"])
 README_ITERS, README_WARMUP = 2000, 100
 CHAR_TOKENIZER, UNKNOWN = "char_tokenizer.json", "[UNK]"
 CHECKOUT_FILES = ("train.py", "model.py", "configurator.py", "config/train_shakespeare_char.py")
@@ -187,14 +198,9 @@ def andrea_command(work: Path, vocab_size: int, max_iters: int) -> list[str]:
     settings = {
         "data.corpus": work / "english_train.bin",
         "data.tokenizer": work / CHAR_TOKENIZER,
-        "data.batch_size": 12,
-        "model.config.block_size": 64,
+        "data.batch_size": ANDREA_BATCH,
+        **{f"model.config.{key}": str(value).lower() for key, value in ANDREA_SHAPE.items()},
         "model.config.vocab_size": vocab_size,
-        "model.config.d_model": 128,
-        "model.config.n_layer": 4,
-        "model.config.n_head": 4,
-        "model.config.bias": "false",
-        "model.config.dropout": 0.0,
         "model.config.init_std": 0.02,
         "model.lr": 1e-3,
         "model.betas": "[0.9,0.99]",

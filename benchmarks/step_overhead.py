@@ -50,11 +50,10 @@ from andrea_lab.fit.module import AndreaLM  # noqa: E402
 from andrea_lab.model.config import AndreaConfig  # noqa: E402
 from andrea_lab.runs import tags  # noqa: E402
 from andrea_lab.runs.machine import cpu_description  # noqa: E402
+from benchmarks.nanogpt_peer import ANDREA_BATCH as BATCH  # noqa: E402  (nanoGPT's README CPU batch)
+from benchmarks.nanogpt_peer import ANDREA_SHAPE as SHAPE  # noqa: E402  (its shape, as model.config keys)
 
 CPU_BASE = REPO / "experiments" / "cpu-base.yaml"
-#: nanoGPT's README CPU shape (benchmarks/nanogpt_peer.py), as model.config keys, and its batch.
-SHAPE = {"d_model": 128, "n_layer": 4, "n_head": 4, "block_size": 64, "bias": False, "dropout": 0.0}
-BATCH = 12
 #: cpu-base's logging cadence: the default arm's loss events are this many steps apart.
 LOG_EVERY = int(yaml.safe_load(CPU_BASE.read_text(encoding="utf-8"))["trainer"]["log_every_n_steps"])
 #: The fits' arms: a name and what it adds to the command line.

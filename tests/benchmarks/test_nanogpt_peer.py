@@ -71,6 +71,21 @@ def test_nanogpt_runs_at_its_readme_cpu_configuration(tmp_path):
     assert "--warmup_iters=2" in reduced and "--eval_interval=50" in reduced, "an estimate at the last step"
 
 
+def test_andrea_trains_the_shape_nanogpt_trains(tmp_path):
+    command = nanogpt_peer.andrea_command(tmp_path, 65, 2000)
+    for flag in (
+        "--model.config.d_model=128",
+        "--model.config.n_layer=4",
+        "--model.config.n_head=4",
+        "--model.config.block_size=64",
+        "--model.config.bias=false",
+        "--model.config.dropout=0.0",
+        "--data.batch_size=12",
+        "--model.config.vocab_size=65",
+    ):
+        assert flag in command
+
+
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
