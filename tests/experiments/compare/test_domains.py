@@ -116,9 +116,10 @@ def test_each_claim_is_judged_per_corpus_and_across_them_with_each_corpus_interv
     assert table.loc["lower_loss: d vs b", "english"].startswith("n/a: no finished or diverged run of d")
 
 
-def test_compare_prints_the_verdict_by_domain_table_and_writes_domains_csv(runs_csv, tmp_path, capsys):
+def write_suite(tmp_path: Path, name: str, scales: list[dict], claims: list) -> Path:
+    """A suite over the constructed table's variants, LRs and seeds, with these scales and claims."""
     (tmp_path / "base.yaml").write_text("model: {}\n")
-    suite = tmp_path / "domains.yaml"
+    suite = tmp_path / f"{name}.yaml"
     suite.write_text(
         yaml.safe_dump(
             {
@@ -126,12 +127,18 @@ def test_compare_prints_the_verdict_by_domain_table_and_writes_domains_csv(runs_
                 "lrs": list(LRS),
                 "seeds": list(SEEDS),
                 "reference": "b",
-                "claims": CLAIMS,
-                "scales": [{"name": name, "overrides": {"data.corpus": corpus}} for name, corpus in CORPORA.items()],
-                "variants": [{"name": name} for name in ("b", "a", "c", "d")],
+                "claims": claims,
+                "scales": scales,
+                "variants": [{"name": variant} for variant in ("b", "a", "c", "d")],
             }
         )
     )
+    return suite
+
+
+def test_compare_prints_the_verdict_by_domain_table_and_writes_domains_csv(runs_csv, tmp_path, capsys):
+    corpora = [{"name": name, "overrides": {"data.corpus": corpus}} for name, corpus in CORPORA.items()]
+    suite = write_suite(tmp_path, "domains", corpora, CLAIMS)
     out = tmp_path / "out"
     assert compare_main([str(runs_csv), "--suite", str(suite), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -147,22 +154,8 @@ def test_compare_prints_the_verdict_by_domain_table_and_writes_domains_csv(runs_
 
 
 def test_a_suite_whose_scales_are_widths_gets_no_domain_table(runs_csv, tmp_path, capsys):
-    (tmp_path / "base.yaml").write_text("model: {}\n")
-    suite = tmp_path / "widths.yaml"
     widths = [{"name": name, "overrides": {"model.config.d_model": 64 * (i + 1)}} for i, name in enumerate(CORPORA)]
-    suite.write_text(
-        yaml.safe_dump(
-            {
-                "base": "base.yaml",
-                "lrs": list(LRS),
-                "seeds": list(SEEDS),
-                "reference": "b",
-                "claims": CLAIMS[:1],
-                "scales": widths,
-                "variants": [{"name": name} for name in ("b", "a", "c", "d")],
-            }
-        )
-    )
+    suite = write_suite(tmp_path, "widths", widths, CLAIMS[:1])
     assert compare_main([str(runs_csv), "--suite", str(suite), "--out", str(tmp_path / "out")]) == 0
     assert "Verdict × domain" not in capsys.readouterr().out
     assert not (tmp_path / "out" / "domains.csv").exists()
