@@ -26,7 +26,7 @@ from andrea_lab.experiments.compare import compare, doc_blocks, domains, ladder_
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, cited_variants, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
-from andrea_lab.experiments.sweep import ladder_compute
+from andrea_lab.experiments.sweep import fit_parser, ladder_compute
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, load_suite
 from andrea_lab.experiments.sweep.variant_compute import variant_setups
@@ -143,16 +143,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def committed_suites(results: Path, suites: Path) -> list[CommittedSuite]:
-    """Every ``<results>/<suite>/runs.csv`` whose suite file ``<suites>/<suite>.yaml`` exists, with its claims."""
+    """Every ``<results>/<suite>/runs.csv`` whose suite file ``<suites>/<suite>.yaml`` exists, with its claims.
+
+    The suites' paper setups are read through one shared ``andrea fit`` parser: built once (0.6 s) rather than
+    once per variant read (32 builds were 18 of this function's 37 s here)."""
     found = []
-    for runs_csv in sorted(results.glob("*/runs.csv")):
-        suite_file = suites / f"{runs_csv.parent.name}.yaml"
-        if suite_file.is_file():
-            suite = load_suite(suite_file)
-            aa, scaled = suite.identical_variants() is not None, bool(suite.scales)
-            setups = variant_setups(suite, cited_variants(suite.claims))  # what a cited paper is held against
-            found.append(CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled, setups))
+    with fit_parser.shared():
+        for runs_csv in sorted(results.glob("*/runs.csv")):
+            found.extend(_committed_suite(runs_csv, suites))
     return found
+
+
+def _committed_suite(runs_csv: Path, suites: Path) -> list[CommittedSuite]:
+    """The committed suite of ``runs_csv`` (one), or none when its suite file is gone."""
+    suite_file = suites / f"{runs_csv.parent.name}.yaml"
+    if not suite_file.is_file():
+        return []
+    suite = load_suite(suite_file)
+    aa, scaled = suite.identical_variants() is not None, bool(suite.scales)
+    setups = variant_setups(suite, cited_variants(suite.claims))  # what a cited paper is held against
+    return [CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled, setups)]
 
 
 def project_main(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.commands.compare import committed_suites
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report
 from andrea_lab.experiments.compare.project import PROJECT, project_block
@@ -321,7 +320,7 @@ def test_generated_blocks_replace_only_their_own_text():
     assert "edited prose" in twice and doc_blocks.generated_blocks(twice) == [("np", "claims", "| b |")]
 
 
-def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs():
+def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs(committed_project):
     """Every generated block of docs/results.md (claims, by scale where a suite has a scale axis; A/A
     calibration), regenerated from docs/results/<suite>/runs.csv and the suite file, byte for byte: no number
     in them is typed by hand. And every committed suite table has its blocks there, so none is left stale or
@@ -336,9 +335,7 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
             read_runs_csv(runs_csv), suite.claims, suite.identical_variants()
         ).items():
             expected[(runs_csv.parent.name, what)] = content
-    expected[(PROJECT, "claims")] = project_block(
-        committed_suites(REPO / "docs" / "results", REPO / "experiments" / "suites")
-    )
+    expected[(PROJECT, "claims")] = project_block(committed_project)
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
         assert expected[(suite, what)] == content, f"{suite} {what}: rerun andrea compare --doc docs/results.md"

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from andrea_lab.commands.compare import committed_suites
 from andrea_lab.experiments.compare.claim_spec import parse_claims
 from andrea_lab.experiments.compare.claims import Claim
 from andrea_lab.experiments.compare.measured import Setup
@@ -37,8 +36,8 @@ def test_confirmatory_means_lrs_fixed_in_advance_and_not_marked_exploratory():
     assert not is_confirmatory(Claim("lower_sensitivity", "a", "b"))
 
 
-def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_the_rest():
-    suites = committed_suites(RESULTS, SUITES)
+def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_the_rest(committed_project):
+    suites = committed_project
     judged, table = judged_claims(suites), project_table(suites)
     assert "aa" not in set(table["suite"]), "the A/A suite checks the statistics; it is not a hypothesis"
     confirmatory = [r for r in judged["result"] if is_confirmatory(r.claim)]
@@ -78,9 +77,11 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
     assert bad.returncode == 2 and "holds no <suite>/runs.csv" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_every_committed_suite_runs_five_seeds_per_cell_and_no_confirmatory_lr_was_chosen_on_its_own_seeds():
+def test_every_committed_suite_runs_five_seeds_per_cell_and_no_confirmatory_lr_was_chosen_on_its_own_seeds(
+    committed_project,
+):
     """The project's standard, on the committed tables: checked here so that a suite committed below it fails CI."""
-    assert provenance_problems(committed_suites(RESULTS, SUITES)) == []
+    assert provenance_problems(committed_project) == []
 
 
 def _suite(name, seeds, claims=(), lrs=(1e-3,), variants=("a", "b")):
