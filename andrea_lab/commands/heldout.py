@@ -18,6 +18,7 @@ import numpy as np
 
 from andrea_lab.data.families import OVERLAP_BOUND
 from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE, document_cap
+from andrea_lab.data.judging_split import judging_parts
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.safe_yaml import read_yaml
 
@@ -102,9 +103,24 @@ def composition(settings: dict[str, Any]) -> dict[str, Any]:
         "largest_document_share": float(weighted.max() / weighted.sum()),
         "max_document_share": MAX_DOCUMENT_SHARE,
         "strata": _strata(plan, counts, data.val_document_strata()),
+        "parts": _strata(plan, counts, _parts(data.val_document_families())),
         "window_overlap": manifest.get("val_window_overlap"),
         "overlap_bound": OVERLAP_BOUND,
     }
+
+
+def _parts(families: Any) -> Any:
+    """Each held-out document's part of the selection/test split (andrea_lab.data.judging_split), or None."""
+    return None if families is None else judging_parts(families)
+
+
+def _labelled(found: dict[str, Any], key: str) -> str:
+    """``code 20 documents, 61.0% of the tokens; prose ...`` for the strata or the parts, else ``n/a``."""
+    if not found.get(key):
+        return "n/a"
+    return "; ".join(
+        f"{name} {v['documents']} documents, {v['token_share']:.1%} of the tokens" for name, v in found[key].items()
+    )
 
 
 def _strata(plan: Any, counts: np.ndarray, strata: Any) -> Any:
@@ -137,15 +153,9 @@ def format_composition(found: dict[str, Any]) -> str:
         "  held-out windows found verbatim in training: "
         + ("n/a (not a split by document)" if overlap is None else f"{overlap:.1%}")
         + f" (line-start 64-byte windows; bound {found['overlap_bound']:.0%})",
-        "  strata: "
-        + (
-            "n/a"
-            if not found["strata"]
-            else "; ".join(
-                f"{name} {v['documents']} documents, {v['token_share']:.1%} of the tokens"
-                for name, v in found["strata"].items()
-            )
-        ),
+        "  strata: " + _labelled(found, "strata"),
+        "  selection/test split (by family; LRs chosen on selection, verdicts judged on test): "
+        + _labelled(found, "parts"),
         "  the five largest: " + "; ".join(f"{d['name']} {d['token_share']:.1%}" for d in found["largest"]),
     ]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from andrea_lab.data import tokenizer as tokenizers_lib
 from andrea_lab.data.cache import TokenizedCorpus, load_or_build
 from andrea_lab.data.checkpoint_state import TOKENIZER_STATE_KEY, data_checkpoint_state
 from andrea_lab.data.corpus import STDLIB_CORPORA, Corpus, CorpusError, ResolvedCorpus, TokenCorpus, resolve_corpus
+from andrea_lab.data.families import family_names
 from andrea_lab.data.heldout import HeldOutDataset, plan_heldout
 from andrea_lab.data.settings import DataSettings
 from andrea_lab.data.shard_check import check_ids
@@ -122,6 +123,7 @@ class AndreaDataModule(L.LightningDataModule):
 
         self._corpus: Optional[ResolvedCorpus] = None
         self._entry: Optional[TokenizedCorpus] = None
+        self._val_families: Optional[list[str]] = None
         self._tokenizer: Optional[Tokenizer] = None
         self._tokenizer_known = False
         self._train: Optional[Tokens] = None
@@ -204,6 +206,25 @@ class AndreaDataModule(L.LightningDataModule):
         strata = self._manifest_strings("val_strata")
         names = self.val_document_names()
         return strata if strata is not None and names is not None and len(strata) == len(names) else None
+
+    def val_document_families(self) -> Optional[list[str]]:
+        """Each held-out document's near-duplicate family (andrea_lab.data.families), in stream order, where the
+        documents are known and their texts at hand (a text corpus), else None.
+
+        Found among the held-out documents themselves: the train/held-out split keeps a family whole, so a
+        held-out document's kin are all held out. Read by the selection/test split
+        (andrea_lab.data.judging_split); computed once per data module from the texts, not kept in the cache's
+        manifest, so caches built before it serve as they are."""
+        if self._val_families is None:
+            names, corpus = self.val_document_names(), self._resolved_corpus()
+            if names is None or not isinstance(corpus, Corpus) or corpus.record_files:
+                return None
+            by_name = dict(zip(corpus.relative_names(), corpus.files))
+            if any(name not in by_name for name in names):
+                return None  # the corpus changed since the cache was built: no family is trusted
+            texts = (by_name[name].read_bytes() for name in names)
+            self._val_families = family_names(names, texts, editions=corpus.editions)
+        return list(self._val_families)
 
     def _manifest_strings(self, key: str) -> Optional[list[str]]:
         values = None if self._entry is None else self._entry.manifest.get(key)

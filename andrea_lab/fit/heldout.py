@@ -29,6 +29,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from andrea_lab.data.heldout import DEFAULT_MAX_TOKENS, HeldOutDataset, HeldOutPlan, capped_mean, clustered_mean
+from andrea_lab.data.judging_split import judging_parts
 from andrea_lab.data.progress import Progress
 from andrea_lab.data.settings import MAX_SEED
 from andrea_lab.data.tokenizer import token_byte_lengths
@@ -220,6 +221,7 @@ class HeldOutEvaluation(L.Callback):
             largest_document_share=float(largest_share),
             per_document={**documents, **per_document_sums(loss_sums, token_counts)},
             strata=strata_scores(loss_sums, token_counts, documents["strata"]),
+            parts=strata_scores(loss_sums, token_counts, documents["parts"]),
         )
 
     # ------------------------------------------------------------ the curve at fixed steps
@@ -331,14 +333,21 @@ def sized_to_run(trainer: L.Trainer, datamodule: Any, steps: Optional[int] = Non
 
 
 def _documents_of(plan: HeldOutPlan, datamodule: Any) -> dict[str, Optional[list[str]]]:
-    """Each scored unit's document name and stratum (andrea_lab.data.strata), where the data knows them."""
-    found: dict[str, Optional[list[str]]] = {"names": None, "strata": None}
+    """Each scored unit's document name, stratum (andrea_lab.data.strata), family and part of the selection/test
+    split (andrea_lab.data.judging_split), where the data knows them."""
+    found: dict[str, Optional[list[str]]] = {"names": None, "strata": None, "families": None, "parts": None}
     if plan.se_unit != "documents":
         return found
-    for key, method in (("names", "val_document_names"), ("strata", "val_document_strata")):
+    for key, method in (
+        ("names", "val_document_names"),
+        ("strata", "val_document_strata"),
+        ("families", "val_document_families"),
+    ):
         values = getattr(datamodule, method, lambda: None)()
         if values is not None and int(plan.unit_ids.max(initial=-1)) < len(values):
             found[key] = [values[int(i)] for i in plan.unit_ids]
+    if found["families"] is not None:
+        found["parts"] = judging_parts(found["families"])
     return found
 
 
@@ -350,7 +359,8 @@ def per_document_sums(loss_sums: Any, token_counts: Any) -> dict[str, list]:
 
 def strata_scores(loss_sums: Any, token_counts: Any, strata: Optional[list[str]]) -> Optional[dict[str, Any]]:
     """``{stratum: {"loss", "se", "documents", "tokens"}}``: the document-weighted score within each stratum
-    that has scored documents; None where the documents' strata are not known."""
+    that has scored documents (a stratum here is any label per document: code/prose, or the selection/test
+    part); None where the documents' labels are not known."""
     if strata is None:
         return None
     labels = np.asarray(strata)

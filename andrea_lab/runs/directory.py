@@ -129,9 +129,10 @@ class HeldOut:
     # ``{"names": [...] or None, "tokens": [...], "loss_sums": [...]}``: per scored document (or block), in
     # stream order, from which both scores recompute; None in older records.
     per_document: Optional[dict] = None
-    # ``{stratum: {"loss", "se", "documents", "tokens"}}``: the document-weighted score within English prose and
-    # within code (andrea_lab.data.strata); None where the data does not know its documents' strata.
+    # ``{stratum: {"loss", "se", "documents", "tokens"}}`` within prose and code (andrea_lab.data.strata); ``parts``
+    # the same per part of the selection/test split (data.judging_split); None where labels are unknown.
     strata: Optional[dict] = None
+    parts: Optional[dict] = None
     # What scored (andrea_lab.fit.eval_batch): the forward's precision ("bfloat16 autocast" under bf16-mixed,
     # "float32") and the windows per forward pass; None in older records.
     precision: Optional[str] = None

@@ -17,6 +17,8 @@ from andrea_testing import byte_datamodule
 
 from andrea_lab.data.datamodule import AndreaDataModule
 from andrea_lab.data.heldout import capped_mean, clustered_mean
+from andrea_lab.data.judging_split import SELECTION, TEST
+from andrea_lab.data.split import name_score
 from andrea_lab.experiments.compare.claim_spec import Claim
 from andrea_lab.experiments.compare.claims import check_alike
 from andrea_lab.experiments.compare.compare import scored_loss_column
@@ -42,6 +44,8 @@ def data(tmp_path_factory) -> AndreaDataModule:
         shutil.copy(stdlib / name, root / name)
     for name in ("abc.py", "keyword.py", "numbers.py", "queue.py", "sched.py", "copy.py", "glob.py"):
         shutil.copy(stdlib / name, root / name)
+    held_out = min(sorted(p.name for p in root.iterdir()), key=name_score)  # its family is held out (30 %)
+    shutil.copy(root / held_out, root / f"zz_copy_of_{held_out}")  # a near-copy: one family with it
     return byte_datamodule(root, tmp_path_factory.mktemp("cache"))
 
 
@@ -75,6 +79,27 @@ def test_the_record_keeps_every_documents_sums_and_both_scores_recompute_from_th
         assert capped_mean(sums[mine], tokens[mine])[:2] == pytest.approx((score["loss"], score["se"]))
 
 
+def test_the_record_splits_its_documents_by_family_into_a_selection_and_a_test_part(data) -> None:
+    """A near-copy of a held-out file is in its family and its part; each part's score recomputes from its sums."""
+    names, families = data.val_document_names(), data.val_document_families()
+    assert len(families) == len(names)
+    copies = [name for name in names if name.startswith("zz_copy_of_")]
+    assert len(copies) == 1, names
+    original = copies[0].removeprefix("zz_copy_of_")
+    assert families[names.index(copies[0])] == families[names.index(original)] == original
+    heldout = _evaluate(data)
+    per = heldout.per_document
+    parts, sums, tokens = np.array(per["parts"]), np.array(per["loss_sums"]), np.array(per["tokens"])
+    assert set(parts) == {SELECTION, TEST} and len(parts) == len(tokens)
+    side = {}
+    for family, part in zip(per["families"], per["parts"]):
+        assert side.setdefault(family, part) == part, f"family {family} on both sides"
+    for part, score in heldout.parts.items():
+        mine = parts == part
+        assert score["documents"] == mine.sum() and score["tokens"] == tokens[mine].sum()
+        assert capped_mean(sums[mine], tokens[mine])[:2] == pytest.approx((score["loss"], score["se"]))
+
+
 def test_compare_ranks_by_the_document_weighted_score_only_when_every_scored_run_has_it() -> None:
     runs = pd.DataFrame(
         {
@@ -88,6 +113,9 @@ def test_compare_ranks_by_the_document_weighted_score_only_when_every_scored_run
     older = runs.assign(heldout_document_loss=[1.2, None, None])  # one run recorded before the score existed
     assert scored_loss_column(older) == "heldout_loss"
     assert scored_loss_column(runs.drop(columns=["heldout_document_loss"])) == "heldout_loss"
+    split = runs.assign(heldout_selection_loss=[1.1, 1.2, None], heldout_test_loss=[1.3, 1.4, None])
+    assert scored_loss_column(split) == "heldout_test_loss"  # chosen on selection, judged on test
+    assert scored_loss_column(split.assign(heldout_test_loss=[1.3, None, None])) == "heldout_document_loss"
 
 
 def test_the_curve_is_the_one_of_the_score_compare_ranks_by() -> None:

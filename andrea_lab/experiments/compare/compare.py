@@ -26,7 +26,7 @@ from andrea_lab.experiments.compare import claims as claims_module
 from andrea_lab.experiments.compare import heldout_columns, stats, too_few
 from andrea_lab.experiments.compare.attention_columns import attention_columns
 from andrea_lab.experiments.compare.divergence import any_outcome_to_tell, describe_kinds, describe_rate
-from andrea_lab.experiments.compare.heldout_columns import BITS_PER_BYTE, STRATUM_COLUMNS
+from andrea_lab.experiments.compare.heldout_columns import BITS_PER_BYTE, SELECTION_LOSS, STRATUM_COLUMNS, TEST_LOSS
 from andrea_lab.runs.directory import format_lr
 
 HELDOUT = "heldout_loss"
@@ -35,16 +35,21 @@ IN_TRAINING = "final_val_loss"
 
 
 def scored_loss_column(runs: pd.DataFrame) -> str:
-    """The document-weighted held-out score (``heldout_document_loss``, andrea_lab.data.heldout) when every
-    counted run with a held-out loss has it; else ``heldout_loss`` (token-weighted: runs recorded before the
-    document-weighted score was kept, which a comparison never mixes with it) when any counted run has it
-    (those without are set aside by :func:`~andrea_lab.experiments.compare.stats.set_aside_unscored`, named
-    in the notes); else ``final_val_loss`` (runs from before the held-out evaluation, or fitted with it off)."""
+    """The held-out test part's score (``heldout_test_loss``: the document-weighted score on the documents that
+    choose nothing, andrea_lab.data.judging_split; LRs are chosen on the selection part's) when every counted
+    run with a held-out loss has both parts'; else the document-weighted held-out score over all held-out
+    documents (``heldout_document_loss``, andrea_lab.data.heldout), which chooses and judges alike, when every
+    such run has it; else ``heldout_loss`` (token-weighted: runs recorded before the document-weighted score
+    was kept, which a comparison never mixes with it) when any counted run has it (those without are set aside
+    by :func:`~andrea_lab.experiments.compare.stats.set_aside_unscored`, named in the notes); else
+    ``final_val_loss`` (runs from before the held-out evaluation, or fitted with it off)."""
     counted = runs[runs["status"].isin(stats.COUNTED_STATUSES)]
     has_heldout = HELDOUT in counted and len(counted) and counted[HELDOUT].notna().any()
     if not has_heldout:
         return IN_TRAINING
     scored = counted[counted[HELDOUT].notna()]
+    if all(column in scored and scored[column].notna().all() for column in (SELECTION_LOSS, TEST_LOSS)):
+        return TEST_LOSS  # every run split its held-out documents: choose on the selection part, judge on test
     by_document = HELDOUT_BY_DOCUMENT in scored and scored[HELDOUT_BY_DOCUMENT].notna().all()
     return HELDOUT_BY_DOCUMENT if by_document else HELDOUT
 

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
+from andrea_lab.data.judging_split import PARTS
 from andrea_lab.data.strata import STRATA
 from andrea_lab.runs.directory import HeldOut
 
@@ -24,8 +25,19 @@ HELDOUT_BY_DOCUMENT, HELDOUT_BY_DOCUMENT_SE = "heldout_document_loss", "heldout_
 LARGEST_DOCUMENT_SHARE = "heldout_largest_document_share"
 #: ``heldout_<stratum>_loss``: the document-weighted score within each stratum (andrea_lab.data.strata).
 STRATUM_COLUMNS = tuple(f"heldout_{stratum}_loss" for stratum in STRATA)
+#: The document-weighted score within each part of the held-out documents' selection/test split
+#: (andrea_lab.data.judging_split; summary.json ``heldout.parts``): choices read the first, verdicts the second.
+SELECTION_LOSS, TEST_LOSS = (f"heldout_{part}_loss" for part in PARTS)
 #: The optional columns above, in runs.csv's order.
-OPTIONAL = (BITS_PER_BYTE, HELDOUT_BY_DOCUMENT, HELDOUT_BY_DOCUMENT_SE, LARGEST_DOCUMENT_SHARE, *STRATUM_COLUMNS)
+OPTIONAL = (
+    BITS_PER_BYTE,
+    HELDOUT_BY_DOCUMENT,
+    HELDOUT_BY_DOCUMENT_SE,
+    LARGEST_DOCUMENT_SHARE,
+    *STRATUM_COLUMNS,
+    SELECTION_LOSS,
+    TEST_LOSS,
+)
 
 #: ``heldout_at_<step>``: the held-out loss at a step fixed in advance (summary.json ``heldout_curve``), one
 #: column per step that some run has; written to runs.csv so that effects in steps recompute from it.
@@ -33,16 +45,14 @@ HELDOUT_AT = "heldout_at_"
 #: ``heldout_document_at_<step>``: the document-weighted score there.
 HELDOUT_DOCUMENT_AT = "heldout_document_at_"
 #: Each final score's curve columns (steps.curve_of reads the curve of the score a comparison scores).
-CURVE_PREFIXES = {"heldout_loss": HELDOUT_AT, HELDOUT_BY_DOCUMENT: HELDOUT_DOCUMENT_AT}
+#: The test part has no curve of its own: its steps read the document-weighted curve over all held-out documents.
+CURVE_PREFIXES = {"heldout_loss": HELDOUT_AT, HELDOUT_BY_DOCUMENT: HELDOUT_DOCUMENT_AT, TEST_LOSS: HELDOUT_DOCUMENT_AT}
 
 
 def heldout_columns(heldout: Optional[HeldOut]) -> dict[str, Any]:
     """The runs.csv columns of one run's held-out record (all None without one)."""
-    strata = heldout.strata if heldout is not None and isinstance(heldout.strata, dict) else {}
-    by_stratum = {
-        column: (strata.get(stratum) or {}).get("loss") if isinstance(strata.get(stratum), dict) else None
-        for stratum, column in zip(STRATA, STRATUM_COLUMNS)
-    }
+    by_stratum = _label_losses(None if heldout is None else heldout.strata, STRATA, STRATUM_COLUMNS)
+    by_part = _label_losses(None if heldout is None else heldout.parts, PARTS, (SELECTION_LOSS, TEST_LOSS))
     if heldout is None:
         return {"heldout_loss": None, "heldout_se": None, "heldout_tokens": None, "heldout_documents": None}
     return {
@@ -55,6 +65,16 @@ def heldout_columns(heldout: Optional[HeldOut]) -> dict[str, Any]:
         HELDOUT_BY_DOCUMENT_SE: heldout.document_se,
         LARGEST_DOCUMENT_SHARE: heldout.largest_document_share,
         **by_stratum,
+        **by_part,
+    }
+
+
+def _label_losses(scores: Any, labels: Iterable[str], columns: Iterable[str]) -> dict[str, Any]:
+    """``{column: loss}`` for each label (a stratum, a part) from a record's ``{label: {"loss", ...}}``."""
+    scores = scores if isinstance(scores, dict) else {}
+    return {
+        column: scores[label].get("loss") if isinstance(scores.get(label), dict) else None
+        for label, column in zip(labels, columns)
     }
 
 

@@ -64,8 +64,9 @@ def decision_effects(counted: pd.DataFrame, decision: Decision) -> dict[str, dic
     table_a, table_b = stats.loss_table(counted, decision.a), stats.loss_table(counted, decision.b)
     seeds = table_a.columns.intersection(table_b.columns)
     a, b = table_a[seeds], table_b[seeds]
-    loss = stats.values_at(a, stats.held_out_best_lrs(a))
-    loss_b = stats.values_at(b, stats.held_out_best_lrs(b))
+    choose_a, choose_b = stats.choice_table(counted, decision.a)[seeds], stats.choice_table(counted, decision.b)[seeds]
+    loss = stats.values_at(a, stats.held_out_best_lrs(choose_a))
+    loss_b = stats.values_at(b, stats.held_out_best_lrs(choose_b))
     effects = {"loss": {int(s): loss[s] - loss_b[s] for s in loss}}
     if set(a.index) == set(b.index) and len(a.index) > 1:
         gap = stats.lr_sensitivity_per_seed(a) - stats.lr_sensitivity_per_seed(b)

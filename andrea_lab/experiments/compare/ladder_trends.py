@@ -108,8 +108,8 @@ def fit_log_linear(compute: Sequence[float], effect: Sequence[float]) -> LogLine
 
 def variant_points(counted: pd.DataFrame, variant: str) -> list[float]:
     """One rung's held-out losses of ``variant``, one per seed at the LR chosen on the other seeds."""
-    table = stats.loss_table(counted, variant)
-    return [v for v in stats.values_at(table, stats.held_out_best_lrs(table)).values() if math.isfinite(v)]
+    table, choose = stats.loss_table(counted, variant), stats.choice_table(counted, variant)
+    return [v for v in stats.values_at(table, stats.held_out_best_lrs(choose)).values() if math.isfinite(v)]
 
 
 def ladder_points(

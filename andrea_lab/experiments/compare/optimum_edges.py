@@ -100,7 +100,7 @@ def optimum_edge(
 def pair_edges(counted: pd.DataFrame, a: str, b: str) -> list[EdgeOptimum]:
     """A's and B's optima at an edge of their own grids (``counted``: :func:`stats.counted_runs`), each chosen
     on the seeds the two share, as the claim's comparison chooses them."""
-    tables = {name: stats.loss_table(counted, name) for name in (a, b)}
+    tables = {name: stats.choice_table(counted, name) for name in (a, b)}
     seeds = tables[a].columns.intersection(tables[b].columns)
     if seeds.empty:
         return []
@@ -143,7 +143,7 @@ def shared_lr_caveat(claim: Claim, counted: pd.DataFrame) -> str:
         return ""
     off, unbracketed = [], []
     for name, fixed in zip((claim.a, claim.b), claim.lrs):
-        table = stats.loss_table(counted, name)
+        table = stats.choice_table(counted, name)
         if len(table.index) < 2 or table.dropna(how="all").empty:
             continue
         best = stats.best_lr(table)

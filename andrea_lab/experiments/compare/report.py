@@ -14,7 +14,6 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE
 from andrea_lab.experiments.compare import aa_calibration, compare, csv_cells, too_few
 from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
@@ -22,7 +21,8 @@ from andrea_lab.experiments.compare.compare import Column
 from andrea_lab.experiments.compare.config_variants import SUPERSEDED
 from andrea_lab.experiments.compare.divergence import gave_way_lines, stuck_window_note
 from andrea_lab.experiments.compare.runs_table import INIT, WALL_TIME, write_runs_csv
-from andrea_lab.experiments.compare.stats import COUNTED_STATUSES, TOO_FEW_SEEDS
+from andrea_lab.experiments.compare.scored import judged_on, legend, scored_name  # noqa: F401 (report.* callers)
+from andrea_lab.experiments.compare.stats import COUNTED_STATUSES
 from andrea_lab.experiments.compare.steps import has_curves, steps_lines
 from andrea_lab.fit.stability import probe
 from andrea_lab.runs.directory import format_lr
@@ -115,58 +115,6 @@ whose input is the small raw embedding).
 """
 
 
-def legend(loss_column: str) -> str:
-    by_document = (
-        "the held-out loss, document-weighted: windows drawn across all held-out documents at the end of the "
-        f"fit, each document's tokens capped so that none carries more than {MAX_DOCUMENT_SHARE:.0%} of the "
-        "score (summary.json `heldout.document_loss`; docs/stability.md)"
-    )
-    by_token = (
-        "the held-out loss: windows drawn across all held-out documents at the end of the fit (summary.json `heldout`)"
-    )
-    in_training = (
-        "the last in-training validation loss (these runs predate the held-out evaluation: read "
-        "their numbers as the loss of the first held-out files only)"
-    )
-    strata = (
-        "\n- **code / prose loss at best LR** (where runs recorded them): the document-weighted held-out score "
-        "within\n  the code and within the English-prose documents (andrea_lab.data.strata), beside the score "
-        "over both."
-        if loss_column == compare.HELDOUT_BY_DOCUMENT
-        else ""
-    )
-    scored = {compare.HELDOUT_BY_DOCUMENT: by_document, compare.HELDOUT: by_token}.get(loss_column, in_training)
-    return f"""\
-How to read these tables (docs/experiments.md):
-
-- **loss**: {scored}. **capped loss**: min(loss, loss at init): a run stopped as stuck counts at the loss it
-  was stopped at (the unigram plateau), a run that blew up (non-finite) at its loss at init,
-  which mixes how often a variant gets stuck with how well it trains; **loss of the runs that trained**
-  and **diverged** keep the two apart.
-- **LRs tried**: the variant's tuning budget, the LRs of its grid (a suite may give a variant its own); a claim
-  between variants of different budgets is refused unless the suite says `unequal_budgets: true`.
-- **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
-- **bits/byte at best LR** (where runs recorded it): the held-out loss per byte of text in bits, the scale on
-  which byte-level and BPE runs compare.{strata}
-- **− reference, LRs chosen on the other seeds [95 % CI]** (the default): for each seed, each variant's LR
-  is the best over the *other* seeds, and the seed's paired difference (same seed = same batches and init)
-  is taken there; mean, paired-t 95 % interval and the number of seeds n. **at in-sample best LRs
-  (secondary)**: each LR chosen on the very seeds compared, which favours each variant on them (the
-  winner's curse). **better** / **worse**: the whole interval is below / above 0. **not detected**: it
-  contains 0 — which is not "no difference"; more seeds narrow it. "{TOO_FEW_SEEDS}" marks intervals from
-  fewer than 3 seeds.
-- **Claims**: judged as one family per suite, Holm-adjusted (**Holm p**; the verdict uses it), except
-  those marked exploratory (raw p). Intervals everywhere are 95 % and unadjusted.
-- **LR sensitivity** (Wortsman et al. 2023): per seed, the mean over the LR grid of the capped loss minus
-  its best value; mean ± sd over seeds, and paired against the reference like the loss.
-- **diverged [exact 95 %]**: diverged / counted runs with the Clopper–Pearson interval; **Fisher p**:
-  two-sided exact test of the divergence counts against the reference at that LR (unadjusted).
-- **grad norm**: the median of each run's median, and the largest norm after warmup (step 0 excluded: the
-  gradients at init are in the initialisation table). **spikes**: summed over the variant's runs.
-- **flags**: an optimum at the edge of the LR grid is not bracketed (the true optimum may lie beyond it).
-"""
-
-
 # ---------------------------------------------------------------------------------------------- outputs
 
 
@@ -248,7 +196,8 @@ def suite_sections(
     that apply) and the legend. TensorBoard shows each as its own text."""
     sections = [("variants", header_lines(suite, variants, loss_column))]
     if claims is not None and len(claims):
-        sections.append(("claims", ["## Claims", "", markdown_table(claim_columns(claims), claims), ""]))
+        table = markdown_table(claim_columns(claims), claims)
+        sections.append(("claims", ["## Claims", "", judged_on(loss_column), "", table, ""]))
     reference = next((v.name for v in variants if v.is_reference), None)
     if reference is not None and has_curves(runs) and (steps := steps_lines(variants, loss_column, reference)):
         sections.append(("steps", steps))
@@ -277,11 +226,6 @@ def suite_sections(
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))
     sections.append(("legend", [legend(loss_column) + attention_legend(variants)]))
     return [(key, "\n".join(lines)) for key, lines in sections]
-
-
-def scored_name(loss_column: str) -> str:
-    names = {compare.HELDOUT: "held-out loss", compare.HELDOUT_BY_DOCUMENT: "held-out loss (document-weighted)"}
-    return names.get(loss_column, "in-training validation loss")
 
 
 def plan_suite(
@@ -407,7 +351,7 @@ def claims_block(runs: pd.DataFrame, claims: Sequence[Any]) -> str:
     )
     parsed = parse_claims(list(claims))
     note = stuck_window_note(counted)
-    lines = [header, method_line(parsed)] + ([note] if note else [])
+    lines = [header, method_line(parsed), judged_on(loss_column)] + ([note] if note else [])
     frame = compare.claims_table(runs, parsed, loss_column)
     return "\n".join(lines) + "\n\n" + markdown_table(claim_columns(frame), frame)
 

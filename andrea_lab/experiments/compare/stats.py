@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from andrea_lab.experiments.compare.heldout_columns import SELECTION_LOSS, TEST_LOSS
 from andrea_lab.experiments.compare.outcomes import with_outcomes
 from andrea_lab.experiments.compare.sign_flip import (  # noqa: F401  (stats is where callers find the tests)
     AS_EXTREME,
@@ -43,6 +44,11 @@ from andrea_lab.experiments.compare.sign_flip import (  # noqa: F401  (stats is 
     sign_flip_test,
 )
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr
+
+#: The column of counted runs whose capped loss chooses (an LR, an optimum) where it differs from the judged one.
+CHOICE = "capped_choice"
+#: The score that chooses for a judged score: the held-out test part is judged, its selection part chooses.
+SELECTION_FOR = {TEST_LOSS: SELECTION_LOSS}
 
 CONFIDENCE = 0.95
 VERDICTS = ("better", "worse", "not detected")
@@ -251,6 +257,10 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     cause = counted["divergence_cause"] if "divergence_cause" in counted else pd.Series(None, index=counted.index)
     loss = loss.where((counted["divergence_kind"] != NONFINITE_KIND) & (cause != NONFINITE_KIND), math.nan)
     counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
+    counted[CHOICE] = counted["capped"]
+    if (choice_column := SELECTION_FOR.get(loss_column)) is not None and choice_column in counted:
+        choice = pd.to_numeric(counted[choice_column], errors="coerce").astype(float).where(loss.notna(), math.nan)
+        counted[CHOICE] = [capped_loss(value, init) for value, init in zip(choice, counted["initial_val_loss"])]
     counted["diverged"] = counted["failed"]
     counted["trained"] = loss.where(~counted["diverged"], math.nan)
     duplicated = counted.duplicated(["variant", "lr", "seed"], keep=False)
@@ -282,6 +292,12 @@ def loss_table(counted: pd.DataFrame, variant: str, values: str = "capped") -> p
     """One variant's ``capped`` (or ``trained``) losses: index lr, columns seeds."""
     rows = counted[counted["variant"] == variant]
     return rows.pivot(index="lr", columns="seed", values=values).sort_index()
+
+
+def choice_table(counted: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """One variant's capped losses that *choose* (its best LR, an optimum's edge): the selection part's of the
+    held-out documents where the runs recorded it (andrea_lab.data.judging_split), else the judged ones."""
+    return loss_table(counted, variant, CHOICE if CHOICE in counted else "capped")
 
 
 # Cross-fitting (leave-one-seed-out): why, and the fixed-LR alternative, in andrea_lab.experiments.compare.selection.
@@ -347,11 +363,12 @@ class Comparison:
 
 def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Comparison:
     table_a, table_b = loss_table(counted, variant), loss_table(counted, reference)
+    choose_a, choose_b = choice_table(counted, variant), choice_table(counted, reference)
     # Best LRs from the seeds both have, so a seed that only one variant ran cannot move the choice.
     seeds = table_a.columns.intersection(table_b.columns)
     if seeds.empty:
         raise ValueError(f"{variant!r} and {reference!r} have no seed in common: nothing to pair")
-    best_a, best_b = best_lr(table_a[seeds]), best_lr(table_b[seeds])
+    best_a, best_b = best_lr(choose_a[seeds]), best_lr(choose_b[seeds])
     shared_lrs = table_a.index.intersection(table_b.index)
     per_lr = {float(lr): paired_difference(table_a.loc[lr], table_b.loc[lr]) for lr in shared_lrs}
     # Sensitivity is a property of the grid: only between variants run on the same one (with its own LR grid a
@@ -362,7 +379,7 @@ def compare_pair(counted: pd.DataFrame, variant: str, reference: str) -> Compari
         if same_grid
         else PairedDifference(math.nan, math.nan, math.nan, 0, ())
     )
-    picks_a, picks_b = held_out_best_lrs(table_a[seeds]), held_out_best_lrs(table_b[seeds])
+    picks_a, picks_b = held_out_best_lrs(choose_a[seeds]), held_out_best_lrs(choose_b[seeds])
     divergence_p = {}
     for lr in shared_lrs:
         at_lr = counted[counted["lr"] == lr]

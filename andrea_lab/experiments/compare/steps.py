@@ -28,7 +28,13 @@ from typing import Mapping, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare import stats
-from andrea_lab.experiments.compare.heldout_columns import CURVE_PREFIXES, HELDOUT_AT, HELDOUT_DOCUMENT_AT
+from andrea_lab.experiments.compare.heldout_columns import (
+    CURVE_PREFIXES,
+    HELDOUT_AT,
+    HELDOUT_BY_DOCUMENT,
+    HELDOUT_DOCUMENT_AT,
+    TEST_LOSS,
+)
 
 Curve = list[tuple[int, float]]
 
@@ -40,8 +46,10 @@ def has_curves(runs: pd.DataFrame) -> bool:
 
 def curve_of(row: Mapping, loss_column: str) -> Curve:
     """A run's held-out curve: the evaluations at fixed steps, then its final loss at its last step (the curve
-    of the score ``loss_column`` is: token- or document-weighted)."""
+    of the score ``loss_column`` is: token- or document-weighted). The test part of the held-out documents has no
+    curve of its own: its runs' curve is the document-weighted one over all held-out documents, ending there."""
     prefix = CURVE_PREFIXES.get(loss_column, HELDOUT_AT)
+    loss_column = HELDOUT_BY_DOCUMENT if loss_column == TEST_LOSS else loss_column
     points = [
         (int(key[len(prefix) :]), float(value))
         for key, value in row.items()

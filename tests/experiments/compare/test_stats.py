@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
+from andrea_lab.experiments.compare import stats
 from andrea_lab.experiments.compare.claims import Claim, evaluate_claim, parse_claims
+from andrea_lab.experiments.compare.compare import scored_loss_column
 from andrea_lab.experiments.compare.stats import (
     CONFIDENCE,
     TOO_FEW_SEEDS,
@@ -398,3 +400,32 @@ def test_sign_flip_on_thousands_of_seeds_is_bounded_and_exact_below_seventeen():
     p, floor = sign_flip_p(np.random.default_rng(0).normal(0.0, 1.0, 1100))
     assert floor == 0.0 and 0.0 < p <= 1.0
     assert sign_flip_p([0.1, 0.2, 0.3]) == (0.25, 0.25)
+
+
+def test_lrs_are_chosen_on_the_selection_documents_and_the_difference_judged_on_the_test_documents():
+    """a's selection score is lowest at 2e-3, its test score at 4e-3: choosing on test would give a − b = −0.4."""
+    selection = {1e-3: 2.0, 2e-3: 1.8, 4e-3: 2.0}
+    test = {1e-3: 2.0, 2e-3: 1.9, 4e-3: 1.5}
+    noise = [0.00, 0.01, -0.01, 0.02, -0.02]
+    rows = []
+    for variant in ("a", "b"):
+        for lr in selection:
+            for seed, jitter in enumerate(noise):
+                chosen = selection[lr] if variant == "a" else {2e-3: 1.7}.get(lr, 2.2)
+                judged = test[lr] if variant == "a" else {2e-3: 1.9}.get(lr, 2.3)
+                rows.append(
+                    dict(variant=variant, lr=lr, seed=seed, initial_val_loss=5.0, final_val_loss=judged, status="finished",
+                         divergence_kind="", heldout_loss=judged, heldout_document_loss=judged,
+                         heldout_selection_loss=chosen + jitter, heldout_test_loss=judged + jitter)
+                )  # fmt: skip
+    runs = pd.DataFrame(rows)
+    column = scored_loss_column(runs)
+    assert column == "heldout_test_loss"
+    comparison = stats.compare_variants(runs, "b", column)["a"]
+    picks_a, picks_b = comparison.cross_fitted_lrs
+    assert set(picks_a.values()) == {2e-3} and set(picks_b.values()) == {2e-3}
+    assert comparison.variant_best_lr == 2e-3
+    assert comparison.cross_fitted.mean == pytest.approx(0.0, abs=1e-9)  # 1.9 − 1.9 on the test documents
+    on_all = stats.compare_variants(runs, "b", "heldout_document_loss")["a"]  # no split: chosen where judged
+    assert set(on_all.cross_fitted_lrs[0].values()) == {4e-3}
+    assert on_all.cross_fitted.mean == pytest.approx(-0.4)
