@@ -58,8 +58,10 @@ def _readme_commands() -> list[str]:
 
 def test_ci_runs_exactly_the_readmes_test_command():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
-    (test_command,) = [line for line in _readme_commands() if line.endswith("python -m pytest")]
+    (test_command,) = [line for line in _readme_commands() if " && python -m pytest" in line]
     assert ci[-1] == test_command
+    # Its tests run on every core (pytest-xdist): the suite is mostly single-threaded Python and subprocesses.
+    assert test_command.endswith("python -m pytest -n auto") and "pytest-xdist" in (REPO / "pyproject.toml").read_text()
 
 
 def test_both_setup_commands_activate_the_venv_before_the_first_andrea_or_python():
