@@ -23,6 +23,8 @@ A suite is a small YAML file::
         lr_from: [norm_placement]   # optional: the committed suites that chose those LRs (seeds checked disjoint)
         published: "Xiong et al. 2020: ..."  # optional: the published result, in the claim's direction
         exploratory: false          # optional: true = outside the Holm-adjusted family
+    search: {keys: {...}, base: {...}, budget: 8, tuning_seeds: [900]}  # optional: coordinate descent per
+                                    # variant (andrea_lab.experiments.sweep.search_suite); a variant may add keys
     scales:                         # optional: every variant at each scale (andrea_lab.experiments.sweep.scales)
       - name: d64
         overrides: {model.config.d_model: 64, model.config.n_head: 2}
@@ -64,6 +66,8 @@ from andrea_lab.experiments.sweep.grid import (  # noqa: F401 (re-exported)
 )
 from andrea_lab.experiments.sweep.ladder import parse_ladder
 from andrea_lab.experiments.sweep.scales import parse_scales
+from andrea_lab.experiments.sweep.search_suite import check_lrs as check_search_lrs
+from andrea_lab.experiments.sweep.search_suite import parse_searches
 from andrea_lab.experiments.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
     RESERVED_KEYS,
     SuiteError,
@@ -89,11 +93,13 @@ SUITE_KEYS = (
     "scales",
     "extend_grid",
     "ladder",
+    "search",
+    "unequal_budgets_ok",
 )
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
-VARIANT_KEYS = ("name", "description", "overrides", "seed_offset", "lrs")
+VARIANT_KEYS = ("name", "description", "overrides", "seed_offset", "lrs", "search")
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,10 @@ class Suite:
     extend_grid: Optional[ExtendGrid] = None
     #: Rungs (the scales) growing in compute, the decisions asked, per-rung grids (sweep.ladder); None: no ladder.
     ladder: Optional[Any] = None
+    #: Each searching variant's coordinate descent (sweep.search_suite): variant name -> Search; empty: none.
+    searches: dict[str, Any] = field(default_factory=dict)
+    #: The suite ranks variants searched with different budgets on purpose (compare refuses it otherwise).
+    unequal_budgets_ok: bool = False
 
     def identical_variants(self) -> Optional[tuple[str, str]]:
         """The first two variants with the same overrides and different seed offsets: an A/A pair (one
@@ -365,6 +375,8 @@ def load_suite(path: str | Path) -> Suite:
     if reference not in names:
         raise SuiteError(f"{where}: reference {reference!r} is not a variant; variants: {', '.join(names)}")
     claims = document.get("claims") or []
+    searches = parse_searches(document, document["variants"], names, seeds, where)
+    check_search_lrs(searches, {v.name: lrs if v.lrs is None else v.lrs for v in variants}, where)
     scales = parse_scales(document.get("scales"), where, common, variants)
     _check_claims(claims, {v.name: lrs if v.lrs is None else v.lrs for v in variants}, where, bool(scales))
     suite = Suite(
@@ -386,6 +398,8 @@ def load_suite(path: str | Path) -> Suite:
             {v.name: lrs if v.lrs is None else v.lrs for v in variants},
         ),
         ladder=parse_ladder(document.get("ladder"), where, name, scales, names, seeds, parse_grid, path.parent),
+        searches=searches,
+        unequal_budgets_ok=bool(document.get("unequal_budgets_ok", False)),
     )
     check_stuck_windows(suite)
     return suite
