@@ -25,7 +25,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
-from andrea_lab.experiments.sweep import fit_parser, grid_extension, ladder_compute, speed_path
+from andrea_lab.experiments.sweep import fit_parser, grid_extension, ladder_compute, search_runs, speed_path
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -242,7 +242,8 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
         parent = Path(os.path.realpath(directory.parent))
         refuse_links_below(parent / directory.name, parent / directory.name, "suite directory")
         for spec in specs:
-            refuse_links_below(directory.resolve(), spec.run_dir, "run directory")  # a linked variant or scale
+            root = search_runs.root_of(spec.run_dir, directory)  # the suite's, or its search's tuning runs'
+            refuse_links_below(root, spec.run_dir, "run directory")  # a linked variant or scale
             refuse_links(spec.run_dir)
     except (RunDirectoryError, UsageError) as exc:
         return _error(str(exc))
@@ -262,22 +263,31 @@ def refuse_existing_runs(specs, directory, dry_run: bool) -> Optional[int]:
     return None
 
 
+def plan(args: argparse.Namespace) -> tuple:
+    """The suite, its planned runs (with LRs earlier sweeps added, the speed path, a search's next steps), the
+    speed and compute lines, and the search's runner hook (None without a search); SuiteError when invalid."""
+    suite = load_suite(args.suite)
+    if args.set:
+        suite = dataclasses.replace(suite, common={**suite.common, **parse_sets(args.set)})
+        check_stuck_windows(suite)  # --set may have changed stability.stuck_after or the warmup
+    lrs = parse_cli_list(args.lrs, "lrs") if args.lrs is not None else None
+    seeds = parse_cli_list(args.seeds, "seeds") if args.seeds is not None else None
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
+    scales = [v.strip() for v in args.scales.split(",") if v.strip()] if args.scales else None
+    specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
+    specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
+    specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check)
+    speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
+    searcher = search_runs.SearchRuns(suite, args.runs_dir, specs) if suite.searches else None
+    specs = searcher.initial(specs) if searcher else specs  # a search's cells: their next step (search_runs)
+    return suite, specs, speed_line, searcher
+
+
 @fit_parser.shared()  # the speed rule, the ladder's compute and the preflight share one parser
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        suite = load_suite(args.suite)
-        if args.set:
-            suite = dataclasses.replace(suite, common={**suite.common, **parse_sets(args.set)})
-            check_stuck_windows(suite)  # --set may have changed stability.stuck_after or the warmup
-        lrs = parse_cli_list(args.lrs, "lrs") if args.lrs is not None else None
-        seeds = parse_cli_list(args.seeds, "seeds") if args.seeds is not None else None
-        variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
-        scales = [v.strip() for v in args.scales.split(",") if v.strip()] if args.scales else None
-        specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
-        specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
-        specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check)
-        speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
+        suite, specs, speed_line, searcher = plan(args)
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -289,6 +299,8 @@ def main(argv: list[str]) -> int:
     if speed_line:
         print(speed_line, flush=True)
     print_header(suite, specs, directory)
+    for line in search_runs.plan_lines(suite, specs):  # the runs a search may add, and its budget
+        print(line, flush=True)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
         print(f"andrea sweep: warning: {suite.path.name}: {line}", file=sys.stderr, flush=True)
 
@@ -311,6 +323,8 @@ def main(argv: list[str]) -> int:
             if args.launcher == "ray" and args.jobs is None:
                 jobs = len(specs)  # Ray queues every run and starts each when its resources are free
             extension = grid_extension.GridExtension(suite, args.runs_dir) if suite.extend_grid else None
+            if searcher is not None:  # the search's next steps first, then extend_grid on the other cells
+                searcher.then, extension = extension, searcher
             runner = Runner(specs, jobs=jobs, executor=executor, extension=extension)
             outcomes = runner.run()
     except SweepLockedError as exc:

@@ -42,11 +42,14 @@ class RunSpec:
     suite_file: Optional[str] = None  # so that `andrea compare` finds the suite's reference and claims
     scale: Optional[str] = None  # the scale's name; None for a suite without a scale axis
     scale_index: int = 0  # the scale's position in the suite (keeps the trend in suite order)
+    #: The coordinate-descent step that planned the run (sweep.search_runs), for its label and record; None: grid.
+    search_step: Optional[str] = None
 
     @property
     def label(self) -> str:
         at_scale = f"{self.scale} " if self.scale is not None else ""
-        return f"{at_scale}{self.variant} lr={format_lr(self.lr)} seed={self.seed}"
+        step = f" ({self.search_step})" if self.search_step else ""
+        return f"{at_scale}{self.variant} lr={format_lr(self.lr)} seed={self.seed}{step}"
 
     @property
     def counter(self) -> str:

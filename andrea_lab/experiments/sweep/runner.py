@@ -228,6 +228,8 @@ class Runner:
             spec.scale is not None
         ):  # a suite's scale axis (andrea_lab.experiments.sweep.scales); `andrea compare` reads it
             marker.update(scale=spec.scale, scale_index=spec.scale_index)
+        if spec.search_step is not None:  # the search step that planned it (sweep.search_runs)
+            marker.update(search_step=spec.search_step)
         handle = self.executor.launch(spec.run_dir, command, marker, slot)
         self.running[slot] = (spec, handle, time.monotonic())
         self.say(f"{spec.counter} {spec.label} ...", end=" " if self._inline else f" {self.executor.launched}\n")

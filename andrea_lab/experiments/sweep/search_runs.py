@@ -1,0 +1,240 @@
+"""Running a suite's ``search:`` (:mod:`andrea_lab.experiments.sweep.search_suite`) inside ``andrea sweep``.
+
+Each searching (scale, variant) is a cell whose runs are not known in advance: coordinate descent
+(:func:`andrea_lab.experiments.sweep.search.next_step`) names the next key's points once the previous step's
+runs ended. So the cell's runs are planned step by step through the runner's ``extension`` hook (the hook
+``extend_grid`` uses): whenever no run is left, :class:`SearchRuns` replays each cell's descent from the runs on
+disk and returns the next step's runs; once a cell's descent ends, the best point's runs at the judged seeds.
+
+Where the runs go, and why:
+
+- tuning runs in ``<runs-dir>/<suite>@tuning/[<scale>/]<variant>/<point>-seed<seed>/``, beside the suite's
+  directory and not in it, so that ``andrea compare <runs-dir>/<suite>`` never reads a tuning seed as a judged
+  one (the search chose the point on them: judging on them would be judging the choice on its own data);
+- judged runs in the suite's own layout, ``<suite>/[<scale>/]<variant>/lr<lr>-seed<seed>/``, which compare reads
+  as the variant at one LR;
+- ``<suite>/search.json``: per cell, the declared budget, the points spent, why the descent stopped, the best
+  point, each key's values tried and the path (each step's label and its points' losses), for compare to print
+  each variant's budget and say which tuned value sits at the edge of its values.
+
+Each run's ``sweep-run.json`` carries its step (``search_step``: "search round 2, model.weight_decay", or "judged
+at the search's best point"), and so does the line the sweep prints for it. Resuming needs no state file: the
+descent is replayed from the finished runs' losses, so a rerun after a kill continues the same path (ties keep
+the current point, keys in the suite's order). A point's loss is the mean over its tuning seeds of the loss
+compare scores (the held-out score, a diverged run at its loss at init: ``grid_extension.capped_loss``). A
+step whose run failed stops that cell's search for this sweep (said once); the next sweep retries it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from andrea_lab.experiments.sweep.grid_extension import capped_loss, cells, renumbered
+from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
+from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
+from andrea_lab.experiments.sweep.suite import Suite, cli_value, run_version
+from andrea_lab.files import load_json, write_json_atomic
+from andrea_lab.runs.directory import DONE_STATES, run_state
+
+RECORD = "search.json"
+TUNING_SUFFIX = "@tuning"  # '@' is not allowed in a suite's name: no suite's directory can be another's tuning
+JUDGED = "judged at the search's best point"
+Cell = tuple[Optional[str], str]
+
+
+def tuning_root(runs_dir: str | Path, suite: Suite) -> Path:
+    return Path(runs_dir) / f"{suite.name}{TUNING_SUFFIX}"
+
+
+def root_of(run_dir: Path, directory: Path) -> Path:
+    """The directory a planned run must lie in: the suite's ``directory``, or its tuning runs' beside it."""
+    tuning = directory.resolve().with_name(directory.name + TUNING_SUFFIX)
+    return tuning if tuning in Path(run_dir).parents else directory.resolve()
+
+
+def point_version(point: Point, seed: int) -> str:
+    """``lr0.002-weight_decay0.1-seed900``: each tuned key by its last component (unique: search_suite)."""
+    return "-".join(f"{key.rsplit('.', 1)[-1]}{value:g}" for key, value in point) + f"-seed{seed}"
+
+
+def _command(template: RunSpec, extra: dict, lr: float, seed: int, save_dir: Path, version: str) -> tuple[str, ...]:
+    """``template``'s command (a planned run of the cell, with the speed path the sweep chose for it) at another
+    LR, seed and directory, with ``extra`` overrides put after the variant's own (before ``--model.lr``)."""
+    replace = {
+        "--model.lr": repr(float(lr)),
+        "--seed_everything": str(seed),
+        "--data.seed": str(seed),
+        "--trainer.logger.init_args.save_dir": str(save_dir),
+        "--trainer.logger.init_args.version": version,
+    }
+    out: list[str] = []
+    args = list(template.command)
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--model.lr":
+            for key, value in extra.items():
+                out += [f"--{key}", cli_value(value)]
+        if arg in replace and index + 1 < len(args):
+            out += [arg, replace[arg]]
+            index += 2
+            continue
+        out.append(arg)
+        index += 1
+    return tuple(out)
+
+
+class SearchRuns:
+    """The runner's ``extension`` for a suite's searching cells (and, for the others, the ``then`` hook, e.g.
+    extend_grid's): called with every run planned so far once none is left to run."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        runs_dir: str | Path,
+        planned: Sequence[RunSpec],
+        then: Optional[Callable[[list[RunSpec], Callable[[str], None]], list[RunSpec]]] = None,
+    ):
+        self.suite, self.then = suite, then
+        self.directory = suite_runs_dir(runs_dir, suite)
+        self.tuning = tuning_root(runs_dir, suite).resolve()
+        #: One planned run per searching cell: its command is the template of the cell's runs.
+        self.templates = {cell: specs[0] for cell, specs in cells(planned).items() if cell[1] in suite.searches}
+        self.settled: set[Cell] = set()
+
+    def searching(self, spec: RunSpec) -> bool:
+        return spec.variant in self.suite.searches
+
+    def initial(self, planned: Sequence[RunSpec], say: Callable[[str], None] = lambda _: None) -> list[RunSpec]:
+        """The plan with each searching cell's grid runs replaced by its next step's runs (or its judged runs)."""
+        kept = [spec for spec in planned if not self.searching(spec)]
+        every = kept + self._advance_all([], say)
+        return renumbered(every, 1, len(every))
+
+    def __call__(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
+        added = self._advance_all(specs, say)
+        if not added and self.then is not None:
+            added = self.then([spec for spec in specs if not self.searching(spec)], say)
+            return renumbered(added, len(specs) + 1, len(specs) + len(added))
+        return renumbered(added, len(specs) + 1, len(specs) + len(added))
+
+    def _advance_all(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
+        tried = {spec.run_dir for spec in specs}
+        added: list[RunSpec] = []
+        for cell in self.templates:
+            if cell not in self.settled:
+                added += self._advance(cell, tried, say)
+        return added
+
+    def _advance(self, cell: Cell, tried: set[Path], say: Callable[[str], None]) -> list[RunSpec]:
+        """The cell's next runs not yet ended, replaying its descent from the runs that did."""
+        search: Search = self.suite.searches[cell[1]]
+        losses: dict[Point, float] = {}
+        path: list[dict] = []
+        while isinstance(step := next_step(search, losses), Step):
+            runs = {
+                point: [self._tuning_run(cell, step, point, seed) for seed in search.tuning_seeds]
+                for point in step.points
+            }
+            for point, point_runs in runs.items():
+                if all(run_state(run.run_dir) in DONE_STATES for run in point_runs):
+                    losses[point] = _mean_loss(point_runs)
+            path.append({"step": step.label(), "points": [_described(p, losses.get(p)) for p in step.points]})
+            pending = [run for point, point_runs in runs.items() if point not in losses for run in point_runs]
+            if pending:
+                return self._pending(cell, pending, tried, say)
+        self.settled.add(cell)
+        self._record(cell, step, path)
+        judged = [self._judged_run(cell, step.best, seed) for seed in search.judged_seeds]
+        return [run for run in judged if run.run_dir not in tried]
+
+    def _pending(self, cell: Cell, pending: list[RunSpec], tried: set[Path], say) -> list[RunSpec]:
+        ended_badly = [run for run in pending if run.run_dir in tried and run_state(run.run_dir) not in DONE_STATES]
+        if ended_badly:
+            self.settled.add(cell)
+            say(
+                f"search: {_where(cell)}: {ended_badly[0].label} did not finish, so its search stops here for this "
+                "sweep; the next `andrea sweep` retries it"
+            )
+            return []
+        return [run for run in pending if run.run_dir not in tried]
+
+    def _tuning_run(self, cell: Cell, step: Step, point: Point, seed: int) -> RunSpec:
+        values = dict(point)
+        lr = values.pop("model.lr", self.templates[cell].lr)
+        save_dir = self.tuning if cell[0] is None else self.tuning / cell[0]
+        return self._spec(cell, values, lr, seed, save_dir, point_version(point, seed), step.label())
+
+    def _judged_run(self, cell: Cell, best: Point, seed: int) -> RunSpec:
+        values = dict(best)
+        lr = values.pop("model.lr", self.templates[cell].lr)
+        save_dir = self.directory.resolve() if cell[0] is None else self.directory.resolve() / cell[0]
+        return self._spec(cell, values, lr, seed, save_dir, run_version(lr, seed), JUDGED)
+
+    def _spec(self, cell: Cell, values: dict, lr: float, seed: int, save_dir: Path, version: str, step: str):
+        template = self.templates[cell]
+        return dataclasses.replace(
+            template,
+            lr=float(lr),
+            seed=seed,
+            run_dir=save_dir / template.variant / version,
+            command=_command(template, values, lr, seed, save_dir, version),
+            overrides={**template.overrides, **values},
+            search_step=step,
+        )
+
+    def _record(self, cell: Cell, outcome: Outcome, path: list[dict]) -> None:
+        """The cell's outcome into ``<suite>/search.json`` (other cells' entries kept)."""
+        search = self.suite.searches[cell[1]]
+        entry = {
+            "scale": cell[0],
+            "variant": cell[1],
+            "budget": search.budget,
+            "spent": outcome.spent,
+            "reason": outcome.reason,
+            "best": dict(outcome.best),
+            "loss": outcome.loss if math.isfinite(outcome.loss) else None,
+            "values": {key: list(outcome.extended.get(key, values)) for key, values in search.keys.items()},
+            "tuning_seeds": list(search.tuning_seeds),
+            "path": path,
+        }
+        record = self.directory / RECORD
+        existing = load_json(record, "search record")["searches"] if record.is_file() else []
+        others = [e for e in existing if (e.get("scale"), e.get("variant")) != cell]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(record, {"schema": 1, "searches": [*others, entry]})
+
+
+def _mean_loss(runs: Sequence[RunSpec]) -> float:
+    """The point's loss: the mean over its tuning seeds; a run without a score never counts as the best."""
+    values = [capped_loss(run.run_dir) for run in runs]
+    return math.inf if any(math.isnan(v) for v in values) else sum(values) / len(values)
+
+
+def _described(point: Point, loss: Optional[float]) -> dict:
+    return {"point": dict(point), "loss": loss if loss is not None and math.isfinite(loss) else None}
+
+
+def _where(cell: Cell) -> str:
+    return " ".join(part for part in cell if part is not None)
+
+
+def plan_lines(suite: Suite, specs: Sequence[RunSpec]) -> list[str]:
+    """What the search may run beyond the runs listed: its budget per cell, and the most runs in all."""
+    searching = [cell for cell in cells(specs) if cell[1] in suite.searches]
+    if not searching:
+        return []
+    most = sum(
+        suite.searches[v].budget * len(suite.searches[v].tuning_seeds) + len(suite.searches[v].judged_seeds)
+        for _, v in searching
+    )
+    budgets = sorted({suite.searches[v].budget for _, v in searching})
+    keys = "; ".join(f"{name} {', '.join(s.keys)}" for name, s in suite.searches.items())
+    return [
+        f"search: coordinate descent in {len(searching)} (scale, variant) cells, a budget of "
+        f"{'/'.join(map(str, budgets))} points each at every tuning seed ({keys}): at most {most} runs in all, "
+        "tuning and judged (the runs listed are each cell's first step)"
+    ]

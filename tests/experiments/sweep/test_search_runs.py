@@ -1,0 +1,156 @@
+"""andrea sweep runs a suite's search: with a stand-in executor whose "fit" writes a known loss at once (a bowl
+in log2 of the LR and of the weight decay around each variant's own minimum): the descent walks one key at a
+time to each bowl's minimum, the best point is then run at the judged seeds in the suite's directory while the
+tuning runs stay beside it, every run's record names its step, and a sweep stopped half-way resumes along the
+same path without rerunning a finished point."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from andrea_lab.commands import sweep as sweep_command
+from andrea_lab.experiments.sweep import search_runs
+from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
+
+#: Each variant's minimum (LR, weight decay): inside the grids, and apart, so each search has its own path.
+MINIMA = {"adamw": (2.0e-3, 0.05), "lion": (5.0e-4, 0.2)}
+SEARCH = {
+    "keys": {"model.lr": [2.5e-4, 5.0e-4, 1.0e-3, 2.0e-3, 4.0e-3], "model.weight_decay": [0.025, 0.05, 0.1, 0.2, 0.4]},
+    "base": {"model.lr": 1.0e-3, "model.weight_decay": 0.1},
+    "budget": 14,
+    "tuning_seeds": [900, 901],
+}
+
+
+def loss(variant: str, lr: float, weight_decay: float, seed: int) -> float:
+    best_lr, best_wd = MINIMA[variant]
+    return 3.0 + 0.05 * math.log2(lr / best_lr) ** 2 + 0.02 * math.log2(weight_decay / best_wd) ** 2 + 1e-4 * seed
+
+
+class StandInFits:
+    """Fits in microseconds: each writes its summary with :func:`loss` of the point its marker records; after
+    ``stop_after`` launches every further fit fails (a sweep killed half-way: no summary written)."""
+
+    name, launched = "stand-in", "started"
+
+    def __init__(self, stop_after: int | None = None):
+        self.started: list[tuple] = []
+        self.stop_after = stop_after
+
+    def check_storage(self, directory: Path) -> None:
+        pass
+
+    def launch(self, run_dir, command, marker, slot):
+        write_start_marker(run_dir, marker)
+        key = (marker["variant"], marker["lr"], marker["overrides"]["model.weight_decay"], marker["seed"])
+        if self.stop_after is not None and len(self.started) >= self.stop_after:
+            return 3
+        self.started.append(key)
+        summary = {"schema": 1, "status": "finished", "initial_val_loss": 5.0, "final_val_loss": loss(*key)}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        return 0
+
+    def poll(self, handle):
+        return Ended(handle)
+
+    def stop(self, handle) -> None:
+        pass
+
+    def kill(self, handle) -> None:
+        pass
+
+
+def write_suite(tmp_path: Path, search=None) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "base.yaml").write_text("model: {}\n")
+    document = {
+        "name": "tuned",
+        "base": "base.yaml",
+        "lrs": [1.0e-3],
+        "seeds": [100, 101, 102],
+        "search": search or SEARCH,
+        "variants": [{"name": name} for name in MINIMA],
+    }
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def sweep(monkeypatch, suite_file: Path, runs: Path, fits: StandInFits, *extra: str) -> int:
+    monkeypatch.setattr(sweep_command, "make_executor", lambda *args, **kwargs: fits)
+    return sweep_command.main([str(suite_file), "--runs-dir", str(runs), "--no-check", "--speed", "config", *extra])
+
+
+def record(runs: Path) -> dict:
+    entries = json.loads((runs / "tuned" / search_runs.RECORD).read_text())["searches"]
+    return {entry["variant"]: entry for entry in entries}
+
+
+def test_each_variant_descends_to_its_own_minimum_then_runs_the_judged_seeds(tmp_path, monkeypatch, capsys):
+    runs, fits = tmp_path / "runs", StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path), runs, fits) == 0
+    found = record(runs)
+    for variant, (lr, weight_decay) in MINIMA.items():
+        assert found[variant]["best"] == {"model.lr": lr, "model.weight_decay": weight_decay}
+        assert found[variant]["reason"] == "no key improves" and found[variant]["budget"] == 14
+        tuning = {(k[1], k[2]) for k in fits.started if k[0] == variant and k[3] >= 900}
+        assert found[variant]["spent"] == len(tuning) < 25, "coordinate descent, not the full grid"
+        judged = [k for k in fits.started if k[0] == variant and k[3] < 900]
+        assert judged == [(variant, lr, weight_decay, seed) for seed in (100, 101, 102)]
+    assert found["adamw"]["path"][0]["step"] == "search round 1, model.lr"
+    judged_dirs = sorted(p.parent.parent.name for p in (runs / "tuned").rglob("summary.json"))
+    assert set(judged_dirs) == {"adamw", "lion"} and len(judged_dirs) == 6, "no tuning seed in the suite's directory"
+    marker = json.loads(
+        (runs / "tuned@tuning" / "adamw" / "lr0.001-weight_decay0.1-seed900" / "sweep-run.json").read_text()
+    )
+    assert marker["search_step"] == "search round 1, model.lr"
+    judged_marker = json.loads((runs / "tuned" / "adamw" / "lr2e-3-seed100" / "sweep-run.json").read_text())
+    assert (
+        judged_marker["search_step"] == search_runs.JUDGED and judged_marker["overrides"]["model.weight_decay"] == 0.05
+    )
+    out = capsys.readouterr().out
+    assert "search: coordinate descent in 2 (scale, variant) cells, a budget of 14 points" in out
+    assert "(search round 1, model.weight_decay)" in out
+
+
+def test_a_search_stopped_half_way_resumes_along_the_same_path(tmp_path, monkeypatch, capsys):
+    whole = StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path / "a"), tmp_path / "a" / "runs", whole) == 0
+    suite_file, runs = write_suite(tmp_path / "b"), tmp_path / "b" / "runs"
+    killed = StandInFits(stop_after=7)
+    assert sweep(monkeypatch, suite_file, runs, killed) == sweep_command.EXIT_FAILED_RUNS
+    assert "its search stops here for this sweep" in capsys.readouterr().out
+    resumed = StandInFits()
+    assert sweep(monkeypatch, suite_file, runs, resumed) == 0
+    assert killed.started + resumed.started == whole.started, "the same runs in the same order, none twice"
+    assert record(runs) == record(tmp_path / "a" / "runs")
+    again = StandInFits()
+    assert sweep(monkeypatch, suite_file, runs, again) == 0 and again.started == [], "a finished search reruns nothing"
+
+
+def test_the_dry_run_lists_the_first_step_and_the_most_runs_it_may_add(tmp_path, monkeypatch, capsys):
+    assert sweep(monkeypatch, write_suite(tmp_path), tmp_path / "runs", StandInFits(), "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "at most 62 runs in all" in out  # 2 variants x (14 points x 2 tuning seeds + 3 judged seeds)
+    assert "adamw lr=2.5e-4 seed=900 (search round 1, model.lr): run" in out
+    assert not (tmp_path / "runs" / "tuned@tuning").exists()
+
+
+@pytest.mark.parametrize(
+    "search, message",
+    [
+        ({**SEARCH, "budget": 1}, "budget 1 is not a whole number of points >= 2"),
+        ({**SEARCH, "keys": {}}, "empty search space"),
+        ({**SEARCH, "tuning_seeds": [100]}, "both tuning and judged seeds"),
+    ],
+)
+def test_bad_search_declarations_are_one_line_and_exit_2_before_any_run(tmp_path, monkeypatch, capsys, search, message):
+    fits = StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path, search), tmp_path / "runs", fits) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and fits.started == []
