@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Optional
 
 from andrea_lab.errors import UsageError
-from andrea_lab.experiments.compare import compare, doc_blocks, domains, ladder_report, outputs, report, scales_report
+from andrea_lab.experiments.compare import (
+    compare,
+    doc_blocks,
+    domains,
+    ladder_report,
+    outputs,
+    report,
+    scales_report,
+    search_budgets,
+)
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, cited_variants, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.compare.tensorboard_report import comparison_run_dir, write_comparison_run
@@ -182,6 +191,32 @@ def project_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def search_budget_refusal(source: Path, runs, suite: Optional[Suite]) -> Optional[int]:
+    """Each variant's tuning budget printed where its suite searched (``search.json``), and the exit status when
+    the budgets differ and the suite does not say ``unequal_budgets_ok: true`` (None: go on)."""
+    try:
+        searches = search_budgets.read_searches(source) if source.is_dir() else []
+    except ValueError as exc:
+        return _error(str(exc))
+    if not searches:
+        return None
+    table = search_budgets.budgets(searches, runs)
+    for line in search_budgets.lines(table):
+        print(line)
+    refused = search_budgets.refusal(table, bool(suite and suite.unequal_budgets_ok))
+    return None if refused is None else _error(refused)
+
+
+def suite_with_budgets(suite_file: Optional[Path], source: Path, runs) -> tuple[Optional[Suite], Optional[int]]:
+    """The suite (None without a file) and the exit status when it is invalid or its search's budgets are refused
+    (:func:`search_budget_refusal`), else None."""
+    try:
+        suite = load_suite(suite_file) if suite_file is not None else None
+    except SuiteError as exc:
+        return None, _error(str(exc))
+    return suite, search_budget_refusal(source, runs, suite)
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.project:
@@ -208,10 +243,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         suite_file = None
-    try:
-        suite = load_suite(suite_file) if suite_file is not None else None
-    except SuiteError as exc:
-        return _error(str(exc))
+    suite, refused = suite_with_budgets(suite_file, source, runs)  # a search's budgets checked (issue 55)
+    if refused is not None:
+        return refused
     reference = args.reference or (suite.reference if suite else None)
     claims = suite.claims if suite and not args.no_claims else ()
     if args.doc and args.no_claims:

@@ -324,14 +324,12 @@ class RunSummary(L.Callback):
 
     def _log_hparams(self, trainer: L.Trainer, summary: RunRecord, trial: str) -> None:
         knobs = run_hparams(summary, trainer_knobs(trainer), data_knobs(trainer.datamodule), self.suite, self.variant)
-        # The flags' last points agree with the record, also when the end-of-fit check decided a divergence;
-        # both tags of a flag's chart get the point (the flag and its scale, at the same steps).
+        # The flags' last points agree with the record, also when the end-of-fit check decided a divergence.
         metrics = {
             **run_metrics(summary),
             **divergence_flags(_divergence_of(summary)),
             **outcome_flags(summary.outcome),
             tags.NONFINITE: float(summary.nonfinite),
-            tags.FLAG_SCALE: 1.0,
         }
         log_run_hparams(trainer, knobs, metrics, summary.status, summary.steps, trial)
         self._hparams_logged = True
@@ -383,7 +381,8 @@ def closing_lines(
         lines.append(f"sample ({prompt!r} continued; seeded, temperature {TEMPERATURE}):")
         lines.extend(f"    | {line}" for line in sample.splitlines())
     lines.append(
-        f"next: tensorboard --logdir {runs}  # tabs CUSTOM SCALARS (the loss curves first), HPARAMS (a row per run)"
+        f"next: tensorboard --logdir {runs}  # open http://localhost:6006/#custom_scalars (the loss curves first); "
+        "#hparams: a row per run"
     )
     if checkpoint.is_file():
         lines.append(f"      andrea generate --ckpt {checkpoint} --prompt {shlex.quote(prompt)}")

@@ -41,10 +41,6 @@ OUTCOME = "stability/outcome"
 #: Below it, per precursor signal, its lead in steps over a divergence or spike it left its band before
 #: (``stability/gave_way_first/attn_logit_max_head/block_00_h1``), logged at the event's step.
 GAVE_WAY_FIRST = "stability/gave_way_first"
-#: A constant 1 beside the 0/1 flags, a second line in their custom-scalars charts, which holds the
-#: y axis at [0, 1] (TensorBoard scales a chart to the 5-95 % quantiles of its points by default, so a flag
-#: that is 1 at a single step would be drawn off the chart).
-FLAG_SCALE = "stability/flag_scale"
 
 #: Every tag above (tests/runs/test_tags.py).
 ALL = (
@@ -64,5 +60,4 @@ ALL = (
     STUCK,
     BLEW_UP,
     TRAINED_THEN_DIVERGED,
-    FLAG_SCALE,
 )

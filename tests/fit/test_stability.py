@@ -16,6 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from andrea_lab.errors import DivergenceError
 from andrea_lab.fit import RunSummary, StabilityMonitor
 from andrea_lab.fit.stability import probe
+from andrea_lab.fit.stability.events import divergence_flags
 from andrea_lab.fit.stability.monitor import CUSTOM_SCALARS_LAYOUT, measure_probe
 from andrea_lab.fit.stability.unigram import sample_unigram_loss
 from andrea_lab.model.config import preset
@@ -290,11 +291,13 @@ def test_monitor_logs_grouped_metrics_update_ratio_and_layout(tmp_path, text_cor
         "stability/spikes",
     } <= set(stability_tags)
     assert [s for s, _ in scalars(run_dir, "stability/grad_norm/block_00")] == [0, 3]  # step 0 before any update
-    # Each per-layer curve lands on one custom-scalars chart.
+    # Each per-layer curve lands on one custom-scalars chart; the 0/1 flags on none (fit.stability.layout: why).
     assert "custom_scalars__config__" in tags["tensors"]
     regexes = [r for category in CUSTOM_SCALARS_LAYOUT.values() for _, (_, rs) in category.items() for r in rs]
+    flags = set(divergence_flags(None)) | {"stability/nonfinite"}
     for tag in stability_tags:
-        assert any(re.search(r, tag) for r in regexes), f"{tag} is on no chart"
+        charted = any(re.search(r, tag) for r in regexes)
+        assert charted != (tag in flags), f"{tag} is {'on a chart' if charted else 'on no chart'}"
     # Every tag logged is one of the definitions (andrea_lab/runs/tags.py, the probe's metrics); Lightning adds epoch.
     defined = {*andrea_tags.ALL, probe.PROBE_SECONDS, "epoch"}
     assert [t for t in tags["scalars"] if t not in defined and not any(m.owns(t) for m in probe.METRICS.values())] == []

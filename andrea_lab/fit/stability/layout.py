@@ -21,16 +21,11 @@ _STEP_CHARTS = [
 ]
 
 
-#: The 0/1 flags, each a chart of two lines: the flag and the constant :data:`tags.FLAG_SCALE` = 1, which keeps
-#: the axis at [0, 1] (TensorBoard's outlier clipping would otherwise hide a flag that is 1 at one step). Not a
-#: margin chart from the flag up to 1: its band filled a solid block for every run that never diverged.
-_FLAG_CHARTS = [
-    ("stability: loss and events", "non-finite step (0/1)", tags.NONFINITE),
-    ("stability: loss and events", "diverged (0/1)", tags.DIVERGED),
-    ("stability: loss and events", "stuck at the unigram loss (0/1)", tags.STUCK),
-    ("stability: loss and events", "blew up before it trained (0/1)", tags.BLEW_UP),
-    ("stability: loss and events", "trained, then diverged (0/1)", tags.TRAINED_THEN_DIVERGED),
-]
+#: The 0/1 flags (non-finite, diverged, stuck, blew up, trained then diverged) have no chart here: custom scalars
+#: colour every line of a run alike and smooth every line (0.6 by default), so a flag beside the constant 1 that
+#: held its axis read "diverged = 1" for a healthy run, and a flag alone is smoothed to 0.62 or pushed off its
+#: axis by outlier scaling. A flag is a fact about a run: HParams shows it as a number per run (hparams/diverged,
+#: stability/outcome/*), the Scalars dashboard as its own chart per tag, and compare's Text says how runs ended.
 
 
 def custom_scalars_layout() -> dict[str, dict[str, list]]:
@@ -47,11 +42,6 @@ def custom_scalars_layout() -> dict[str, dict[str, list]]:
     )
     for section, title, regex in entries + probe.layout_entries():
         layout.setdefault(section, {}).setdefault(title, ["Multiline", []])[1].append(regex)
-    for section, title, tag in _FLAG_CHARTS:
-        layout.setdefault(section, {})[title] = [
-            "Multiline",
-            [f"^{re.escape(tag)}$", f"^{re.escape(tags.FLAG_SCALE)}$"],
-        ]
     return layout
 
 

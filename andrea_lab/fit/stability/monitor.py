@@ -346,7 +346,6 @@ class StabilityMonitor(L.Callback):
             tags.NONFINITE: float(window_nonfinite > 0),
             tags.SPIKES: float(self.spikes.count),
             **divergence_flags(self.divergence),
-            tags.FLAG_SCALE: 1.0,
         }
         if self.spikes.ema is not None:
             metrics[tags.LOSS_EMA] = self.spikes.ema

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.parse
 import urllib.request
@@ -180,17 +181,23 @@ def test_a_suite_directory_alone_gets_the_same_differs(sweep_runs, board):
     assert hparams["model.warmup_steps"]["differs"] and not hparams["model.config.d_model"]["differs"]
 
 
-def check_flag_chart(board: Board, flag: str, scale: str) -> None:
-    """A 0/1 flag's chart: the flag and the constant 1 as two lines (the axis stays [0, 1]; no band, which
-    filled a solid block for every run that never diverged), both with points at the same steps in every run,
-    and a run that diverged (both do at LR 3) ends with its diverged flag at 1."""
-    assert scale == "stability/flag_scale"
+FLAGS = ("stability/nonfinite", "stability/diverged", "stability/stuck_at_unigram")
+
+
+def check_flags(board: Board) -> None:
+    """No custom-scalars chart draws a 0/1 flag (there a healthy run's flag read as 1: colour by run, smoothing);
+    each flag is its own tag per run, 0 or 1, and the diverged flag of a run that diverged (both do at LR 3)
+    ends at 1, of one that did not at 0."""
+    layout = board.get("data/plugin/custom_scalars/layout")
+    charts = [chart for category in layout["category"] for chart in category["chart"]]
+    regexes = [tag for chart in charts for tag in chart["multiline"]["tag"]]
+    assert not [(regex, flag) for regex in regexes for flag in FLAGS if re.fullmatch(regex, flag)]
     for run in (r for r in board.get("data/runs") if not r.endswith(COMPARISON_RUN)):
-        points = {tag: board.get("data/plugin/scalars/scalars", run=run, tag=tag) for tag in (flag, scale)}
-        assert [p[1] for p in points[flag]] == [p[1] for p in points[scale]], run
-        assert {p[2] for p in points[scale]} == {1.0} and {p[2] for p in points[flag]} <= {0.0, 1.0}, run
-        if flag == "stability/diverged":
-            assert points[flag][-1][2] == (1.0 if run.endswith("lr3e0-seed0") else 0.0), run
+        for flag in FLAGS:
+            points = board.get("data/plugin/scalars/scalars", run=run, tag=flag)
+            assert points and {p[2] for p in points} <= {0.0, 1.0}, (run, flag)
+        diverged = board.get("data/plugin/scalars/scalars", run=run, tag="stability/diverged")
+        assert diverged[-1][2] == (1.0 if run.endswith("lr3e0-seed0") else 0.0), run
 
 
 @pytest.mark.slow
@@ -200,8 +207,7 @@ def test_custom_scalars_layout_shows_the_per_layer_gradient_norms(board):
     for category in CUSTOM_SCALARS_LAYOUT.values():
         for title, (kind, regexes) in category.items():
             assert kind == "Multiline" and charts[title]["multiline"]["tag"] == regexes
-            if title.endswith("(0/1)"):
-                check_flag_chart(board, *(regex.strip("^$").replace("\\", "") for regex in regexes))
+    check_flags(board)
     runs = board.get("data/runs")
     tags = board.get("data/plugin/scalars/tags")
     assert any(tag.startswith("stability/grad_norm/block_") for tag in tags[runs[0]])

@@ -154,3 +154,21 @@ def test_bad_search_declarations_are_one_line_and_exit_2_before_any_run(tmp_path
     assert sweep(monkeypatch, write_suite(tmp_path, search), tmp_path / "runs", fits) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and fits.started == []
+
+
+def test_compare_prints_each_budget_and_refuses_unequal_ones_unless_the_suite_says_so(tmp_path, monkeypatch, capsys):
+    from andrea_lab.commands import compare as compare_command  # pandas and scipy: this test only
+
+    suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
+    document = yaml.safe_load(suite_file.read_text())
+    document["variants"][1]["search"] = {"budget": 10}  # lion's own, smaller budget
+    suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert sweep(monkeypatch, suite_file, runs, StandInFits()) == 0
+    capsys.readouterr()
+    assert compare_command.main([str(runs / "tuned"), "--out", str(tmp_path / "cmp")]) == 2
+    captured = capsys.readouterr()
+    assert "tuning budget: adamw: 14 points" in captured.out and "tuning budget: lion: 10 points" in captured.out
+    assert "different budgets (points: adamw 14, lion 10)" in captured.err and len(captured.err.splitlines()) == 1
+    document["unequal_budgets_ok"] = True
+    suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert compare_command.main([str(runs / "tuned"), "--out", str(tmp_path / "cmp")]) == 0

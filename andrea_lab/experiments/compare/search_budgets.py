@@ -1,0 +1,116 @@
+"""Each variant's tuning budget beside its result, and no ranking of variants tuned with unequal effort.
+
+A suite's ``search:`` (:mod:`andrea_lab.experiments.sweep.search_runs`) leaves ``<suite>/search.json``: per
+(scale, variant) the declared budget in hyperparameter points, the points spent, why the descent stopped, the
+best point and each key's values tried. A variant tuned over an LR grid instead spent one point per LR it ran.
+Why the refusal: Wen et al. 2025 found optimizer speed-ups of 1.4-2x shrinking to about 1.1x once every
+optimizer was tuned as hard as the baseline; a ranking between variants tuned with different budgets measures
+the tuning as much as the variants. So ``andrea compare`` refuses it, in one line naming each variant's
+budget, unless the suite says ``unequal_budgets_ok: true``.
+
+Which number is compared: the budget a variant was given, not the points it spent. A descent that stopped
+because no key improved had the budget to go on and found nothing better; one stopped by its budget is said
+so ("budget spent") beside its result, and both numbers are printed.
+
+A tuned value at the lowest or highest of the values its key tried is an optimum not found (the rule of
+:func:`andrea_lab.experiments.compare.optimum_edges.edge_of`, which the LR grid's check uses): the table says
+which key and which way to extend its values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from andrea_lab.experiments.compare.optimum_edges import edge_of
+from andrea_lab.files import HandedFileError, load_json
+
+RECORD = "search.json"
+FIELDS = ("variant", "budget", "spent", "reason", "best", "values")
+
+
+def read_searches(source: Path) -> list[dict[str, Any]]:
+    """The searches recorded under ``source`` (a suite's directory); none without ``search.json``. A record
+    that is not one (a handed file) is a ValueError naming it."""
+    path = Path(source) / RECORD
+    if not path.is_file():
+        return []
+    try:
+        entries = load_json(path, "search record")["searches"]
+        for entry in entries:
+            missing = [name for name in FIELDS if name not in entry]
+            if missing or not isinstance(entry["budget"], int) or not isinstance(entry["values"], dict):
+                raise ValueError(f"an entry lacks {', '.join(missing) or 'a whole-number budget'}")
+    except (HandedFileError, KeyError, TypeError, ValueError) as problem:
+        raise ValueError(f"{path}: not a search record ({problem}); move it away to compare without it") from None
+    return list(entries)
+
+
+def edges(entry: dict[str, Any]) -> list[str]:
+    """``model.lr at the highest of 1e-3..4e-3: extend above``, per tuned key whose best is at an edge."""
+    found = []
+    for key, values in entry["values"].items():
+        best = entry["best"].get(key)
+        edge = None if best is None else edge_of(float(best), [float(v) for v in values])
+        if edge is not None:
+            way = "above" if edge == "highest" else "below"
+            found.append(f"{key} {best:g} at the {edge} of its values ({min(values):g}..{max(values):g}): extend {way}")
+    return found
+
+
+def budgets(searches: Sequence[dict[str, Any]], runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scale, variant): its budget in points (a search's declared budget, else the LRs its runs
+    tried), the points spent, why it stopped, its best point and any optimum not found."""
+    rows = []
+    searched = {(entry.get("scale"), entry["variant"]): entry for entry in searches}
+    scale_of = runs["scale"] if "scale" in runs else pd.Series([None] * len(runs), index=runs.index)
+    for (scale, variant), group in runs.groupby([scale_of.where(scale_of.notna(), None), "variant"], dropna=False):
+        cell = (None if pd.isna(scale) else scale, variant)
+        entry = searched.get(cell)
+        if entry is None:
+            lrs = int(group["lr"].dropna().nunique())
+            rows.append({"scale": cell[0], "variant": variant, "budget": lrs, "spent": lrs, "tuned": "LR grid"})
+            continue
+        best = ", ".join(f"{key} {value:g}" for key, value in entry["best"].items())
+        rows.append(
+            {
+                "scale": cell[0],
+                "variant": variant,
+                "budget": entry["budget"],
+                "spent": entry["spent"],
+                "tuned": f"search ({entry['reason']}): {best}",
+                "optimum_not_found": "; ".join(edges(entry)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def refusal(table: pd.DataFrame, unequal_ok: bool) -> Optional[str]:
+    """The one line refusing to rank the variants of a scale whose budgets differ (None: equal, or the suite
+    says ``unequal_budgets_ok: true``)."""
+    if unequal_ok or table.empty:
+        return None
+    for scale, group in table.groupby(table["scale"].fillna(""), sort=False):
+        if group["budget"].nunique() > 1:
+            listed = ", ".join(f"{row.variant} {row.budget}" for row in group.itertuples())
+            where = f" at {scale}" if scale else ""
+            return (
+                f"the variants{where} were tuned with different budgets (points: {listed}), so the better-tuned one "
+                "would be favoured; give every variant the same search budget, or say it is on purpose with "
+                "`unequal_budgets_ok: true` in the suite"
+            )
+    return None
+
+
+def lines(table: pd.DataFrame) -> list[str]:
+    """What compare prints: each cell's budget beside how it was tuned, and each optimum not found."""
+    out = []
+    for row in table.itertuples():
+        where = f"{row.scale} {row.variant}" if row.scale else row.variant
+        out.append(f"tuning budget: {where}: {row.budget} points, {row.spent} spent; {row.tuned}")
+        not_found = getattr(row, "optimum_not_found", "")
+        if isinstance(not_found, str) and not_found:
+            out.append(f"optimum not found: {where}: {not_found}")
+    return out

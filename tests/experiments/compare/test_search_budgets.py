@@ -1,0 +1,107 @@
+"""compare's view of a suite's search: each variant's budget beside how it was tuned, a refusal in one line to
+rank variants of unequal budgets unless the suite says unequal_budgets_ok, and a tuned value at the edge of its
+values named as an optimum not found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from andrea_lab.commands import compare as compare_command
+from andrea_lab.experiments.compare import search_budgets
+
+
+def entry(variant: str, budget: int = 8, best_wd: float = 0.1, scale=None) -> dict:
+    return {
+        "scale": scale,
+        "variant": variant,
+        "budget": budget,
+        "spent": budget - 2,
+        "reason": "no key improves",
+        "best": {"model.lr": 2e-3, "model.weight_decay": best_wd},
+        "values": {"model.lr": [1e-3, 2e-3, 4e-3], "model.weight_decay": [0.05, 0.1, 0.2]},
+        "path": [],
+    }
+
+
+def runs(*variants: str, lrs=(2e-3,)) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"variant": v, "lr": lr, "seed": seed} for v in variants for lr in lrs for seed in (100, 101, 102)]
+    )
+
+
+def write_record(directory: Path, entries) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / search_budgets.RECORD).write_text(json.dumps({"schema": 1, "searches": entries}))
+    return directory
+
+
+def test_equal_budgets_are_reported_and_ranked():
+    table = search_budgets.budgets([entry("adamw"), entry("lion")], runs("adamw", "lion"))
+    assert list(table["budget"]) == [8, 8] and search_budgets.refusal(table, unequal_ok=False) is None
+    assert "tuning budget: adamw: 8 points, 6 spent; search (no key improves): model.lr 0.002" in "\n".join(
+        search_budgets.lines(table)
+    )
+
+
+def test_unequal_budgets_are_refused_in_one_line_unless_the_suite_says_so():
+    table = search_budgets.budgets([entry("adamw", 8), entry("lion", 6)], runs("adamw", "lion"))
+    message = search_budgets.refusal(table, unequal_ok=False)
+    assert "different budgets (points: adamw 8, lion 6)" in message and "unequal_budgets_ok: true" in message
+    assert "\n" not in message
+    assert search_budgets.refusal(table, unequal_ok=True) is None
+
+
+def test_a_grid_variant_counts_its_lrs_as_its_budget():
+    frame = pd.concat([runs("adamw"), runs("pre", lrs=(1e-3, 2e-3, 4e-3, 8e-3))], ignore_index=True)
+    table = search_budgets.budgets([entry("adamw", 3)], frame)
+    assert dict(zip(table["variant"], table["budget"])) == {"adamw": 3, "pre": 4}
+    assert "pre 4" in search_budgets.refusal(table, unequal_ok=False)
+
+
+def test_budgets_are_compared_within_each_scale():
+    entries = [
+        entry("adamw", 8, scale="d64"),
+        entry("lion", 8, scale="d64"),
+        entry("adamw", 8, scale="d96"),
+        entry("lion", 6, scale="d96"),
+    ]
+    frame = pd.concat([runs("adamw", "lion").assign(scale=s) for s in ("d64", "d96")], ignore_index=True)
+    message = search_budgets.refusal(search_budgets.budgets(entries, frame), unequal_ok=False)
+    assert message.startswith("the variants at d96 were tuned with different budgets (points: adamw 8, lion 6)")
+
+
+@pytest.mark.parametrize(
+    "best_wd, expected",
+    [
+        (0.2, "model.weight_decay 0.2 at the highest of its values (0.05..0.2): extend above"),
+        (0.05, "model.weight_decay 0.05 at the lowest of its values (0.05..0.2): extend below"),
+        (0.1, ""),
+    ],
+)
+def test_a_tuned_value_at_an_edge_is_an_optimum_not_found(best_wd, expected):
+    table = search_budgets.budgets([entry("lion", best_wd=best_wd)], runs("lion"))
+    assert table.loc[0, "optimum_not_found"] == expected
+    assert any(line.startswith("optimum not found: lion: ") for line in search_budgets.lines(table)) == bool(expected)
+
+
+def test_compare_exits_2_on_unequal_budgets_and_prints_each_budget(tmp_path, capsys):
+    directory = write_record(tmp_path / "tuned", [entry("adamw", 8), entry("lion", 6)])
+    status = compare_command.search_budget_refusal(directory, runs("adamw", "lion"), None)
+    captured = capsys.readouterr()
+    assert status == 2 and len(captured.err.strip().splitlines()) == 1
+    assert "tuning budget: lion: 6 points, 4 spent" in captured.out
+    said_so = SimpleNamespace(unequal_budgets_ok=True)  # the suite's override
+    assert compare_command.search_budget_refusal(directory, runs("adamw", "lion"), said_so) is None
+
+
+def test_a_handed_record_that_is_not_one_is_one_line(tmp_path, capsys):
+    directory = tmp_path / "tuned"
+    directory.mkdir()
+    (directory / search_budgets.RECORD).write_text(json.dumps({"schema": 1, "searches": [{"variant": "x"}]}))
+    assert compare_command.search_budget_refusal(directory, runs("x"), None) == 2
+    assert "not a search record" in capsys.readouterr().err
