@@ -15,6 +15,7 @@ from andrea_testing import tiny_trainer
 
 from andrea_lab.cli import main as cli_main
 from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.search_runs import SearchRuns
 from andrea_lab.experiments.sweep.suite import load_suite
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.nonfinite import global_grad_norm
@@ -180,7 +181,10 @@ def suite_variant_commands(suite_files: list[Path]) -> list[tuple[str, list[str]
         suite = load_suite(suite_file)
         # One scale of a scale axis: TINY overrides the widths that tell the scales apart.
         first_scale = [suite.scales[0].name] if suite.scales else None
-        for spec in plan_sweep(suite, "unused", lrs=suite.lrs[:1], seeds=suite.seeds[:1], scales=first_scale):
+        specs = plan_sweep(suite, "unused", lrs=suite.lrs[:1], seeds=suite.seeds[:1], scales=first_scale)
+        if suite.searches:  # a search's runs carry its tuned keys at their base values (sweep.search_runs)
+            specs = SearchRuns(suite, "unused", specs).initial(specs)
+        for spec in specs:
             key = json.dumps(spec.overrides, sort_keys=True, default=str)
             if key not in seen:
                 seen.add(key)

@@ -76,8 +76,9 @@ def _command(template: RunSpec, extra: dict, lr: float, seed: int, save_dir: Pat
     while index < len(args):
         arg = args[index]
         if arg == "--model.lr":
-            for key, value in extra.items():
-                out += [f"--{key}", cli_value(value)]
+            for key, value in extra.items():  # 50.0 as 50: an int key (warmup) refuses "50.0", a float one reads 50
+                whole = isinstance(value, float) and value.is_integer()
+                out += [f"--{key}", cli_value(int(value) if whole else value)]
         if arg in replace and index + 1 < len(args):
             out += [arg, replace[arg]]
             index += 2
