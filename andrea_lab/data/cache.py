@@ -116,12 +116,13 @@ def load_or_build(
     cache_dir: Optional[str] = None,
     seed: int = DEFAULT_SEED,
 ) -> TokenizedCorpus:
-    """Return the verified cache entry for these settings, building (or finishing) it if needed."""
+    """Return the verified cache entry for these settings, building (or finishing) it if needed. A build
+    whose BPE cannot learn ``vocab_size`` ids leaves no entry (VocabularyTooLarge, raised)."""
     started = time.perf_counter()
     options = options_for(corpus, tokenizer_spec, vocab_size, val_fraction, seed)
     settings = settings_of(corpus, options)  # once: the key, and the manifest the pipeline writes
     key = cache_key(settings)
-    directory = default_cache_root(cache_dir) / f"{ENTRY_PREFIX}{key[:16]}"
+    directory = _entry_directory(key, cache_dir)
     with build_lock(directory):
         if directory.exists() and not _resumable(directory, key):
             try:
@@ -133,6 +134,9 @@ def load_or_build(
         _say_building(corpus, tokenizer_spec, directory)
         try:
             tokenize_corpus(corpus, directory, options, settings)
+        except tokenizers_lib.VocabularyTooLarge:
+            _discard(directory)  # holds nothing but the failed attempt's manifest
+            raise
         except (CorpusError, TokenizeError) as problem:  # an unfinished entry that cannot be continued
             if not _resumable(directory, key):
                 raise
@@ -143,6 +147,29 @@ def load_or_build(
             tokenize_corpus(corpus, directory, options, settings)
         tokens = verify_entry(directory, key)
     return TokenizedCorpus(tokens, hit=False, seconds=time.perf_counter() - started)
+
+
+def _entry_directory(key: str, cache_dir: Optional[str]) -> Path:
+    return default_cache_root(cache_dir) / f"{ENTRY_PREFIX}{key[:16]}"
+
+
+def has_entry(
+    corpus: Corpus,
+    tokenizer_spec: Union[str, TokenizerSpec],
+    vocab_size: int,
+    val_fraction: float,
+    cache_dir: Optional[str] = None,
+    seed: int = DEFAULT_SEED,
+) -> bool:
+    """Whether a finished entry for these settings is in the cache (its manifest says so; not verified: the
+    load verifies it), without building anything."""
+    settings = settings_of(corpus, options_for(corpus, tokenizer_spec, vocab_size, val_fraction, seed))
+    directory = _entry_directory(cache_key(settings), cache_dir)
+    try:
+        manifest = read_manifest(directory) if directory.is_dir() else None
+    except CorpusError:
+        return False
+    return manifest is not None and manifest.get("complete") is True
 
 
 def _say_building(corpus: Corpus, tokenizer_spec: Union[str, TokenizerSpec], directory: Path) -> None:

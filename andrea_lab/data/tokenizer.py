@@ -40,6 +40,14 @@ class TokenizerError(UsageError):
     """A tokenizer cannot be built, loaded or used as asked."""
 
 
+class VocabularyTooLarge(TokenizerError):
+    """The corpus has too few distinct pairs for a BPE of ``requested`` ids: it reached ``reached``."""
+
+    def __init__(self, message: str, requested: int, reached: int):
+        super().__init__(message)
+        self.requested, self.reached = requested, reached
+
+
 def byte_symbols() -> list[str]:
     """The 256 printable symbols that stand for bytes 0..255, GPT-2's mapping.
 
@@ -83,10 +91,12 @@ def train_bpe_tokenizer(documents: Iterable[str], vocab_size: int) -> Tokenizer:
     learned = tokenizer.get_vocab_size()
     if learned != vocab_size - 1:
         reached = learned + 1
-        raise TokenizerError(
+        raise VocabularyTooLarge(
             f"the corpus is too small to learn a {vocab_size}-id BPE: it only reached {reached} ids "
             f"(256 bytes + {reached - BYTE_VOCAB_SIZE} merges + {END_OF_TEXT}); "
-            f"use vocab_size <= {reached}, or tokenizer 'byte' with vocab_size {BYTE_VOCAB_SIZE}"
+            f"use vocab_size <= {reached}, or tokenizer 'byte' with vocab_size {BYTE_VOCAB_SIZE}",
+            vocab_size,
+            reached,
         )
     _add_end_of_text(tokenizer)
     return _checked(tokenizer, vocab_size)

@@ -45,6 +45,7 @@ from andrea_lab.fit.module import AndreaLM
 from andrea_lab.fit.preemption import PreemptionCheckpoint
 from andrea_lab.fit.stability.monitor import StabilityMonitor
 from andrea_lab.fit.summary import RunSummary
+from andrea_lab.fit.vocab_fit import fit_vocabulary
 from andrea_lab.fit.write_paths import check_path_options, use_run_as_root
 from andrea_lab.runs import tags
 from andrea_lab.runs.checkpoint_io import load_checkpoint, stored_hyperparameters
@@ -204,6 +205,15 @@ class AndreaCLI(LightningCLI):
             return
         # load_checkpoint refused any class the hyperparameters name (andrea_lab.runs.handed_hparams).
         self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def before_instantiate_classes(self) -> None:
+        """A fresh fit on a user's own small text folder gets a BPE it can learn (andrea_lab.fit.vocab_fit),
+        decided here because the model's embedding is sized from it; said on one line."""
+        section = self.config["fit"] if self.config.get("subcommand") == "fit" else None
+        if section is not None and not section.get("ckpt_path"):
+            note = fit_vocabulary(section)
+            if note:
+                print(note, file=sys.stderr, flush=True)
 
     def instantiate_classes(self) -> None:
         """LightningCLI's instantiation, except that with ``--ckpt_path`` (a resumed fit, or validate/test of
