@@ -17,8 +17,10 @@ each variant the same effort, counted in points, which compare can print beside 
 
 The search is replayed from the losses recorded so far (:func:`next_step`), never from a state file: an
 interrupted sweep resumes by reading its runs back, and each step is named by the key it swept and its
-round (:meth:`Step.label`), for the runs' records to carry. Not wired into ``andrea sweep``, the suite
-loader or compare yet: this module is the rule and its checks, tested on synthetic losses.
+round (:meth:`Step.label`), for the runs' records to carry. This module is the rule and its checks, without
+I/O; a suite declares its search in :mod:`andrea_lab.experiments.sweep.search_suite`, ``andrea sweep`` runs it
+through :mod:`andrea_lab.experiments.sweep.search_runs`, and ``andrea compare`` prints each variant's budget
+(:mod:`andrea_lab.experiments.compare.search_budgets`).
 
 An optimum at the edge of a key's values gets one value beyond it by ``extend_grid``'s rule (the edge
 times or divided by its factor, up to its ceiling), for keys whose values are all positive; a key

@@ -16,6 +16,8 @@ import yaml
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.experiments.sweep import search_runs
 from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
+from andrea_lab.experiments.sweep.plan import plan_sweep
+from andrea_lab.experiments.sweep.suite import load_suite
 
 #: Each variant's minimum (LR, weight decay): inside the grids, and apart, so each search has its own path.
 MINIMA = {"adamw": (2.0e-3, 0.05), "lion": (5.0e-4, 0.2)}
@@ -172,3 +174,26 @@ def test_compare_prints_each_budget_and_refuses_unequal_ones_unless_the_suite_sa
     document["unequal_budgets_ok"] = True
     suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
     assert compare_command.main([str(runs / "tuned"), "--out", str(tmp_path / "cmp")]) == 0
+
+
+def test_whole_tuned_values_reach_the_fit_as_whole_numbers(tmp_path):
+    search = {**SEARCH, "keys": {**SEARCH["keys"], "model.warmup_steps": [20, 40]}}
+    search["base"] = {**SEARCH["base"], "model.warmup_steps": 40}
+    suite = load_suite(write_suite(tmp_path, search))
+    first = search_runs.SearchRuns(suite, tmp_path / "r", plan_sweep(suite, tmp_path / "r")).initial([])
+    command = list(first[0].command)
+    assert command[command.index("--model.warmup_steps") + 1] == "40"  # an int key refuses "40.0"
+    assert command[command.index("--model.weight_decay") + 1] == "0.1"
+
+
+def test_a_tuned_key_the_fit_does_not_have_is_one_line_before_any_run(tmp_path, monkeypatch, capsys):
+    search = {**SEARCH, "keys": {"model.no_such_key": [1.0, 2.0]}, "base": {"model.no_such_key": 1.0}}
+    suite_file = write_suite(tmp_path, search)
+    document = yaml.safe_load(suite_file.read_text())
+    document["variants"] = document["variants"][:1]
+    suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    fits = StandInFits()
+    monkeypatch.setattr(sweep_command, "make_executor", lambda *args, **kwargs: fits)
+    assert sweep_command.main([str(suite_file), "--runs-dir", str(tmp_path / "r"), "--speed", "config"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no_such_key" in err and len(err.splitlines()) == 1 and fits.started == []
