@@ -1,6 +1,7 @@
 """Write a ladder's prediction of its top rung from its finished lower rungs, before the top rung runs (issue 54).
 
   python scripts/ladder_predict.py runs/ladder experiments/suites/ladder.yaml experiments/suites/ladder.prediction.json
+  python scripts/ladder_predict.py docs/results/ladder/runs.csv experiments/suites/ladder.yaml OUT.json  # committed
 
 Every rung below the top must have all its planned runs finished (a partial rung would make a partial trend).
 The prediction (each variant's held-out loss and each decision's effect and sign at the top rung's 6·N·D, with
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from andrea_lab.errors import UsageError, run_script
 from andrea_lab.experiments.compare import ladder, ladder_predictions
-from andrea_lab.experiments.compare.runs_table import load_runs
+from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
 from andrea_lab.experiments.sweep import ladder_compute
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import load_suite
@@ -26,19 +27,24 @@ from andrea_lab.experiments.sweep.suite import load_suite
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, help="the ladder's runs directory (runs/<suite>)")
+    parser.add_argument(
+        "runs", type=Path, help="the ladder's runs directory (runs/<suite>) or its runs.csv (docs/results/<suite>)"
+    )
     parser.add_argument("suite", type=Path, help="the ladder suite file")
     parser.add_argument("out", type=Path, help="the prediction file to write (JSON; must not exist)")
     args = parser.parse_args(argv)
-    if not args.runs.is_dir():
-        raise UsageError(f"{args.runs} is not a directory; give the ladder's runs directory, e.g. runs/ladder")
+    from_csv = args.runs.is_file() and args.runs.suffix == ".csv"
+    if not args.runs.is_dir() and not from_csv:
+        raise UsageError(
+            f"{args.runs} is not a directory; give the ladder's runs directory, e.g. runs/ladder, or its runs.csv"
+        )
     suite = load_suite(args.suite)
     if suite.ladder is None:
         raise UsageError(f"{args.suite} has no ladder: section; a prediction is of a ladder's top rung")
     specs = plan_sweep(suite, "runs")  # only counted
     compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
     rungs = [scale.name for scale in suite.scales]
-    runs = load_runs(args.runs)
+    runs = read_runs_csv(args.runs) if from_csv else load_runs(args.runs)
     done = ladder.finished_rungs(runs, rungs[:-1], Counter(spec.scale for spec in specs))
     if done != rungs[:-1]:
         missing = ", ".join(rung for rung in rungs[:-1] if rung not in done)

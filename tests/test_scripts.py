@@ -86,3 +86,38 @@ def test_ladder_predict_refuses_what_it_cannot_predict_from_and_writes_nothing(r
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert message.format(tmp=tmp_path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_ladder_predict_end_to_end_extrapolates_each_decision_from_a_committed_runs_csv(tmp_path):
+    """scripts/ladder_predict.py on a constructed ladder's runs.csv of its two lower rungs: relu − gelu is +0.05
+    at the lowest rung and −0.05 at the next, so its line in log compute reaches the top rung below zero; the
+    file's sha256 is the one printed, and a second run does not overwrite it."""
+    import hashlib
+
+    import numpy as np
+
+    from andrea_lab.experiments.compare.runs_table import write_runs_csv
+    from andrea_lab.experiments.sweep import ladder_compute
+    from andrea_lab.experiments.sweep.plan import plan_sweep
+    from andrea_lab.experiments.sweep.suite import load_suite
+    from tests.experiments.compare.test_ladder_report import _document, _runs
+    from tests.experiments.sweep.test_ladder import write
+
+    suite_file = write(tmp_path, _document())
+    suite = load_suite(suite_file)
+    runs = _runs(suite, {"small": 0.05, "mid": -0.05, "big": 0.0})
+    write_runs_csv(runs[runs["scale"] != "big"], tmp_path / "runs.csv")
+    out = tmp_path / "prediction.json"
+    command = [sys.executable, str(REPO / "scripts" / "ladder_predict.py"), str(tmp_path / "runs.csv"), str(suite_file)]
+    result = subprocess.run([*command, str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert f"prediction: {{file: prediction.json, sha256: {digest}}}" in result.stdout
+    compute = {r.rung: r.flops for r in ladder_compute.ladder_compute(suite, plan_sweep(suite, "runs"))}
+    slope = (-0.05 - 0.05) / (np.log10(compute["mid"]) - np.log10(compute["small"]))
+    expected = -0.05 + slope * (np.log10(compute["big"]) - np.log10(compute["mid"]))
+    decision = json.loads(out.read_text())["decisions"]["relu vs gelu"]
+    assert decision["value"] == pytest.approx(expected, abs=1e-6) and decision["sign"] == -1
+    again = subprocess.run([*command, str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode == 2 and "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == digest
