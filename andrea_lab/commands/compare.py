@@ -19,7 +19,7 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare import (
@@ -191,30 +191,31 @@ def project_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def search_budget_refusal(source: Path, runs, suite: Optional[Suite]) -> Optional[int]:
-    """Each variant's tuning budget printed where its suite searched (``search.json``), and the exit status when
-    the budgets differ and the suite does not say ``unequal_budgets_ok: true`` (None: go on)."""
+def search_budget_check(source: Path, runs, suite: Optional[Suite]) -> tuple[Any, Optional[int]]:
+    """Where the suite searched (``search.json``): each variant's tuning budget printed, the runs with a tuned value
+    at an edge marked (no claim is judged on it), and the exit status when the budgets differ and the suite does not
+    say ``unequal_budgets_ok: true`` (None: go on)."""
     try:
         searches = search_budgets.read_searches(source) if source.is_dir() else []
     except ValueError as exc:
-        return _error(str(exc))
+        return runs, _error(str(exc))
     if not searches:
-        return None
+        return runs, None
     table = search_budgets.budgets(searches, runs)
     for line in search_budgets.lines(table):
         print(line)
     refused = search_budgets.refusal(table, bool(suite and suite.unequal_budgets_ok))
-    return None if refused is None else _error(refused)
+    return search_budgets.with_edges(runs, table), None if refused is None else _error(refused)
 
 
-def suite_with_budgets(suite_file: Optional[Path], source: Path, runs) -> tuple[Optional[Suite], Optional[int]]:
-    """The suite (None without a file) and the exit status when it is invalid or its search's budgets are refused
-    (:func:`search_budget_refusal`), else None."""
+def suite_with_budgets(suite_file: Optional[Path], source: Path, runs) -> tuple[Optional[Suite], Any, Optional[int]]:
+    """The suite (None without a file), the runs as :func:`search_budget_check` marks them, and the exit status
+    when the suite is invalid or its search's budgets are refused, else None."""
     try:
         suite = load_suite(suite_file) if suite_file is not None else None
     except SuiteError as exc:
-        return None, _error(str(exc))
-    return suite, search_budget_refusal(source, runs, suite)
+        return None, runs, _error(str(exc))
+    return (suite, *search_budget_check(source, runs, suite))
 
 
 def main(argv: list[str]) -> int:
@@ -243,7 +244,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         suite_file = None
-    suite, refused = suite_with_budgets(suite_file, source, runs)  # a search's budgets checked (issue 55)
+    suite, runs, refused = suite_with_budgets(suite_file, source, runs)  # a search's budgets checked (issue 55)
     if refused is not None:
         return refused
     reference = args.reference or (suite.reference if suite else None)

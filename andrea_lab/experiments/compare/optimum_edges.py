@@ -115,15 +115,42 @@ def pair_edges(counted: pd.DataFrame, a: str, b: str) -> list[EdgeOptimum]:
     return found
 
 
-def claim_edges(claim: Claim, counted: pd.DataFrame) -> list[EdgeOptimum]:
+#: A runs-frame column: where a searched variant's tuned value sits at an edge of the values its key tried
+#: (:mod:`andrea_lab.experiments.compare.search_budgets` fills it from the suite's search.json).
+SEARCH_EDGE = "search_edge"
+
+
+@dataclass(frozen=True)
+class TunedEdge:
+    """A searched variant run at one tuned point whose value of some key is an edge of that key's values."""
+
+    variant: str
+    what: str
+
+    def describe(self) -> str:
+        return f"{self.variant}'s optimum not found: {self.what}"
+
+
+def tuned_edges(counted: pd.DataFrame, names: Sequence[str]) -> list[TunedEdge]:
+    """The tuned values at an edge of the variants ``names`` (none where the runs carry no search's)."""
+    if SEARCH_EDGE not in counted:
+        return []
+    found = []
+    for name in names:
+        texts = sorted({text for text in counted.loc[counted["variant"] == name, SEARCH_EDGE].dropna() if text})
+        found += [TunedEdge(name, "; ".join(texts))] if texts else []
+    return found
+
+
+def claim_edges(claim: Claim, counted: pd.DataFrame) -> list[EdgeOptimum | TunedEdge]:
     """The optima at an edge that ``claim`` would be judged at (none for a claim at LRs fixed in advance, or
-    one that does not rest on an optimum)."""
+    one that does not rest on an optimum): the LR grid's, and a search's tuned values (:func:`tuned_edges`)."""
     if claim.kind not in OPTIMUM_KINDS or claim.lrs is not None:
         return []
-    return pair_edges(counted, claim.a, claim.b)
+    return [*pair_edges(counted, claim.a, claim.b), *tuned_edges(counted, (claim.a, claim.b))]
 
 
-def not_judged_outcome(edges: Sequence[EdgeOptimum]) -> str:
+def not_judged_outcome(edges: Sequence[EdgeOptimum | TunedEdge]) -> str:
     """``not judged: pre's optimum at the grid's lowest LR (1e-3); extend the grid below``; empty: judged."""
     return f"{NOT_JUDGED}: " + "; ".join(edge.describe() for edge in edges) if edges else ""
 

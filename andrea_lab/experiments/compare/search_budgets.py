@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare.optimum_edges import edge_of
+from andrea_lab.experiments.compare.optimum_edges import SEARCH_EDGE, edge_of
 from andrea_lab.files import HandedFileError, load_json
 
 RECORD = "search.json"
@@ -85,6 +85,20 @@ def budgets(searches: Sequence[dict[str, Any]], runs: pd.DataFrame) -> pd.DataFr
             }
         )
     return pd.DataFrame(rows)
+
+
+def with_edges(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with :data:`SEARCH_EDGE` on each run of a (scale, variant) whose tuned value is at an edge, so
+    that a claim resting on that variant's optimum is not judged (optimum_edges.claim_edges)."""
+    out = runs.copy()
+    out[SEARCH_EDGE] = ""
+    scale_of = out["scale"] if "scale" in out else pd.Series([None] * len(out), index=out.index)
+    for row in table.itertuples():
+        text = getattr(row, "optimum_not_found", "")
+        if isinstance(text, str) and text:
+            same_scale = scale_of.isna() if row.scale is None or pd.isna(row.scale) else scale_of == row.scale
+            out.loc[same_scale & (out["variant"] == row.variant), SEARCH_EDGE] = text
+    return out
 
 
 def refusal(table: pd.DataFrame, unequal_ok: bool) -> Optional[str]:

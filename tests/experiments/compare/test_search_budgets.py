@@ -91,17 +91,17 @@ def test_a_tuned_value_at_an_edge_is_an_optimum_not_found(best_wd, expected):
 
 def test_compare_exits_2_on_unequal_budgets_and_prints_each_budget(tmp_path, capsys):
     directory = write_record(tmp_path / "tuned", [entry("adamw", 8), entry("lion", 6)])
-    status = compare_command.search_budget_refusal(directory, runs("adamw", "lion"), None)
+    _, status = compare_command.search_budget_check(directory, runs("adamw", "lion"), None)
     captured = capsys.readouterr()
     assert status == 2 and len(captured.err.strip().splitlines()) == 1
     assert "tuning budget: lion: 6 points, 4 spent" in captured.out
     said_so = SimpleNamespace(unequal_budgets_ok=True)  # the suite's override
-    assert compare_command.search_budget_refusal(directory, runs("adamw", "lion"), said_so) is None
+    assert compare_command.search_budget_check(directory, runs("adamw", "lion"), said_so)[1] is None
 
 
 def test_a_handed_record_that_is_not_one_is_one_line(tmp_path, capsys):
     directory = tmp_path / "tuned"
     directory.mkdir()
     (directory / search_budgets.RECORD).write_text(json.dumps({"schema": 1, "searches": [{"variant": "x"}]}))
-    assert compare_command.search_budget_refusal(directory, runs("x"), None) == 2
+    assert compare_command.search_budget_check(directory, runs("x"), None)[1] == 2
     assert "not a search record" in capsys.readouterr().err

@@ -197,3 +197,20 @@ def test_a_tuned_key_the_fit_does_not_have_is_one_line_before_any_run(tmp_path, 
     assert sweep_command.main([str(suite_file), "--runs-dir", str(tmp_path / "r"), "--speed", "config"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no_such_key" in err and len(err.splitlines()) == 1 and fits.started == []
+
+
+def test_a_claim_on_a_tuned_value_at_an_edge_is_not_judged(tmp_path, monkeypatch, capsys):
+    from andrea_lab.commands import compare as compare_command  # pandas and scipy: this test only
+
+    suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
+    document = yaml.safe_load(suite_file.read_text())
+    document["claims"] = [{"lower_loss": ["lion", "adamw"], "text": "lion lower"}]
+    suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    monkeypatch.setitem(MINIMA, "lion", (5.0e-4, 0.8))  # above the weight decays tried (0.025..0.4)
+    assert sweep(monkeypatch, suite_file, runs, StandInFits()) == 0
+    capsys.readouterr()
+    assert compare_command.main([str(runs / "tuned"), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    edge = "model.weight_decay 0.4 at the highest of its values (0.025..0.4): extend above"
+    assert f"optimum not found: lion: {edge}" in out
+    assert f"not judged: lion's optimum not found: {edge}" in (tmp_path / "cmp" / "comparison.md").read_text()
