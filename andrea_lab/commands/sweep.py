@@ -267,6 +267,11 @@ def plan(args: argparse.Namespace) -> tuple:
     """The suite, its planned runs (with LRs earlier sweeps added, the speed path, a search's next steps), the
     speed and compute lines, and the search's runner hook (None without a search); SuiteError when invalid."""
     suite = load_suite(args.suite)
+    if suite.searches and (args.lrs is not None or args.seeds is not None):
+        raise SuiteError(
+            f"{suite.path}: --lrs and --seeds do not apply to a suite with search: (its variants' LRs and seeds "
+            "are the search's); leave them out"
+        )
     if args.set:
         suite = dataclasses.replace(suite, common={**suite.common, **parse_sets(args.set)})
         check_stuck_windows(suite)  # --set may have changed stability.stuck_after or the warmup

@@ -35,9 +35,9 @@ from typing import Callable, Optional, Sequence
 from andrea_lab.experiments.sweep.grid_extension import capped_loss, cells, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
 from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
-from andrea_lab.experiments.sweep.suite import Suite, cli_value, run_version
+from andrea_lab.experiments.sweep.suite import Suite, SuiteError, cli_value, run_version
 from andrea_lab.files import load_json, write_json_atomic
-from andrea_lab.runs.directory import DONE_STATES, run_state
+from andrea_lab.runs.directory import DONE_STATES, run_state, settings_difference
 
 RECORD = "search.json"
 TUNING_SUFFIX = "@tuning"  # '@' is not allowed in a suite's name: no suite's directory can be another's tuning
@@ -105,6 +105,7 @@ class SearchRuns:
         #: One planned run per searching cell: its command is the template of the cell's runs.
         self.templates = {cell: specs[0] for cell, specs in cells(planned).items() if cell[1] in suite.searches}
         self.settled: set[Cell] = set()
+        self.planning = False  # within initial(): a run made with other settings is refused, not skipped
 
     def searching(self, spec: RunSpec) -> bool:
         return spec.variant in self.suite.searches
@@ -112,7 +113,11 @@ class SearchRuns:
     def initial(self, planned: Sequence[RunSpec], say: Callable[[str], None] = lambda _: None) -> list[RunSpec]:
         """The plan with each searching cell's grid runs replaced by its next step's runs (or its judged runs)."""
         kept = [spec for spec in planned if not self.searching(spec)]
-        every = kept + self._advance_all([], say)
+        self.planning = True
+        try:
+            every = kept + self._advance_all([], say)
+        finally:
+            self.planning = False
         return renumbered(every, 1, len(every))
 
     def __call__(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
@@ -142,6 +147,18 @@ class SearchRuns:
             }
             for point, point_runs in runs.items():
                 if all(run_state(run.run_dir) in DONE_STATES for run in point_runs):
+                    if (stale := _made_otherwise(point_runs)) is not None:
+                        if self.planning:  # before any run: one line and exit 2, as for the grid's runs
+                            raise SuiteError(
+                                f"{_where(cell)}: {stale}; a sweep neither counts nor overwrites it: "
+                                "give these settings their own --runs-dir, or move the old runs away"
+                            )
+                        self.settled.add(cell)
+                        say(
+                            f"search: {_where(cell)}: {stale}; its search stops (give these settings their own "
+                            "--runs-dir)"
+                        )
+                        return []
                     losses[point] = _mean_loss(point_runs)
             path.append({"step": step.label(), "points": [_described(p, losses.get(p)) for p in step.points]})
             pending = [run for point, point_runs in runs.items() if point not in losses for run in point_runs]
@@ -207,6 +224,15 @@ class SearchRuns:
         others = [e for e in existing if (e.get("scale"), e.get("variant")) != cell]
         self.directory.mkdir(parents=True, exist_ok=True)
         write_json_atomic(record, {"schema": 1, "searches": [*others, entry]})
+
+
+def _made_otherwise(runs: Sequence[RunSpec]) -> Optional[str]:
+    """What differs where a finished run of the point was made with other settings (a suite edited since): its
+    loss is not this point's, so the descent may not count it."""
+    for run in runs:
+        if (difference := settings_difference(run.run_dir, list(run.command))) is not None:
+            return f"{run.run_dir} holds a run made with other settings ({difference})"
+    return None
 
 
 def _mean_loss(runs: Sequence[RunSpec]) -> float:

@@ -214,3 +214,24 @@ def test_a_claim_on_a_tuned_value_at_an_edge_is_not_judged(tmp_path, monkeypatch
     edge = "model.weight_decay 0.4 at the highest of its values (0.025..0.4): extend above"
     assert f"optimum not found: lion: {edge}" in out
     assert f"not judged: lion's optimum not found: {edge}" in (tmp_path / "cmp" / "comparison.md").read_text()
+
+
+def test_runs_made_with_other_settings_are_neither_counted_nor_overwritten(tmp_path, monkeypatch, capsys):
+    suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
+    assert sweep(monkeypatch, suite_file, runs, StandInFits()) == 0
+    document = yaml.safe_load(suite_file.read_text())
+    document["common"] = {"trainer.max_steps": 5}  # the suite edited since its runs
+    suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    capsys.readouterr()
+    fits = StandInFits()
+    assert sweep(monkeypatch, suite_file, runs, fits) == 2 and fits.started == []
+    err = capsys.readouterr().err.strip()
+    assert "holds a run made with other settings (--trainer.max_steps (unset) -> 5)" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_lrs_and_seeds_on_the_command_line_are_refused_for_a_search(tmp_path, monkeypatch, capsys):
+    fits = StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path), tmp_path / "runs", fits, "--seeds", "1,2") == 2
+    assert "--lrs and --seeds do not apply to a suite with search:" in capsys.readouterr().err
+    assert fits.started == []
