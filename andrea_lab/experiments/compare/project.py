@@ -7,8 +7,8 @@ over each suite kept 21 verdicts where one family over the same claims kept 9). 
   runs it is judged on) and it is not marked ``exploratory: true``; all the project's confirmatory claims
   are one family, Holm-adjusted (family-wise error 5 % over the project, under any dependence), and a
   suite added to the project enlarges the family and is recomputed with it;
-* A/A suites (two identical variants) check the statistics and are left out, as are scaled suites (judged
-  per scale in their own reports);
+* A/A suites (two identical variants) check the statistics and are left out; a scaled suite's claims are
+  judged at each of its scales and, for a trend, across them, each such judgement one member of the families;
 * every other claim (its LR chosen on the runs, or marked exploratory) is **exploratory**: it carries a
   Benjamini-Hochberg q-value over the project's exploratory claims (``scipy.stats.false_discovery_control``)
   and is a lead for a confirmatory rerun, not a verdict;
@@ -32,7 +32,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare import claims as claims_module
-from andrea_lab.experiments.compare import optimum_edges, report, too_few
+from andrea_lab.experiments.compare import optimum_edges, report, scales, too_few
 from andrea_lab.experiments.compare.compare import Column, scored_loss_column
 from andrea_lab.experiments.compare.measured import Setup, describe_ours
 from andrea_lab.experiments.compare.multiplicity import holm
@@ -68,16 +68,47 @@ class CommittedSuite:
 
 def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
     """Every claim of every suite, one row each, with its suite-level result. A/A suites check the statistics
-    and are not hypotheses; a scaled suite's claims are judged per scale, in its own report."""
+    and are not hypotheses. A scaled suite's claims are judged at each scale (its ``suite`` is ``name @ scale``)
+    and, for a trend across scales, once across them (``name, across scales``)."""
     rows = []
     for suite in suites:
-        if not suite.claims or suite.scaled or suite.aa:
+        if not suite.claims or suite.aa:
             continue
-        loss_column = scored_loss_column(suite.runs)
-        for result in claims_module.evaluate_claims(list(suite.claims), suite.runs, loss_column):
-            ours = describe_ours(result.claim, suite.setups, report.scored_name(loss_column))
-            rows.append({"suite": suite.name, "result": result, "ours": ours})
+        for label, runs, results in _judged(suite):
+            ours = describe_ours_for(suite, runs)
+            rows.extend({"suite": label, "result": result, "ours": ours(result)} for result in results)
     return pd.DataFrame(rows, columns=["suite", "result", "ours"])
+
+
+def _judged(suite: CommittedSuite) -> Iterable[tuple[str, pd.DataFrame, list]]:
+    """``(label, runs, results)`` per family the suite's claims are judged in: the suite, or each of its scales
+    and its trends across them."""
+    if not suite.scaled:
+        yield suite.name, suite.runs, claims_module.evaluate_claims(list(suite.claims), suite.runs, _scored(suite.runs))
+        return
+    for scale, subset in scales.scale_subsets(suite.runs):
+        ready = [raw for raw, missing in scales.judgeable(suite.claims, subset) if missing is None]
+        if ready:
+            yield f"{suite.name} @ {scale}", subset, claims_module.evaluate_claims(ready, subset, _scored(subset))
+    scaled = suite.runs[suite.runs[scales.SCALE].notna()]
+    across = scales.across_results(scaled, suite.claims, _scored(scaled))
+    if across:
+        yield f"{suite.name}, across scales", scaled, across
+
+
+def suite_of(label: str) -> str:
+    """The suite of a row's label: ``stability_width @ d64`` and ``stability_width, across scales`` are one."""
+    return label.split(" @ ")[0].split(", across scales")[0]
+
+
+def _scored(runs: pd.DataFrame) -> str:
+    return scored_loss_column(runs)
+
+
+def describe_ours_for(suite: CommittedSuite, runs: pd.DataFrame):
+    """What this proxy measured for a result of ``suite`` judged on ``runs`` (beside a published result)."""
+    scored = report.scored_name(_scored(runs))
+    return lambda result: describe_ours(result.claim, suite.setups, scored)
 
 
 def cited_variants(claims: Iterable) -> set[str]:
@@ -241,16 +272,16 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
     leads = table[(table["kind"] == EXPLORATORY) & table["outcome"].map(_decides)]
     unjudged = table[table["outcome"].map(optimum_edges.is_not_judged)]
     few = int(table["outcome"].map(too_few.is_too_few).sum())
+    suites_judged = len(set(map(suite_of, table["suite"])))
     header = (
-        f"{len(table)} claims in {table['suite'].nunique()} suites: {len(confirmatory)} confirmatory (LRs fixed "
+        f"{len(table)} claims in {suites_judged} suites: {len(confirmatory)} confirmatory (LRs fixed "
         f"in advance), Holm-adjusted as one project-wide family: {len(decided)} verdicts; "
         f"{len(table) - len(confirmatory)} exploratory, with BH q-values: {len(leads)} leads at q < 0.05 (a lead "
         f"is a reason for a confirmatory rerun, not a verdict); {len(unjudged)} not judged (a variant's optimum at "
         "the edge of its LR grid, so never found)"
         + (f"; {few} from fewer than 3 paired seeds (neither verdict nor lead)" if few else "")
-        + ". A/A suites and scaled suites are left out: the "
-        "first check the statistics, the second are judged per scale in their own reports. "
-        + provenance_sentence(suites)
+        + ". A/A suites are left out (they check the statistics); a scaled suite's claims are judged at each scale "
+        "(suite @ scale) and across scales, each one claim of the project's families. " + provenance_sentence(suites)
     )
     return "\n\n".join(
         [

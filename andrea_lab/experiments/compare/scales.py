@@ -27,7 +27,7 @@ from scipy import stats as scipy_stats
 
 from andrea_lab.experiments.compare import compare, report, stats
 from andrea_lab.experiments.compare.claim_spec import ACROSS_SCALES
-from andrea_lab.experiments.compare.claims import format_p, outcome_of, parse_claims
+from andrea_lab.experiments.compare.claims import ClaimResult, format_p, outcome_of, parse_claims
 from andrea_lab.experiments.compare.compare import Column
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.runs_table import SCALE, SCALE_INDEX
@@ -155,13 +155,11 @@ def gap_trend(gaps: Sequence[tuple[str, stats.PairedDifference]]) -> GapTrend:
     return GapTrend(float(fit.slope), fit.slope - half, fit.slope + half, float(fit.pvalue), len(y))
 
 
-def judge_across_scales(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: str) -> pd.DataFrame:
-    """Every claim about the trend across scales, as one Holm family of its own: ``sensitivity_gap_grows:
-    [A, B]`` is reproduced when the slope of (A's LR sensitivity - B's) over the scales is positive at
-    Holm-adjusted p < 0.05, contradicted when negative."""
-    claims = [claim for claim in parse_claims(list(raw_claims)) if claim.kind in ACROSS_SCALES]
-    rows = []
-    for claim in claims:
+def across_results(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: str) -> list[ClaimResult]:
+    """Every claim about the trend across scales judged (unadjusted): ``sensitivity_gap_grows: [A, B]`` favours
+    its claim when the slope of (A's LR sensitivity - B's) over the scales is positive."""
+    results = []
+    for claim in (claim for claim in parse_claims(list(raw_claims)) if claim.kind in ACROSS_SCALES):
         gaps = sensitivity_gaps(runs, claim.a, claim.b, loss_column)
         trend = gap_trend(gaps)
         per_scale = "; ".join(f"{scale} {gap.describe()}" for scale, gap in gaps) or "no scale with both on one grid"
@@ -171,15 +169,19 @@ def judge_across_scales(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_colu
             if math.isnan(trend.slope)
             else f"slope {trend.slope:+.3f} [{trend.low:+.3f}, {trend.high:+.3f}] per scale step (n={trend.n} seeds)"
         )
-        rows.append(
-            {
-                "claim": claim.label,
-                "text": claim.text,
-                "evidence": f"{claim.a} − {claim.b} in LR sensitivity: {per_scale}; {slope}",
-                "p": trend.p,
-                "_side": side,
-            }
-        )
+        evidence = f"{claim.a} − {claim.b} in LR sensitivity: {per_scale}; {slope}"
+        results.append(ClaimResult(claim, outcome_of(side, trend.p), evidence, trend.p, favours_a=side))
+    return results
+
+
+def judge_across_scales(runs: pd.DataFrame, raw_claims: Sequence[Any], loss_column: str) -> pd.DataFrame:
+    """Every claim about the trend across scales (:func:`across_results`), as one Holm family of its own:
+    reproduced when the slope is positive at Holm-adjusted p < 0.05, contradicted when negative."""
+    results = across_results(runs, raw_claims, loss_column)
+    rows = [
+        {"claim": r.claim.label, "text": r.claim.text, "evidence": r.evidence, "p": r.p, "_side": r.favours_a}
+        for r in results
+    ]
     frame = pd.DataFrame(rows, columns=["claim", "text", "evidence", "p", "_side"])
     frame["p_holm"] = holm(list(frame["p"])) if len(frame) else []
     frame["outcome"] = [outcome_of(side, p) for side, p in zip(frame["_side"], frame["p_holm"])]

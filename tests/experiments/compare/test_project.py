@@ -40,6 +40,10 @@ def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_th
     suites = committed_project
     judged, table = judged_claims(suites), project_table(suites)
     assert "aa" not in set(table["suite"]), "the A/A suite checks the statistics; it is not a hypothesis"
+    # A scaled suite's claims are in the families: judged at each scale, and its trend across scales once.
+    assert {"stability_width @ d64", "stability_width @ d256", "stability_width, across scales"} <= set(table["suite"])
+    across = table[table["suite"] == "stability_width, across scales"]
+    assert list(across["claim"]) and set(across["kind"]) == {"exploratory"}
     confirmatory = [r for r in judged["result"] if is_confirmatory(r.claim)]
     exploratory = [r for r in judged["result"] if not is_confirmatory(r.claim)]
     assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 29
@@ -70,7 +74,7 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
         text=True,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("92 claims in 19 suites: 29 confirmatory")
+    assert ran.stdout.startswith("148 claims in 23 suites: 29 confirmatory")
     bad = subprocess.run(
         [sys.executable, "-m", "andrea_lab.cli", "compare", str(tmp_path), "--project"], capture_output=True, text=True
     )
