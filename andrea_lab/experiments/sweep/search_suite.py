@@ -7,6 +7,7 @@
       base: {model.lr: 2.0e-3, model.weight_decay: 0.1}
       budget: 8                   # hyperparameter points per variant, each run at every tuning seed
       tuning_seeds: [900, 901]    # judged seeds: the suite's seeds:, which must differ from these
+      max_extensions: 2           # optional: a best value at an edge gets up to 2 values beyond it (factor: 2)
     unequal_budgets_ok: false     # true: compare ranks variants searched with different budgets
     variants:
       - name: muon
@@ -24,7 +25,10 @@ The judged seeds are the suite's ``seeds:``; the tuning seeds must not be among 
 would otherwise be judged on the runs it was chosen on). Keys are dotted ``andrea fit`` keys; whether the fit
 has them is checked by the sweep's preflight, which parses each variant's first command (carrying every tuned
 key at its base value) with the fit's own parser before any run. A key's last component names it in run
-directories, so two tuned keys may not share it. Each message is one line naming the suite and the value.
+directories, so two tuned keys may not share it. ``max_extensions`` and ``factor`` (checked as ``extend_grid:``'s)
+let a key whose best value sits at an edge of its values gain values beyond it, within the budget
+(:func:`andrea_lab.experiments.sweep.search.next_step`); a key with 0 or a negative value is not extended.
+Each message is one line naming the suite and the value.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping, Sequence
 
+from andrea_lab.experiments.sweep.extend_grid import EXTEND_GRID_KEYS, parse_extend_grid
 from andrea_lab.experiments.sweep.search import Search, parse_search
 from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_section
 
@@ -39,6 +44,7 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 #: Keys the sweep owns that a search may not tune (the LR, ``model.lr``, it may: the search sets it per point).
 _NOT_TUNABLE = ("seed_everything", "data.seed", "trainer.logger", "config", "ckpt_path")
 MERGED_KEYS = ("keys", "base")
+OWN_KEYS = (*MERGED_KEYS, "budget", "tuning_seeds", *EXTEND_GRID_KEYS)
 
 
 class DottedKeys:
@@ -86,7 +92,7 @@ def parse_searches(
     ``raw_variants``: the suite file's variant entries, in the order of ``names``."""
     suite_search = document.get("search")
     if suite_search is not None:
-        check_section(suite_search, f"{where}: search", (*MERGED_KEYS, "budget", "tuning_seeds"), _EXAMPLE)
+        check_section(suite_search, f"{where}: search", OWN_KEYS, _EXAMPLE)
     ok = document.get("unequal_budgets_ok", False)
     if not isinstance(ok, bool):
         raise SuiteError(f"{where}: unequal_budgets_ok must be true or false, got {ok!r}")
@@ -97,9 +103,12 @@ def parse_searches(
             continue
         label = f"{where}: variant {name!r} search"
         if own is not None:
-            check_section(own, label, (*MERGED_KEYS, "budget", "tuning_seeds"), _EXAMPLE)
+            check_section(own, label, OWN_KEYS, _EXAMPLE)
         declared = {**_merged(suite_search, own, label), "judged_seeds": list(seeds)}
-        search = parse_search(declared, label, DottedKeys())
+        extend = {key: declared.pop(key) for key in EXTEND_GRID_KEYS if key in declared}
+        option = parse_extend_grid(extend or None, label, {})  # the same ceiling and factor rules as extend_grid:
+        beyond = {} if option is None else {"factor": option.factor, "max_extensions": option.max_extensions}
+        search = parse_search(declared, label, DottedKeys(), **beyond)
         _check_short_names(search, label)
         searches[name] = search
     return searches

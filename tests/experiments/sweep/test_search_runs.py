@@ -235,3 +235,12 @@ def test_lrs_and_seeds_on_the_command_line_are_refused_for_a_search(tmp_path, mo
     assert sweep(monkeypatch, write_suite(tmp_path), tmp_path / "runs", fits, "--seeds", "1,2") == 2
     assert "--lrs and --seeds do not apply to a suite with search:" in capsys.readouterr().err
     assert fits.started == []
+
+
+def test_with_max_extensions_an_edge_optimum_is_followed_beyond_the_values(tmp_path, monkeypatch):
+    monkeypatch.setitem(MINIMA, "lion", (5.0e-4, 0.8))  # above the weight decays declared (0.025..0.4)
+    runs = tmp_path / "runs"
+    assert sweep(monkeypatch, write_suite(tmp_path, {**SEARCH, "max_extensions": 2}), runs, StandInFits()) == 0
+    lion = record(runs)["lion"]
+    assert lion["best"]["model.weight_decay"] == 0.8 and lion["values"]["model.weight_decay"][-1] == 1.6
+    assert lion["spent"] <= lion["budget"]

@@ -114,3 +114,19 @@ def test_bad_declarations_are_one_line_before_any_run(tmp_path, change, message)
     with pytest.raises(SuiteError, match=message) as error:
         load_suite(path)
     assert "\n" not in str(error.value) and "tuned.yaml" in str(error.value)
+
+
+def test_a_search_may_extend_an_edge_by_extend_grids_rules(tmp_path):
+    search = {
+        "keys": {"model.lr": [1.0e-3, 2.0e-3]},
+        "base": {"model.lr": 1.0e-3},
+        "budget": 4,
+        "tuning_seeds": [900],
+        "max_extensions": 2,
+        "factor": 4,
+    }
+    found = load_suite(write(tmp_path, search=search)).searches["adamw"]
+    assert (found.max_extensions, found.factor) == (2, 4.0)
+    with pytest.raises(SuiteError, match="max_extensions 9 is not a whole number from 0 to 6") as error:
+        load_suite(write(tmp_path, search={**search, "max_extensions": 9}))
+    assert "\n" not in str(error.value)
