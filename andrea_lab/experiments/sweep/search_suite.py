@@ -28,6 +28,8 @@ key at its base value) with the fit's own parser before any run. A key's last co
 directories, so two tuned keys may not share it. ``max_extensions`` and ``factor`` (checked as ``extend_grid:``'s)
 let a key whose best value sits at an edge of its values gain values beyond it, within the budget
 (:func:`andrea_lab.experiments.sweep.search.next_step`); a key with 0 or a negative value is not extended.
+The rule knows no key's bounds: a key bounded above (Muon's momentum, below 1) extended past its bound gets a
+run the fit refuses, and that cell's search stops there; such a suite leaves ``max_extensions`` out.
 Each message is one line naming the suite and the value.
 """
 
