@@ -36,7 +36,7 @@ from andrea_lab.experiments.sweep.grid_extension import capped_loss, cells, renu
 from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
 from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, cli_value, run_version
-from andrea_lab.files import load_json, write_json_atomic
+from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, run_state, settings_difference
 
 RECORD = "search.json"
@@ -106,6 +106,7 @@ class SearchRuns:
         self.templates = {cell: specs[0] for cell, specs in cells(planned).items() if cell[1] in suite.searches}
         self.settled: set[Cell] = set()
         self.planning = False  # within initial(): a run made with other settings is refused, not skipped
+        self._recorded()  # a record that is not one is refused before any run, not mid-sweep
 
     def searching(self, spec: RunSpec) -> bool:
         return spec.variant in self.suite.searches
@@ -204,6 +205,20 @@ class SearchRuns:
             search_step=step,
         )
 
+    def _recorded(self) -> list[dict]:
+        """The entries of ``<suite>/search.json`` (none without it); SuiteError, one line, if it is not a record
+        (the runs directory may be a handed one)."""
+        record = self.directory / RECORD
+        if not record.is_file():
+            return []
+        try:
+            entries = load_json(record, "search record")["searches"]
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise TypeError("searches is not a list of entries")
+        except (HandedFileError, KeyError, TypeError) as problem:
+            raise SuiteError(f"{record}: not a search record ({problem}); move it away to run the search") from None
+        return entries
+
     def _record(self, cell: Cell, outcome: Outcome, path: list[dict]) -> None:
         """The cell's outcome into ``<suite>/search.json`` (other cells' entries kept)."""
         search = self.suite.searches[cell[1]]
@@ -219,11 +234,9 @@ class SearchRuns:
             "tuning_seeds": list(search.tuning_seeds),
             "path": path,
         }
-        record = self.directory / RECORD
-        existing = load_json(record, "search record")["searches"] if record.is_file() else []
-        others = [e for e in existing if (e.get("scale"), e.get("variant")) != cell]
+        others = [e for e in self._recorded() if (e.get("scale"), e.get("variant")) != cell]
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(record, {"schema": 1, "searches": [*others, entry]})
+        write_json_atomic(self.directory / RECORD, {"schema": 1, "searches": [*others, entry]})
 
 
 def _made_otherwise(runs: Sequence[RunSpec]) -> Optional[str]:

@@ -244,3 +244,12 @@ def test_with_max_extensions_an_edge_optimum_is_followed_beyond_the_values(tmp_p
     lion = record(runs)["lion"]
     assert lion["best"]["model.weight_decay"] == 0.8 and lion["values"]["model.weight_decay"][-1] == 1.6
     assert lion["spent"] <= lion["budget"]
+
+
+def test_a_search_record_that_is_not_one_is_one_line_before_any_run(tmp_path, monkeypatch, capsys):
+    (tmp_path / "runs" / "tuned").mkdir(parents=True)
+    (tmp_path / "runs" / "tuned" / search_runs.RECORD).write_text('{"searches": 3}')
+    fits = StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path), tmp_path / "runs", fits) == 2 and fits.started == []
+    err = capsys.readouterr().err.strip()
+    assert "not a search record" in err and len(err.splitlines()) == 1
