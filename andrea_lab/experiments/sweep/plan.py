@@ -151,7 +151,8 @@ def plan_sweep(
     specs = []
     for index, (seed, scale, lr, variant) in enumerate(combos, start=1):
         directory = save_dir if scale is None else save_dir / scale.name
-        overrides = {**_scale_overrides(scale), **variant.overrides}
+        at_scale = variant.per_scale.get(scale.name, {}) if scale is not None else {}
+        overrides = {**_scale_overrides(scale), **variant.overrides, **at_scale}
         specs.append(
             RunSpec(
                 index=index,

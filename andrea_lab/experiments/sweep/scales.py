@@ -21,7 +21,9 @@ rules :func:`parse_scales` enforces, each with one line naming the offending sca
 * a non-empty list of mappings with keys ``name`` (a directory name), ``overrides`` (non-empty) and an
   optional ``description``; names unique;
 * every scale sets the same keys (an axis changes the same knobs at each of its points);
-* no scale key is also set by ``common`` or by a variant (one of them would silently win);
+* no scale key is also set by ``common`` or by a variant's ``overrides`` (one of them would silently win); a
+  variant that must differ in a scale key says so rung by rung, ``per_scale: {d64: {key: value}, ...}``
+  (:func:`parse_per_scale`), applied after the scale's own overrides and naming only scales the suite has;
 * ``d_model`` divisible by ``n_head`` where a scale gives both.
 
 Runs of a scale land in ``<runs-dir>/<suite>/<scale>/<variant>/lr<lr>-seed<seed>/``; a suite without
@@ -33,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from andrea_lab.experiments.sweep.suite_keys import SuiteError, named_entry
+from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_overrides, named_entry
 
 SCALE_KEYS = ("name", "description", "overrides")
 D_MODEL, N_HEAD = "model.config.d_model", "model.config.n_head"
@@ -98,9 +100,31 @@ def check_disjoint(scales: Iterable[Scale], common: Mapping[str, Any], variants:
                 )
 
 
+def parse_per_scale(raw: Any, where: str) -> dict[str, dict[str, Any]]:
+    """A variant's ``per_scale:``: a mapping of scale names to overrides (which scales exist is checked with
+    the suite's scales, :func:`check_per_scale`)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise SuiteError(f"{where}: per_scale must be a mapping of scale names to overrides, got {raw!r}")
+    return {str(name): check_overrides(overrides, f"{where}: per_scale {name!r}") for name, overrides in raw.items()}
+
+
+def check_per_scale(scales: Iterable[Scale], variants: Iterable[Any], where: str) -> None:
+    """Every scale a variant's ``per_scale`` names is one of the suite's."""
+    names = [scale.name for scale in scales]
+    for variant in variants:
+        for name in getattr(variant, "per_scale", {}):
+            if name not in names:
+                valid = ", ".join(names) if names else "none: the suite has no scales"
+                raise SuiteError(f"{where}: variant {variant.name!r}: per_scale names scale {name!r}; scales: {valid}")
+
+
 def parse_scales(raw: Any, where: str, common: Mapping[str, Any], variants: Iterable[Any]) -> tuple[Scale, ...]:
     """The suite's ``scales:`` checked (module docstring); ``()`` when the suite has none."""
+    variants = list(variants)
     if raw is None:
+        check_per_scale((), variants, where)
         return ()
     if not isinstance(raw, list):
         raise SuiteError(f"{where}: scales must be a list of {{name: ..., overrides: {{...}}}}, got {raw!r}")
@@ -109,7 +133,8 @@ def parse_scales(raw: Any, where: str, common: Mapping[str, Any], variants: Iter
     seen: dict[str, int] = {}
     scales = [_scale(item, number, where, seen) for number, item in enumerate(raw, start=1)]
     _check_same_keys(scales, where)
-    check_disjoint(scales, common, list(variants), where)
+    check_disjoint(scales, common, variants, where)
+    check_per_scale(scales, variants, where)
     return tuple(scales)
 
 

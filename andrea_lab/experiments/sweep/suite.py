@@ -65,7 +65,7 @@ from andrea_lab.experiments.sweep.grid import (  # noqa: F401 (re-exported)
     parse_seed,
 )
 from andrea_lab.experiments.sweep.ladder import parse_ladder
-from andrea_lab.experiments.sweep.scales import parse_scales
+from andrea_lab.experiments.sweep.scales import parse_per_scale, parse_scales
 from andrea_lab.experiments.sweep.search_suite import check_lrs as check_search_lrs
 from andrea_lab.experiments.sweep.search_suite import parse_searches
 from andrea_lab.experiments.sweep.suite_keys import (  # noqa: F401 (SuiteError, RESERVED_KEYS, check_overrides re-exported)
@@ -99,7 +99,7 @@ SUITE_KEYS = (
 #: What one run of the suite holds under ``--launcher ray`` (``resources: {cpus: 4, gpus: 1}``).
 RESOURCE_KEYS = ("cpus", "gpus")
 REQUIRED_SUITE_KEYS = ("base", "lrs", "seeds", "variants")
-VARIANT_KEYS = ("name", "description", "overrides", "seed_offset", "lrs", "search")
+VARIANT_KEYS = ("name", "description", "overrides", "seed_offset", "lrs", "search", "per_scale")
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,9 @@ class Variant:
     seed_offset: int = 0
     #: This variant's own learning-rate grid; None: the suite's ``lrs``.
     lrs: Optional[tuple[float, ...]] = None
+    #: Overrides at one scale only (``{scale: {key: value}}``), applied after the scale's: the one way a variant
+    #: sets a key the scale axis owns, rung by rung (e.g. GPT-2's init_std where the rungs scale it).
+    per_scale: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,8 @@ class Suite:
         configuration under different seeds), whose false-positive rate ``andrea compare`` resamples."""
         for index, first in enumerate(self.variants):
             for second in self.variants[index + 1 :]:
-                if first.overrides == second.overrides and first.seed_offset != second.seed_offset:
+                alike = first.overrides == second.overrides and first.per_scale == second.per_scale
+                if alike and first.seed_offset != second.seed_offset:
                     return first.name, second.name
         return None
 
@@ -234,7 +238,8 @@ def _variant(raw: Any, number: int, where: str, seen: dict[str, int]) -> Variant
         if not isinstance(raw["lrs"], list):
             raise SuiteError(f"{where}: variant {variant_name!r}: lrs must be a list, got {raw['lrs']!r}")
         lrs = parse_grid(raw["lrs"], "lrs", f"{where}: variant {variant_name!r}")
-    return Variant(variant_name, overrides, str(description), seed_offset, lrs)
+    per_scale = parse_per_scale(raw.get("per_scale"), f"{where}: variant {variant_name!r}")
+    return Variant(variant_name, overrides, str(description), seed_offset, lrs, per_scale)
 
 
 def _variants(raw_variants: Any, where: str) -> list[Variant]:

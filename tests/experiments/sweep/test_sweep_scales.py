@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import sys
 
 import pytest
@@ -219,3 +220,34 @@ def test_a_variant_and_a_scale_are_checked_by_the_one_named_entry_helper():
         with pytest.raises(SuiteError) as info:
             named_entry(raw, 2, "scale", ("name", "overrides"), "f", dict(seen))
         assert str(info.value).startswith(message)
+
+
+def test_a_variant_sets_a_scale_key_rung_by_rung_through_per_scale(tmp_path):
+    """The one way a variant differs in a key the scale axis owns (the ladder's init scale): per_scale, applied
+    after the scale's overrides, at the scales it names only."""
+    document = scaled_document()
+    document["variants"].append({"name": "narrow_heads", "per_scale": {"d128": {"model.config.n_head": 2}}})
+    suite = load_suite(write_suite(tmp_path, document))
+    heads = {
+        (spec.scale, spec.variant): option(spec.command, "model.config.n_head")
+        for spec in plan_sweep(suite, tmp_path / "runs")
+    }
+    assert heads[("d128", "narrow_heads")] == "2" and heads[("d128", "baseline")] == "4"
+    assert heads[("d64", "narrow_heads")] == heads[("d64", "baseline")] == "2"
+    twin = dict(document, variants=[*document["variants"], {"name": "twin", "seed_offset": 100}])
+    assert load_suite(write_suite(tmp_path, twin)).identical_variants() == ("baseline", "twin")  # not narrow_heads
+
+
+@pytest.mark.parametrize(
+    "per_scale, message",
+    [
+        ({"d32": {"model.config.n_head": 1}}, "variant 'x': per_scale names scale 'd32'; scales: d64, d128"),
+        ([1], "variant 'x': per_scale must be a mapping of scale names to overrides, got [1]"),
+        ({"d64": {"model.lr": 1}}, "per_scale 'd64': 'model.lr' is set by the sweep for every run"),
+    ],
+)
+def test_a_bad_per_scale_is_one_line(tmp_path, per_scale, message):
+    document = scaled_document()
+    document["variants"].append({"name": "x", "per_scale": per_scale})
+    with pytest.raises(SuiteError, match=re.escape(message)):
+        load_suite(write_suite(tmp_path, document))
