@@ -276,5 +276,5 @@ def plan_lines(suite: Suite, specs: Sequence[RunSpec]) -> list[str]:
     return [
         f"search: coordinate descent in {len(searching)} (scale, variant) cells, a budget of "
         f"{'/'.join(map(str, budgets))} points each at every tuning seed ({keys}): at most {most} runs in all, "
-        "tuning and judged (the runs listed are each cell's first step)"
+        "tuning and judged (the runs listed are each cell's next step)"
     ]
