@@ -253,3 +253,35 @@ def test_a_search_record_that_is_not_one_is_one_line_before_any_run(tmp_path, mo
     assert sweep(monkeypatch, write_suite(tmp_path), tmp_path / "runs", fits) == 2 and fits.started == []
     err = capsys.readouterr().err.strip()
     assert "not a search record" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_real_fits_search_then_judge_and_compare_reads_the_budget(tmp_path, text_corpus, capsys):
+    """Four tiny real fits (about 30 s): the descent's three points at the tuning seed, then the judged seed."""
+    from andrea_lab.commands import compare as compare_command
+    from andrea_lab.experiments.sweep.tiny_suite import MICRO
+
+    document = {
+        "name": "tuned",
+        "base": str(Path(__file__).resolve().parents[3] / "experiments" / "cpu-base.yaml"),
+        "common": {**MICRO, "data.corpus": str(text_corpus)},
+        "lrs": [1.0e-3],
+        "seeds": [7100],
+        "search": {
+            "keys": {"model.lr": [1.0e-3, 4.0e-3], "model.warmup_steps": [1, 2]},
+            "base": {"model.lr": 1.0e-3, "model.warmup_steps": 2},
+            "budget": 3,
+            "tuning_seeds": [7190],
+        },
+        "variants": [{"name": "adamw"}],
+    }
+    suite_file, runs = tmp_path / "tuned.yaml", tmp_path / "runs"
+    suite_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert sweep_command.main([str(suite_file), "--runs-dir", str(runs), "-j", "1"]) == 0
+    entry = record(runs)["adamw"]
+    assert entry["spent"] == 3 and len(list((runs / "tuned@tuning" / "adamw").glob("*/summary.json"))) == 3
+    judged = runs / "tuned" / "adamw" / f"lr{'4e-3' if entry['best']['model.lr'] == 4e-3 else '1e-3'}-seed7100"
+    assert (judged / "summary.json").is_file()
+    capsys.readouterr()
+    assert compare_command.main([str(runs / "tuned"), "--out", str(tmp_path / "cmp")]) == 0
+    assert "tuning budget: adamw: 3 points, 3 spent" in capsys.readouterr().out
