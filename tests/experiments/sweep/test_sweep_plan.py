@@ -255,9 +255,9 @@ def test_the_sweep_header_lists_each_rung_where_the_rungs_grids_differ(tmp_path,
     print_header(ladder, specs, "runs/ladder")
     out = capsys.readouterr().out
     assert f"= {len(specs)} runs in runs/ladder" in out
-    assert "  d64: 160 runs, LRs 2e-3, 4e-3, 8e-3, 1.6e-2, seeds 600, 601, 602, 603, 604\n" in out
-    assert "  d256: 48 runs, LRs 4e-3, 8e-3, seeds 600, 601, 602\n" in out
-    assert len(specs) == 3 * 160 + 48
+    assert "  d64: 180 runs, LRs 2e-3, 4e-3, 8e-3, 1.6e-2, seeds 600, 601, 602, 603, 604\n" in out  # 9 x 4 x 5
+    assert "  d256: 54 runs, LRs 4e-3, 8e-3, seeds 600, 601, 602\n" in out
+    assert len(specs) == 3 * 180 + 54
 
 
 def test_the_sweep_header_adds_no_rung_lines_where_every_rung_runs_the_same_grid(suite, tmp_path, capsys):
