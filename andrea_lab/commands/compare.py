@@ -268,14 +268,17 @@ def main(argv: list[str]) -> int:
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
-    domains.print_domain_report(suite, written)  # a suite whose scales are corpora: the verdict x domain table
+    domain_table = domains.print_domain_report(suite, written)  # scales that are corpora: verdict x domain
     if suite is not None and suite.ladder is not None and suite.name in written:
         if (status := print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)) is not None:
             return status
     if args.tensorboard and source.is_dir():
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
-        update_doc(Path(args.doc), next(iter(written)), outputs.doc_blocks(runs, claims, aa_pair))
+        blocks = outputs.doc_blocks(runs, claims, aa_pair)
+        if domain_table is not None:
+            blocks["domains"] = domain_table
+        update_doc(Path(args.doc), next(iter(written)), blocks)
     return 0
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import csv_cells, report
+from andrea_lab.experiments.compare import compare, csv_cells, report, scales
 from andrea_lab.experiments.compare.compare import Column
 
 #: The override that makes a scale a domain.
@@ -111,6 +111,31 @@ def domain_columns(corpora: Mapping[str, str]) -> list[Column]:
     ]
 
 
+def domain_markdown(table: pd.DataFrame, corpora: Mapping[str, str]) -> str:
+    """The verdict × domain table as the report and docs/results.md show it."""
+    return "\n".join(
+        [
+            "## Verdict × domain",
+            "",
+            "Each claim judged on each corpus's runs alone (its own Holm family); across domains, 'holds on both' "
+            "needs it reproduced on every corpus (an intersection-union test).",
+            "",
+            report.markdown_table(domain_columns(corpora), table),
+        ]
+    )
+
+
+def domain_block(suite: Any, runs: pd.DataFrame) -> Optional[str]:
+    """The verdict × domain table of a suite whose scales are corpora, judged from its runs (a runs.csv alone
+    regenerates it: docs/results.md's ``domains`` block); None for any other suite or one without claims."""
+    corpora = domain_axis(suite.scales) if suite is not None else None
+    if corpora is None or not suite.claims:
+        return None
+    scaled = runs[runs[scales.SCALE].notna()]
+    by_scale = scales.claims_by_scale(scaled, suite.claims, compare.scored_loss_column(scaled))
+    return domain_markdown(domain_table(by_scale, list(corpora)), corpora) if len(by_scale) else None
+
+
 def print_domain_report(suite: Any, written: Mapping[str, Mapping[str, Any]]) -> Optional[str]:
     """For a suite (a :class:`andrea_lab.experiments.sweep.suite.Suite`, or None) whose scales are a domain axis
     and whose claims were judged per scale (``written[suite.name]``: what
@@ -125,17 +150,6 @@ def print_domain_report(suite: Any, written: Mapping[str, Mapping[str, Any]]) ->
     table = domain_table(by_scale, list(corpora))
     directory = Path(result["files"]["markdown"]).parent
     csv_cells.write_csv(table, directory / DOMAINS_CSV)
-    markdown = "\n".join(
-        [
-            "## Verdict × domain",
-            "",
-            "Each claim judged on each corpus's runs alone (its own Holm family); across domains, 'holds on both' "
-            "needs it reproduced on every corpus (an intersection-union test).",
-            "",
-            report.markdown_table(domain_columns(corpora), table),
-            "",
-            f"  {'domains_csv':<26} {directory / DOMAINS_CSV}",
-        ]
-    )
-    print(markdown)
+    markdown = domain_markdown(table, corpora)
+    print(f"{markdown}\n\n  {'domains_csv':<26} {directory / DOMAINS_CSV}")
     return markdown

@@ -14,7 +14,7 @@ import yaml
 from torch.utils.tensorboard import SummaryWriter
 
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.experiments.compare import compare, doc_blocks, outputs, report
+from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report
 from andrea_lab.experiments.compare.project import PROJECT, project_block
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv, write_runs_csv
 from andrea_lab.experiments.sweep.suite import load_suite, run_version
@@ -331,10 +331,11 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
     expected = {}
     for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
         suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
-        for what, content in outputs.doc_blocks(
-            read_runs_csv(runs_csv), suite.claims, suite.identical_variants()
-        ).items():
+        runs = read_runs_csv(runs_csv)
+        for what, content in outputs.doc_blocks(runs, suite.claims, suite.identical_variants()).items():
             expected[(runs_csv.parent.name, what)] = content
+        if (table := domains.domain_block(suite, runs)) is not None:  # a suite on two corpora: verdict x domain
+            expected[(runs_csv.parent.name, "domains")] = table
     expected[(PROJECT, "claims")] = project_block(committed_project)
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"

@@ -74,7 +74,7 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
         text=True,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("148 claims in 23 suites: 29 confirmatory")
+    assert ran.stdout.startswith("152 claims in 24 suites: 29 confirmatory")
     bad = subprocess.run(
         [sys.executable, "-m", "andrea_lab.cli", "compare", str(tmp_path), "--project"], capture_output=True, text=True
     )
