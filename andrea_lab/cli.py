@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import importlib.util
 import os
 import re
 import signal
@@ -307,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command in OWN_COMMANDS:
             name = COMMAND_MODULES.get(command, command.replace("-", "_"))
+            if {"-h", "--help"} & set(argv[1:]) and importlib.util.find_spec(f"andrea_lab.commands.{name}_args"):
+                # A command whose work imports seconds of libraries keeps its parser apart: --help answers at once.
+                importlib.import_module(f"andrea_lab.commands.{name}_args").build_parser().parse_args(argv[1:])
             module = importlib.import_module(f"andrea_lab.commands.{name}")
             status = module.main(argv[1:])
             sys.stdout.flush()  # here, so that a reader that closed the pipe is met inside this try

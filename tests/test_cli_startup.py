@@ -41,3 +41,9 @@ def test_the_dispatcher_and_every_commands_help_start_without_lightning():
     assert found["dispatcher"] == [], f"`andrea --help` imports {found['dispatcher']}: defer them to the command"
     first = next((command for command in OWN_COMMANDS if "lightning" in found[command]), None)
     assert first is None, f"`andrea {first} --help` imports Lightning: import it where the command's work needs it"
+
+
+def test_a_command_with_a_parser_apart_answers_help_without_any_heavy_library():
+    """``andrea compare``'s parser lives in commands/compare_args.py, which the dispatcher reads for --help: the
+    comparison's pandas, scipy, matplotlib and torch (3-5 s of imports) are not loaded for it."""
+    assert imported_by("compare")["compare"] == []

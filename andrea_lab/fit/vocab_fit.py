@@ -13,11 +13,13 @@ which size the corpus supports.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from andrea_lab.data.cache import has_entry, load_or_build
 from andrea_lab.data.corpus import STDLIB_CORPORA, Corpus, resolve_corpus
 from andrea_lab.data.named_corpora import NAMED_CORPORA
+from andrea_lab.data.settings import DataSettings
 from andrea_lab.data.tokenizer import VocabularyTooLarge
 from andrea_lab.model.config import AndreaConfig
 
@@ -33,7 +35,7 @@ def fitted_size(reached: int) -> Optional[int]:
 
 def _own_text_corpus(data: Any) -> Optional[Corpus]:
     spec = str(data.get("corpus"))
-    if spec in STDLIB_CORPORA or spec in NAMED_CORPORA or data.get("tokenizer") != "bpe":
+    if spec in STDLIB_CORPORA or spec in NAMED_CORPORA:
         return None
     corpus = resolve_corpus(spec, text_field=data.get("text_field") or "text", cache_dir=data.get("cache_dir"))
     return corpus if isinstance(corpus, Corpus) and corpus.source is None else None
@@ -44,7 +46,11 @@ def fit_vocabulary(section: Any) -> Optional[str]:
     learned (model and data alike) and return the line that says so; None where nothing changed. Training the
     BPE here builds the tokenized cache the fit then reads (same settings, same cache entry)."""
     model_config, data = section["model"]["config"], section["data"]
-    if model_config.get("vocab_size") != DEFAULT_VOCAB_SIZE or (corpus := _own_text_corpus(data)) is None:
+    if model_config.get("vocab_size") != DEFAULT_VOCAB_SIZE or data.get("tokenizer") != "bpe":
+        return None
+    # The data module's own checks first: an empty corpus name would resolve to the working directory.
+    DataSettings.of(**{item.name: data.get(item.name) for item in dataclasses.fields(DataSettings)})
+    if (corpus := _own_text_corpus(data)) is None:
         return None
     settings = (data.get("val_fraction"), data.get("cache_dir"), data.get("seed"))
     if has_entry(corpus, "bpe", DEFAULT_VOCAB_SIZE, *settings):

@@ -8,6 +8,7 @@ import pytest
 
 from andrea_lab.data.cache import load_or_build
 from andrea_lab.data.corpus import resolve_corpus
+from andrea_lab.data.settings import DataConfigError
 from andrea_lab.data.tokenizer import VocabularyTooLarge
 from andrea_lab.fit.vocab_fit import DEFAULT_VOCAB_SIZE, FITTED_SIZES, fit_vocabulary, fitted_size
 
@@ -32,7 +33,11 @@ def english_folder(tmp_path_factory):
 
 def _section(corpus, cache, vocab_size=DEFAULT_VOCAB_SIZE):
     data = dict(corpus=str(corpus), tokenizer="bpe", val_fraction=0.2, cache_dir=str(cache), seed=1337)
-    return {"model": {"config": {"vocab_size": vocab_size}}, "data": {**data, "vocab_size": vocab_size}}
+    data.update(batch_size=8, block_size=32, samples_per_epoch=None, max_val_batches=None, num_workers=0)
+    return {
+        "model": {"config": {"vocab_size": vocab_size}},
+        "data": {**data, "vocab_size": vocab_size, "text_field": "text"},
+    }
 
 
 def test_the_default_size_is_fitted_once_and_the_next_fit_reads_the_cache(english_folder, tmp_path) -> None:
@@ -53,6 +58,14 @@ def test_a_size_the_user_chose_is_kept_and_still_refused_in_one_line(english_fol
     with pytest.raises(VocabularyTooLarge, match="use vocab_size <= "):
         load_or_build(resolve_corpus(str(english_folder)), "bpe", 8000, 0.2, str(tmp_path / "cache"), 1337)
     assert not list((tmp_path / "cache").glob("tokens-*")), "a build that cannot learn its vocabulary left an entry"
+
+
+def test_a_bad_data_setting_is_refused_before_any_corpus_is_read(tmp_path, monkeypatch) -> None:
+    """An empty corpus name would resolve to the working directory: the data module's check comes first."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataConfigError, match="corpus must name the data, got ''"):
+        fit_vocabulary(_section("", tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists()
 
 
 def test_the_standard_library_and_other_tokenizers_are_left_alone(tmp_path) -> None:
