@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from andrea_lab.data.families import OVERLAP_BOUND
-from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE, document_cap
 from andrea_lab.data.judging_split import judging_parts
 from andrea_lab.errors import MissingFileError, UsageError
 from andrea_lab.safe_yaml import read_yaml
@@ -66,6 +65,7 @@ def _section(document: dict, key: str, path: str) -> dict:
 def composition(settings: dict[str, Any]) -> dict[str, Any]:
     """The held-out split and the planned evaluation of ``settings`` (DEFAULTS' keys), as plain numbers."""
     from andrea_lab.data.datamodule import AndreaDataModule  # Lightning and torch: not for --help or a bad option
+    from andrea_lab.data.heldout import MAX_DOCUMENT_SHARE, document_cap  # torch, as above
 
     data = AndreaDataModule(
         **{key: settings[key] for key in _DATA_KEYS}, batch_size=1, max_val_batches=1, seed=int(settings["seed"])
