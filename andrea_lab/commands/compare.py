@@ -115,7 +115,8 @@ def _committed_suite(runs_csv: Path, suites: Path) -> list[CommittedSuite]:
     suite = load_suite(suite_file)
     aa, scaled = suite.identical_variants() is not None, bool(suite.scales)
     setups = variant_setups(suite, cited_variants(suite.claims))  # what a cited paper is held against
-    return [CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled, setups)]
+    top = suite.scales[-1].name if suite.ladder is not None and suite.scales else None
+    return [CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled, setups, top)]
 
 
 def project_main(args: argparse.Namespace) -> int:

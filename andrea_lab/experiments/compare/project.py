@@ -42,6 +42,8 @@ CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
 #: The fewest seeds a committed suite runs in each (scale, variant, LR) cell: below 5 the exact sign-flip test
 #: cannot reach p < 0.05 (its floor is 2/2^n) and an interval rests on the t distribution alone.
 MIN_SEEDS_PER_CELL = 5
+#: A ladder's top rung may run fewer (issue 54: at least 3 there, 5 below): its cost is most of the ladder's.
+MIN_SEEDS_TOP_RUNG = 3
 #: The name of the project's block in docs/results.md (``<!-- andrea compare: BEGIN project-wide claims -->``).
 PROJECT = "project-wide"
 
@@ -64,6 +66,8 @@ class CommittedSuite:
     #: Each variant's non-embedding parameters and tokens (counted from the suite file by commands/compare),
     #: printed beside a published result as what this proxy measured; empty: not counted.
     setups: Mapping[str, Setup] = field(default_factory=dict)
+    #: A ladder's top rung (its last scale), held to :data:`MIN_SEEDS_TOP_RUNG`; None: not a ladder.
+    top_rung: Optional[str] = None
 
 
 def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
@@ -135,9 +139,16 @@ def provenance_problems(suites: Iterable[CommittedSuite]) -> list[str]:
     by_name = {suite.name: suite for suite in suites}
     problems = []
     for suite in suites:
-        fewest = fewest_seeds(suite.runs)
-        if fewest < MIN_SEEDS_PER_CELL:
-            problems.append(f"{suite.name}: a cell holds {fewest} seeds (at least {MIN_SEEDS_PER_CELL} wanted)")
+        at_top = suite.runs["scale"] == suite.top_rung if suite.top_rung and "scale" in suite.runs else None
+        parts = (
+            [(suite.runs, MIN_SEEDS_PER_CELL)]
+            if at_top is None
+            else [(suite.runs[~at_top], MIN_SEEDS_PER_CELL), (suite.runs[at_top], MIN_SEEDS_TOP_RUNG)]
+        )
+        for runs, wanted in parts:
+            fewest = fewest_seeds(runs)
+            if len(runs) and fewest < wanted:
+                problems.append(f"{suite.name}: a cell holds {fewest} seeds (at least {wanted} wanted)")
         for claim in claims_module.parse_claims(list(suite.claims)) if suite.claims else []:
             if suite.aa or not is_confirmatory(claim):
                 continue
@@ -160,7 +171,8 @@ def provenance_sentence(suites: Iterable[CommittedSuite]) -> str:
     if not problems:
         return (
             f"Checked on these tables: every suite runs at least {MIN_SEEDS_PER_CELL} seeds in each (scale, "
-            "variant, LR) cell, and every confirmatory claim's LRs were chosen in suites (lr_from) that share "
+            f"variant, LR) cell ({MIN_SEEDS_TOP_RUNG} at a ladder's top rung), and every confirmatory claim's LRs "
+            "were chosen in suites (lr_from) that share "
             "none of its seeds."
         )
     return "Below the project's standard: " + "; ".join(problems) + "."

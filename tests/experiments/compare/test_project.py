@@ -99,6 +99,16 @@ def test_provenance_names_a_thin_cell_a_claim_without_its_lr_source_and_seeds_sh
     assert provenance_problems([tuning, thin]) == ["thin: a cell holds 4 seeds (at least 5 wanted)"]
     one_thin_cell = CommittedSuite("uneven", tuning.runs.iloc[:-1], ())
     assert provenance_problems([one_thin_cell]) == ["uneven: a cell holds 4 seeds (at least 5 wanted)"]
+    # A ladder's top rung may run 3 seeds (issue 54), its lower rungs 5; 2 at the top, or 3 below it, are thin.
+    rungs = pd.concat([_suite("l", range(5)).runs.assign(scale="d64"), _suite("l", range(3)).runs.assign(scale="d256")])
+    assert provenance_problems([CommittedSuite("ladder", rungs, (), scaled=True, top_rung="d256")]) == []
+    top_thin = rungs[~((rungs["scale"] == "d256") & (rungs["seed"] == 2))]
+    assert provenance_problems([CommittedSuite("ladder", top_thin, (), scaled=True, top_rung="d256")]) == [
+        "ladder: a cell holds 2 seeds (at least 3 wanted)"
+    ]
+    assert provenance_problems([CommittedSuite("ladder", rungs, (), scaled=True, top_rung="d64")]) == [
+        "ladder: a cell holds 3 seeds (at least 5 wanted)"
+    ]
 
     def claim(**options):
         return {"lower_loss": ["a", "b"], "lr": 1e-3, **options}
