@@ -33,8 +33,9 @@ def test_lightnings_epoch_counter_is_not_logged(tmp_path):
 
 
 def test_a_fit_that_fails_before_writing_leaves_no_run_directory(tmp_path, monkeypatch):
-    """A corpus too small for the quickstart's 8449-id BPE fails in prepare_data, after the logger made
-    version_0: one line, exit 2, and no empty version_0 for TensorBoard and andrea compare to list."""
+    """A corpus too small for an 8000-id BPE the user asked for fails in prepare_data, after the logger made
+    version_0: one line, exit 2, and no empty version_0 for TensorBoard and andrea compare to list. (With the
+    default size the BPE is fitted to the corpus before anything is built: fit.vocab_fit.)"""
     from pathlib import Path
 
     from andrea_lab.cli import main
@@ -45,6 +46,8 @@ def test_a_fit_that_fails_before_writing_leaves_no_run_directory(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ANDREA_LAB_CACHE", str(tmp_path / "cache"))
     quickstart = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
-    assert main(["fit", "--config", str(quickstart), "--data.corpus", str(corpus), "--trainer.max_steps", "1"]) == 2
+    command = ["fit", "--config", str(quickstart), "--data.corpus", str(corpus), "--trainer.max_steps", "1"]
+    assert main(command) == 2 and not (tmp_path / "runs").exists()  # under 769 ids: refused before any directory
+    assert main([*command, "--model.config.vocab_size", "8000"]) == 2
     assert list((tmp_path / "runs" / "quickstart").iterdir()) == []
     assert AndreaTensorBoardLogger(str(tmp_path / "runs"), name="quickstart").version == 0, "version_0 is free again"
