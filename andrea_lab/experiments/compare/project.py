@@ -78,41 +78,41 @@ def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:
     for suite in suites:
         if not suite.claims or suite.aa:
             continue
-        for label, runs, results in _judged(suite):
-            ours = describe_ours_for(suite, runs)
-            rows.extend({"suite": label, "result": result, "ours": ours(result)} for result in results)
+        for label, loss_column, results in _judged(suite):
+            scored = report.scored_name(loss_column)
+            rows.extend(
+                {"suite": label, "result": result, "ours": describe_ours(result.claim, suite.setups, scored)}
+                for result in results
+            )
     return pd.DataFrame(rows, columns=["suite", "result", "ours"])
 
 
-def _judged(suite: CommittedSuite) -> Iterable[tuple[str, pd.DataFrame, list]]:
-    """``(label, runs, results)`` per family the suite's claims are judged in: the suite, or each of its scales
-    and its trends across them."""
+#: How a scaled suite's rows are labelled: ``stability_width @ d64``, ``stability_width, across scales``.
+AT_SCALE, ACROSS_SCALES = " @ ", ", across scales"
+
+
+def _judged(suite: CommittedSuite) -> Iterable[tuple[str, str, list]]:
+    """``(label, scored loss column, results)`` per family the suite's claims are judged in: the suite, or each
+    of its scales and its trends across them."""
     if not suite.scaled:
-        yield suite.name, suite.runs, claims_module.evaluate_claims(list(suite.claims), suite.runs, _scored(suite.runs))
+        loss_column = scored_loss_column(suite.runs)
+        yield suite.name, loss_column, claims_module.evaluate_claims(list(suite.claims), suite.runs, loss_column)
         return
     for scale, subset in scales.scale_subsets(suite.runs):
         ready = [raw for raw, missing in scales.judgeable(suite.claims, subset) if missing is None]
         if ready:
-            yield f"{suite.name} @ {scale}", subset, claims_module.evaluate_claims(ready, subset, _scored(subset))
+            loss_column = scored_loss_column(subset)
+            results = claims_module.evaluate_claims(ready, subset, loss_column)
+            yield f"{suite.name}{AT_SCALE}{scale}", loss_column, results
     scaled = suite.runs[suite.runs[scales.SCALE].notna()]
-    across = scales.across_results(scaled, suite.claims, _scored(scaled))
-    if across:
-        yield f"{suite.name}, across scales", scaled, across
+    loss_column = scored_loss_column(scaled)
+    if across := scales.across_results(scaled, suite.claims, loss_column):
+        yield f"{suite.name}{ACROSS_SCALES}", loss_column, across
 
 
 def suite_of(label: str) -> str:
-    """The suite of a row's label: ``stability_width @ d64`` and ``stability_width, across scales`` are one."""
-    return label.split(" @ ")[0].split(", across scales")[0]
-
-
-def _scored(runs: pd.DataFrame) -> str:
-    return scored_loss_column(runs)
-
-
-def describe_ours_for(suite: CommittedSuite, runs: pd.DataFrame):
-    """What this proxy measured for a result of ``suite`` judged on ``runs`` (beside a published result)."""
-    scored = report.scored_name(_scored(runs))
-    return lambda result: describe_ours(result.claim, suite.setups, scored)
+    """The suite of a row's label (:func:`_judged`): its scales and its trends are one suite."""
+    return label.split(AT_SCALE)[0].removesuffix(ACROSS_SCALES)
 
 
 def cited_variants(claims: Iterable) -> set[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from andrea_lab.experiments.sweep.suite_keys import SuiteError, unknown_key_message
+from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_mapping
 
 LADDER_KEYS = ("decisions", "grids", "prediction")
 GRID_KEYS = ("lrs", "seeds")
@@ -49,12 +49,7 @@ class Ladder:
 
 
 def _mapping(raw: Any, keys: Sequence[str], where: str) -> dict:
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{where} must be a mapping with keys {', '.join(keys)}, got {raw!r}")
-    for key in raw:
-        if key not in keys:
-            raise SuiteError(unknown_key_message(where, key, keys))
-    return raw
+    return check_mapping(raw, where, keys, f"must be a mapping with keys {', '.join(keys)},")
 
 
 def _decisions(raw: Any, where: str, variants: Sequence[str]) -> tuple[tuple[str, str], ...]:

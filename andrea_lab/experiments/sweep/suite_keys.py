@@ -42,14 +42,20 @@ def unknown_key_message(where: str, key: Any, valid: Iterable[str]) -> str:
     return f"{where}: unknown key {key!r}{hint}; valid keys: {', '.join(valid)}"
 
 
-def check_section(value: Any, where: str, keys: Iterable[str], example: str) -> dict[str, Any]:
-    """A suite section that must be a mapping of known keys (``extend_grid:``, a variant's ``search:``)."""
+def check_mapping(value: Any, where: str, keys: Sequence[str], expected: str) -> dict[str, Any]:
+    """``value`` as a mapping of ``keys`` only, else one line: ``{where} {expected} got {value!r}`` when it is no
+    mapping (``expected``: what it must be, e.g. ``must be a mapping with keys a, b,``), the unknown key named."""
     if not isinstance(value, dict):
-        raise SuiteError(f"{where} must be a mapping, {example}; got {value!r}")
+        raise SuiteError(f"{where} {expected} got {value!r}")
     for key in value:
         if key not in keys:
             raise SuiteError(unknown_key_message(where, key, keys))
     return value
+
+
+def check_section(value: Any, where: str, keys: Sequence[str], example: str) -> dict[str, Any]:
+    """A suite section that must be a mapping of known keys (``extend_grid:``, a variant's ``search:``)."""
+    return check_mapping(value, where, keys, f"must be a mapping, {example};")
 
 
 def check_overrides(overrides: Any, where: str) -> dict[str, Any]:
@@ -94,11 +100,7 @@ def named_entry(
     added, with its number), and ``overrides`` of dotted keys. Returns ``(name, overrides)``; the caller
     checks the entry's own keys (a variant's seed_offset, a scale's non-empty overrides)."""
     label = f"{where}: {kind} {number}"
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{label} must be a mapping with keys {', '.join(keys)}, got {raw!r}")
-    for key in raw:
-        if key not in keys:
-            raise SuiteError(unknown_key_message(label, key, keys))
+    check_mapping(raw, label, keys, f"must be a mapping with keys {', '.join(keys)},")
     if "name" not in raw:
         raise SuiteError(f"{label} has no name")
     name = check_name(raw["name"], f"{label}: name")
