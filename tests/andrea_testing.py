@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, Optional
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from andrea_lab.experiments.sweep.executors import Ended
 from andrea_lab.fit.module import AndreaLM
 from andrea_lab.model.config import preset
 
@@ -134,3 +136,30 @@ def byte_datamodule(corpus: Path, cache_dir: Path):
     dm.prepare_data()
     dm.setup("fit")
     return dm
+
+
+class StandInExecutor:
+    """A sweep executor whose "fit" finishes at once: a subclass's ``launch`` writes the start marker, decides
+    the run's loss (or its failure) and calls :meth:`finish`. The sweep's runner, grid extension and search see
+    finished runs without training anything."""
+
+    name, launched = "stand-in", "started"
+
+    def check_storage(self, directory: Path) -> None:
+        pass
+
+    @staticmethod
+    def finish(run_dir: Path, loss: float) -> int:
+        """The run's summary.json with ``loss`` as its final validation loss; the exit status of a finished fit."""
+        summary = {"schema": 1, "status": "finished", "initial_val_loss": 5.0, "final_val_loss": loss}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        return 0
+
+    def poll(self, handle):
+        return Ended(handle)
+
+    def stop(self, handle) -> None:
+        pass
+
+    def kill(self, handle) -> None:
+        pass

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from andrea_testing import StandInExecutor
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
+from andrea_lab.experiments.sweep.executors import write_start_marker
 from andrea_lab.experiments.sweep.grid_extension import RECORD, GridExtension, next_lr, plan_lines, with_recorded
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.runner import Runner
@@ -30,18 +31,13 @@ def loss(variant: str, lr: float, seed: int) -> float:
     return 2.0 + 0.05 * math.log2(lr / OPTIMA[variant]) ** 2 + 0.001 * seed
 
 
-class StandInFits:
+class StandInFits(StandInExecutor):
     """An executor whose "fit" writes its summary at once: the loss of :func:`loss` (or fails, for
     ``failing``), so the runner and the extension see finished runs without training anything."""
-
-    name, launched = "stand-in", "started"
 
     def __init__(self, failing=()):
         self.started: list[tuple[str, float, int]] = []
         self.failing = set(failing)
-
-    def check_storage(self, directory: Path) -> None:
-        pass
 
     def launch(self, run_dir, command, marker, slot):
         write_start_marker(run_dir, marker)
@@ -49,18 +45,7 @@ class StandInFits:
         self.started.append(key)
         if key in self.failing:
             return 3
-        summary = {"schema": 1, "status": "finished", "initial_val_loss": 5.0, "final_val_loss": loss(*key)}
-        (run_dir / "summary.json").write_text(json.dumps(summary))
-        return 0
-
-    def poll(self, handle):
-        return Ended(handle)
-
-    def stop(self, handle) -> None:
-        pass
-
-    def kill(self, handle) -> None:
-        pass
+        return self.finish(run_dir, loss(*key))
 
 
 def write_suite(tmp_path: Path, max_extensions: int = 3, variants=tuple(OPTIMA)) -> Path:

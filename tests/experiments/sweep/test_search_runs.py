@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from andrea_testing import StandInExecutor
 
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.experiments.sweep import search_runs
-from andrea_lab.experiments.sweep.executors import Ended, write_start_marker
+from andrea_lab.experiments.sweep.executors import write_start_marker
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import load_suite
 
@@ -34,18 +35,13 @@ def loss(variant: str, lr: float, weight_decay: float, seed: int) -> float:
     return 3.0 + 0.05 * math.log2(lr / best_lr) ** 2 + 0.02 * math.log2(weight_decay / best_wd) ** 2 + 1e-4 * seed
 
 
-class StandInFits:
+class StandInFits(StandInExecutor):
     """Fits in microseconds: each writes its summary with :func:`loss` of the point its marker records; after
     ``stop_after`` launches every further fit fails (a sweep killed half-way: no summary written)."""
-
-    name, launched = "stand-in", "started"
 
     def __init__(self, stop_after: int | None = None):
         self.started: list[tuple] = []
         self.stop_after = stop_after
-
-    def check_storage(self, directory: Path) -> None:
-        pass
 
     def launch(self, run_dir, command, marker, slot):
         write_start_marker(run_dir, marker)
@@ -53,18 +49,7 @@ class StandInFits:
         if self.stop_after is not None and len(self.started) >= self.stop_after:
             return 3
         self.started.append(key)
-        summary = {"schema": 1, "status": "finished", "initial_val_loss": 5.0, "final_val_loss": loss(*key)}
-        (run_dir / "summary.json").write_text(json.dumps(summary))
-        return 0
-
-    def poll(self, handle):
-        return Ended(handle)
-
-    def stop(self, handle) -> None:
-        pass
-
-    def kill(self, handle) -> None:
-        pass
+        return self.finish(run_dir, loss(*key))
 
 
 def write_suite(tmp_path: Path, search=None) -> Path:
