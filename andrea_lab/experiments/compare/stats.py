@@ -257,7 +257,6 @@ def counted_runs(runs: pd.DataFrame, loss_column: str) -> pd.DataFrame:
     cause = counted["divergence_cause"] if "divergence_cause" in counted else pd.Series(None, index=counted.index)
     loss = loss.where((counted["divergence_kind"] != NONFINITE_KIND) & (cause != NONFINITE_KIND), math.nan)
     counted["capped"] = [capped_loss(value, init) for value, init in zip(loss, counted["initial_val_loss"])]
-    counted[CHOICE] = counted["capped"]
     if (choice_column := SELECTION_FOR.get(loss_column)) is not None and choice_column in counted:
         choice = pd.to_numeric(counted[choice_column], errors="coerce").astype(float).where(loss.notna(), math.nan)
         counted[CHOICE] = [capped_loss(value, init) for value, init in zip(choice, counted["initial_val_loss"])]
