@@ -60,12 +60,13 @@ def test_the_module_rebuilds_from_it_with_its_arguments_and_weights():
         "tie_embeddings",
         "embedding_scale",
     }
-    # Arguments added since take the defaults the old run trained with (AdamW, warmup-cosine, no options).
+    # Arguments added since take the defaults the old run trained with (AdamW, warmup-cosine, no options, betas).
     assert {key: now[key] for key in now if key not in stored} == {
         "optimizer": "adamw",
         "optimizer_args": {},
         "schedule": None,
         "schedule_args": {},
+        "beta2": None,
     }
     state = module.state_dict()
     assert all(torch.equal(state[key], value) for key, value in checkpoint["state_dict"].items())
@@ -113,7 +114,7 @@ def test_a_fit_resumes_it_with_ckpt_path(in_fixture_dir):
     last = load_checkpoint(next(in_fixture_dir.glob("runs/quickstart/version_*/checkpoints/last.ckpt")))
     assert last["global_step"] == 6
     # Today's code writes the hyperparameters as the old code did (same keys, order and types), followed by the
-    # arguments added since (the optimizer and schedule plugins), at the defaults the old run trained with.
+    # arguments added since (the optimizer and schedule plugins, beta2), at the defaults the old run trained with.
     # In the model's config, fields added since (tie_embeddings, embedding_scale) are written at the old
     # architecture's values.
     old = load_checkpoint(CKPT)["hyper_parameters"]
@@ -128,6 +129,7 @@ def test_a_fit_resumes_it_with_ckpt_path(in_fixture_dir):
         "schedule": None,
         "optimizer_args": {},
         "schedule_args": {},
+        "beta2": None,
     }
 
 

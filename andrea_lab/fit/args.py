@@ -32,7 +32,10 @@ def _steps(value: Any, low: int) -> bool:
 
 @dataclass(frozen=True)
 class TrainingArgs:
-    """How AndreaLM trains (the meaning of each field: ``AndreaLM``'s docstring, which ``--help`` shows)."""
+    """How AndreaLM trains (the meaning of each field: ``AndreaLM``'s docstring, which ``--help`` shows).
+
+    ``betas`` is the pair the optimizer gets: ``beta2``, when set, has already replaced its second number, and
+    stays recorded beside it."""
 
     lr: float
     warmup_steps: int
@@ -51,9 +54,17 @@ class TrainingArgs:
     schedule: Optional[str] = None
     optimizer_args: dict[str, Any] = field(default_factory=dict)
     schedule_args: dict[str, Any] = field(default_factory=dict)
+    #: Replaces ``betas[1]`` when set: a search tunes one number per key, and ``betas`` is a pair. Last, as every
+    #: argument added since the first checkpoints: the saved hyperparameters keep their old order, then the new.
+    beta2: Optional[float] = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "betas", tuple(self.betas))
+        if self.beta2 is not None and not (_finite(self.beta2) and 0.0 <= self.beta2 < 1.0):
+            raise ConfigError(f"beta2 must be a number in [0, 1) or null, got {self.beta2!r}")
+        betas = tuple(self.betas)
+        if self.beta2 is not None and len(betas) == 2:
+            betas = (betas[0], float(self.beta2))
+        object.__setattr__(self, "betas", betas)
         for name in ("optimizer_args", "schedule_args"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Mapping):

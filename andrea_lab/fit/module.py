@@ -46,7 +46,11 @@ class AndreaLM(L.LightningModule):
         decay_steps: Step at which the cosine reaches ``min_lr_ratio·lr``; None = the trainer's total steps.
         min_lr_ratio: Final learning rate as a fraction of ``lr``.
         weight_decay: Weight decay, applied to weight matrices and embeddings only.
-        betas: AdamW betas (also the AdamW part of muon, and schedule_free's).
+        betas: AdamW betas (also the AdamW part of muon, and schedule_free's; not lion's, which are
+            ``optimizer_args.lion_betas``).
+        beta2: When set, replaces ``betas[1]`` (β2 alone): a suite's ``search:`` tunes one number per key, and
+            ``betas`` is a pair. Set with ``betas``, ``beta2`` wins: ``betas: [0.8, 0.95], beta2: 0.99`` trains
+            with (0.8, 0.99), the pair the saved hyperparameters' ``betas`` records.
         eps: AdamW epsilon.
         optimizer: The optimizer plugin (group ``andrea_lab.optimizer``): ``adamw`` (default),
             ``adamw_independent_wd``, ``muon``, ``lion``, ``schedule_free`` or a third party's (``andrea plugins``).
@@ -92,6 +96,7 @@ class AndreaLM(L.LightningModule):
         schedule: Optional[str] = None,
         optimizer_args: Optional[dict[str, Any]] = None,
         schedule_args: Optional[dict[str, Any]] = None,
+        beta2: Optional[float] = None,
     ):
         super().__init__()
         self.config = config if isinstance(config, AndreaConfig) else AndreaConfig(**config)  # a stored dict
@@ -111,6 +116,7 @@ class AndreaLM(L.LightningModule):
             schedule=schedule,
             optimizer_args=optimizer_args,
             schedule_args=schedule_args,
+            beta2=beta2,
         )
         # Saved as plain values (checkpoints load weights-only, hparams.yaml stays plain YAML), the same keys
         # as ever; not init_from: a checkpoint of this run is complete without the file it started from.

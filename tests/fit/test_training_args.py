@@ -70,6 +70,7 @@ def test_every_argument_reaches_the_training_args_by_name():
         min_lr_ratio=0.2,
         weight_decay=0.05,
         betas=(0.8, 0.9),
+        beta2=0.9,  # equal to betas[1], so betas reads back as given
         eps=1e-7,
         on_nonfinite="skip",
         max_skipped_steps=3,
