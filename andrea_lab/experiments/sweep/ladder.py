@@ -9,7 +9,9 @@ proxies (docs/experiments.md "Ladders"):
   accuracy (:mod:`andrea_lab.experiments.compare.ladder`) is the share of these whose sign at a lower rung
   matches the top rung's;
 * ``grids``: a rung's own LR grid and seeds (``{d256: {lrs: [...], seeds: [...]}}``): the top rung is the
-  costly one, so it gets a narrow grid placed from the lower rungs' optima and fewer seeds;
+  costly one, so it gets a narrow grid placed from the lower rungs' optima and fewer seeds. ``lrs`` may map
+  every variant to its own list (``{pre: [...], muon: [...]}``): each variant's bracket around its own
+  best-LR trend, since Muon's optimum sits 4x above AdamW's and one shared bracket would miss one of them;
 * ``prediction``: the file of predictions for the top rung, written from the lower rungs, and its sha256
   (:mod:`andrea_lab.experiments.compare.ladder_predictions`).
 
@@ -70,7 +72,24 @@ def _decisions(raw: Any, where: str, variants: Sequence[str]) -> tuple[tuple[str
     return tuple((a, b) for a, b in raw)
 
 
-def _grids(raw: Any, where: str, rungs: Sequence[str], seeds: Sequence[int], parse_grid: Callable) -> dict:
+def _rung_lrs(raw: Any, where: str, variants: Sequence[str], parse_grid: Callable) -> Any:
+    """A rung's ``lrs``: one list for every variant, or a mapping naming every variant with its own list (the
+    top rung's bracket, placed per variant from the lower rungs' best-LR trend)."""
+    if not isinstance(raw, dict):
+        return parse_grid(raw, "lrs", where)
+    missing = [name for name in variants if name not in raw]
+    unknown = [str(name) for name in raw if name not in variants]
+    if unknown or missing:
+        problem = f"names {', '.join(unknown)}, not variants" if unknown else f"lacks {', '.join(missing)}"
+        raise SuiteError(
+            f"{where}: lrs per variant {problem}; a mapping of lrs names every variant: {', '.join(variants)}"
+        )
+    return {name: parse_grid(raw[name], "lrs", f"{where}: lrs: {name}") for name in variants}
+
+
+def _grids(
+    raw: Any, where: str, rungs: Sequence[str], seeds: Sequence[int], parse_grid: Callable, variants: Sequence[str]
+) -> dict:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -80,10 +99,16 @@ def _grids(raw: Any, where: str, rungs: Sequence[str], seeds: Sequence[int], par
         if rung not in rungs:
             raise SuiteError(f"{where}: grids names rung {rung!r}, not a scale; scales: {', '.join(rungs)}")
         grid = _mapping(grid, GRID_KEYS, f"{where}: grids: {rung}")
-        cells = len(grid.get("lrs") or ()) * len(seeds) if isinstance(grid.get("lrs"), list) else 0
+        lrs = grid.get("lrs")
+        lists = list(lrs.values()) if isinstance(lrs, dict) else [lrs]
+        cells = sum(len(each) for each in lists if isinstance(each, list)) * len(seeds)
         if cells > MAX_RUNG_CELLS:  # counted before any list is parsed, as the suite's own grid (suite.MAX_RUNS)
             raise SuiteError(f"{where}: grids: {rung}: {cells:,} LR x seed cells, more than {MAX_RUNG_CELLS:,}")
-        grids[rung] = {key: parse_grid(grid[key], key, f"{where}: grids: {rung}") for key in GRID_KEYS if key in grid}
+        grids[rung] = {}
+        if "lrs" in grid:
+            grids[rung]["lrs"] = _rung_lrs(lrs, f"{where}: grids: {rung}", variants, parse_grid)
+        if "seeds" in grid:
+            grids[rung]["seeds"] = parse_grid(grid["seeds"], "seeds", f"{where}: grids: {rung}")
         extra = sorted(set(grids[rung].get("seeds", ())) - set(seeds))
         if extra:  # a rung runs a subset of the suite's seeds (the run order and compare's pairing rely on it)
             raise SuiteError(f"{where}: grids: {rung}: seeds {extra} are not among the suite's seeds {list(seeds)}")
@@ -138,7 +163,7 @@ def parse_ladder(
     prediction, sha256 = _prediction(raw.get("prediction"), f"{where}: ladder", suite, rungs[-1], suite_dir)
     return Ladder(
         decisions=_decisions(raw.get("decisions"), f"{where}: ladder", variants),
-        grids=_grids(raw.get("grids"), f"{where}: ladder", rungs, seeds, parse_grid),
+        grids=_grids(raw.get("grids"), f"{where}: ladder", rungs, seeds, parse_grid, variants),
         prediction=prediction,
         prediction_sha256=sha256,
     )
@@ -152,6 +177,9 @@ def rung_grid(ladder: Optional[Ladder], rung: Optional[str], key: str, handed: b
     return ladder.grids.get(rung, {}).get(key)
 
 
-def grids_at(grids: Mapping[str, tuple], rung_lrs: Optional[tuple]) -> dict[str, tuple]:
-    """Every variant's LR grid at a rung: the rung's own grid replaces each variant's where it has one."""
-    return dict(grids) if rung_lrs is None else {name: rung_lrs for name in grids}
+def grids_at(grids: Mapping[str, tuple], rung_lrs: Any) -> dict[str, tuple]:
+    """Every variant's LR grid at a rung: the rung's own grid replaces each variant's where it has one (one
+    list for all, or each variant's own list)."""
+    if rung_lrs is None:
+        return dict(grids)
+    return {name: rung_lrs[name] if isinstance(rung_lrs, dict) else rung_lrs for name in grids}

@@ -59,9 +59,29 @@ def test_a_rung_runs_its_own_grid_and_seeds(tmp_path):
     assert handed == {("small", 1e-2, 2), ("big", 1e-2, 2)}
 
 
+def test_a_rung_may_give_each_variant_its_own_lrs(tmp_path):
+    """The top rung's bracket placed per variant (Muon's optimum sits 4x above AdamW's)."""
+    document = ladder_document()
+    document["ladder"]["grids"]["big"]["lrs"] = {"gelu": [2.0e-3, 4.0e-3, 8.0e-3], "relu": [1.0e-3, 2.0e-3]}
+    suite = load_suite(write(tmp_path, document))
+    cells = {(s.scale, s.variant, s.lr) for s in plan_sweep(suite, tmp_path / "runs")}
+    assert {(v, lr) for scale, v, lr in cells if scale == "big"} == {
+        ("gelu", 2e-3), ("gelu", 4e-3), ("gelu", 8e-3), ("relu", 1e-3), ("relu", 2e-3)
+    }
+    assert {lr for scale, v, lr in cells if scale == "small" and v == "relu"} == {1e-3, 3e-3, 1e-2}
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
+        (
+            lambda d: d["ladder"]["grids"]["big"].update(lrs={"gelu": [1.0e-3]}),
+            "lrs per variant lacks relu; a mapping of lrs names every variant: gelu, relu",
+        ),
+        (
+            lambda d: d["ladder"]["grids"]["big"].update(lrs={"gelu": [1.0e-3], "relu": [1.0e-3], "swiglu": [1.0]}),
+            "lrs per variant names swiglu, not variants",
+        ),
         (
             lambda d: d["ladder"].update(decisions=[["relu", "swiglu"]]),
             "names 'swiglu', not a variant; variants: gelu, relu",
