@@ -136,30 +136,33 @@ def project_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def search_budget_check(source: Path, runs, suite: Optional[Suite]) -> tuple[Any, Optional[int]]:
+def search_budget_check(source: Path, runs, suite: Optional[Suite]) -> tuple[Any, Any, Optional[int]]:
     """Where the suite searched (``search.json``): each variant's tuning budget printed, the runs with a tuned value
-    at an edge marked (no claim is judged on it), and the exit status when the budgets differ and the suite does not
-    say ``unequal_budgets_ok: true`` (None: go on)."""
+    at an edge marked (no claim is judged on it), the budget table (None without a search: comparison.md's section)
+    and the exit status when the budgets differ and the suite does not say ``unequal_budgets_ok: true`` (None: go
+    on)."""
     try:
         searches = search_budgets.read_searches(source) if source.is_dir() else []
     except ValueError as exc:
-        return runs, _error(str(exc))
+        return runs, None, _error(str(exc))
     if not searches:
-        return runs, None
+        return runs, None, None
     table = search_budgets.budgets(searches, runs)
     for line in search_budgets.lines(table):
         print(line)
     refused = search_budgets.refusal(table, bool(suite and suite.unequal_budgets_ok))
-    return search_budgets.with_edges(runs, table), None if refused is None else _error(refused)
+    return search_budgets.with_edges(runs, table), table, None if refused is None else _error(refused)
 
 
-def suite_with_budgets(suite_file: Optional[Path], source: Path, runs) -> tuple[Optional[Suite], Any, Optional[int]]:
-    """The suite (None without a file), the runs as :func:`search_budget_check` marks them, and the exit status
-    when the suite is invalid or its search's budgets are refused, else None."""
+def suite_with_budgets(
+    suite_file: Optional[Path], source: Path, runs
+) -> tuple[Optional[Suite], Any, Any, Optional[int]]:
+    """The suite (None without a file), the runs and budget table of :func:`search_budget_check`, and the exit
+    status when the suite is invalid or its search's budgets are refused, else None."""
     try:
         suite = load_suite(suite_file) if suite_file is not None else None
     except SuiteError as exc:
-        return None, runs, _error(str(exc))
+        return None, runs, None, _error(str(exc))
     return (suite, *search_budget_check(source, runs, suite))
 
 
@@ -193,7 +196,7 @@ def main(argv: list[str]) -> int:
     check_output_dir(out, "--out")
     if runs.empty:
         return _error(f"no runs under {source} (a run directory holds TensorBoard event files or summary.json)")
-    suite, runs, refused = suite_with_budgets(_suite_file(args, runs), source, runs)  # a search's budgets checked
+    suite, runs, budgets, refused = suite_with_budgets(_suite_file(args, runs), source, runs)  # budgets checked
     if refused is not None:
         return refused
     reference = args.reference or (suite.reference if suite else None)
@@ -209,7 +212,7 @@ def main(argv: list[str]) -> int:
     if args.doc and runs["suite"].nunique() != 1:
         return _error(f"--doc needs the runs of one suite; found {', '.join(sorted(set(runs['suite'])))}")
     try:
-        written = outputs.write_outputs(runs, out, reference, claims, aa_pair)
+        written = outputs.write_outputs(runs, out, reference, claims, aa_pair, budgets)
     except ValueError as exc:  # e.g. a claim names a variant these runs lack
         interim = " (a sweep still running? `--no-claims` gives an interim report without them)" if claims else ""
         return _error(str(exc) + interim)

@@ -20,10 +20,13 @@ def write_outputs(
     reference: Optional[str] = None,
     claims: Sequence[Any] = (),
     aa_pair: Optional[tuple[str, str]] = None,
+    budgets: Optional[pd.DataFrame] = None,
 ) -> dict[str, dict]:
     """Markdown, CSVs and PNGs for every suite in ``runs``; returns what was written, per suite. Every suite
         is planned first, so a refusal (a ValueError) leaves no directory behind; ``out`` is compare's own
-    (:mod:`andrea_lab.experiments.compare.out_dir`): never a user's directory, never through a link."""
+    (:mod:`andrea_lab.experiments.compare.out_dir`): never a user's directory, never through a link.
+    ``budgets``: the tuning budget table of a suite that searched (:func:`search_budgets.budgets`), which its
+    comparison.md carries as a section (the top-level one of a suite with scales)."""
     suites = list(dict.fromkeys(runs["suite"]))
     check_names("suite", suites)
     plans = {}
@@ -34,6 +37,8 @@ def write_outputs(
             if scales.has_scales(suite_runs)
             else report.plan_suite(suite_runs, reference, claims, aa_pair)
         )
+        if budgets is not None:
+            plans[suite]["budgets"] = budgets[budgets["variant"].isin(set(suite_runs["variant"]))]
     check_names("scale", [scale for plan in plans.values() for scale in plan.get("scales") or ()])
     claim_out_dir(out)
     return {

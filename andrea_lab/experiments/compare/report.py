@@ -9,12 +9,13 @@ them and nothing else, so numbers in docs are pasted by the program, never typed
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import aa_calibration, compare, csv_cells, too_few
+from andrea_lab.experiments.compare import aa_calibration, compare, csv_cells, search_budgets, too_few
 from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
 from andrea_lab.experiments.compare.compare import Column
@@ -182,6 +183,39 @@ def init_lines(at_init: Sequence[compare.Variant]) -> list[str]:
     return ["## At initialisation", "", markdown_table(INIT_COLUMNS, table), "", INIT_LEGEND]
 
 
+#: The tuning budget table's columns (search_budgets.budgets' frame): the scale only where the suite has scales.
+BUDGET_COLUMNS = [
+    Column(key, label, itemgetter(key))
+    for key, label in (
+        ("variant", "variant"),
+        ("scale", "scale"),
+        ("tuned", "tuned by"),
+        ("budget", "budget (points)"),
+        ("spent", "spent"),
+        ("reason", "stopped because"),
+        ("best", "best point"),
+        ("optimum_not_found", "optimum not found (extend)"),
+    )
+]
+
+
+def budget_lines(table: pd.DataFrame) -> list[str]:
+    """The section of a suite that searched (its ``search.json``): each variant's tuning budget beside its result,
+    the table ``andrea compare`` prints line by line, so that the report read later carries it too."""
+    columns = [c for c in BUDGET_COLUMNS if c.key != "scale" or table["scale"].notna().any()]
+    return [
+        "## Tuning budgets",
+        "",
+        f"How much tuning each variant got, from the suite's {search_budgets.RECORD}: the points its search was given "
+        "(budget) and ran (spent), why it stopped, and the best point it found; a variant tuned over the LR grid "
+        "counts one point per LR it ran. A tuned value at the lowest or highest of the values tried is an optimum "
+        "not found: no claim is judged on it until its values are extended the way the row says.",
+        "",
+        markdown_table(columns, table),
+        "",
+    ]
+
+
 def suite_sections(
     suite: str,
     variants: Sequence[compare.Variant],
@@ -190,14 +224,17 @@ def suite_sections(
     notes: Sequence[str],
     loss_column: str,
     calibration: Optional[str] = None,
+    budgets: Optional[pd.DataFrame] = None,
 ) -> list[tuple[str, str]]:
-    """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, the A/A
-    calibration (a suite with two identical variants), per learning rate, at initialisation, notes (those
-    that apply) and the legend. TensorBoard shows each as its own text."""
+    """The report as ``(key, Markdown)`` sections, in order: the verdicts and variants, the claims, the tuning
+    budgets (a suite that searched), the A/A calibration (a suite with two identical variants), per learning
+    rate, at initialisation, notes (those that apply) and the legend. TensorBoard shows each as its own text."""
     sections = [("variants", header_lines(suite, variants, loss_column))]
     if claims is not None and len(claims):
         table = markdown_table(claim_columns(claims), claims)
         sections.append(("claims", ["## Claims", "", judged_on(loss_column), "", table, ""]))
+    if budgets is not None and len(budgets):
+        sections.append(("budgets", budget_lines(budgets)))
     reference = next((v.name for v in variants if v.is_reference), None)
     if reference is not None and has_curves(runs) and (steps := steps_lines(variants, loss_column, reference)):
         sections.append(("steps", steps))
@@ -309,7 +346,14 @@ def write_suite(suite: str, plan: dict[str, Any], directory: Path) -> dict[str, 
     variants, claim_frame = plan["variants"], plan["claims"]
     files = _plots(plan, directory)
     sections = suite_sections(
-        suite, variants, plan["runs"], claim_frame, plan["notes"], plan["loss_column"], plan.get("calibration")
+        suite,
+        variants,
+        plan["runs"],
+        claim_frame,
+        plan["notes"],
+        plan["loss_column"],
+        plan.get("calibration"),
+        plan.get("budgets"),
     )
     markdown = "\n".join(text for _, text in sections)
     files["markdown"] = directory / "comparison.md"

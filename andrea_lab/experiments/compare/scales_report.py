@@ -43,7 +43,8 @@ def _verdicts(plan: dict[str, Any]) -> list[str]:
 
 def scaled_sections(suite: str, plan: dict[str, Any]) -> list[tuple[str, str]]:
     """The top-level report as ``(key, Markdown)`` sections: verdicts and variants per scale, the claims at each
-    scale, notes, legend (the keys of :func:`report.suite_sections`, so TensorBoard shows them alike)."""
+    scale, the tuning budgets at every scale (a suite that searched), notes, legend (the keys of
+    :func:`report.suite_sections`, so TensorBoard shows them alike)."""
     names = list(plan["scales"])
     items = scales.variants_by_scale(plan["scales"])
     variants = [
@@ -72,6 +73,8 @@ def scaled_sections(suite: str, plan: dict[str, Any]) -> list[tuple[str, str]]:
         if plan.get("across") is not None and len(plan["across"]):
             claim_lines += ["## Claims across scales", "", across_table(plan["across"]), ""]
         sections.append(("claims", claim_lines))
+    if plan.get("budgets") is not None and len(plan["budgets"]):
+        sections.append(("budgets", report.budget_lines(plan["budgets"])))
     notes = plan["notes"]
     if notes:
         sections.append(("notes", ["## Notes", "", *[f"- {note}" for note in notes], ""]))

@@ -29,6 +29,10 @@ from andrea_lab.files import HandedFileError, load_json
 
 RECORD = "search.json"
 FIELDS = ("variant", "budget", "spent", "reason", "best", "values")
+#: How a variant was tuned: by the suite's search, or over the suite's LR grid (one point per LR it ran).
+SEARCH, GRID = "search", "LR grid"
+#: The budget table's columns (:func:`budgets`), in the order comparison.md shows them.
+COLUMNS = ("scale", "variant", "tuned", "budget", "spent", "reason", "best", "optimum_not_found")
 
 
 def read_searches(source: Path) -> list[dict[str, Any]]:
@@ -61,8 +65,9 @@ def edges(entry: dict[str, Any]) -> list[str]:
 
 
 def budgets(searches: Sequence[dict[str, Any]], runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (scale, variant): its budget in points (a search's declared budget, else the LRs its runs
-    tried), the points spent, why it stopped, its best point and any optimum not found."""
+    """One row per (scale, variant): how it was tuned (``search`` or ``LR grid``), its budget in points (a
+    search's declared budget, else the LRs its runs tried), the points spent, why the search stopped, its best
+    point and any optimum not found (a grid's row leaves the last three empty)."""
     rows = []
     searched = {(entry.get("scale"), entry["variant"]): entry for entry in searches}
     scale_of = runs["scale"] if "scale" in runs else pd.Series([None] * len(runs), index=runs.index)
@@ -71,20 +76,21 @@ def budgets(searches: Sequence[dict[str, Any]], runs: pd.DataFrame) -> pd.DataFr
         entry = searched.get(cell)
         if entry is None:
             lrs = int(group["lr"].dropna().nunique())
-            rows.append({"scale": cell[0], "variant": variant, "budget": lrs, "spent": lrs, "tuned": "LR grid"})
+            rows.append({"scale": cell[0], "variant": variant, "tuned": GRID, "budget": lrs, "spent": lrs})
             continue
-        best = ", ".join(f"{key} {value:g}" for key, value in entry["best"].items())
         rows.append(
             {
                 "scale": cell[0],
                 "variant": variant,
+                "tuned": SEARCH,
                 "budget": entry["budget"],
                 "spent": entry["spent"],
-                "tuned": f"search ({entry['reason']}): {best}",
+                "reason": entry["reason"],
+                "best": ", ".join(f"{key} {value:g}" for key, value in entry["best"].items()),
                 "optimum_not_found": "; ".join(edges(entry)),
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).reindex(columns=COLUMNS).fillna({name: "" for name in COLUMNS[-3:]})
 
 
 def with_edges(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -94,8 +100,7 @@ def with_edges(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     out[SEARCH_EDGE] = ""
     scale_of = out["scale"] if "scale" in out else pd.Series([None] * len(out), index=out.index)
     for row in table.itertuples():
-        text = getattr(row, "optimum_not_found", "")
-        if isinstance(text, str) and text:
+        if text := row.optimum_not_found:
             same_scale = scale_of.isna() if row.scale is None or pd.isna(row.scale) else scale_of == row.scale
             out.loc[same_scale & (out["variant"] == row.variant), SEARCH_EDGE] = text
     return out
@@ -123,8 +128,8 @@ def lines(table: pd.DataFrame) -> list[str]:
     out = []
     for row in table.itertuples():
         where = f"{row.scale} {row.variant}" if row.scale else row.variant
-        out.append(f"tuning budget: {where}: {row.budget} points, {row.spent} spent; {row.tuned}")
-        not_found = getattr(row, "optimum_not_found", "")
-        if isinstance(not_found, str) and not_found:
-            out.append(f"optimum not found: {where}: {not_found}")
+        how = f"{SEARCH} ({row.reason}): {row.best}" if row.tuned == SEARCH else row.tuned
+        out.append(f"tuning budget: {where}: {row.budget} points, {row.spent} spent; {how}")
+        if row.optimum_not_found:
+            out.append(f"optimum not found: {where}: {row.optimum_not_found}")
     return out
