@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from pathlib import Path
 
 from andrea_lab.errors import UsageError, run_script
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
     rungs = [scale.name for scale in suite.scales]
     runs = read_runs_csv(args.runs) if from_csv else load_runs(args.runs)
-    done = ladder.finished_rungs(runs, rungs[:-1], Counter(spec.scale for spec in specs))
+    done = ladder.finished_rungs(runs, rungs[:-1], ladder.planned_cells((s.scale, s.variant) for s in specs))
     if done != rungs[:-1]:
         missing = ", ".join(rung for rung in rungs[:-1] if rung not in done)
         raise UsageError(f"rungs {missing} of {args.runs} are not finished; a prediction needs every lower rung")
@@ -54,7 +53,27 @@ def main(argv: list[str] | None = None) -> int:
     digest = ladder_predictions.write_prediction(args.out, prediction)
     print(f"wrote {args.out} (sha256 {digest}); add to {args.suite.name} and commit both before the top rung runs:")
     print(f"  prediction: {{file: {args.out.name}, sha256: {digest}}}")
+    fitted = top_bracket(prediction["log10_best_lrs"])
+    bracket = {v.name: fitted[v.name] for v in suite.variants if v.name in fitted}  # in the suite's order
+    if bracket:
+        print(f"each variant's best LR extrapolated to {rungs[-1]}, as a bracket 2x either side (ladder.grids lrs):")
+        print(
+            "  lrs: {"
+            + ", ".join(f"{name}: [{', '.join(f'{lr:.1e}' for lr in lrs)}]" for name, lrs in bracket.items())
+            + "}"
+        )
     return 0
+
+
+def top_bracket(log10_best_lrs: dict) -> dict[str, list[float]]:
+    """Per variant with a fitted best-LR trend: half, one and two times the extrapolated best LR, at two
+    significant figures (a bracket: the optimum is inside it if the trend is right within a factor of 2)."""
+    bracket = {}
+    for name, fitted in log10_best_lrs.items():
+        if fitted.get("value") is not None:
+            best = float(f"{10 ** fitted['value']:.1e}")
+            bracket[name] = [float(f"{best * factor:.1e}") for factor in (0.5, 1.0, 2.0)]
+    return bracket
 
 
 if __name__ == "__main__":

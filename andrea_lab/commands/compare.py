@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,6 +17,7 @@ from andrea_lab.experiments.compare import (
     compare,
     doc_blocks,
     domains,
+    ladder,
     ladder_report,
     outputs,
     report,
@@ -82,17 +82,24 @@ def print_results(written: dict[str, dict]) -> None:
         print()
 
 
-def print_ladder(suite: Suite, runs, out: Path) -> Optional[int]:
-    """The ladder's decision accuracy and scored prediction (issue 54), its rungs' compute and planned runs
-    read from the suite as the sweep plans it; an error's exit status, else None."""
+def ladder_blocks(suite: Suite, runs, out: Path) -> dict[str, str]:
+    """The ladder's report written in ``out`` and its ``--doc`` blocks (``summary``, ``decisions``), its rungs'
+    compute and planned runs read from the suite as the sweep plans it (only counted: no directory is read)."""
+    specs = plan_sweep(suite, "runs")
+    compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
+    planned = ladder.planned_cells((spec.scale, spec.variant) for spec in specs)
+    return ladder_report.report_blocks(suite, runs, out, compute, planned)
+
+
+def print_ladder(suite: Suite, runs, out: Path) -> tuple[Optional[int], dict[str, str]]:
+    """The ladder's decision accuracy and scored prediction (issue 54), printed: an error's exit status (else
+    None) and the blocks ``--doc`` writes."""
     try:
-        specs = plan_sweep(suite, "runs")  # only counted: no directory is read
-        compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
-        planned = Counter(spec.scale for spec in specs)
-        print(ladder_report.write_ladder_report(suite, runs, out, compute, planned))
+        blocks = ladder_blocks(suite, runs, out)
     except (ValueError, SuiteError) as exc:  # a prediction edited or committed late: PredictionError
-        return _error(str(exc))
-    return None
+        return _error(str(exc)), {}
+    print(f"{blocks['summary']}\n\n{blocks['decisions']}\n")
+    return None, blocks
 
 
 def committed_suites(results: Path, suites: Path) -> list[CommittedSuite]:
@@ -221,8 +228,10 @@ def main(argv: list[str]) -> int:
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
     domain_table = domains.print_domain_report(suite, written)  # scales that are corpora: verdict x domain
+    ladder_doc: dict[str, str] = {}
     if suite is not None and suite.ladder is not None and suite.name in written:
-        if (status := print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)) is not None:
+        status, ladder_doc = print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)
+        if status is not None:
             return status
     if args.tensorboard and source.is_dir():
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
@@ -230,6 +239,7 @@ def main(argv: list[str]) -> int:
         blocks = outputs.doc_blocks(runs, claims, aa_pair)
         if domain_table is not None:
             blocks["domains"] = domain_table
+        blocks.update(ladder_doc)  # the ladder's summary opens docs/results.md; its table in its section
         update_doc(Path(args.doc), next(iter(written)), blocks)
     return 0
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from collections import Counter
+from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -126,17 +127,30 @@ def bootstrap_accuracy(
         return np.nanpercentile(values, tail, axis=0), np.nanpercentile(values, 100 - tail, axis=0)
 
 
-def finished_rungs(runs: pd.DataFrame, rungs: Sequence[str], planned: Optional[Mapping[str, int]]) -> list[str]:
-    """The rungs whose every run has ended (counted): all planned runs present when ``planned`` says how
-    many there are, else at least one run and none still running or interrupted."""
+def planned_cells(cells: Iterable[tuple[str, str]]) -> dict[str, Counter]:
+    """Runs planned per rung and variant, from ``(rung, variant)`` per planned run (the sweep's plan)."""
+    planned: dict[str, Counter] = {}
+    for rung, variant in cells:
+        planned.setdefault(rung, Counter())[variant] += 1
+    return planned
+
+
+def finished_rungs(
+    runs: pd.DataFrame, rungs: Sequence[str], planned: Optional[Mapping[str, Mapping[str, int]]]
+) -> list[str]:
+    """The rungs whose every run has ended (counted): every variant with at least its planned runs (grid
+    extensions add more) when ``planned`` says how many (:func:`planned_cells`), else at least one run; and
+    none still running or interrupted. Per variant, not per rung: a variant added to the suite after a rung
+    ran leaves that rung missing until its runs are in, however many extension runs the others added."""
     if SCALE not in runs:  # no run of a scaled suite at all (an empty directory)
         return []
     done = []
     for rung in rungs:
         rows = runs[runs[SCALE] == rung]
-        ended = rows["status"].isin(stats.COUNTED_STATUSES)
-        wanted = planned[rung] if planned and rung in planned else 1
-        if len(rows) >= wanted and bool(ended.all()):
+        have = rows.groupby("variant").size()
+        wanted = (planned or {}).get(rung) or {}
+        enough = not rows.empty and all(have.get(variant, 0) >= count for variant, count in wanted.items())
+        if enough and bool(rows["status"].isin(stats.COUNTED_STATUSES).all()):
             done.append(rung)
     return done
 
@@ -170,7 +184,7 @@ def decision_accuracy(
     rungs: Sequence[str],
     decisions: Sequence[Decision],
     compute: Mapping[str, float],
-    planned: Optional[Mapping[str, int]] = None,
+    planned: Optional[Mapping[str, Mapping[str, int]]] = None,
     loss_column: str = "heldout_loss",
 ) -> pd.DataFrame:
     """One row per (rung, kind): the rung's compute (6·N·D) and its ratio to the top rung's, the decision
@@ -204,16 +218,22 @@ def _cell(row: pd.Series) -> str:
 
 
 def accuracy_markdown(table: pd.DataFrame) -> str:
-    """The table as one Markdown table: rung × compute × ratio to the top × accuracy per kind × status."""
+    """The table as one Markdown table: rung × compute × ratio to the top × accuracy per kind × status, and
+    each rung's CPU-minutes per decision where the table carries them (compare.ladder_summary)."""
+    costs = "minutes_per_decision" in table
     lines = [
         "| rung | 6·N·D (FLOPs) | × top | "
         + " | ".join(f"{kind} accuracy [95 %] of n" for kind in KINDS)
+        + (" | CPU-minutes per decision" if costs else "")
         + " | status |",
-        "|---|---|---|" + "---|" * len(KINDS) + "---|",
+        "|---|---|---|" + "---|" * (len(KINDS) + costs) + "---|",
     ]
     for rung, rows in table.groupby("rung", sort=False):
         first = rows.iloc[0]
         cells = [_cell(row) for _, row in rows.iterrows()]
+        if costs:
+            minutes = first["minutes_per_decision"]
+            cells.append("—" if minutes is None or math.isnan(minutes) else f"{minutes:.0f}")
         lines.append(
             f"| {rung} | {first['compute']:.3g} | {first['compute_ratio']:.3g} | "
             + " | ".join(cells)

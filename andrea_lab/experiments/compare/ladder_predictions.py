@@ -56,6 +56,8 @@ def make_prediction(
     losses, effects = ladder_trends.ladder_points(runs, lower_rungs, compute, decisions)
     target = compute[top]
     variants = {v: _fitted(ladder_trends.fit_power_law, *points, target) for v, points in losses.items()}
+    lr_points = ladder_trends.best_lr_points(runs, lower_rungs, compute, list(losses))
+    best_lrs = {v: _fitted(ladder_trends.fit_log_linear, *points, target) for v, points in lr_points.items()}
     predicted = {}
     for decision in decisions:
         effect = _fitted(ladder_trends.fit_log_linear, *effects[decision.name], target)
@@ -69,6 +71,7 @@ def make_prediction(
         "from_rungs": list(lower_rungs),
         "variants": variants,
         "decisions": predicted,
+        "log10_best_lrs": best_lrs,
     }
 
 
@@ -137,16 +140,24 @@ def _error(predicted: Optional[float], actual: float) -> float:
 
 
 def score(
-    prediction: Mapping[str, Any], actual_losses: Mapping[str, float], actual_effects: Mapping[str, float]
+    prediction: Mapping[str, Any],
+    actual_losses: Mapping[str, float],
+    actual_effects: Mapping[str, float],
+    actual_best_lrs: Optional[Mapping[str, float]] = None,
 ) -> pd.DataFrame:
-    """One row per predicted quantity (each variant's loss, each decision's effect): predicted ± se, the top
-    rung's measured value (mean over its seeds), the error (measured − predicted, nats) and, for a decision,
+    """One row per predicted quantity (each variant's loss, each decision's effect, each variant's log10 best
+    LR where the prediction has it): predicted ± se, the top rung's measured value (mean over its seeds; the
+    best LR over all its seeds), the error (measured − predicted: nats, or decades of LR) and, for a decision,
     whether the predicted sign was right."""
     rows = []
     for variant, guess in prediction["variants"].items():
         actual = float(actual_losses.get(variant, math.nan))
         rows.append(dict(kind="loss", name=variant, predicted=guess["value"], se=guess["se"], actual=actual,
                          error=_error(guess["value"], actual), sign_right=None))  # fmt: skip
+    for variant, guess in prediction.get("log10_best_lrs", {}).items():
+        actual = float(actual_best_lrs.get(variant, math.nan)) if actual_best_lrs else math.nan
+        rows.append(dict(kind="log10_best_lr", name=variant, predicted=guess["value"], se=guess["se"],
+                         actual=actual, error=_error(guess["value"], actual), sign_right=None))  # fmt: skip
     for name, guess in prediction["decisions"].items():
         actual = float(actual_effects.get(name, math.nan))
         right = None if guess["sign"] is None or not math.isfinite(actual) else guess["sign"] == int(np.sign(actual))
@@ -155,9 +166,16 @@ def score(
     return pd.DataFrame(rows)
 
 
-def measured(runs: pd.DataFrame, top: str, decisions: Sequence[Decision]) -> tuple[dict[str, float], dict[str, float]]:
+def measured(
+    runs: pd.DataFrame, top: str, decisions: Sequence[Decision]
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """The top rung's measured values, as predicted: each variant's mean held-out loss over seeds and each
-    decision's mean effect, every seed at the LR chosen on the other seeds."""
+    decision's mean effect, every seed at the LR chosen on the other seeds; and each variant's log10 best LR."""
     losses, effects = ladder_trends.ladder_points(runs, [top], {top: 1.0}, decisions)
     mean = lambda values: float(np.mean(values)) if values else math.nan  # noqa: E731
-    return {v: mean(p[1]) for v, p in losses.items()}, {d: mean(p[1]) for d, p in effects.items()}
+    lrs = ladder_trends.best_lr_points(runs, [top], {top: 1.0}, list(losses))
+    return (
+        {v: mean(p[1]) for v, p in losses.items()},
+        {d: mean(p[1]) for d, p in effects.items()},
+        {v: mean(p[1]) for v, p in lrs.items()},
+    )

@@ -17,17 +17,23 @@ from typing import Any, Mapping, Optional
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import compare, csv_cells, ladder, ladder_predictions
-from andrea_lab.experiments.compare.runs_table import SCALE
-from andrea_lab.runs.directory import START_MARKER
+from andrea_lab.experiments.compare import compare, csv_cells, ladder, ladder_predictions, ladder_summary
+from andrea_lab.experiments.compare.runs_table import SCALE, STARTED
 
 
 def top_started(runs: pd.DataFrame, top: str) -> Optional[datetime]:
-    """When the top rung's first run started: the oldest ``sweep-run.json`` among its run directories (None
-    when none is on disk, e.g. a committed runs.csv alone)."""
-    paths = [Path(p) / START_MARKER for p in runs.loc[runs[SCALE] == top, "path"].dropna()] if "path" in runs else []
-    times = [p.stat().st_mtime for p in paths if p.is_file()]
-    return datetime.fromtimestamp(min(times), timezone.utc) if times else None
+    """When the top rung's first run started: the earliest ``started`` of its runs (the sweep's ``sweep-run.json``,
+    kept in runs.csv, so a committed table is scored as its run directories would be); None when no run
+    recorded it."""
+    if STARTED not in runs:
+        return None
+    times = []
+    for text in runs.loc[runs[SCALE] == top, STARTED].dropna():
+        try:
+            times.append(datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S%z"))
+        except ValueError:  # a handed table's cell that is not the sweep's time: not a start time
+            continue
+    return min(times).astimezone(timezone.utc) if times else None
 
 
 def _scored(suite: Any, runs: pd.DataFrame, table: pd.DataFrame, out: Path) -> list[str]:
@@ -46,9 +52,9 @@ def _scored(suite: Any, runs: pd.DataFrame, table: pd.DataFrame, out: Path) -> l
     lines = [
         f"Prediction {record.prediction.name}, sha256 {record.prediction_sha256}, last committed "
         f"{committed.isoformat() if committed else 'never (not in git)'}; top rung's first run started "
-        f"{started.isoformat() if started else 'unknown (no run directory on disk)'}.",
+        f"{started.isoformat() if started else 'unknown (no run recorded its start)'}.",
         "",
-        "| kind | name | predicted ± se | top rung | error (nats) | sign right |",
+        "| kind | name | predicted ± se | top rung | error (nats; decades for log10_best_lr) | sign right |",
         "|---|---|---|---|---|---|",
     ]
     for row in scored.itertuples():
@@ -59,15 +65,20 @@ def _scored(suite: Any, runs: pd.DataFrame, table: pd.DataFrame, out: Path) -> l
     return lines
 
 
-def write_ladder_report(
-    suite: Any, runs: pd.DataFrame, out: Path, compute: Mapping[str, float], planned: Mapping[str, int]
-) -> str:
-    """``ladder.md`` and ``decision_accuracy.csv`` in ``out`` for ``suite`` (a sweep Suite with a ladder), its
-    rungs' 6·N·D (``compute``) and planned runs (``planned``); returns the Markdown (what compare prints)."""
+def report_blocks(
+    suite: Any, runs: pd.DataFrame, out: Path, compute: Mapping[str, float], planned: Mapping[str, Mapping[str, int]]
+) -> dict[str, str]:
+    """Write ``ladder.md`` and ``decision_accuracy.csv`` (and ``.png``) in ``out`` for ``suite`` (a sweep Suite
+    with a ladder), its rungs' 6·N·D (``compute``) and runs planned per rung and variant (``planned``,
+    :func:`~andrea_lab.experiments.compare.ladder.planned_cells`); returns the two blocks ``andrea compare
+    --doc`` writes: ``summary`` (the sentence that opens docs/results.md) and ``decisions`` (the table and the
+    scored prediction)."""
     runs = runs[runs["suite"] == suite.name]
     rungs = [scale.name for scale in suite.scales]
     decisions = [ladder.Decision(a, b) for a, b in suite.ladder.decisions]
     table = ladder.decision_accuracy(runs, rungs, decisions, compute, planned, compare.scored_loss_column(runs))
+    costs = ladder_summary.minutes_per_decision(runs, rungs, decisions)
+    table["minutes_per_decision"] = table["rung"].map(costs)
     out.mkdir(parents=True, exist_ok=True)
     csv_cells.write_csv(table, out / "decision_accuracy.csv")
     # matplotlib (~1 s): only when the report is written
@@ -79,15 +90,23 @@ def write_ladder_report(
         "",
         f"{len(decisions)} decisions: {', '.join(d.name for d in decisions)}. Each rung's sign per decision "
         "against the top rung's, 95 % bootstrap interval over seeds (compare.ladder); a rung not finished is "
-        "missing.",
+        "missing. A decision's cost: the CPU time (wall time x threads) of both variants' runs at the rung, "
+        "averaged over the decisions (compare.ladder_summary).",
         "",
         ladder.accuracy_markdown(table),
         "",
         "## Ladder: the top rung's prediction",
         "",
         *_scored(suite, runs, table, out),
-        "",
     ]
-    markdown = "\n".join(lines)
-    (out / "ladder.md").write_text(markdown, encoding="utf-8")
-    return markdown
+    blocks = {"summary": ladder_summary.headline(table, costs), "decisions": "\n".join(lines)}
+    (out / "ladder.md").write_text(f"{blocks['summary']}\n\n{blocks['decisions']}\n", encoding="utf-8")
+    return blocks
+
+
+def write_ladder_report(
+    suite: Any, runs: pd.DataFrame, out: Path, compute: Mapping[str, float], planned: Mapping[str, Mapping[str, int]]
+) -> str:
+    """:func:`report_blocks`, as the Markdown ``andrea compare`` prints (and ``ladder.md`` holds)."""
+    blocks = report_blocks(suite, runs, out, compute, planned)
+    return f"{blocks['summary']}\n\n{blocks['decisions']}\n"

@@ -131,3 +131,24 @@ def ladder_points(
             effects[decision.name][0].extend([compute[rung]] * len(values))
             effects[decision.name][1].extend(values)
     return losses, effects
+
+
+def best_lr_points(
+    runs: pd.DataFrame, rungs: Sequence[str], compute: Mapping[str, float], variants: Sequence[str]
+) -> dict[str, tuple[list, list]]:
+    """Per variant, (computes, log10 best LR) with one point per rung: the LR with the lowest mean over seeds
+    of the choosing loss (:func:`andrea_lab.experiments.compare.stats.best_lr` on the selection documents).
+    Why a trend of the LR too: the top rung is the costly one and runs a narrow bracket per variant, which
+    is only a bracket if it sits around where the lower rungs say the optimum is going (Wortsman et al.
+    2023: the best LR drifts with width)."""
+    runs = stats.set_aside_unscored(runs)
+    points = {v: ([], []) for v in variants}
+    for rung in rungs:
+        counted = stats.counted_runs(runs[runs[SCALE] == rung], "heldout_loss")
+        for variant in variants:
+            table = stats.choice_table(counted, variant)
+            if table.empty or table.isna().all().all():
+                continue
+            points[variant][0].append(compute[rung])
+            points[variant][1].append(math.log10(stats.best_lr(table)))
+    return points

@@ -22,7 +22,6 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 
 from andrea_lab.experiments.compare import csv_cells, outcomes
-from andrea_lab.experiments.compare import heldout_columns as heldout_columns_module
 from andrea_lab.experiments.compare.config_variants import (
     declared_variant,
     name_adhoc_variants,
@@ -31,6 +30,24 @@ from andrea_lab.experiments.compare.config_variants import (
     supersede_repeats,
 )
 from andrea_lab.experiments.compare.heldout_columns import curve_columns, heldout_columns, heldout_curve_columns
+from andrea_lab.experiments.compare.run_columns import (  # noqa: F401  (the columns, imported from here too)
+    ATTN_ENTROPY_MIN_FINAL,
+    ATTN_LOGIT_MAX_FINAL,
+    DIVERGENCE_CAUSE,
+    GAVE_WAY,
+    GAVE_WAY_LEAD,
+    INTEGER_COLUMNS,
+    MACHINE,
+    OPTIONAL_COLUMNS,
+    PRECISION,
+    RUN_COLUMNS,
+    SCALE,
+    SCALE_INDEX,
+    SPLIT,
+    STARTED,
+    THREADS,
+    WALL_TIME,
+)
 from andrea_lab.experiments.compare.run_identity import check_identity, whole_numbers
 from andrea_lab.experiments.compare.stats import set_aside_unscored
 from andrea_lab.files import read_json, read_regular_bytes
@@ -76,81 +93,6 @@ def _init_values(curves: dict[str, Curve]) -> dict[str, float]:
     }
 
 
-#: The columns of ``runs.csv``: one per field a comparison reads (the init columns are not written).
-RUN_COLUMNS = [
-    "suite",
-    "variant",
-    "variant_index",
-    "lr",
-    "seed",
-    "status",
-    "initial_val_loss",
-    "final_val_loss",
-    "best_val_loss",
-    "heldout_loss",
-    "heldout_se",
-    "heldout_tokens",
-    "heldout_documents",
-    "divergence_kind",
-    "divergence_step",
-    "grad_norm_median",
-    "grad_norm_max",
-    "grad_norm_max_after_warmup",
-    "spike_count",
-    "steps",
-    "warmup_steps",
-    "source",
-    "path",
-]
-
-INTEGER_COLUMNS = (
-    "gave_way_lead",
-    "variant_index",
-    "seed",
-    "heldout_tokens",
-    "heldout_documents",
-    "divergence_step",
-    "spike_count",
-    "steps",
-    "warmup_steps",
-    "stuck_after",
-    "scale_index",
-    *outcomes.INTEGER_COLUMNS,
-)
-#: Columns ``runs.csv`` carries only when some run has a value, so that the runs of a suite without a scale
-#: axis or attention summaries keep exactly :data:`RUN_COLUMNS` (and the committed reports stay as they are).
-SCALE, SCALE_INDEX = "scale", "scale_index"
-ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_entropy_min_final"
-#: ``stuck_after``: the stuck-at-unigram window's first step where the run's config set it (runs made before
-#: the suites set it have none, and their committed tables keep their columns).
-#: The precision setting and the machine kind of a run (None for runs recorded before they were kept).
-PRECISION, MACHINE = "precision", "machine"
-#: The train/held-out split rule's version the run's data was made with (andrea_lab.data.split; "1" for runs
-#: recorded before it was kept, all of which used version 1): scores on different splits do not compare.
-SPLIT = "split_version"
-#: What failed in a ``trained_then_diverged`` run: ``loss_rose`` or ``nonfinite`` (summary.json ``divergence.cause``).
-DIVERGENCE_CAUSE = "divergence_cause"
-#: The precursor signal that left its band first before the run's divergence (else its first spike), and by how
-#: many steps it led the loss (summary.json ``gave_way_first``; docs/stability.md).
-GAVE_WAY, GAVE_WAY_LEAD = "gave_way_first", "gave_way_lead"
-#: The fit's wall time in seconds (summary.json ``wall_time_s``): what a suite cost here, run by run.
-WALL_TIME = "wall_time_s"
-OPTIONAL_COLUMNS = (
-    "stuck_after",
-    SCALE,
-    SCALE_INDEX,
-    ATTN_LOGIT_MAX_FINAL,
-    ATTN_ENTROPY_MIN_FINAL,
-    PRECISION,
-    MACHINE,
-    SPLIT,
-    *heldout_columns_module.OPTIONAL,
-    DIVERGENCE_CAUSE,
-    GAVE_WAY,
-    GAVE_WAY_LEAD,
-    *outcomes.OUTCOME_COLUMNS,
-    WALL_TIME,
-)
 #: Where a run without those summary fields has the curves instead: the probe's max attention logit per block
 #: (``stability/attn_logit_max/block_NN``) and the attention entropy per block (the tag the entropy probe
 #: logs under; change it here if that metric is named otherwise).
@@ -351,6 +293,8 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
         "source": SUMMARY_FILE if record is not None else "markers",
         "path": str(run_dir),
     }
+    if isinstance(started.get(STARTED), str):
+        row[STARTED] = started[STARTED]
     if started.get(SCALE) is not None:  # a suite's scale axis (andrea_lab.experiments.sweep.scales)
         row.update(scale=str(started[SCALE]), scale_index=started.get(SCALE_INDEX))
     if record is not None:
@@ -362,6 +306,7 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     machine = record.machine if record is not None else {}
     precision = config.get("trainer.precision") or machine.get("precision")
     row[PRECISION], row[MACHINE] = (None if precision is None else str(precision)), machine.get("kind")
+    row[THREADS] = machine.get("threads")
     row[SPLIT] = split_version(record)
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
     curves = read_scalars(run_dir) if events else None
@@ -403,6 +348,7 @@ def read_runs_csv(path: str | Path) -> pd.DataFrame:
         PRECISION: "string",
         MACHINE: "string",
         SPLIT: "string",
+        STARTED: "string",
     }
     table = pd.read_csv(io.BytesIO(data), dtype=strings)
     typed = _typed(csv_cells.restored(table, (*_STRING_COLUMNS, *csv_cells.HANDED_TEXT_COLUMNS)))
@@ -433,6 +379,7 @@ _STRING_COLUMNS = (
     PRECISION,
     MACHINE,
     SPLIT,
+    STARTED,
 )
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.commands.compare import main as compare_main
+from andrea_lab.commands.compare import ladder_blocks, main as compare_main
 from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report
 from andrea_lab.experiments.compare.project import PROJECT, project_block
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv, write_runs_csv
@@ -320,7 +320,7 @@ def test_generated_blocks_replace_only_their_own_text():
     assert "edited prose" in twice and doc_blocks.generated_blocks(twice) == [("np", "claims", "| b |")]
 
 
-def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs(committed_project):
+def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_runs(committed_project, tmp_path):
     """Every generated block of docs/results.md (claims, by scale where a suite has a scale axis; A/A
     calibration), regenerated from docs/results/<suite>/runs.csv and the suite file, byte for byte: no number
     in them is typed by hand. And every committed suite table has its blocks there, so none is left stale or
@@ -336,6 +336,9 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
             expected[(runs_csv.parent.name, what)] = content
         if (table := domains.domain_block(suite, runs)) is not None:  # a suite on two corpora: verdict x domain
             expected[(runs_csv.parent.name, "domains")] = table
+        if suite.ladder is not None:  # a ladder: its summary (which opens the document) and decisions table
+            for what, content in ladder_blocks(suite, runs, tmp_path / runs_csv.parent.name).items():
+                expected[(runs_csv.parent.name, what)] = content
     expected[(PROJECT, "claims")] = project_block(committed_project)
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"

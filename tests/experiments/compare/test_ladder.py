@@ -87,8 +87,35 @@ def test_a_rung_still_running_is_missing_never_a_partial_accuracy():
     assert table.loc[("r1", "loss"), "status"] == ladder.MISSING and math.isnan(table.loc[("r1", "loss"), "accuracy"])
     assert table.loc[("r0", "loss"), "accuracy"] == 0.0
     # Fewer runs than planned: the rung is missing too, though every run present has ended.
-    planned = {"r0": 2 * len(LRS) * len(SEEDS) * 5, "r1": 0, "top": 0}
+    planned = {"r0": {"a": len(LRS) * len(SEEDS) * 5}}
     assert _table(runs[runs["scale"] != "r1"], planned=planned).loc[("r0", "loss"), "status"] == ladder.MISSING
+
+
+def test_a_variant_planned_after_its_rung_ran_leaves_the_rung_missing_whatever_the_run_count():
+    """The ladder gained a variant after its lower rungs ran; their grid extensions had added more runs than the
+    new variant plans, so a count per rung would call the rung finished without the variant."""
+    runs = _ladder({"r0": (0.1,) * 4, "r1": (-0.1,) * 4, "top": (-0.2,) * 4})
+    extended = pd.DataFrame(
+        [{**row, "lr": row["lr"] * 100} for rung in COMPUTE for row in _rows(rung, "a", 2.1, 0.1, 0.0)]
+    )
+    runs = pd.concat([runs, extended], ignore_index=True)  # a: three more LRs at every rung (extended)
+    per_variant = len(LRS) * len(SEEDS)
+    planned = ladder.planned_cells(
+        [
+            (rung, variant)
+            for rung in COMPUTE
+            for variant in ("ref", "a", "b", "c", "d", "new")
+            for _ in range(per_variant)
+        ]
+    )
+    assert len(runs[runs["scale"] == "r0"]) >= sum(planned["r0"].values())  # enough runs by the rung's count
+    table = _table(runs, planned=planned)
+    assert (table.xs("loss", level="kind")["status"] == ladder.MISSING).all()
+    new = pd.DataFrame(_rows("r0", "new", 2.0, 0.1, 0.0))
+    assert (
+        _table(pd.concat([runs, new], ignore_index=True), planned=planned).loc[("r0", "loss"), "status"]
+        != ladder.MISSING
+    )
 
 
 def test_without_the_top_rung_no_accuracy_is_given():

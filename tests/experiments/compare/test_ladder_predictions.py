@@ -53,13 +53,34 @@ def test_prediction_from_lower_rungs_extrapolates_the_trends(prediction):
 def test_scored_against_the_top_rung(prediction):
     top = _runs(["top"])
     top.loc[top["variant"] == "a", "heldout_loss"] -= 0.1  # at the top a ends up 0.1 ahead of the trend: sign flips
-    losses, effects = predictions.measured(top, "top", DECISIONS)
-    table = predictions.score(prediction, losses, effects).set_index("name")
-    assert table.loc["b", "error"] == pytest.approx(_loss("b", 1e14) - prediction["variants"]["b"]["value"])
-    assert abs(table.loc["b", "error"]) < 0.02
+    losses, effects, best_lrs = predictions.measured(top, "top", DECISIONS)
+    table = predictions.score(prediction, losses, effects, best_lrs).set_index(["kind", "name"])
+    assert table.loc[("loss", "b"), "error"] == pytest.approx(_loss("b", 1e14) - prediction["variants"]["b"]["value"])
+    assert abs(table.loc[("loss", "b"), "error"]) < 0.02
     assert effects["a vs b"] == pytest.approx(0.06 - 0.1, abs=1e-9)  # predicted about +0.06: a behind
-    assert table.loc["a vs b", "predicted"] > 0 and not table.loc["a vs b", "sign_right"]
-    assert table.loc["a vs b", "error"] == pytest.approx(effects["a vs b"] - table.loc["a vs b", "predicted"])
+    assert table.loc[("effect", "a vs b"), "predicted"] > 0 and not table.loc[("effect", "a vs b"), "sign_right"]
+    assert table.loc[("effect", "a vs b"), "error"] == pytest.approx(
+        effects["a vs b"] - table.loc[("effect", "a vs b"), "predicted"]
+    )
+
+
+def test_each_variants_best_lr_is_extrapolated_and_scored_in_decades():
+    """b's optimum moves one LR-grid step down per rung (1e-2, 3e-3, 1e-3 at 1e12, 3e12, 1e13): about a decade
+    per decade of compute, so the trend puts it near 1e-4 at 1e14; a's stays at 3e-3."""
+    runs = _runs(["r0", "r1", "r2"])
+    for index, rung in enumerate(["r0", "r1", "r2"]):
+        rows = (runs["variant"] == "b") & (runs["scale"] == rung)
+        best = LRS[2 - index]
+        runs.loc[rows, "heldout_loss"] = _loss("b", COMPUTE[rung]) + 0.05 * (runs.loc[rows, "lr"] != best)
+    made = predictions.make_prediction(runs, ["r0", "r1", "r2"], COMPUTE, DECISIONS, "top", "lad")
+    assert made["log10_best_lrs"]["a"]["value"] == pytest.approx(math.log10(3e-3))
+    assert made["log10_best_lrs"]["b"]["value"] == pytest.approx(-4.0, abs=0.15)
+    top = _runs(["top"])  # at the top both are best at 3e-3: b's prediction was off by about 1.5 decades
+    table = predictions.score(made, *predictions.measured(top, "top", DECISIONS)).set_index(["kind", "name"])
+    row = table.loc[("log10_best_lr", "b")]
+    assert row["actual"] == pytest.approx(math.log10(3e-3)) and row["error"] == pytest.approx(
+        row["actual"] - row["predicted"]
+    )
 
 
 def test_a_prediction_is_written_once_and_refused_when_edited(tmp_path, prediction):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from andrea_lab.experiments.compare import ladder_predictions, ladder_report
+from andrea_lab.experiments.compare import ladder, ladder_predictions, ladder_report
 from andrea_lab.experiments.compare.ladder import Decision
 from andrea_lab.experiments.sweep.plan import plan_sweep
 from andrea_lab.experiments.sweep.suite import load_suite
@@ -41,7 +40,7 @@ def _runs(suite, effect: dict[str, float]) -> pd.DataFrame:
 
 def _report(suite, runs: pd.DataFrame, out: Path) -> str:
     """The report with the counts compare hands it (made up: the compute only sets the ratio column)."""
-    planned = Counter(spec.scale for spec in plan_sweep(suite, "runs"))
+    planned = ladder.planned_cells((spec.scale, spec.variant) for spec in plan_sweep(suite, "runs"))
     compute = {name: 10.0**index for index, name in enumerate(planned)}
     return ladder_report.write_ladder_report(suite, runs, out, compute, planned)
 
@@ -95,3 +94,22 @@ def test_andrea_compare_prints_and_writes_the_ladder_table(tmp_path, capsys):
     assert "## Ladder: decision accuracy against the top rung (big)" in printed
     assert "| small |" in printed and "0.00 [0.00, 0.00] of 1" in printed
     assert (tmp_path / "c" / "decision_accuracy.csv").is_file() and (tmp_path / "c" / "decision_accuracy.png").is_file()
+
+
+def test_the_top_rungs_start_is_read_from_the_runs_table_so_a_committed_csv_scores_alike(tmp_path):
+    """The prediction's 'committed before the top rung ran' check needs the top rung's first start; a committed
+    runs.csv has no run directories, so the time travels in its ``started`` column (the sweep's own)."""
+    from datetime import datetime, timezone
+
+    from andrea_lab.experiments.compare.runs_table import read_runs_csv, write_runs_csv
+
+    suite = load_suite(write(tmp_path, _document()))
+    runs = _runs(suite, {"small": 0.05, "mid": -0.05, "big": -0.1})
+    runs["started"] = "2026-12-06T09:30:00+0000"
+    top = runs.index[runs["scale"] == "big"]
+    runs.loc[top[1], "started"] = "2026-12-06T08:15:00+0100"  # the earliest, in another zone
+    runs.loc[top[2], "started"] = "not a time"  # a handed cell: skipped, not a crash
+    write_runs_csv(runs, tmp_path / "runs.csv")
+    back = read_runs_csv(tmp_path / "runs.csv")
+    assert ladder_report.top_started(back, "big") == datetime(2026, 12, 6, 7, 15, tzinfo=timezone.utc)
+    assert ladder_report.top_started(back.drop(columns="started"), "big") is None

@@ -66,7 +66,11 @@ def test_a_rung_may_give_each_variant_its_own_lrs(tmp_path):
     suite = load_suite(write(tmp_path, document))
     cells = {(s.scale, s.variant, s.lr) for s in plan_sweep(suite, tmp_path / "runs")}
     assert {(v, lr) for scale, v, lr in cells if scale == "big"} == {
-        ("gelu", 2e-3), ("gelu", 4e-3), ("gelu", 8e-3), ("relu", 1e-3), ("relu", 2e-3)
+        ("gelu", 2e-3),
+        ("gelu", 4e-3),
+        ("gelu", 8e-3),
+        ("relu", 1e-3),
+        ("relu", 2e-3),
     }
     assert {lr for scale, v, lr in cells if scale == "small" and v == "relu"} == {1e-3, 3e-3, 1e-2}
 
