@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from collections import Counter
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np

@@ -5,7 +5,8 @@ The rungs' compute (6·N·D) and the runs each rung plans come from the suite it
 it (``andrea compare`` reads them with :mod:`andrea_lab.experiments.sweep.ladder_compute`, handed in here: the
 compare package does not import the sweep's), so a rung with fewer finished runs than planned is reported
 missing (:func:`andrea_lab.experiments.compare.ladder.decision_accuracy`), never scored from part of its seeds.
-Written beside the usual report: ``ladder.md``, ``decision_accuracy.csv`` and ``.png`` (``predictions_scored.csv``).
+Written beside the usual report: ``ladder.md``, ``decision_accuracy.csv`` and ``.png``, ``trends.csv`` and
+``.png`` (``predictions_scored.csv``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from typing import Any, Mapping, Optional
 
 import pandas as pd
 
-from andrea_lab.experiments.compare import compare, csv_cells, ladder, ladder_predictions, ladder_summary
+from andrea_lab.experiments.compare import (
+    compare,
+    csv_cells,
+    ladder,
+    ladder_predictions,
+    ladder_summary,
+    ladder_trend_report,
+    ladder_trends,
+)
 from andrea_lab.experiments.compare.runs_table import SCALE, STARTED
 
 
@@ -65,6 +74,30 @@ def _scored(suite: Any, runs: pd.DataFrame, table: pd.DataFrame, out: Path) -> l
     return lines
 
 
+def _trend_lines(
+    runs: pd.DataFrame, table: pd.DataFrame, compute: Mapping[str, float], decisions: list, out: Path
+) -> list[str]:
+    """The trends fitted on the finished rungs (``trends.csv``, ``trends.png``), as Markdown lines."""
+    from andrea_lab.experiments.compare.plots_ladder import plot_trends
+
+    loss_rows = table[table["kind"] == "loss"]
+    finished = [str(r) for r, status in zip(loss_rows["rung"], loss_rows["status"]) if status != ladder.MISSING]
+    top = str(loss_rows["rung"].iloc[-1])
+    trends = ladder_trend_report.trend_table(runs, finished, compute, decisions, compute[top])
+    csv_cells.write_csv(trends, out / "trends.csv")
+    plot_trends(*ladder_trends.ladder_points(runs, finished, compute, decisions), compute[top], out / "trends.png")
+    return [
+        "## Ladder: trends on the finished rungs",
+        "",
+        "Each variant's held-out loss against compute (E + A (C/C0)^-alpha, scipy's curve_fit, one point per seed "
+        "and rung, each seed at the LR chosen on the other seeds) and each decision's effect against log10 "
+        f"compute (a line), with the value and its standard error at {top}'s compute (compare.ladder_trend_report). "
+        "A form with more parameters than the finished rungs can pin is not fitted, and says so.",
+        "",
+        ladder_trend_report.trend_markdown(trends, top),
+    ]
+
+
 def report_blocks(
     suite: Any, runs: pd.DataFrame, out: Path, compute: Mapping[str, float], planned: Mapping[str, Mapping[str, int]]
 ) -> dict[str, str]:
@@ -94,6 +127,8 @@ def report_blocks(
         "averaged over the decisions (compare.ladder_summary).",
         "",
         ladder.accuracy_markdown(table),
+        "",
+        *_trend_lines(runs, table, compute, decisions, out),
         "",
         "## Ladder: the top rung's prediction",
         "",

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.commands.compare import ladder_blocks, main as compare_main
+from andrea_lab.commands.compare import ladder_blocks
+from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report
 from andrea_lab.experiments.compare.project import PROJECT, project_block
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv, write_runs_csv
