@@ -123,7 +123,9 @@ def _committed_suite(runs_csv: Path, suites: Path) -> list[CommittedSuite]:
     aa, scaled = suite.identical_variants() is not None, bool(suite.scales)
     setups = variant_setups(suite, cited_variants(suite.claims))  # what a cited paper is held against
     top = suite.scales[-1].name if suite.ladder is not None and suite.scales else None
-    return [CommittedSuite(suite.name, read_runs_csv(runs_csv), tuple(suite.claims), aa, scaled, setups, top)]
+    corpora = domains.domain_axis(suite.scales)
+    runs = read_runs_csv(runs_csv)
+    return [CommittedSuite(suite.name, runs, tuple(suite.claims), aa, scaled, setups, top, corpora)]
 
 
 def project_main(args: argparse.Namespace) -> int:
@@ -134,12 +136,15 @@ def project_main(args: argparse.Namespace) -> int:
     if not suites.is_dir():
         return _error(f"--suites {args.suites!r} is not a directory of suite files")
     try:
-        block = project_block(committed_suites(results, suites))
+        committed = committed_suites(results, suites)
+        blocks = {"claims": project_block(committed)}
+        if (table := domains.project_domain_block(committed)) is not None:  # every verdict asked on two corpora
+            blocks["domains"] = table
     except (SuiteError, ValueError) as exc:
         return _error(str(exc))
-    print(block)
+    print("\n\n".join(blocks.values()))
     if args.doc:
-        update_doc(Path(args.doc), PROJECT, {"claims": block})
+        update_doc(Path(args.doc), PROJECT, blocks)
     return 0
 
 

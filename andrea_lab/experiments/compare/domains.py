@@ -153,3 +153,31 @@ def print_domain_report(suite: Any, written: Mapping[str, Mapping[str, Any]]) ->
     markdown = domain_markdown(table, corpora)
     print(f"{markdown}\n\n  {'domains_csv':<26} {directory / DOMAINS_CSV}")
     return markdown
+
+
+def project_domain_block(committed: Sequence[Any]) -> Optional[str]:
+    """Every committed suite whose scales are corpora, in one verdict × domain table (suite, claim, each
+    corpus's outcome and evidence, across domains): the table docs/results.md opens its second-domain sections
+    with, so that a reader sees in one place which verdicts hold on both. ``committed`` holds
+    :class:`andrea_lab.experiments.compare.project.CommittedSuite` entries; None when none is on a domain axis."""
+    tables, corpora = [], {}
+    for entry in committed:
+        if not entry.domains or not entry.claims:
+            continue
+        scaled = entry.runs[entry.runs[scales.SCALE].notna()]
+        by_scale = scales.claims_by_scale(scaled, entry.claims, compare.scored_loss_column(scaled))
+        if len(by_scale):
+            tables.append(domain_table(by_scale, list(entry.domains)).assign(suite=entry.name))
+            corpora.update({name: corpus for name, corpus in entry.domains.items() if name not in corpora})
+    if not tables:
+        return None
+    table = pd.concat(tables, ignore_index=True).fillna("n/a")
+    columns = [Column("suite", "suite", lambda r: f"`{r}`"), *domain_columns(corpora)]
+    return "\n".join(
+        [
+            f"{len(table)} claims of {len(tables)} suites asked on more than one corpus, each judged on each corpus's "
+            "runs alone; 'holds on both' needs it reproduced on every corpus (an intersection-union test).",
+            "",
+            report.markdown_table(columns, table),
+        ]
+    )

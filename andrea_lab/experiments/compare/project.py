@@ -68,6 +68,8 @@ class CommittedSuite:
     setups: Mapping[str, Setup] = field(default_factory=dict)
     #: A ladder's top rung (its last scale), held to :data:`MIN_SEEDS_TOP_RUNG`; None: not a ladder.
     top_rung: Optional[str] = None
+    #: ``{scale: corpus}`` when its scales are corpora (compare.domains.domain_axis); None: not on a domain axis.
+    domains: Optional[Mapping[str, str]] = None
 
 
 def judged_claims(suites: Iterable[CommittedSuite]) -> pd.DataFrame:

@@ -341,6 +341,7 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
             for what, content in ladder_blocks(suite, runs, tmp_path / runs_csv.parent.name).items():
                 expected[(runs_csv.parent.name, what)] = content
     expected[(PROJECT, "claims")] = project_block(committed_project)
+    expected[(PROJECT, "domains")] = domains.project_domain_block(committed_project)
     for suite, what, content in blocks:
         assert (suite, what) in expected, f"{suite} {what}: a block no committed runs.csv and suite generate"
         assert expected[(suite, what)] == content, f"{suite} {what}: rerun andrea compare --doc docs/results.md"

@@ -159,3 +159,19 @@ def test_a_suite_whose_scales_are_widths_gets_no_domain_table(runs_csv, tmp_path
     assert compare_main([str(runs_csv), "--suite", str(suite), "--out", str(tmp_path / "out")]) == 0
     assert "Verdict × domain" not in capsys.readouterr().out
     assert not (tmp_path / "out" / "domains.csv").exists()
+
+
+def test_the_project_gathers_every_suite_on_a_domain_axis_into_one_table():
+    """docs/results.md's project-wide verdict × domain table: one row per claim of every committed suite whose
+    scales are corpora, with the suite named; a suite on a width axis adds nothing, and none at all gives no table."""
+    from andrea_lab.experiments.compare.project import CommittedSuite
+
+    claims = tuple(CLAIMS[:2])  # as a suite file holds them
+    on_corpora = CommittedSuite("english_x", domain_runs(), claims, scaled=True, domains=CORPORA)
+    on_widths = CommittedSuite("widths", domain_runs(), claims, scaled=True, domains=None)
+    block = domains.project_domain_block([on_corpora, on_widths])
+    assert block.startswith("2 claims of 1 suites asked on more than one corpus")
+    rows = [line for line in block.splitlines() if line.startswith("| english_x")]
+    assert len(rows) == 2 and "holds on both" in rows[0] and "holds on python only" in rows[1]
+    assert "| suite | claim | hypothesis | on python (stdlib) | on english (shakespeare) | across domains |" in block
+    assert domains.project_domain_block([on_widths]) is None
