@@ -9,7 +9,8 @@ module answers it for the project's own ladder, per lower rung, for three kinds 
 * ``loss``: A − B held-out loss, each variant at its own best LR *chosen on the other seeds* (the cross-fit of
   :mod:`andrea_lab.experiments.compare.selection`, so that no rung's sign is a winner's curse);
 * ``lr_sensitivity``: A − B LR sensitivity (Wortsman et al. 2023), per seed, on the grid both ran;
-* ``highest_lr``: log10 of the highest LR at which the seed's run trained (did not diverge), A − B.
+* ``highest_lr``: log10 of the highest LR at which the seed's run trained (did not diverge), A − B, on the LRs
+  both variants ran, and only for a seed where one of them gave way somewhere (:func:`ceiling_effects`).
 
 Why a bootstrap over seeds and not a formula: accuracy is a share of a handful of signs, each itself noisy.
 Resampling seeds *within each rung* (the top rung too: its signs are also estimates) and recomputing every
@@ -54,10 +55,25 @@ class Decision:
         return f"{self.a} vs {self.b}"
 
 
-def _highest_trained(counted: pd.DataFrame, variant: str) -> pd.Series:
-    """Per seed: log10 of the highest LR whose run did not diverge (NaN when every LR diverged)."""
-    rows = counted[(counted["variant"] == variant) & ~counted["diverged"].astype(bool)]
+def _highest_trained(counted: pd.DataFrame, variant: str, lrs: Sequence[float]) -> pd.Series:
+    """Per seed: log10 of the highest of ``lrs`` whose run did not diverge (NaN when every one diverged)."""
+    rows = counted[(counted["variant"] == variant) & counted["lr"].isin(lrs) & ~counted["diverged"].astype(bool)]
     return np.log10(rows.groupby("seed")["lr"].max().astype(float))
+
+
+def ceiling_effects(counted: pd.DataFrame, decision: Decision, seeds: Sequence[int]) -> dict[int, float]:
+    """Per seed: A − B in log10 of the highest LR that trained, on the LRs *both* ran. Why only those: a grid
+    extended for one variant (its optimum at the top edge) or a per-variant bracket at the top rung would
+    otherwise make the variant with the higher grid look more stable. A seed where neither diverged at any
+    shared LR is censored for both (which would give way first is not measured): no value, not a tie."""
+    lrs = sorted(
+        set(counted.loc[counted["variant"] == decision.a, "lr"])
+        & set(counted.loc[counted["variant"] == decision.b, "lr"])
+    )
+    shared = counted[counted["lr"].isin(lrs) & counted["variant"].isin((decision.a, decision.b))]
+    gave_way = set(shared.loc[shared["diverged"].astype(bool), "seed"].astype(int))
+    ceiling = _highest_trained(counted, decision.a, lrs) - _highest_trained(counted, decision.b, lrs)
+    return {int(s): float(v) for s, v in ceiling.items() if int(s) in set(map(int, seeds)) and int(s) in gave_way}
 
 
 def decision_effects(counted: pd.DataFrame, decision: Decision) -> dict[str, dict[int, float]]:
@@ -74,8 +90,7 @@ def decision_effects(counted: pd.DataFrame, decision: Decision) -> dict[str, dic
         effects["lr_sensitivity"] = {int(s): float(v) for s, v in gap.items()}
     else:  # another grid measures another sensitivity (stats.compare_pair)
         effects["lr_sensitivity"] = {}
-    ceiling = _highest_trained(counted, decision.a) - _highest_trained(counted, decision.b)
-    effects["highest_lr"] = {int(s): float(v) for s, v in ceiling.items() if int(s) in set(map(int, seeds))}
+    effects["highest_lr"] = ceiling_effects(counted, decision, list(seeds))
     return effects
 
 

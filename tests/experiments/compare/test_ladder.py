@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from andrea_lab.experiments.compare import ladder
+from andrea_lab.experiments.compare import ladder, stats
 
 LRS = (1e-3, 3e-3, 1e-2)
 SEEDS = (0, 1, 2, 3, 4)
@@ -143,3 +143,18 @@ def test_the_figure_draws_one_line_per_kind_and_leaves_out_rungs_without_an_accu
     bars = figure.axes[0].containers  # one errorbar container per kind, labelled
     assert [bar.get_label() for bar in bars] == list(ladder.KINDS)
     assert list(bars[0].lines[0].get_xdata()) == [pytest.approx(1 / 30)]  # r1 missing, the top has no accuracy
+
+
+def test_the_highest_lr_that_trains_is_read_on_the_shared_lrs_and_censored_when_neither_gave_way():
+    """A grid extended for one variant (or a per-variant top bracket) must not make it look more stable: the
+    ceiling is read on the LRs both ran, and a seed where neither diverged there has no value (not a tie)."""
+    rows = pd.DataFrame(_rows("r0", "ref", 2.0, 0.3, 0.0) + _rows("r0", "a", 2.0, 0.1, 0.0))
+    extended = pd.DataFrame(_rows("r0", "a", 2.0, 0.1, 0.0)).assign(lr=lambda f: f["lr"] * 100)  # a's grid only
+    runs = stats.counted_runs(pd.concat([rows, extended], ignore_index=True), "heldout_loss")
+    decision = ladder.Decision("a", "ref")
+    assert ladder.ceiling_effects(runs, decision, list(SEEDS)) == {}  # nobody diverged on the shared LRs
+    gave_way = pd.DataFrame(_rows("r0", "ref", 2.0, 0.3, 0.0, diverge_top=True) + _rows("r0", "a", 2.0, 0.1, 0.0))
+    counted = stats.counted_runs(pd.concat([gave_way, extended], ignore_index=True), "heldout_loss")
+    # ref gives way at 1e-2, a trains there: a's ceiling is 1e-2 (its own 1e-1..1 do not count), ref's 3e-3.
+    effects = ladder.ceiling_effects(counted, decision, list(SEEDS))
+    assert effects == {seed: pytest.approx(math.log10(1e-2) - math.log10(3e-3)) for seed in SEEDS}
