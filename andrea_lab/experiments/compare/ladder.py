@@ -8,7 +8,8 @@ module answers it for the project's own ladder, per lower rung, for three kinds 
 
 * ``loss``: A − B held-out loss, each variant at its own best LR *chosen on the other seeds* (the cross-fit of
   :mod:`andrea_lab.experiments.compare.selection`, so that no rung's sign is a winner's curse);
-* ``lr_sensitivity``: A − B LR sensitivity (Wortsman et al. 2023), per seed, on the grid both ran;
+* ``lr_sensitivity``: A − B LR sensitivity (Wortsman et al. 2023), per seed, on the LRs both ran (at least
+  two: a grid extended for one variant, or a per-variant top bracket, leaves the shared part);
 * ``highest_lr``: log10 of the highest LR at which the seed's run trained (did not diverge), A − B, on the LRs
   both variants ran, and only for a seed where one of them gave way somewhere (:func:`ceiling_effects`).
 
@@ -85,10 +86,11 @@ def decision_effects(counted: pd.DataFrame, decision: Decision) -> dict[str, dic
     loss = stats.values_at(a, stats.held_out_best_lrs(choose_a))
     loss_b = stats.values_at(b, stats.held_out_best_lrs(choose_b))
     effects = {"loss": {int(s): loss[s] - loss_b[s] for s in loss}}
-    if set(a.index) == set(b.index) and len(a.index) > 1:
-        gap = stats.lr_sensitivity_per_seed(a) - stats.lr_sensitivity_per_seed(b)
+    shared = a.index.intersection(b.index)
+    if len(shared) > 1:  # on the LRs both ran: another grid measures another sensitivity (stats.compare_pair)
+        gap = stats.lr_sensitivity_per_seed(a.loc[shared]) - stats.lr_sensitivity_per_seed(b.loc[shared])
         effects["lr_sensitivity"] = {int(s): float(v) for s, v in gap.items()}
-    else:  # another grid measures another sensitivity (stats.compare_pair)
+    else:
         effects["lr_sensitivity"] = {}
     effects["highest_lr"] = ceiling_effects(counted, decision, list(seeds))
     return effects

@@ -158,3 +158,13 @@ def test_the_highest_lr_that_trains_is_read_on_the_shared_lrs_and_censored_when_
     # ref gives way at 1e-2, a trains there: a's ceiling is 1e-2 (its own 1e-1..1 do not count), ref's 3e-3.
     effects = ladder.ceiling_effects(counted, decision, list(SEEDS))
     assert effects == {seed: pytest.approx(math.log10(1e-2) - math.log10(3e-3)) for seed in SEEDS}
+
+
+def test_lr_sensitivity_is_compared_on_the_lrs_both_ran_when_one_grid_was_extended():
+    """a's grid extended by three LRs that a trains badly at: on the shared grid a is still the flatter one,
+    so the extension does not turn the decision over (nor drop it, as an exact-grid rule did)."""
+    rows = _rows("r0", "ref", 2.0, 0.3, 0.0) + _rows("r0", "a", 2.0, 0.1, 0.0)
+    extended = pd.DataFrame(_rows("r0", "a", 2.0, 0.1, 0.0)).assign(lr=lambda f: f["lr"] * 100, heldout_loss=4.0)
+    runs = stats.counted_runs(pd.concat([pd.DataFrame(rows), extended], ignore_index=True), "heldout_loss")
+    effects = ladder.decision_effects(runs, ladder.Decision("a", "ref"))["lr_sensitivity"]
+    assert effects == {seed: pytest.approx((0.1 - 0.3) * 2 / 3) for seed in SEEDS}
