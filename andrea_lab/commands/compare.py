@@ -23,6 +23,7 @@ from andrea_lab.experiments.compare import (
     report,
     scales_report,
     search_budgets,
+    speedups,
 )
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, cited_variants, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
@@ -89,6 +90,22 @@ def ladder_blocks(suite: Suite, runs, out: Path) -> dict[str, str]:
     compute = {rung.rung: rung.flops for rung in ladder_compute.ladder_compute(suite, specs)}
     planned = ladder.planned_cells((spec.scale, spec.variant) for spec in specs)
     return ladder_report.report_blocks(suite, runs, out, compute, planned)
+
+
+def scale_parameters(suite: Optional[Suite]) -> dict[str, int]:
+    """Each scale's non-embedding parameters (the reference's model, counted as a ladder's rung) for the speed-up
+    table of a suite whose scales are sizes at several budgets; {} for any other suite, or where its commands do not
+    parse here (the table then says n/a)."""
+    if suite is None or not speedups.sizes(suite.scales):
+        return {}
+    try:
+        with fit_parser.shared():
+            return {
+                rung.rung: rung.parameters for rung in ladder_compute.ladder_compute(suite, plan_sweep(suite, "runs"))
+            }
+    except UsageError as exc:  # a SuiteError or ConfigError: the parameters are a column, not the comparison
+        print(f"note: the speed-up table goes without parameter counts: {exc}", file=sys.stderr)
+        return {}
 
 
 def print_ladder(suite: Suite, runs, out: Path) -> tuple[Optional[int], dict[str, str]]:
@@ -233,6 +250,7 @@ def main(argv: list[str]) -> int:
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
     domain_table = domains.print_domain_report(suite, written)  # scales that are corpora: verdict x domain
+    speedup_table = speedups.print_speedup_report(suite, runs, written, scale_parameters(suite))  # sizes x budgets
     ladder_doc: dict[str, str] = {}
     if suite is not None and suite.ladder is not None and suite.name in written:
         status, ladder_doc = print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)
@@ -244,6 +262,8 @@ def main(argv: list[str]) -> int:
         blocks = outputs.doc_blocks(runs, claims, aa_pair)
         if domain_table is not None:
             blocks["domains"] = domain_table
+        if speedup_table is not None:
+            blocks["speedups"] = speedup_table
         blocks.update(ladder_doc)  # the ladder's summary opens docs/results.md; its table in its section
         update_doc(Path(args.doc), next(iter(written)), blocks)
     return 0

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from andrea_lab.commands.compare import ladder_blocks
+from andrea_lab.commands.compare import ladder_blocks, scale_parameters
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report
+from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report, speedups
 from andrea_lab.experiments.compare.project import PROJECT, project_block
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv, write_runs_csv
 from andrea_lab.experiments.sweep.suite import load_suite, run_version
@@ -337,6 +337,8 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
             expected[(runs_csv.parent.name, what)] = content
         if (table := domains.domain_block(suite, runs)) is not None:  # a suite on two corpora: verdict x domain
             expected[(runs_csv.parent.name, "domains")] = table
+        if (table := speedups.speedup_block(suite, runs, scale_parameters(suite))) is not None:  # sizes x budgets
+            expected[(runs_csv.parent.name, "speedups")] = table
         if suite.ladder is not None:  # a ladder: its summary (which opens the document) and decisions table
             for what, content in ladder_blocks(suite, runs, tmp_path / runs_csv.parent.name).items():
                 expected[(runs_csv.parent.name, what)] = content
