@@ -78,6 +78,7 @@ def _trend_lines(
     runs: pd.DataFrame, table: pd.DataFrame, compute: Mapping[str, float], decisions: list, out: Path
 ) -> list[str]:
     """The trends fitted on the finished rungs (``trends.csv``, ``trends.png``), as Markdown lines."""
+    # matplotlib (~1 s): only when the report is written
     from andrea_lab.experiments.compare.plots_ladder import plot_trends
 
     loss_rows = table[table["kind"] == "loss"]

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from andrea_lab.experiments.compare import ladder_trends  # noqa: E402
 from andrea_lab.experiments.compare.ladder import KINDS  # noqa: E402
 from andrea_lab.experiments.compare.plots import _save  # noqa: E402 (one figure writer for every report plot)
 
@@ -45,8 +46,6 @@ def plot_accuracy(table: pd.DataFrame, path: Path) -> Path:
 def trends_figure(losses: dict, effects: dict, target: float):
     """Left: each variant's held-out loss per seed against compute, with its power law where it fits; right:
     each decision's effect per seed, with its line in log compute. Both drawn out to the top rung's compute."""
-    from andrea_lab.experiments.compare import ladder_trends
-
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for ax, points, fit in (
         (left, losses, ladder_trends.fit_power_law),
