@@ -163,3 +163,27 @@ class StandInExecutor:
 
     def kill(self, handle) -> None:
         pass
+
+
+def finished_scaled_run(suite: str, variant: str, variant_index: int, lr: float, seed: int, loss: float, scale: str,
+                        scale_index: int, **columns: Any) -> dict[str, Any]:  # fmt: skip
+    """One finished run of a scaled suite as a row of compare's runs table (every RUN_COLUMNS key, the loss as
+    its final and held-out loss, the sweep's run path): what constructed tables of compare's tests are made of."""
+    from andrea_lab.experiments.compare.runs_table import RUN_COLUMNS  # pandas: only for the tests that build tables
+
+    return {
+        **dict.fromkeys(RUN_COLUMNS),
+        "suite": suite,
+        "variant": variant,
+        "variant_index": variant_index,
+        "lr": lr,
+        "seed": seed,
+        "status": "finished",
+        "initial_val_loss": 5.5,
+        "final_val_loss": loss,
+        "heldout_loss": loss,
+        "path": f"runs/{suite}/{scale}/{variant}/lr{lr:g}-seed{seed}",
+        "scale": scale,
+        "scale_index": scale_index,
+        **columns,
+    }

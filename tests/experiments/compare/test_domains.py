@@ -11,8 +11,9 @@ import yaml
 
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.experiments.compare import domains, scales
-from andrea_lab.experiments.compare.runs_table import RUN_COLUMNS, read_runs_csv, write_runs_csv
+from andrea_lab.experiments.compare.runs_table import read_runs_csv, write_runs_csv
 from andrea_lab.experiments.sweep.scales import Scale
+from tests.andrea_testing import finished_scaled_run
 
 LRS = (4e-3, 8e-3, 1.6e-2)
 BASE_LOSS = (2.5, 2.2, 2.8)  # the reference's loss per LR: its optimum inside the grid
@@ -43,23 +44,9 @@ def domain_runs() -> pd.DataFrame:
                 for lr, base in zip(LRS, BASE_LOSS):
                     loss = base + seed / 50 + per_seed[seed]
                     rows.append(
-                        {
-                            **dict.fromkeys(RUN_COLUMNS),
-                            "suite": "domains",
-                            "variant": variant,
-                            "variant_index": variant_index,
-                            "lr": lr,
-                            "seed": seed,
-                            "status": "finished",
-                            "initial_val_loss": 5.5,
-                            "final_val_loss": loss,
-                            "heldout_loss": loss,
-                            "steps": 100,
-                            "path": f"runs/domains/{domain}/{variant}/lr{lr:g}-seed{seed}",
-                            "scale": domain,
-                            "scale_index": scale_index,
-                        }
-                    )
+                        finished_scaled_run("domains", variant, variant_index, lr, seed, loss, domain, scale_index,
+                                            steps=100)
+                    )  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -13,9 +13,10 @@ import yaml
 from andrea_lab.commands.compare import main as compare_main
 from andrea_lab.commands.compare import scale_parameters
 from andrea_lab.experiments.compare import doc_blocks, speedups
-from andrea_lab.experiments.compare.runs_table import RUN_COLUMNS, read_runs_csv, write_runs_csv
+from andrea_lab.experiments.compare.runs_table import read_runs_csv, write_runs_csv
 from andrea_lab.experiments.sweep.scales import Scale
 from andrea_lab.experiments.sweep.suite import load_suite
+from tests.andrea_testing import finished_scaled_run
 
 SEEDS = (3100, 3101, 3102)
 SCALES = {  # scale -> (size overrides, budget)
@@ -44,23 +45,9 @@ def planned_runs() -> pd.DataFrame:
                 for k, seed in enumerate(SEEDS):
                     loss = losses[scale] + k / 100 + 0.5 * lr_index
                     rows.append(
-                        {
-                            **dict.fromkeys(RUN_COLUMNS),
-                            "suite": "optimizers_planned",
-                            "variant": variant,
-                            "variant_index": variant_index,
-                            "lr": lr,
-                            "seed": seed,
-                            "status": "finished",
-                            "initial_val_loss": 5.5,
-                            "final_val_loss": loss,
-                            "heldout_loss": loss,
-                            "steps": SCALES[scale][1],
-                            "path": f"runs/optimizers_planned/{scale}/{variant}/lr{lr:g}-seed{seed}",
-                            "scale": scale,
-                            "scale_index": scale_index,
-                        }
-                    )
+                        finished_scaled_run("optimizers_planned", variant, variant_index, lr, seed, loss, scale,
+                                            scale_index, steps=SCALES[scale][1])
+                    )  # fmt: skip
     return pd.DataFrame(rows)
 
 
