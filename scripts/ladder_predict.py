@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{name}: [{', '.join(f'{lr:.1e}' for lr in lrs)}]" for name, lrs in bracket.items())
             + "}"
         )
+        trends = prediction["log10_best_lrs"]
+        spread = ", ".join(
+            f"{name} ± {trends[name]['se']:.2f}" if trends[name].get("se") is not None else f"{name} ± n/a"
+            for name in bracket
+        )
+        print(f"  the trend's standard error in decades of LR (a bracket narrower than it may miss): {spread}")
     return 0
 
 

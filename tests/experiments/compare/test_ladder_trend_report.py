@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from andrea_lab.experiments.compare import ladder_trend_report
@@ -28,3 +29,24 @@ def test_two_rungs_leave_the_power_law_unfitted_and_say_why():
     assert rows.loc[("loss", "a"), "trend"].startswith("not fitted: a power law with an irreducible term needs 3")
     assert math.isnan(rows.loc[("loss", "a"), "at_top"]) and math.isfinite(rows.loc[("effect", "a vs b"), "at_top"])
     assert "| loss | a | r0, r1 | not fitted:" in ladder_trend_report.trend_markdown(table, "top")
+
+
+def test_the_best_lr_is_interpolated_between_grid_points_and_kept_at_an_edge():
+    """A parabola in log10 LR through the best grid point and its neighbours: a curve lower on the right
+    neighbour than the left puts the optimum right of the grid's best; an edge optimum stays where it is."""
+    from andrea_lab.experiments.compare.ladder_trends import interpolated_log10_best_lr
+
+    lrs = [1e-3, 2e-3, 4e-3, 8e-3]
+
+    def table(losses):  # two seeds with the same curve
+        return pd.DataFrame({0: losses, 1: losses}, index=lrs)
+
+    symmetric = interpolated_log10_best_lr(table([2.5, 2.2, 2.0, 2.2]))
+    assert symmetric == pytest.approx(math.log10(4e-3))
+    leaning = interpolated_log10_best_lr(table([2.5, 2.2, 2.0, 2.05]))
+    assert math.log10(4e-3) < leaning < math.log10(8e-3)
+    # The vertex of y = (x - x*)^2 through three points is x* exactly (here x* a quarter step right of 4e-3).
+    x = [math.log10(v) for v in lrs]
+    star = x[2] + 0.25 * (x[3] - x[2])
+    assert interpolated_log10_best_lr(table([(v - star) ** 2 for v in x])) == pytest.approx(star)
+    assert interpolated_log10_best_lr(table([2.0, 2.1, 2.2, 2.3])) == pytest.approx(math.log10(1e-3))
