@@ -121,7 +121,9 @@ def test_ladder_predict_end_to_end_extrapolates_each_decision_from_a_committed_r
     # Both variants are best at 3e-3 on both lower rungs, with the loss rising 3.5x faster to the right (10 per
     # unit LR, 0.02 at 1e-3 and 0.07 at 1e-2): the interpolated optimum sits left of it, the bracket around it.
     assert "lrs: {gelu: [1.1e-03, 2.3e-03, 4.6e-03], relu: [1.1e-03, 2.3e-03, 4.6e-03]}" in result.stdout
-    assert "standard error in decades of LR (a bracket narrower than it may miss): gelu ± n/a, relu ± n/a" in result.stdout
+    assert (
+        "standard error in decades of LR (a bracket narrower than it may miss): gelu ± n/a, relu ± n/a" in result.stdout
+    )
     again = subprocess.run([*command, str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert again.returncode == 2 and "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
     assert hashlib.sha256(out.read_bytes()).hexdigest() == digest

@@ -79,9 +79,7 @@ def test_each_variants_best_lr_is_extrapolated_and_scored_in_decades():
     top = _runs(["top"])  # at the top both are best near 3e-3: b's prediction was off by about 1.5 decades
     table = predictions.score(made, *predictions.measured(top, "top", DECISIONS)).set_index(["kind", "name"])
     row = table.loc[("log10_best_lr", "b")]
-    assert row["actual"] == pytest.approx(-2.5) and row["error"] == pytest.approx(
-        row["actual"] - row["predicted"]
-    )
+    assert row["actual"] == pytest.approx(-2.5) and row["error"] == pytest.approx(row["actual"] - row["predicted"])
 
 
 def test_a_prediction_is_written_once_and_refused_when_edited(tmp_path, prediction):
