@@ -44,7 +44,7 @@ from andrea_lab.safe_yaml import check_bounds, read_yaml
 SCHEMA_VERSION = 2
 SUMMARY_FILE = "summary.json"
 VALIDATE_FILE = "validate.json"
-START_MARKER = "sweep-run.json"
+START_MARKER, START_TIME_FORMAT = "sweep-run.json", "%Y-%m-%dT%H:%M:%S%z"  # the marker; its "started" time
 DONE_MARKER = "sweep-done.json"
 FAILED_MARKER = "sweep-failed.json"
 LOG_FILE = "sweep.log"

@@ -28,6 +28,7 @@ from andrea_lab.experiments.compare import (
     ladder_trends,
 )
 from andrea_lab.experiments.compare.runs_table import SCALE, STARTED
+from andrea_lab.runs.directory import START_TIME_FORMAT
 
 
 def top_started(runs: pd.DataFrame, top: str) -> Optional[datetime]:
@@ -39,7 +40,7 @@ def top_started(runs: pd.DataFrame, top: str) -> Optional[datetime]:
     times = []
     for text in runs.loc[runs[SCALE] == top, STARTED].dropna():
         try:
-            times.append(datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S%z"))
+            times.append(datetime.strptime(str(text), START_TIME_FORMAT))
         except ValueError:  # a handed table's cell that is not the sweep's time: not a start time
             continue
     return min(times).astimezone(timezone.utc) if times else None
@@ -81,12 +82,11 @@ def _trend_lines(
     # matplotlib (~1 s): only when the report is written
     from andrea_lab.experiments.compare.plots_ladder import plot_trends
 
-    loss_rows = table[table["kind"] == "loss"]
-    finished = [str(r) for r, status in zip(loss_rows["rung"], loss_rows["status"]) if status != ladder.MISSING]
-    top = str(loss_rows["rung"].iloc[-1])
-    trends = ladder_trend_report.trend_table(runs, finished, compute, decisions, compute[top])
+    finished, top = ladder.finished_in(table), str(table["rung"].iloc[-1])
+    points = ladder_trends.ladder_points(runs, finished, compute, decisions)
+    trends = ladder_trend_report.trend_rows(*points, finished, decisions, compute[top])
     csv_cells.write_csv(trends, out / "trends.csv")
-    plot_trends(*ladder_trends.ladder_points(runs, finished, compute, decisions), compute[top], out / "trends.png")
+    plot_trends(*points, compute[top], out / "trends.png")
     return [
         "## Ladder: trends on the finished rungs",
         "",

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import IO, Any, Optional, Protocol, Sequence
 
 from andrea_lab.files import write_json_atomic
-from andrea_lab.runs.directory import LOG_FILE, START_MARKER
+from andrea_lab.runs.directory import LOG_FILE, START_MARKER, START_TIME_FORMAT
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return time.strftime(START_TIME_FORMAT)
 
 
 class Ended:
