@@ -74,7 +74,8 @@ def ceiling_effects(counted: pd.DataFrame, decision: Decision, seeds: Sequence[i
     shared = counted[counted["lr"].isin(lrs) & counted["variant"].isin((decision.a, decision.b))]
     gave_way = set(shared.loc[shared["diverged"].astype(bool), "seed"].astype(int))
     ceiling = _highest_trained(counted, decision.a, lrs) - _highest_trained(counted, decision.b, lrs)
-    return {int(s): float(v) for s, v in ceiling.items() if int(s) in set(map(int, seeds)) and int(s) in gave_way}
+    counted_seeds = gave_way & set(map(int, seeds))
+    return {int(s): float(v) for s, v in ceiling.items() if int(s) in counted_seeds}
 
 
 def decision_effects(counted: pd.DataFrame, decision: Decision) -> dict[str, dict[int, float]]:
@@ -226,6 +227,12 @@ def decision_accuracy(
             low, high = bootstrap_accuracy(effects[rung], effects[top])
             rows += _rung_frame(rung, compute, top, "finished", (acc, n, low, high))
     return pd.DataFrame(rows)
+
+
+def finished_in(table: pd.DataFrame) -> list[str]:
+    """The rungs of a :func:`decision_accuracy` table that are not :data:`MISSING`, in rung order."""
+    loss = table[table["kind"] == KINDS[0]]
+    return [str(rung) for rung, status in zip(loss["rung"], loss["status"]) if status != MISSING]
 
 
 def _cell(row: pd.Series) -> str:

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from andrea_lab.experiments.compare.ladder import Decision
+from andrea_lab.experiments.compare.ladder import Decision, finished_in
 from andrea_lab.experiments.compare.runs_table import SCALE, THREADS, WALL_TIME
 
 #: The share of decisions a rung must get right to stand in for the top rung (issue 54's 90 %).
@@ -53,9 +53,8 @@ def headline(table: pd.DataFrame, costs: Mapping[str, float]) -> str:
     """The sentence that opens docs/results.md, from the decision-accuracy table (its ``loss`` rows, in rung
     order, the top rung last) and :func:`minutes_per_decision`."""
     loss = table[table["kind"] == "loss"].reset_index(drop=True)
-    top = str(loss.iloc[-1]["rung"])
-    finished = [str(r) for r, s in zip(loss["rung"], loss["status"]) if s != "missing"]
-    missing = [str(r) for r, s in zip(loss["rung"], loss["status"]) if s == "missing"]
+    top, finished = str(loss.iloc[-1]["rung"]), finished_in(table)
+    missing = [str(rung) for rung in loss["rung"] if str(rung) not in finished]
     spent = ", ".join(f"{rung} {_minutes(costs.get(rung, math.nan))}" for rung in finished)
     if loss.iloc[-1]["status"] != "top":
         return (

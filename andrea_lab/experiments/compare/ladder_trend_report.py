@@ -44,7 +44,15 @@ def trend_table(
 ) -> pd.DataFrame:
     """One row per variant (loss against compute: the power law with an irreducible term) and per decision
     (effect against log compute: a line), fitted on ``rungs`` (those finished), with the value at ``target``."""
-    losses, effects = ladder_trends.ladder_points(runs, rungs, compute, decisions)
+    return trend_rows(*ladder_trends.ladder_points(runs, rungs, compute, decisions), rungs, decisions, target)
+
+
+def trend_rows(
+    losses: Mapping[str, tuple], effects: Mapping[str, tuple], rungs: Sequence[str], decisions: Sequence[Decision],
+    target: float,
+) -> pd.DataFrame:  # fmt: skip
+    """:func:`trend_table` from the points :func:`~andrea_lab.experiments.compare.ladder_trends.ladder_points`
+    gave (the report draws the same points, so it reads them once)."""
     rows = [
         _row("loss", v, rungs, lambda p=points: ladder_trends.fit_power_law(*p), target, _power_law)
         for v, points in losses.items()

@@ -142,7 +142,7 @@ def interpolated_log10_best_lr(choosing: pd.DataFrame) -> float:
     means = choosing.mean(axis=1, skipna=True).dropna().sort_index()
     best = stats.best_lr(choosing)
     logs, values = np.log10(means.index.to_numpy(dtype=float)), means.to_numpy(dtype=float)
-    i = int(np.argmin(np.abs(logs - math.log10(best))))
+    i = int(means.index.get_loc(best))
     if i == 0 or i == len(logs) - 1:
         return math.log10(best)
     x, y = logs[i - 1 : i + 2], values[i - 1 : i + 2]

@@ -11,7 +11,8 @@ proxies (docs/experiments.md "Ladders"):
 * ``grids``: a rung's own LR grid and seeds (``{d256: {lrs: [...], seeds: [...]}}``): the top rung is the
   costly one, so it gets a narrow grid placed from the lower rungs' optima and fewer seeds. ``lrs`` may map
   every variant to its own list (``{pre: [...], muon: [...]}``): each variant's bracket around its own
-  best-LR trend, since Muon's optimum sits 4x above AdamW's and one shared bracket would miss one of them;
+  best-LR trend, since Muon's optimum sits about 2x above AdamW's at d64 and d96 and one shared narrow
+  bracket would put one of them at an edge;
 * ``prediction``: the file of predictions for the top rung, written from the lower rungs, and its sha256
   (:mod:`andrea_lab.experiments.compare.ladder_predictions`).
 
