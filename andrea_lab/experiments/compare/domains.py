@@ -125,15 +125,22 @@ def domain_markdown(table: pd.DataFrame, corpora: Mapping[str, str]) -> str:
     )
 
 
+def judged_by_domain(runs: pd.DataFrame, claims: Sequence[Any], corpora: Mapping[str, str]) -> Optional[pd.DataFrame]:
+    """:func:`domain_table` of a suite's runs (their scaled rows) and claims, judged on each corpus; None when no
+    claim was judged at any scale."""
+    scaled = runs[runs[scales.SCALE].notna()]
+    by_scale = scales.claims_by_scale(scaled, claims, compare.scored_loss_column(scaled))
+    return domain_table(by_scale, list(corpora)) if len(by_scale) else None
+
+
 def domain_block(suite: Any, runs: pd.DataFrame) -> Optional[str]:
     """The verdict × domain table of a suite whose scales are corpora, judged from its runs (a runs.csv alone
     regenerates it: docs/results.md's ``domains`` block); None for any other suite or one without claims."""
     corpora = domain_axis(suite.scales) if suite is not None else None
     if corpora is None or not suite.claims:
         return None
-    scaled = runs[runs[scales.SCALE].notna()]
-    by_scale = scales.claims_by_scale(scaled, suite.claims, compare.scored_loss_column(scaled))
-    return domain_markdown(domain_table(by_scale, list(corpora)), corpora) if len(by_scale) else None
+    table = judged_by_domain(runs, suite.claims, corpora)
+    return domain_markdown(table, corpora) if table is not None else None
 
 
 def print_domain_report(suite: Any, written: Mapping[str, Mapping[str, Any]]) -> Optional[str]:
@@ -164,10 +171,9 @@ def project_domain_block(committed: Sequence[Any]) -> Optional[str]:
     for entry in committed:
         if not entry.domains or not entry.claims:
             continue
-        scaled = entry.runs[entry.runs[scales.SCALE].notna()]
-        by_scale = scales.claims_by_scale(scaled, entry.claims, compare.scored_loss_column(scaled))
-        if len(by_scale):
-            tables.append(domain_table(by_scale, list(entry.domains)).assign(suite=entry.name))
+        table = judged_by_domain(entry.runs, entry.claims, entry.domains)
+        if table is not None:
+            tables.append(table.assign(suite=entry.name))
             corpora.update({name: corpus for name, corpus in entry.domains.items() if name not in corpora})
     if not tables:
         return None
