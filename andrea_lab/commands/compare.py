@@ -24,6 +24,7 @@ from andrea_lab.experiments.compare import (
     scales_report,
     search_budgets,
     speedups,
+    table_merge,
 )
 from andrea_lab.experiments.compare.project import PROJECT, CommittedSuite, cited_variants, project_block
 from andrea_lab.experiments.compare.runs_table import load_runs, read_runs_csv
@@ -208,20 +209,29 @@ def _suite_file(args: argparse.Namespace, runs) -> Optional[Path]:
     return suite_file
 
 
+def load_source(args: argparse.Namespace, source: Path) -> tuple[Any, Path]:
+    """The runs to compare (with a committed table's under --from-table) and where the report goes; ValueError."""
+    if source.is_file() and source.suffix == ".csv":
+        runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
+    elif source.is_dir():
+        runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
+    else:
+        raise ValueError(f"{args.runs!r} is neither a directory of runs nor a runs.csv")
+    if args.from_table is not None and not runs.empty:  # a committed table and the runs that extended it
+        runs = table_merge.merged(runs, args.from_table)
+    return runs, out
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.project:
         return project_main(args)
     source = Path(args.runs)
     try:
-        if source.is_file() and source.suffix == ".csv":
-            runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
-        elif source.is_dir():
-            runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
-        else:
-            return _error(f"{args.runs!r} is neither a directory of runs nor a runs.csv")
-    except ValueError as exc:  # a file in a run that no reader may open (a FIFO as an event file)
+        runs, out = load_source(args, source)
+    except ValueError as exc:  # a file in a run that no reader may open (a FIFO as an event file); a bad merge
         return _error(str(exc))
+    curves = source.is_dir() and args.from_table is None  # the table's runs have none: the statistics only
     check_output_dir(out, "--out")
     if runs.empty:
         return _error(f"no runs under {source} (a run directory holds TensorBoard event files or summary.json)")
@@ -245,7 +255,7 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:  # e.g. a claim names a variant these runs lack
         interim = " (a sweep still running? `--no-claims` gives an interim report without them)" if claims else ""
         return _error(str(exc) + interim)
-    if args.tensorboard and source.is_dir():
+    if args.tensorboard and curves:
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
     print_results(written)
@@ -256,7 +266,7 @@ def main(argv: list[str]) -> int:
         status, ladder_doc = print_ladder(suite, runs, out if len(written) == 1 else out / suite.name)
         if status is not None:
             return status
-    if args.tensorboard and source.is_dir():
+    if args.tensorboard and curves:
         print(f"the report beside the curves: tensorboard --logdir {source}  (run _comparison: TEXT and IMAGES)")
     if args.doc:
         blocks = outputs.doc_blocks(runs, claims, aa_pair)

@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         "not complete yet, so its claims would be judged on part of the runs, or refused)",
     )
     parser.add_argument(
+        "--from-table",
+        metavar="RUNS_CSV",
+        help="RUNS extended a committed suite (andrea sweep --from-table): judge this runs.csv's runs and RUNS' as "
+        "one suite, once every rerun of a table run in RUNS equals its row to the bit (the statistics only)",
+    )
+    parser.add_argument(
         "--project",
         action="store_true",
         help="RUNS is a results directory of committed suites (<dir>/<suite>/runs.csv, e.g. docs/results): judge "

@@ -25,7 +25,7 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
-from andrea_lab.experiments.sweep import fit_parser, grid_extension, ladder_compute, search_runs, speed_path
+from andrea_lab.experiments.sweep import fit_parser, from_table, grid_extension, ladder_compute, search_runs, speed_path
 from andrea_lab.experiments.sweep.executors import LocalExecutor
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir",
         default="runs",
         help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)",
+    )
+    parser.add_argument(
+        "--from-table",
+        metavar="RUNS_CSV",
+        help="extend a committed suite's LR grids (its extend_grid) without rerunning it: the planned runs' "
+        "outcomes come from this runs.csv (e.g. docs/results/<suite>/runs.csv), one run a scale is rerun and "
+        "must reproduce it to the bit, and only the runs it lacks and the added LRs run; then "
+        "andrea compare runs/<suite> --from-table RUNS_CSV",
     )
     add_launcher_arguments(parser)
     parser.add_argument(
@@ -285,14 +293,30 @@ def plan(args: argparse.Namespace) -> tuple:
     speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
     searcher = search_runs.SearchRuns(suite, args.runs_dir, specs) if suite.searches else None
     specs = searcher.initial(specs) if searcher else specs  # a search's cells: their next step (search_runs)
-    return suite, specs, speed_line, searcher
+    table_plan = None
+    if args.from_table is not None:  # the planned runs a committed table holds are read from it (from_table)
+        from_table.check_suite(suite)
+        specs, table_plan = from_table.split(specs, from_table.read_table(args.from_table, suite), args.from_table)
+    return suite, specs, speed_line, searcher, table_plan
+
+
+def make_extension(suite, args: argparse.Namespace, searcher, table_plan):
+    """What the runner calls once no run is left: a search's next steps, then extend_grid (under --from-table,
+    after its witnesses are checked); None when the suite has neither."""
+    if table_plan is not None:
+        extension = from_table.TableExtension(suite, args.runs_dir, table_plan)
+    else:
+        extension = grid_extension.GridExtension(suite, args.runs_dir) if suite.extend_grid else None
+    if searcher is not None:  # the search's next steps first, then extend_grid on the other cells
+        searcher.then, extension = extension, searcher
+    return extension
 
 
 @fit_parser.shared()  # the speed rule, the ladder's compute and the preflight share one parser
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        suite, specs, speed_line, searcher = plan(args)
+        suite, specs, speed_line, searcher, table_plan = plan(args)
     except SuiteError as exc:
         return _error(str(exc))
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
@@ -303,7 +327,9 @@ def main(argv: list[str]) -> int:
     check_output_dir(directory, "--runs-dir")
     if speed_line:
         print(speed_line, flush=True)
-    print_header(suite, specs, directory)
+    print_header(suite, [*specs, *(table_plan.recorded_specs if table_plan else [])], directory)
+    for line in table_plan.lines() if table_plan else []:  # what is read from a committed table, what reruns
+        print(line, flush=True)
     for line in search_runs.plan_lines(suite, specs):  # the runs a search may add, and its budget
         print(line, flush=True)
     for line in unconfirmable_claims(suite):  # before the runs, while seeds can still be added
@@ -327,9 +353,7 @@ def main(argv: list[str]) -> int:
             executor = make_executor(args, suite, jobs, gpus, lock.fd, corpora)
             if args.launcher == "ray" and args.jobs is None:
                 jobs = len(specs)  # Ray queues every run and starts each when its resources are free
-            extension = grid_extension.GridExtension(suite, args.runs_dir) if suite.extend_grid else None
-            if searcher is not None:  # the search's next steps first, then extend_grid on the other cells
-                searcher.then, extension = extension, searcher
+            extension = make_extension(suite, args, searcher, table_plan)
             runner = Runner(specs, jobs=jobs, executor=executor, extension=extension)
             outcomes = runner.run()
     except SweepLockedError as exc:
@@ -337,6 +361,9 @@ def main(argv: list[str]) -> int:
     report(outcomes)
     if runner.stopping:
         return EXIT_STOPPED
+    if getattr(extension, "refusal", None):  # --from-table: a witness did not reproduce the table
+        print(f"andrea sweep: error: {extension.refusal}", file=sys.stderr)
+        return EXIT_FAILED_RUNS
     if any(outcome.failed for outcome in outcomes):
         return EXIT_FAILED_RUNS
     print(f"compare them with: andrea compare {directory}")

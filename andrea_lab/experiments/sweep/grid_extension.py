@@ -21,7 +21,7 @@ import dataclasses
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 from andrea_lab.experiments.sweep.extend_grid import ExtendGrid
 from andrea_lab.experiments.sweep.grid import parse_lr
@@ -34,6 +34,13 @@ RECORD = "grid-extensions.json"
 #: The edges a grid is extended beyond.
 EDGES = ("lowest", "highest")
 Cell = tuple[Optional[str], str]  # (scale, variant)
+
+
+class Recorded(NamedTuple):
+    """A planned run's outcome read from a committed table instead of its directory: its state and capped loss."""
+
+    state: str
+    loss: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,13 +146,19 @@ def capped_loss(run_dir: Path) -> float:
     """The run's loss as compare scores it: the held-out loss, else the last in-training one, at most the
     loss at init (a diverged or non-finite run counts as its loss at init)."""
     record = read_record(run_dir)
-    if record is None or record.initial_val_loss is None:
+    if record is None:
         return math.nan
-    loss = record.headline_loss
-    nonfinite = record.divergence.get("kind") == NONFINITE
-    if loss is None or not math.isfinite(loss) or nonfinite:
-        return float(record.initial_val_loss)
-    return float(min(loss, record.initial_val_loss))
+    return capped(record.initial_val_loss, record.headline_loss, record.divergence.get("kind") == NONFINITE)
+
+
+def capped(initial: Optional[float], headline: Optional[float], nonfinite: bool) -> float:
+    """:func:`capped_loss` from the numbers themselves: a run directory's, or a committed runs.csv row's
+    (:mod:`andrea_lab.experiments.sweep.from_table`)."""
+    if initial is None or not math.isfinite(initial):
+        return math.nan
+    if headline is None or not math.isfinite(headline) or nonfinite:
+        return float(initial)
+    return float(min(headline, initial))
 
 
 def next_lr(variant: str, losses: dict[float, dict[int, float]], factor: float) -> Optional[tuple[float, str]]:
@@ -168,9 +181,11 @@ class GridExtension:
     """The runner's ``extension``: called with every run planned so far once none is left to run, it returns
     the runs of one more LR for each (scale, variant) whose optimum is at an edge ([] when none is)."""
 
-    def __init__(self, suite: Suite, runs_dir: str | Path):
+    def __init__(self, suite: Suite, runs_dir: str | Path, recorded: Optional[Mapping[Path, Recorded]] = None):
         assert suite.extend_grid is not None
         self.suite, self.runs_dir, self.option = suite, runs_dir, suite.extend_grid
+        #: Planned runs not run here, whose state and capped loss a committed table holds (sweep.from_table).
+        self.recorded: Mapping[Path, Recorded] = recorded or {}
         self.directory = suite_runs_dir(runs_dir, suite)
         self.extensions = read_extensions(self.directory, suite.extend_grid.max_extensions)
         self.settled: set[Cell] = set()
@@ -189,12 +204,12 @@ class GridExtension:
 
     def _extend(self, cell: Cell, cell_specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
         label = " ".join(part for part in cell if part is not None)
-        if any(run_state(spec.run_dir) not in DONE_STATES for spec in cell_specs):
+        if any(self._outcome(spec)[0] not in DONE_STATES for spec in cell_specs):
             say(f"extend_grid: {label}: not every run ended, so its grid is not extended")
             return []
         losses: dict[float, dict[int, float]] = {}
         for spec in cell_specs:
-            losses.setdefault(spec.lr, {})[spec.seed] = capped_loss(spec.run_dir)
+            losses.setdefault(spec.lr, {})[spec.seed] = self._outcome(spec)[1]
         found = next_lr(cell[1], losses, self.option.factor)
         if found is None:
             say(f"extend_grid: {label}: optimum inside its grid ({_grid(losses)})")
@@ -218,6 +233,14 @@ class GridExtension:
             f"(extension {number + 1} of at most {self.option.max_extensions}), {len(more)} runs"
         )
         return more
+
+    def _outcome(self, spec: RunSpec) -> tuple[str, float]:
+        """The run's state and capped loss: from the committed table where it is recorded there, else its directory."""
+        recorded = self.recorded.get(spec.run_dir)
+        if recorded is not None:
+            return recorded.state, recorded.loss
+        state = run_state(spec.run_dir)
+        return state, capped_loss(spec.run_dir) if state in DONE_STATES else math.nan
 
 
 def _grid(losses: dict[float, dict[int, float]]) -> str:

@@ -1,0 +1,86 @@
+"""``andrea compare runs/<suite> --from-table RUNS_CSV``: a committed suite's table and the runs that extended it,
+judged as one suite.
+
+``andrea sweep --from-table`` (:mod:`andrea_lab.experiments.sweep.from_table`) runs only what a committed table
+lacks, plus one *witness* a scale: a run the table holds, rerun. The merge rests on those reruns being
+bit-identical, so it is checked here again from the runs themselves, not from anything the sweep wrote: every run
+that is also in the table must equal its row to the bit (loss at init, final in-training loss, held-out loss),
+and every scale with new runs must have such a witness. Then the table's rows stand for the runs it holds (they
+keep their own record: machine, wall time, start) and the new runs are added. The report is the statistics only,
+as from a runs.csv: the table's runs have no curves here.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from andrea_lab.experiments.compare.runs_table import CURVE_COLUMNS, read_runs_csv
+from andrea_lab.runs.directory import DONE_STATES, format_lr
+
+#: The numbers a rerun must reproduce to the bit (the sweep's from_table.WITNESSED).
+WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
+
+
+def _keys(frame: pd.DataFrame) -> list[tuple]:
+    scales = frame["scale"] if "scale" in frame else pd.Series([None] * len(frame), index=frame.index)
+    return [
+        (None if pd.isna(scale) else scale, variant, format_lr(lr), int(seed))
+        for scale, variant, lr, seed in zip(scales, frame["variant"], frame["lr"], frame["seed"])
+    ]
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _same(a, b) -> bool:
+    """Equal to the bit, or both missing."""
+    if _missing(a) or _missing(b):
+        return _missing(a) and _missing(b)
+    return float(a) == float(b)
+
+
+def _label(key: tuple) -> str:
+    scale, variant, lr, seed = key
+    return f"{scale + ' ' if scale else ''}{variant} lr={lr} seed={seed}"
+
+
+def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
+    """The table's runs and the new ``runs`` as one table; ValueError (one line) when they are not one suite, a
+    rerun differs from its row, or a scale with new runs has no witness."""
+    table = read_runs_csv(table_path)
+    suites = sorted(set(table["suite"].dropna()) | set(runs["suite"].dropna()))
+    if len(suites) != 1:
+        raise ValueError(f"--from-table {table_path}: its runs and these are of several suites ({', '.join(suites)})")
+    rows = dict(zip(_keys(table), table.to_dict("records")))
+    witnessed, new = set(), []
+    for key, run in zip(_keys(runs), runs.to_dict("records")):
+        row = rows.get(key)
+        if row is None:
+            new.append(run)
+            continue
+        if run["status"] not in DONE_STATES:
+            continue  # an attempt that did not end (superseded, failed): the table's row stands for the run
+        for column in WITNESSED:
+            if not _same(row.get(column), run.get(column)):
+                raise ValueError(
+                    f"--from-table {table_path}: the rerun {_label(key)} has {column} {run.get(column)!r} where the "
+                    f"table has {row.get(column)!r}: these runs do not reproduce the table's to the bit and cannot "
+                    "be judged with them; rerun the whole suite"
+                )
+        witnessed.add(key[0])
+    unwitnessed = sorted({str(run.get("scale")) for run in new if _scale(run) not in witnessed})
+    if unwitnessed:
+        raise ValueError(
+            f"--from-table {table_path}: no run here reruns one of the table's at scale(s) {', '.join(unwitnessed)}, "
+            "so nothing shows the new runs are comparable with it (andrea sweep --from-table reruns one a scale)"
+        )
+    added = pd.DataFrame(new, columns=runs.columns).drop(columns=list(CURVE_COLUMNS), errors="ignore")
+    return pd.concat([table, added], ignore_index=True) if new else table
+
+
+def _scale(run: dict):
+    return None if _missing(run.get("scale")) else run["scale"]

@@ -1,0 +1,178 @@
+"""``andrea sweep SUITE --from-table RUNS_CSV``: extend a committed suite's LR grids without rerunning the suite.
+
+Why: ``runs/`` is not in git, so a committed suite whose best LR sits at the edge of its grid (which compare
+does not judge: :mod:`andrea_lab.experiments.compare.optimum_edges`) needed a full rerun, hours, to add the one
+LR beyond that edge. Its committed ``runs.csv`` already holds the outcome of every planned run, and reruns of a
+run on one kind of machine with one torch are bit-identical. So the sweep takes the planned runs' outcomes from
+the table and runs only what the table lacks (the LRs a suite's amended ``lrs:`` adds to every variant) and
+the LRs ``extend_grid`` adds beyond an edge optimum (its rule: :mod:`andrea_lab.experiments.sweep.grid_extension`).
+
+That rests on the reruns being identical here, which is checked, not assumed: at each scale the first planned
+run the table holds is rerun, a *witness*, and its loss at init, final in-training loss and held-out loss must
+equal the table's to the bit. The witnesses run first; one that differs (another CPU kind, another torch, a suite
+or a default changed since the table was made) stops the sweep before anything else runs: runs from here would not be
+comparable with the table's, and the suite must be rerun whole. ``andrea compare --from-table``
+(:mod:`andrea_lab.experiments.compare.table_merge`) merges the same table with the new runs and checks the
+witnesses again from the runs themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded, capped, renumbered
+from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.suite import Suite, SuiteError
+from andrea_lab.files import HandedFileError
+from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state
+
+#: A run's place in a suite: (scale, variant, LR as format_lr writes it, seed).
+Key = tuple[Optional[str], str, str, int]
+#: The numbers a witness must reproduce to the bit.
+WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """One ended run of the committed table: its state, the numbers a witness must reproduce, its capped loss."""
+
+    state: str
+    numbers: tuple[Optional[float], ...]  # WITNESSED, in order
+    loss: float
+
+
+def key_of(scale: Optional[str], variant: str, lr: float, seed: int) -> Key:
+    return (None if _missing(scale) else scale, variant, format_lr(lr), int(seed))
+
+
+def _missing(value) -> bool:
+    """A cell the table leaves empty: None, or NaN as pandas reads an empty number."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _float(value) -> Optional[float]:
+    return None if _missing(value) else float(value)
+
+
+def read_table(path: str | Path, suite: Suite) -> dict[Key, TableRun]:
+    """The ended runs of ``suite`` in the committed ``runs.csv`` at ``path``; SuiteError (one line) when the file
+    is not such a table, holds another suite's runs or holds one run twice."""
+    from andrea_lab.experiments.compare.runs_table import read_runs_csv  # pandas: only a --from-table sweep reads one
+
+    try:
+        table = read_runs_csv(path)
+    except (HandedFileError, ValueError, KeyError) as problem:
+        raise SuiteError(f"--from-table {path}: not a runs.csv that andrea compare wrote ({problem})") from None
+    suites = sorted(set(table["suite"].dropna()))
+    if suites != [suite.name]:
+        found = ", ".join(suites) or "no suite"
+        raise SuiteError(f"--from-table {path}: holds the runs of {found}, not of {suite.name} ({suite.path})")
+    runs: dict[Key, TableRun] = {}
+    for row in table.to_dict("records"):
+        if row["status"] not in DONE_STATES:
+            continue  # a run the table has no outcome for is run again
+        key = key_of(row.get("scale"), row["variant"], row["lr"], row["seed"])
+        if key in runs:
+            raise SuiteError(f"--from-table {path}: holds the run {_label(key)} twice")
+        numbers = tuple(_float(row.get(column)) for column in WITNESSED)
+        headline = numbers[2] if numbers[2] is not None else numbers[1]
+        loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
+        runs[key] = TableRun(row["status"], numbers, loss)
+    return runs
+
+
+@dataclass
+class TablePlan:
+    """A sweep's planned runs split against the table: the witnesses it reruns first, the runs the table lacks
+    (run once the witnesses reproduced it) and those it reads from the table."""
+
+    table: Path
+    witnesses: list[tuple[RunSpec, TableRun]] = field(default_factory=list)
+    pending: list[RunSpec] = field(default_factory=list)
+    recorded: dict[Path, Recorded] = field(default_factory=dict)
+    recorded_specs: list[RunSpec] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        witnesses = "; ".join(spec.label for spec, _ in self.witnesses)
+        return [
+            f"from the table {self.table}: {len(self.recorded_specs)} planned runs read from it, not rerun; "
+            f"first rerun, to check they reproduce it to the bit (one a scale): {witnesses}; then the "
+            f"{len(self.pending)} planned runs it lacks"
+        ]
+
+
+def split(specs: Sequence[RunSpec], table: dict[Key, TableRun], path: Path) -> tuple[list[RunSpec], TablePlan]:
+    """The witnesses to run first and the plan of the rest; SuiteError when the table holds no planned run."""
+    plan, witnessed = TablePlan(Path(path)), set()
+    for spec in specs:
+        row = table.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        if row is None:
+            plan.pending.append(spec)
+        elif spec.scale not in witnessed:
+            witnessed.add(spec.scale)
+            plan.witnesses.append((spec, row))
+        else:
+            plan.recorded[spec.run_dir] = Recorded(row.state, row.loss)
+            plan.recorded_specs.append(spec)
+    if not plan.witnesses:
+        raise SuiteError(f"--from-table {path}: holds none of the runs this sweep plans, so it cannot stand for any")
+    witnesses = renumbered([spec for spec, _ in plan.witnesses], 1, len(specs))
+    plan.witnesses = list(zip(witnesses, (row for _, row in plan.witnesses)))
+    plan.pending = renumbered(plan.pending, len(witnesses) + 1, len(specs))
+    return witnesses, plan
+
+
+def witness_problem(spec: RunSpec, row: TableRun) -> Optional[str]:
+    """Why the rerun ``spec`` does not reproduce its table row to the bit (None: it does)."""
+    state, record = run_state(spec.run_dir), read_record(spec.run_dir)
+    if state not in DONE_STATES or record is None:
+        return f"the witness {spec.label} did not end ({state}), so nothing shows that the table's runs rerun here"
+    heldout = record.heldout.loss if record.heldout is not None else None
+    rerun = tuple(_float(value) for value in (record.initial_val_loss, record.final_val_loss, heldout))
+    for name, table_value, value in zip(WITNESSED, row.numbers, rerun):
+        if table_value != value:
+            return (
+                f"the witness {spec.label} reran to {name} {value!r} where the table has {table_value!r}: this "
+                "machine, torch or suite does not rerun the table's runs to the bit, so runs added here would not "
+                "be comparable with them; rerun the whole suite (without --from-table) instead"
+            )
+    return None
+
+
+class TableExtension:
+    """The runner's ``extension`` under ``--from-table``. Its first call, once the witnesses ended, checks them: if
+    one differs, nothing more runs and :attr:`refusal` says why; else the runs the table lacks. Later calls are
+    the suite's :class:`GridExtension` (if it has ``extend_grid``), which counts the table's runs as planned runs
+    and reads their outcomes from it."""
+
+    def __init__(self, suite: Suite, runs_dir: str | Path, plan: TablePlan):
+        self.plan, self.refusal, self.checked = plan, None, False
+        self.grid = GridExtension(suite, runs_dir, recorded=plan.recorded) if suite.extend_grid else None
+
+    def __call__(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
+        if not self.checked:
+            self.checked = True
+            problems = filter(None, (witness_problem(spec, row) for spec, row in self.plan.witnesses))
+            self.refusal = next(problems, None)
+            if self.refusal is None:
+                say(f"from the table: {len(self.plan.witnesses)} witness run(s) reproduce it to the bit")
+            if self.refusal is None and self.plan.pending:
+                return self.plan.pending
+        if self.refusal is not None or self.grid is None:
+            return []
+        added = self.grid([*self.plan.recorded_specs, *specs], say)
+        return renumbered(added, len(specs) + 1, len(specs) + len(added))
+
+
+def _label(key: Key) -> str:
+    scale, variant, lr, seed = key
+    return f"{scale + ' ' if scale else ''}{variant} lr={lr} seed={seed}"
+
+
+def check_suite(suite: Suite) -> None:
+    """Refuse a suite ``--from-table`` cannot extend, in one line."""
+    if suite.searches:
+        raise SuiteError(f"--from-table: {suite.path} tunes by search:, whose steps the table does not hold")
