@@ -300,6 +300,16 @@ def plan(args: argparse.Namespace) -> tuple:
     return suite, specs, speed_line, searcher, table_plan
 
 
+def threads_a_fit(args: argparse.Namespace, jobs: int) -> Optional[int]:
+    """torch's threads in each local fit (the executor's rule: OMP_NUM_THREADS, else the cores shared among
+    --jobs fits); None where torch chooses (one fit at a time) or Ray does."""
+    if args.launcher == "ray":
+        return None
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return int(os.environ["OMP_NUM_THREADS"])
+    return max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+
+
 def make_extension(suite, args: argparse.Namespace, searcher, table_plan):
     """What the runner calls once no run is left: a search's next steps, then extend_grid (under --from-table,
     after its witnesses are checked); None when the suite has neither."""
@@ -323,6 +333,8 @@ def main(argv: list[str]) -> int:
     jobs = args.jobs if args.jobs is not None else (len(gpus) if gpus else 1)
     if jobs < 1:
         return _error(f"--jobs must be at least 1, got {jobs}")
+    if table_plan is not None and (problem := from_table.machine_problem(table_plan, threads_a_fit(args, jobs))):
+        return _error(problem)  # --from-table on a machine that cannot rerun its runs to the bit
     directory = suite_runs_dir(args.runs_dir, suite)
     check_output_dir(directory, "--runs-dir")
     if speed_line:

@@ -31,6 +31,12 @@ def has_bf16_units(flags: list[str]) -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
+def cpu_kind(cpu: Optional[dict[str, Any]] = None) -> str:
+    """This CPU's ``kind`` as a run records it: its model, with ``+bf16`` where it has bf16 units."""
+    cpu = cpu if cpu is not None else cpu_description()
+    return cpu["cpu"] + (" +bf16" if has_bf16_units(cpu["bf16_flags"]) else "")
+
+
 def machine_record(precision: Any, device_type: str, device_name: Optional[str] = None) -> dict[str, Any]:
     """summary.json's ``machine``: ``precision`` (Lightning's setting, e.g. ``32-true``, ``bf16-mixed``),
     ``device`` (``cpu``, ``cuda``...), ``kind`` (what a comparison must keep equal: the GPU's name, or the
@@ -42,7 +48,7 @@ def machine_record(precision: Any, device_type: str, device_name: Optional[str] 
 
     cpu = cpu_description()
     if device_type == "cpu":
-        kind = cpu["cpu"] + (" +bf16" if has_bf16_units(cpu["bf16_flags"]) else "")
+        kind = cpu_kind(cpu)
     else:
         kind = device_name or device_type
     return {"precision": str(precision), "device": device_type, "kind": kind, **cpu, "threads": torch.get_num_threads()}

@@ -28,6 +28,7 @@ from andrea_lab.experiments.sweep.plan import RunSpec
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state
+from andrea_lab.runs.machine import cpu_kind
 
 #: A run's place in a suite: (scale, variant, LR as format_lr writes it, seed).
 Key = tuple[Optional[str], str, str, int]
@@ -57,7 +58,16 @@ def _float(value) -> Optional[float]:
     return None if _missing(value) else float(value)
 
 
-def read_table(path: str | Path, suite: Suite) -> dict[Key, TableRun]:
+@dataclass(frozen=True)
+class Table:
+    """A committed table's ended runs, and what they ran on where it recorded it (older tables did not)."""
+
+    runs: dict[Key, TableRun]
+    kinds: frozenset[str]  # the CPU kinds (andrea_lab.runs.machine.cpu_kind)
+    threads: frozenset[int]  # torch's threads a fit
+
+
+def read_table(path: str | Path, suite: Suite) -> Table:
     """The ended runs of ``suite`` in the committed ``runs.csv`` at ``path``; SuiteError (one line) when the file
     is not such a table, holds another suite's runs or holds one run twice."""
     from andrea_lab.experiments.compare.runs_table import read_runs_csv  # pandas: only a --from-table sweep reads one
@@ -81,7 +91,8 @@ def read_table(path: str | Path, suite: Suite) -> dict[Key, TableRun]:
         headline = numbers[2] if numbers[2] is not None else numbers[1]
         loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
         runs[key] = TableRun(row["status"], numbers, loss)
-    return runs
+    kinds = frozenset(str(kind) for kind in table.get("machine", []) if not _missing(kind))
+    return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not _missing(n)))
 
 
 @dataclass
@@ -90,6 +101,8 @@ class TablePlan:
     (run once the witnesses reproduced it) and those it reads from the table."""
 
     table: Path
+    kinds: frozenset[str] = frozenset()
+    threads: frozenset[int] = frozenset()
     witnesses: list[tuple[RunSpec, TableRun]] = field(default_factory=list)
     pending: list[RunSpec] = field(default_factory=list)
     recorded: dict[Path, Recorded] = field(default_factory=dict)
@@ -104,11 +117,11 @@ class TablePlan:
         ]
 
 
-def split(specs: Sequence[RunSpec], table: dict[Key, TableRun], path: Path) -> tuple[list[RunSpec], TablePlan]:
+def split(specs: Sequence[RunSpec], table: Table, path: Path) -> tuple[list[RunSpec], TablePlan]:
     """The witnesses to run first and the plan of the rest; SuiteError when the table holds no planned run."""
-    plan, witnessed = TablePlan(Path(path)), set()
+    plan, witnessed = TablePlan(Path(path), table.kinds, table.threads), set()
     for spec in specs:
-        row = table.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        row = table.runs.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
         if row is None:
             plan.pending.append(spec)
         elif spec.scale not in witnessed:
@@ -125,6 +138,26 @@ def split(specs: Sequence[RunSpec], table: dict[Key, TableRun], path: Path) -> t
     return witnesses, plan
 
 
+def machine_problem(plan: TablePlan, threads_a_fit: Optional[int]) -> Optional[str]:
+    """Why this machine cannot rerun the table's runs to the bit, known before any run (None: not known to
+    differ): another CPU kind, or another thread count a fit (the matmuls split their sums by thread), where
+    the table recorded them (``threads_a_fit``: what this sweep gives a fit, None where it leaves it to torch)."""
+    here = cpu_kind()
+    if plan.kinds and plan.kinds != {here}:
+        return (
+            f"--from-table {plan.table}: its runs ran on {', '.join(sorted(plan.kinds))} and this machine is {here}; "
+            "reruns are bit-identical only on one kind of CPU: extend it on such a machine, or rerun the whole suite"
+        )
+    if plan.threads and threads_a_fit is not None and plan.threads != {threads_a_fit}:
+        recorded = ", ".join(map(str, sorted(plan.threads)))
+        return (
+            f"--from-table {plan.table}: its runs ran at {recorded} thread(s) a fit and this sweep gives a fit "
+            f"{threads_a_fit}; reruns are bit-identical only at one thread count: set --jobs (or OMP_NUM_THREADS) "
+            "so that a fit gets as many"
+        )
+    return None
+
+
 def witness_problem(spec: RunSpec, row: TableRun) -> Optional[str]:
     """Why the rerun ``spec`` does not reproduce its table row to the bit (None: it does)."""
     state, record = run_state(spec.run_dir), read_record(spec.run_dir)
@@ -136,8 +169,8 @@ def witness_problem(spec: RunSpec, row: TableRun) -> Optional[str]:
         if table_value != value:
             return (
                 f"the witness {spec.label} reran to {name} {value!r} where the table has {table_value!r}: this "
-                "machine, torch or suite does not rerun the table's runs to the bit, so runs added here would not "
-                "be comparable with them; rerun the whole suite (without --from-table) instead"
+                "machine, torch, thread count a fit (--jobs) or suite does not rerun the table's runs to the bit, so "
+                "runs added here would not be comparable with them; rerun the whole suite (without --from-table)"
             )
     return None
 

@@ -153,3 +153,26 @@ def test_a_table_that_is_not_a_runs_table_is_refused_in_one_line(tmp_path, monke
     error = capsys.readouterr().err.strip()
     assert code == 2 and fits.started == [] and "\n" not in error
     assert error.startswith(f"andrea sweep: error: --from-table {table}: not a runs.csv that andrea compare wrote")
+
+
+@pytest.mark.parametrize(
+    ("columns", "expected"),
+    [
+        ({"machine": "Some Other CPU"}, "its runs ran on Some Other CPU and this machine is"),
+        ({"threads": 3}, "its runs ran at 3 thread(s) a fit and this sweep gives a fit 1"),
+    ],
+)
+def test_a_table_from_another_cpu_kind_or_thread_count_is_refused_before_the_witness(
+    tmp_path, committed, monkeypatch, capsys, columns, expected
+):
+    table = read_runs_csv(committed)
+    for column, value in columns.items():
+        table[column] = value
+    write_runs_csv(table, committed)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    fits = StandInFits()
+    code = sweep(
+        write_suite(tmp_path, extend=True), tmp_path / "runs", fits, monkeypatch, "--from-table", str(committed)
+    )
+    assert code == 2 and fits.started == []
+    assert expected in capsys.readouterr().err
