@@ -6,18 +6,20 @@ lacks, plus one *witness* a scale: a run the table holds, rerun. The merge rests
 bit-identical, so it is checked here again from the runs themselves, not from anything the sweep wrote: every run
 that is also in the table must equal its row to the bit (loss at init, final in-training loss, held-out loss),
 and every scale with new runs must have such a witness. Then the table's rows stand for the runs it holds (they
-keep their own record: machine, wall time, start) and the new runs are added. The report is the statistics only,
-as from a runs.csv: the table's runs have no curves here.
+keep their own record: machine, wall time, start) and the new runs are added, with what the table never measured
+blanked (:func:`header`). The report is the statistics only, as from a runs.csv: the table's runs have no curves here.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from andrea_lab.experiments.compare.runs_table import CURVE_COLUMNS, read_runs_csv
+from andrea_lab.experiments.compare.runs_table import CURVE_COLUMNS, MAX_RUNS_CSV_BYTES, read_runs_csv
+from andrea_lab.files import read_regular_bytes
 from andrea_lab.runs.directory import DONE_STATES, format_lr
 
 #: The numbers a rerun must reproduce to the bit (the sweep's from_table.WITNESSED).
@@ -79,7 +81,17 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
             "so nothing shows the new runs are comparable with it (andrea sweep --from-table reruns one a scale)"
         )
     added = pd.DataFrame(new, columns=runs.columns).drop(columns=list(CURVE_COLUMNS), errors="ignore")
+    for column in set(added.columns) - header(table_path):  # measured by the new runs only: scored as the table was
+        added[column] = None
     return pd.concat([table, added], ignore_index=True) if new else table
+
+
+def header(path: str | Path) -> set[str]:
+    """The columns the table's file has. A column it lacks (the held-out test documents' loss, in a table made
+    before the split) is blanked in the new runs, so that the merged suite is scored as the table was and no
+    claim mixes two scores."""
+    data = read_regular_bytes(path, "runs table", MAX_RUNS_CSV_BYTES)
+    return set(next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8", "replace")]), []))
 
 
 def _scale(run: dict):

@@ -1,0 +1,50 @@
+"""compare.table_merge on constructed tables: the table's rows stand for the runs it holds and a rerun of one of
+them (the witness) must equal its row to the bit; a column the table never measured (the held-out test documents'
+loss, in a table made before the split) is blanked in the new runs, so the merged suite is scored one way."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from andrea_testing import finished_scaled_run
+
+from andrea_lab.experiments.compare.runs_table import read_runs_csv, write_runs_csv
+from andrea_lab.experiments.compare.table_merge import merged
+
+
+def run(lr: float, seed: int, loss: float, **columns) -> dict:
+    return finished_scaled_run("s", "pre", 0, lr, seed, loss, "d64", 0, **columns)
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "runs.csv"
+    write_runs_csv(pd.DataFrame([run(1e-3, seed, 2.0 + seed / 10) for seed in range(3)]), path)
+    assert "heldout_test_loss" not in path.read_text().splitlines()[0]
+    return path
+
+
+def test_the_new_runs_join_the_table_and_what_it_never_measured_is_blanked(table):
+    new = pd.DataFrame([run(1e-3, 0, 2.0, heldout_test_loss=1.9), run(2e-3, 0, 1.8, heldout_test_loss=1.7)])
+    result = merged(new, table)
+    assert sorted(zip(result["lr"], result["seed"])) == [(1e-3, 0), (1e-3, 1), (1e-3, 2), (2e-3, 0)]
+    assert result["heldout_test_loss"].isna().all(), "the table scored all documents; so are the new runs"
+    assert result.loc[result["lr"] == 2e-3, "heldout_loss"].tolist() == [1.8]
+
+
+def test_a_rerun_off_by_one_ulp_is_refused_naming_both_values(table):
+    drifted = 2.0 + 4.440892098500626e-16
+    with pytest.raises(ValueError, match=r"the rerun d64 pre lr=1e-3 seed=0 has final_val_loss 2.0000000000000004"):
+        merged(pd.DataFrame([run(1e-3, 0, drifted), run(2e-3, 0, 1.8)]), table)
+
+
+def test_new_runs_at_a_scale_without_a_witness_are_refused(table):
+    with pytest.raises(ValueError, match=r"no run here reruns one of the table's at scale\(s\) d64"):
+        merged(pd.DataFrame([run(2e-3, 0, 1.8)]), table)
+
+
+def test_another_suites_runs_are_refused(table, tmp_path):
+    other = pd.DataFrame([finished_scaled_run("other", "pre", 0, 2e-3, 0, 1.8, "d64", 0)])
+    with pytest.raises(ValueError, match=r"of several suites \(other, s\)"):
+        merged(other, table)
+    assert len(read_runs_csv(table)) == 3, "the table is read, never written"
