@@ -339,7 +339,7 @@ def main(argv: list[str]) -> int:
     check_output_dir(directory, "--runs-dir")
     if speed_line:
         print(speed_line, flush=True)
-    print_header(suite, [*specs, *(table_plan.recorded_specs if table_plan else [])], directory)
+    print_header(suite, table_plan.every(specs) if table_plan else specs, directory)
     for line in table_plan.lines() if table_plan else []:  # what is read from a committed table, what reruns
         print(line, flush=True)
     for line in search_runs.plan_lines(suite, specs):  # the runs a search may add, and its budget
@@ -356,7 +356,7 @@ def main(argv: list[str]) -> int:
                 print(f"andrea sweep: error: {suite.path.name}: {problem}", file=sys.stderr)
             return EXIT_USAGE
 
-    refusal = refuse_existing_runs(specs, directory, args.dry_run)
+    refusal = refuse_existing_runs(table_plan.to_run(specs) if table_plan else specs, directory, args.dry_run)
     if refusal is not None:
         return refusal
 

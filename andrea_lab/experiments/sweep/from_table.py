@@ -108,6 +108,14 @@ class TablePlan:
     recorded: dict[Path, Recorded] = field(default_factory=dict)
     recorded_specs: list[RunSpec] = field(default_factory=list)
 
+    def to_run(self, witnesses: Sequence[RunSpec]) -> list[RunSpec]:
+        """Every run this sweep makes before extend_grid: the witnesses, then the runs the table lacks."""
+        return [*witnesses, *self.pending]
+
+    def every(self, witnesses: Sequence[RunSpec]) -> list[RunSpec]:
+        """The suite's whole plan: the runs to make and those read from the table."""
+        return [*self.to_run(witnesses), *self.recorded_specs]
+
     def lines(self) -> list[str]:
         witnesses = "; ".join(spec.label for spec, _ in self.witnesses)
         return [
