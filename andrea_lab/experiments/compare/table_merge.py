@@ -58,6 +58,8 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
     if len(suites) != 1:
         raise ValueError(f"--from-table {table_path}: its runs and these are of several suites ({', '.join(suites)})")
     rows = dict(zip(_keys(table), table.to_dict("records")))
+    if len(rows) < len(table):
+        raise ValueError(f"--from-table {table_path}: holds one run twice (the same scale, variant, LR and seed)")
     witnessed, new = set(), []
     for key, run in zip(_keys(runs), runs.to_dict("records")):
         row = rows.get(key)

@@ -48,3 +48,10 @@ def test_another_suites_runs_are_refused(table, tmp_path):
     with pytest.raises(ValueError, match=r"of several suites \(other, s\)"):
         merged(other, table)
     assert len(read_runs_csv(table)) == 3, "the table is read, never written"
+
+
+def test_a_table_holding_one_run_twice_is_refused(table):
+    twice = read_runs_csv(table)
+    write_runs_csv(pd.concat([twice, twice.iloc[:1]]), table)
+    with pytest.raises(ValueError, match="holds one run twice"):
+        merged(pd.DataFrame([run(1e-3, 0, 2.0), run(2e-3, 0, 1.8)]), table)
