@@ -46,7 +46,7 @@ def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_th
     assert list(across["claim"]) and set(across["kind"]) == {"exploratory"}
     confirmatory = [r for r in judged["result"] if is_confirmatory(r.claim)]
     exploratory = [r for r in judged["result"] if not is_confirmatory(r.claim)]
-    assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 33
+    assert len(confirmatory) == (table["kind"] == "confirmatory").sum() == 37
     shown = table.loc[table["kind"] == "confirmatory", "project_p"].astype(float).tolist()
     assert shown == pytest.approx(holm([r.p for r in confirmatory]), rel=5e-3)
     bh = scipy_stats.false_discovery_control([1.0 if r.p != r.p else r.p for r in exploratory], method="bh")
@@ -57,7 +57,7 @@ def test_the_project_family_is_holm_over_every_confirmatory_claim_and_bh_over_th
     # + 4 english_precision (bf16 within ±0.03 nat of fp32 at two LRs, on each corpus)
     # (depth_confirm's three divergence claims joined the family not detected, and two of norm_placement_confirm's
     # verdicts fell below it: the larger the family, the higher the bar)
-    assert len(decided) == 13
+    assert len(decided) == 17
     exploratory_rows = table[table["kind"] == "exploratory"]
     assert all(
         "(lead)" in verdict
@@ -75,7 +75,7 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
         text=True,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("156 claims in 25 suites: 33 confirmatory")
+    assert ran.stdout.startswith("164 claims in 26 suites: 37 confirmatory")
     bad = subprocess.run(
         [sys.executable, "-m", "andrea_lab.cli", "compare", str(tmp_path), "--project"], capture_output=True, text=True
     )
