@@ -214,6 +214,12 @@ def load_source(args: argparse.Namespace, source: Path) -> tuple[Any, Path]:
     if source.is_file() and source.suffix == ".csv":
         runs, out = read_runs_csv(source), Path(args.out) if args.out else source.parent / "compare"
     elif source.is_dir():
+        if args.from_table is None and (extended := table_merge.extended_tables(source)):
+            directory, table = extended[0]
+            raise ValueError(
+                f"{directory} holds runs that extend the committed table {table} (andrea sweep --from-table); "
+                f"alone they are part of a grid: andrea compare {directory} --from-table {table}"
+            )
         runs, out = load_runs(source), Path(args.out) if args.out else source / "compare"
     else:
         raise ValueError(f"{args.runs!r} is neither a directory of runs nor a runs.csv")

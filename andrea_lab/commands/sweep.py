@@ -314,6 +314,7 @@ def make_extension(suite, args: argparse.Namespace, searcher, table_plan):
     """What the runner calls once no run is left: a search's next steps, then extend_grid (under --from-table,
     after its witnesses are checked); None when the suite has neither."""
     if table_plan is not None:
+        from_table.write_record(suite_runs_dir(args.runs_dir, suite), table_plan)  # compare needs the table too
         extension = from_table.TableExtension(suite, args.runs_dir, table_plan)
     else:
         extension = grid_extension.GridExtension(suite, args.runs_dir) if suite.extend_grid else None

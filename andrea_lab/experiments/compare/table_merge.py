@@ -19,9 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from andrea_lab.experiments.compare.runs_table import CURVE_COLUMNS, MAX_RUNS_CSV_BYTES, read_runs_csv
-from andrea_lab.files import read_regular_bytes
+from andrea_lab.files import HandedFileError, load_json, read_regular_bytes
 from andrea_lab.runs.directory import DONE_STATES, format_lr
 
+#: The record andrea sweep --from-table leaves in a suite's runs directory (sweep.from_table.RECORD).
+RECORD = "from-table.json"
 #: The numbers a rerun must reproduce to the bit (the sweep's from_table.WITNESSED).
 WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
 
@@ -98,3 +100,16 @@ def header(path: str | Path) -> set[str]:
 
 def _scale(run: dict):
     return None if _missing(run.get("scale")) else run["scale"]
+
+
+def extended_tables(source: Path) -> list[tuple[Path, str]]:
+    """The suite directories at or under ``source`` whose runs extend a committed table (andrea sweep
+    --from-table's record), with that table's path as recorded: compared alone, such runs are part of a grid."""
+    found = []
+    for record in [source / RECORD, *sorted(source.glob(f"*/{RECORD}"))]:
+        if record.is_file():
+            try:
+                found.append((record.parent, str(load_json(record, "from-table record")["table"])))
+            except (HandedFileError, KeyError, TypeError):
+                found.append((record.parent, "(its record is unreadable)"))
+    return found

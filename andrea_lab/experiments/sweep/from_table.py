@@ -26,12 +26,15 @@ from typing import Callable, Optional, Sequence
 from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded, capped, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
-from andrea_lab.files import HandedFileError
+from andrea_lab.files import HandedFileError, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state
 from andrea_lab.runs.machine import cpu_kind
 
 #: A run's place in a suite: (scale, variant, LR as format_lr writes it, seed).
 Key = tuple[Optional[str], str, str, int]
+#: In the suite's runs directory: the committed table its runs extend (andrea compare refuses them without it;
+#: compare.table_merge reads it, under the same name: the compare package does not import the sweep's).
+RECORD = "from-table.json"
 #: The numbers a witness must reproduce to the bit.
 WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
 
@@ -164,6 +167,12 @@ def machine_problem(plan: TablePlan, threads_a_fit: Optional[int]) -> Optional[s
             "so that a fit gets as many"
         )
     return None
+
+
+def write_record(directory: Path, plan: TablePlan) -> None:
+    """Say in the suite's runs directory which table its runs extend (:data:`RECORD`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(directory / RECORD, {"schema": 1, "table": str(plan.table)})
 
 
 def witness_problem(spec: RunSpec, row: TableRun) -> Optional[str]:

@@ -86,6 +86,9 @@ def test_only_the_witness_and_the_added_lrs_run_and_compare_judges_them_as_one_s
     assert again.started == []
 
     out_dir = tmp_path / "judged"
+    alone = [str(tmp_path / "runs"), "--out", str(out_dir), "--no-tensorboard"]
+    assert compare_command.main(alone) == 2, "the new runs alone are part of a grid"
+    assert f"holds runs that extend the committed table {committed}" in capsys.readouterr().err
     argv = [str(tmp_path / "runs" / "ext"), "--from-table", str(committed), "--out", str(out_dir), "--suite"]
     assert compare_command.main([*argv, str(suite_file), "--no-tensorboard"]) == 0
     merged = read_runs_csv(out_dir / "runs.csv")
