@@ -26,7 +26,7 @@ import yaml
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
 from andrea_lab.experiments.sweep import fit_parser, from_table, grid_extension, ladder_compute, search_runs, speed_path
-from andrea_lab.experiments.sweep.executors import LocalExecutor
+from andrea_lab.experiments.sweep.executors import LocalExecutor, shared_threads
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
 from andrea_lab.experiments.sweep.runner import Runner, SweepLock, SweepLockedError, report
@@ -301,13 +301,14 @@ def plan(args: argparse.Namespace) -> tuple:
 
 
 def threads_a_fit(args: argparse.Namespace, jobs: int) -> Optional[int]:
-    """torch's threads in each local fit (the executor's rule: OMP_NUM_THREADS, else the cores shared among
-    --jobs fits); None where torch chooses (one fit at a time) or Ray does."""
+    """torch's threads in each local fit (OMP_NUM_THREADS where set, else the executor's rule:
+    executors.shared_threads); None where torch chooses or Ray does."""
     if args.launcher == "ray":
         return None
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return int(os.environ["OMP_NUM_THREADS"])
-    return max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+    if "OMP_NUM_THREADS" in os.environ:
+        threads = os.environ["OMP_NUM_THREADS"]
+        return int(threads) if threads.isdigit() else None
+    return shared_threads(jobs)
 
 
 def make_extension(suite, args: argparse.Namespace, searcher, table_plan):
@@ -374,7 +375,7 @@ def main(argv: list[str]) -> int:
     report(outcomes)
     if runner.stopping:
         return EXIT_STOPPED
-    if getattr(extension, "refusal", None):  # --from-table: a witness did not reproduce the table
+    if table_plan is not None and extension.refusal:  # --from-table: a witness did not reproduce the table
         print(f"andrea sweep: error: {extension.refusal}", file=sys.stderr)
         return EXIT_FAILED_RUNS
     if any(outcome.failed for outcome in outcomes):

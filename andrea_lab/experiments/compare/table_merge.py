@@ -13,43 +13,26 @@ blanked (:func:`header`). The report is the statistics only, as from a runs.csv:
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 
 import pandas as pd
 
 from andrea_lab.experiments.compare.runs_table import CURVE_COLUMNS, MAX_RUNS_CSV_BYTES, read_runs_csv
 from andrea_lab.files import HandedFileError, load_json, read_regular_bytes
-from andrea_lab.runs.directory import DONE_STATES, format_lr
-
-#: The record andrea sweep --from-table leaves in a suite's runs directory (sweep.from_table.RECORD).
-RECORD = "from-table.json"
-#: The numbers a rerun must reproduce to the bit (the sweep's from_table.WITNESSED).
-WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
+from andrea_lab.runs.committed_table import RECORD, WITNESSED, Key, is_missing, key_of, label
+from andrea_lab.runs.directory import DONE_STATES
 
 
-def _keys(frame: pd.DataFrame) -> list[tuple]:
-    scales = frame["scale"] if "scale" in frame else pd.Series([None] * len(frame), index=frame.index)
-    return [
-        (None if pd.isna(scale) else scale, variant, format_lr(lr), int(seed))
-        for scale, variant, lr, seed in zip(scales, frame["variant"], frame["lr"], frame["seed"])
-    ]
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+def _keys(frame: pd.DataFrame) -> list[Key]:
+    scales = frame["scale"] if "scale" in frame else [None] * len(frame)
+    return [key_of(*cells) for cells in zip(scales, frame["variant"], frame["lr"], frame["seed"])]
 
 
 def _same(a, b) -> bool:
     """Equal to the bit, or both missing."""
-    if _missing(a) or _missing(b):
-        return _missing(a) and _missing(b)
+    if is_missing(a) or is_missing(b):
+        return is_missing(a) and is_missing(b)
     return float(a) == float(b)
-
-
-def _label(key: tuple) -> str:
-    scale, variant, lr, seed = key
-    return f"{scale + ' ' if scale else ''}{variant} lr={lr} seed={seed}"
 
 
 def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
@@ -73,7 +56,7 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
         for column in WITNESSED:
             if not _same(row.get(column), run.get(column)):
                 raise ValueError(
-                    f"--from-table {table_path}: the rerun {_label(key)} has {column} {run.get(column)!r} where the "
+                    f"--from-table {table_path}: the rerun {label(key)} has {column} {run.get(column)!r} where the "
                     f"table has {row.get(column)!r}: these runs do not reproduce the table's to the bit and cannot "
                     "be judged with them; rerun the whole suite"
                 )
@@ -99,7 +82,7 @@ def header(path: str | Path) -> set[str]:
 
 
 def _scale(run: dict):
-    return None if _missing(run.get("scale")) else run["scale"]
+    return None if is_missing(run.get("scale")) else run["scale"]
 
 
 def extended_tables(source: Path) -> list[tuple[Path, str]]:

@@ -78,6 +78,12 @@ def _ignore_sigint() -> None:  # pragma: no cover - runs in the forked child
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def shared_threads(jobs: int) -> Optional[int]:
+    """torch's threads in each of ``jobs`` local fits run at once, unless OMP_NUM_THREADS says otherwise: N fits on
+    one CPU share its cores instead of each taking all of them; None for one fit at a time (torch chooses)."""
+    return max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+
+
 class LocalExecutor:
     """Each run an ``andrea fit`` subprocess of this process, its output appended to ``sweep.log``.
 
@@ -105,9 +111,8 @@ class LocalExecutor:
     def env(self, slot: int) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        if self.jobs > 1 and "OMP_NUM_THREADS" not in env:
-            # N fits on one CPU: share the cores instead of each fit taking all of them.
-            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
+        if "OMP_NUM_THREADS" not in env and (threads := shared_threads(self.jobs)) is not None:
+            env["OMP_NUM_THREADS"] = str(threads)
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot % len(self.gpus)]
         return env

@@ -18,7 +18,6 @@ witnesses again from the runs themselves.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -27,16 +26,9 @@ from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded,
 from andrea_lab.experiments.sweep.plan import RunSpec
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, write_json_atomic
-from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state
+from andrea_lab.runs.committed_table import RECORD, WITNESSED, Key, is_missing, key_of, label
+from andrea_lab.runs.directory import DONE_STATES, NONFINITE, read_record, run_state
 from andrea_lab.runs.machine import cpu_kind
-
-#: A run's place in a suite: (scale, variant, LR as format_lr writes it, seed).
-Key = tuple[Optional[str], str, str, int]
-#: In the suite's runs directory: the committed table its runs extend (andrea compare refuses them without it;
-#: compare.table_merge reads it, under the same name: the compare package does not import the sweep's).
-RECORD = "from-table.json"
-#: The numbers a witness must reproduce to the bit.
-WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
 
 
 @dataclass(frozen=True)
@@ -48,17 +40,8 @@ class TableRun:
     loss: float
 
 
-def key_of(scale: Optional[str], variant: str, lr: float, seed: int) -> Key:
-    return (None if _missing(scale) else scale, variant, format_lr(lr), int(seed))
-
-
-def _missing(value) -> bool:
-    """A cell the table leaves empty: None, or NaN as pandas reads an empty number."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _float(value) -> Optional[float]:
-    return None if _missing(value) else float(value)
+    return None if is_missing(value) else float(value)
 
 
 @dataclass(frozen=True)
@@ -89,13 +72,13 @@ def read_table(path: str | Path, suite: Suite) -> Table:
             continue  # a run the table has no outcome for is run again
         key = key_of(row.get("scale"), row["variant"], row["lr"], row["seed"])
         if key in runs:
-            raise SuiteError(f"--from-table {path}: holds the run {_label(key)} twice")
+            raise SuiteError(f"--from-table {path}: holds the run {label(key)} twice")
         numbers = tuple(_float(row.get(column)) for column in WITNESSED)
         headline = numbers[2] if numbers[2] is not None else numbers[1]
         loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
         runs[key] = TableRun(row["status"], numbers, loss)
-    kinds = frozenset(str(kind) for kind in table.get("machine", []) if not _missing(kind))
-    return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not _missing(n)))
+    kinds = frozenset(str(kind) for kind in table.get("machine", []) if not is_missing(kind))
+    return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))
 
 
 @dataclass
@@ -215,11 +198,6 @@ class TableExtension:
             return []
         added = self.grid([*self.plan.recorded_specs, *specs], say)
         return renumbered(added, len(specs) + 1, len(specs) + len(added))
-
-
-def _label(key: Key) -> str:
-    scale, variant, lr, seed = key
-    return f"{scale + ' ' if scale else ''}{variant} lr={lr} seed={seed}"
 
 
 def check_suite(suite: Suite) -> None:

@@ -204,12 +204,13 @@ class GridExtension:
 
     def _extend(self, cell: Cell, cell_specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
         label = " ".join(part for part in cell if part is not None)
-        if any(self._outcome(spec)[0] not in DONE_STATES for spec in cell_specs):
+        outcomes = [self._outcome(spec) for spec in cell_specs]  # each run's record read once
+        if any(state not in DONE_STATES for state, _ in outcomes):
             say(f"extend_grid: {label}: not every run ended, so its grid is not extended")
             return []
         losses: dict[float, dict[int, float]] = {}
-        for spec in cell_specs:
-            losses.setdefault(spec.lr, {})[spec.seed] = self._outcome(spec)[1]
+        for spec, (_, loss) in zip(cell_specs, outcomes):
+            losses.setdefault(spec.lr, {})[spec.seed] = loss
         found = next_lr(cell[1], losses, self.option.factor)
         if found is None:
             say(f"extend_grid: {label}: optimum inside its grid ({_grid(losses)})")
