@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+
+
+def _one_share_of_the_cores_per_worker() -> None:
+    """Under pytest-xdist every worker's torch, and every ``andrea fit`` a test starts, would run one OpenMP
+    thread per core: with two workers on two cores that is twice as many busy threads as cores, and OpenMP's
+    spinning threads then wait on each other. tests/model + tests/data (not slow) at ``-n 2`` took 135 s with
+    the default and 76 s with one thread per worker (2026-12-06, 2 cores beside a sweep). The variable reaches
+    the fits the tests start; torch in this process is set as well, because the package's pytest plugin (an
+    entry point, loaded before any conftest) has imported it already. A user's own OMP_NUM_THREADS wins."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1")
+    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = max(1, cores // workers)
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(share)
+
+
+_one_share_of_the_cores_per_worker()
 
 
 @pytest.fixture(autouse=True)
