@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from andrea_lab.experiments.sweep.executors import shared_threads
+
 
 def _one_share_of_the_cores_per_worker() -> None:
     """Under pytest-xdist every worker's torch, and every ``andrea fit`` a test starts, would run one OpenMP
@@ -16,12 +18,12 @@ def _one_share_of_the_cores_per_worker() -> None:
     spinning threads then wait on each other. tests/model + tests/data (not slow) at ``-n 2`` took 135 s with
     the default and 76 s with one thread per worker (2026-12-06, 2 cores beside a sweep). The variable reaches
     the fits the tests start; torch in this process is set as well, because the package's pytest plugin (an
-    entry point, loaded before any conftest) has imported it already. A user's own OMP_NUM_THREADS wins."""
+    entry point, loaded before any conftest) has imported it already. The share is the sweep's own rule for
+    fits run side by side (executors.shared_threads). A user's own OMP_NUM_THREADS wins."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1")
-    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
+    share = shared_threads(workers)
+    if share is None or "OMP_NUM_THREADS" in os.environ:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    share = max(1, cores // workers)
     os.environ["OMP_NUM_THREADS"] = str(share)
     torch = sys.modules.get("torch")
     if torch is not None:
