@@ -53,12 +53,14 @@ def test_the_module_rebuilds_from_it_with_its_arguments_and_weights():
     stored, now = stored_hyperparameters(checkpoint), dict(module.hparams)
     stored_config, now_config = dict(stored.pop("config")), dict(now.pop("config"))
     assert {key: now[key] for key in stored} == stored  # saved the same way as then
-    # Model fields added since (tie_embeddings, embedding_scale) take the defaults the old run's architecture had.
+    # Model fields added since (tie_embeddings, embedding_scale, cpu_attention_fp32) take the defaults the old run's
+    # architecture and arithmetic had.
     assert {key: now_config[key] for key in stored_config} == stored_config
     added = {key: value for key, value in now_config.items() if key not in stored_config}
     assert added == {key: getattr(AndreaConfig(), key) for key in added} and set(added) <= {
         "tie_embeddings",
         "embedding_scale",
+        "cpu_attention_fp32",
     }
     # Arguments added since take the defaults the old run trained with (AdamW, warmup-cosine, no options, betas).
     assert {key: now[key] for key in now if key not in stored} == {
@@ -115,13 +117,13 @@ def test_a_fit_resumes_it_with_ckpt_path(in_fixture_dir):
     assert last["global_step"] == 6
     # Today's code writes the hyperparameters as the old code did (same keys, order and types), followed by the
     # arguments added since (the optimizer and schedule plugins, beta2), at the defaults the old run trained with.
-    # In the model's config, fields added since (tie_embeddings, embedding_scale) are written at the old
-    # architecture's values.
+    # In the model's config, fields added since (tie_embeddings, embedding_scale, cpu_attention_fp32) are written
+    # at the old architecture's and arithmetic's values.
     old = load_checkpoint(CKPT)["hyper_parameters"]
     written = list(last["hyper_parameters"].items())
     config = dict(last["hyper_parameters"]["config"])
     added = {key: config.pop(key) for key in set(config) - set(old["config"])}
-    assert added == {"tie_embeddings": True, "embedding_scale": 1.0}
+    assert added == {"tie_embeddings": True, "embedding_scale": 1.0, "cpu_attention_fp32": False}
     written = [(key, config if key == "config" else value) for key, value in written]
     assert written[: len(old)] == list(old.items()) and isinstance(old["betas"], tuple)
     assert dict(written[len(old) :]) == {

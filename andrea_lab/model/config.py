@@ -101,6 +101,12 @@ class AndreaConfig:
     final_logit_softcap: Optional[float] = None
     """Soft cap of the output logits, ``cap·tanh(logits/cap)`` before the loss and sampling (Gemma 2: 30);
     null = no cap."""
+    cpu_attention_fp32: bool = False
+    """On the CPU, compute the attention (q·kᵀ, softmax, ·v) in float32 even under bf16 autocast. PyTorch's CPU
+    flash-attention kernel runs its bf16 backward about 3x slower than its float32 one (benchmarks/
+    cpu_attention.py), which cost a bf16-mixed d512 step a fifth of its time; the projections around it stay
+    in bf16. No effect on CUDA or outside autocast. Off by default, so runs made before it rerun to the bit;
+    ``andrea sweep --speed`` turns it on with bf16-mixed (docs/performance.md)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -139,7 +145,7 @@ class AndreaConfig:
                 f"embedding_scale must be a number in [{low:g}, {high:g}] (1 = GPT-2; Gemma: sqrt(d_model)), "
                 f"got {scale!r}"
             )
-        for flag in ("qk_norm", "bias", "tie_embeddings"):
+        for flag in ("qk_norm", "bias", "tie_embeddings", "cpu_attention_fp32"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         _check_softcap("attn_logit_softcap", self.attn_logit_softcap, 50)

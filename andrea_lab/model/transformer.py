@@ -77,6 +77,7 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.dropout = config.dropout
         self.softcap = config.attn_logit_softcap
+        self.cpu_attention_fp32 = config.cpu_attention_fp32
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
         if config.qk_norm:  # only then: the default model's state dict keeps its keys
             self.q_norm, self.k_norm = norm(config.head_size), norm(config.head_size)
@@ -90,14 +91,23 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.project(x)  # (B, nh, T, hs)
-        if self.softcap is None:
-            y = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-            )  # (B, nh, T, hs)
-        else:  # the config refuses attention dropout with a cap
-            y = softcapped_attention(q, k, v, self.softcap)  # (B, nh, T, hs)
+        if self.cpu_attention_fp32 and q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # the CPU's bf16 attention kernel is the slow one (AndreaConfig.cpu_attention_fp32); autocast would
+            # cast float32 inputs back down, so it is off for the attention alone
+            with torch.autocast("cpu", enabled=False):
+                y = self.attend(q.float(), k.float(), v.float())
+        else:
+            y = self.attend(q, k, v)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.proj(y))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """softmax(q·kᵀ/√hs, causal)·v per head (B, nh, T, hs), through the fused kernel or, with a cap, flex."""
+        if self.softcap is None:
+            return F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            )
+        return softcapped_attention(q, k, v, self.softcap)  # the config refuses attention dropout with a cap
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v (B, nh, T, hs) of the stream x (B, T, C): the qkv projection, split into heads, q and k

@@ -7,6 +7,9 @@ the CPU's matrix units" and "A compile paid once per shape"):
   Detected from /proc/cpuinfo (andrea_lab.runs.machine), never assumed.
 * **Width.** With the units, a ``bf16-mixed`` step was 1.26-1.49x an fp32 one at d256, 1.58-1.93x at d512, and
   slower at d64 and d128 (0.89x, 0.95x): below :data:`BF16_FROM_WIDTH` the casts cost more than the matmuls gain.
+* **The attention.** PyTorch's CPU flash-attention kernel runs its bf16 backward ~3x slower than its fp32 one, so
+  every bf16 path the sweep chooses or is forced to computes the attention in float32
+  (``model.config.cpu_attention_fp32``: a d512 step 1.94x fp32's instead of 1.64x, benchmarks/cpu_attention.py).
 * **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token at d256-d512, against a
   compile of :data:`COLD_COMPILE_S` the first time a shape is compiled on a machine and
   :data:`WARM_COMPILE_S` once its cache entry exists (andrea_lab.fit.compile_cache). A sweep's fits of one
@@ -47,6 +50,8 @@ SPEEDS = ("auto", "config", "fp32", "bf16", "bf16-compiled")
 #: What each forced speed sets.
 FORCED = {"fp32": ("32-true", False), "bf16": ("bf16-mixed", False), "bf16-compiled": ("bf16-mixed", True)}
 OWN_KEYS = ("trainer.precision", "model.compile")
+#: Set with every bf16 path the sweep chooses: the CPU's bf16 attention kernel is slower than its fp32 one.
+ATTENTION_KEY = "model.config.cpu_attention_fp32"
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Rung:
     fits: int = 1  # how many of the sweep's fits train this shape (they share its cold compile)
     precision: str = "32-true"  # what its config says: a choice equal to it leaves the command as it is
     compile: bool = False
+    cpu_attention_fp32: bool = False
     on_cpu: bool = True  # the rule is measured on CPUs: a rung trained elsewhere keeps what its config says
     cache_warm: bool = False  # this user's compile cache already holds the shape at bf16-mixed
 
@@ -70,10 +76,13 @@ class SpeedPath:
     precision: str
     compile: bool
     reason: str
+    cpu_attention_fp32: bool = False  # AndreaConfig.cpu_attention_fp32: with bf16-mixed, the attention in fp32
 
     @property
     def name(self) -> str:
-        return f"{'bf16-mixed' if self.precision.startswith('bf16') else 'fp32'}{', compiled' if self.compile else ''}"
+        precision = "bf16-mixed" if self.precision.startswith("bf16") else "fp32"
+        compiled = ", compiled" if self.compile else ""
+        return f"{precision}{compiled}{', fp32 attention' if self.cpu_attention_fp32 else ''}"
 
 
 def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
@@ -89,12 +98,12 @@ def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
         f"d_model {rung.d_model} >= {BF16_FROM_WIDTH} with bf16 units; compiling saves ~{saving:.0f} s a fit "
         f"({rung.steps} steps) against ~{cost:.0f} s of compile a fit"
     )
-    return SpeedPath("bf16-mixed", saving > cost, why)
+    return SpeedPath("bf16-mixed", saving > cost, why, cpu_attention_fp32=True)
 
 
 def _forced(speed: str) -> SpeedPath:
     precision, compiled = FORCED[speed]
-    return SpeedPath(precision, compiled, f"--speed {speed}")
+    return SpeedPath(precision, compiled, f"--speed {speed}", cpu_attention_fp32=precision == "bf16-mixed")
 
 
 def apply(
@@ -116,7 +125,7 @@ def apply(
     out: list[RunSpec] = []
     for spec in specs:
         key = _shape(spec)
-        if any(name in spec.overrides for name in OWN_KEYS):
+        if any(name in spec.overrides for name in (*OWN_KEYS, ATTENTION_KEY)):
             chosen.setdefault(key, (SpeedPath("", False, "set by the suite or --set"), False))
         elif key not in chosen and speed == "auto" and (made := _made(specs, key, recorded)) is not None:
             chosen[key] = made
@@ -143,7 +152,8 @@ def _made(
             continue
         if all(name in overrides for name in OWN_KEYS):
             precision, compiled = str(overrides["trainer.precision"]), bool(overrides["model.compile"])
-            return SpeedPath(precision, compiled, "as its runs were made"), True
+            attention = bool(overrides.get(ATTENTION_KEY, False))  # runs made before the key were made without it
+            return SpeedPath(precision, compiled, "as its runs were made", attention), True
         return SpeedPath("", False, "runs already made as the config says"), False
     return None
 
@@ -160,7 +170,11 @@ def _choice(speed: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tu
         path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
     if rung is None:
         return path, True
-    same = _precision_word(path.precision) == _precision_word(rung.precision) and path.compile == rung.compile
+    same = (
+        _precision_word(path.precision) == _precision_word(rung.precision)
+        and path.compile == rung.compile
+        and path.cpu_attention_fp32 == rung.cpu_attention_fp32
+    )
     return path, not same
 
 
@@ -175,7 +189,9 @@ def _precision_word(precision: str) -> str:
 
 
 def _with_path(spec: RunSpec, path: SpeedPath) -> RunSpec:
-    own = {"trainer.precision": path.precision, "model.compile": path.compile}
+    own: dict[str, Any] = {"trainer.precision": path.precision, "model.compile": path.compile}
+    if path.cpu_attention_fp32:  # only then: an fp32 path's command is as it was
+        own[ATTENTION_KEY] = True
     return dataclasses.replace(spec, command=(*spec.command, *override_args(own)), overrides={**spec.overrides, **own})
 
 
@@ -203,6 +219,7 @@ def rung_of(spec: RunSpec) -> Rung:
         tokens_per_step=batch * int(block),
         precision=str(config["trainer.precision"]),
         compile=bool(config["model.compile"]),
+        cpu_attention_fp32=bool(config.get(ATTENTION_KEY) or False),
         on_cpu=str(config["trainer.accelerator"]) == "cpu",
         cache_warm=compile_cache.is_warm(model, "bf16-mixed"),
     )

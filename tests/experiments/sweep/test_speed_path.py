@@ -57,10 +57,30 @@ def test_apply_changes_only_the_rungs_where_the_choice_differs_from_the_config()
     out, line = apply(specs, "auto", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]  # fp32 eager: as cpu-base says
     for spec in out[2:]:
-        assert spec.command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "false")
+        assert spec.command[-6:] == (
+            "--trainer.precision",
+            "bf16-mixed",
+            "--model.compile",
+            "false",
+            "--model.config.cpu_attention_fp32",
+            "true",
+        )
         assert spec.overrides["trainer.precision"] == "bf16-mixed"  # and so in sweep-run.json's overrides
+        assert spec.overrides["model.config.cpu_attention_fp32"] is True
     assert line.startswith("speed: fp32 (d_model 64 < 256") and "for d64 pre, d64 post;" in line
-    assert "bf16-mixed (d_model 512 >= 256" in line and line.endswith("for d512 pre, d512 post")
+    assert "bf16-mixed, fp32 attention (d_model 512 >= 256" in line and line.endswith("for d512 pre, d512 post")
+
+
+def test_runs_made_before_the_attention_key_keep_their_attention_and_a_suite_that_sets_it_is_left_alone():
+    specs = [_spec(1, "d512", "pre"), _spec(2, "d512", "pre")]
+    made = {"trainer.precision": "bf16-mixed", "model.compile": False}  # a marker written before the key existed
+    out, line = apply(
+        specs, "auto", _rung_of, bf16_units=True, recorded=lambda spec: made if spec is specs[0] else None
+    )
+    assert all("model.config.cpu_attention_fp32" not in s.overrides for s in out) and "as its runs were made" in line
+    own = [_spec(3, "d512", "pre", {"model.config.cpu_attention_fp32": False})]
+    kept, line = apply(own, "auto", _rung_of, bf16_units=True, recorded=lambda spec: None)
+    assert kept == own and "set by the suite or --set" in line
 
 
 def test_a_suite_or_set_that_names_the_precision_is_never_overridden():
@@ -72,7 +92,11 @@ def test_a_suite_or_set_that_names_the_precision_is_never_overridden():
 def test_the_user_forces_either_way():
     specs = [_spec(1, "d64", "pre"), _spec(2, "d512", "pre")]
     forced, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=False, recorded=lambda spec: None)
-    assert all(s.command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "true") for s in forced)
+    assert all(
+        s.command[-6:]
+        == ("--trainer.precision", "bf16-mixed", "--model.compile", "true", "--model.config.cpu_attention_fp32", "true")
+        for s in forced
+    )
     assert "--speed bf16-compiled" in line
     plain, _ = apply(specs, "fp32", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert [s.command for s in plain] == [s.command for s in specs]  # the config already says fp32 eager
@@ -96,7 +120,7 @@ def test_auto_resumes_a_rung_with_the_path_an_earlier_sweep_chose_for_it(tmp_pat
 
 
 def test_precision_spellings_are_one_precision():
-    rung = Rung(512, 250, 2048, precision="bf16", compile=False)
+    rung = Rung(512, 250, 2048, precision="bf16", compile=False, cpu_attention_fp32=True)
     out, _ = apply([_spec(1, "d512", "pre")], "bf16", lambda spec: rung, bf16_units=True, recorded=lambda s: None)
     assert out[0].command == _spec(1, "d512", "pre").command
 
@@ -135,7 +159,14 @@ def test_without_the_parser_auto_keeps_the_configs_and_a_forced_path_is_put_in_e
     unchanged, line = speed_path.for_sweep(specs, "auto", parse=False)
     assert unchanged == specs and line == "speed: as the configs say (--no-check: no rule)"
     forced, _ = speed_path.for_sweep(specs, "bf16", parse=False)
-    assert forced[0].command[-4:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "false")
+    assert forced[0].command[-6:] == (
+        "--trainer.precision",
+        "bf16-mixed",
+        "--model.compile",
+        "false",
+        "--model.config.cpu_attention_fp32",
+        "true",
+    )
 
 
 def test_a_command_that_does_not_parse_keeps_its_config(monkeypatch):
