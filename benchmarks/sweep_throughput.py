@@ -331,7 +331,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     matmul.append(sweep_rungs.matmul_ratio(threads=args.threads))
     print(machine_line(args).replace("machine:", "at end:"))
     totals = pd.concat(by_rung, names=["rung"])
-    if len(rungs) > 1 or args.quick:
+    if len(rungs) > 1 or args.quick or (sweep_rungs.TODAY in chosen and len(chosen) > 1):
         table = sweep_rungs.side_by_side(by_rung, sum(matmul) / 2)
         print(
             "\nevery rung side by side (bf16/fp32 matmul 512^3 in this run: "

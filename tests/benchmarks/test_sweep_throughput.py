@@ -47,6 +47,7 @@ def test_toy_run_reports_both_paths_and_identical_training(text_corpus, tmp_path
         assert row["same_training"] is True
     assert "runs_per_hour, improved / today:" in printed and "runs_per_hour_same_steps" in printed
     assert "train/loss curve and held-out loss identical" in printed
+    assert "every rung side by side" in printed  # one rung, but today's path beside another: the matmul share
 
 
 def test_the_shares_are_of_every_job_slot_not_of_wall_time_alone(capsys):
