@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
@@ -32,18 +31,8 @@ if str(REPO) not in sys.path:  # run as a script: benchmarks/ is not on the path
 
 from andrea_lab.model.config import AndreaConfig  # noqa: E402
 from andrea_lab.model.transformer import Andrea  # noqa: E402
+from benchmarks.cpu_precision import median_seconds  # noqa: E402
 from benchmarks.sweep_rungs import matmul_ratio  # noqa: E402
-
-
-def _median_seconds(work, warmup: int, reps: int) -> float:
-    for _ in range(warmup):
-        work()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def attention_seconds(width: int, batch: int, dtype: torch.dtype, reps: int) -> float:
@@ -53,7 +42,7 @@ def attention_seconds(width: int, batch: int, dtype: torch.dtype, reps: int) -> 
     def work():
         F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
 
-    return _median_seconds(work, 2, reps)
+    return median_seconds(work, reps)
 
 
 def training_step(width: int, batch: int, arm: str) -> Callable[[], None]:
@@ -80,7 +69,7 @@ def training_step(width: int, batch: int, arm: str) -> Callable[[], None]:
 
 def step_seconds(width: int, batch: int, arm: str, steps: int) -> float:
     """Median seconds of one training step of the rung's model in ``arm``."""
-    return _median_seconds(training_step(width, batch, arm), 2, steps)
+    return median_seconds(training_step(width, batch, arm), steps)
 
 
 def profile_steps(width: int, batch: int, arm: str, steps: int = 3, top: int = 6) -> None:

@@ -45,6 +45,15 @@ def _spec(index: int, scale: str, variant: str, overrides=None, root: Path = Pat
     )  # fmt: skip
 
 
+#: What a bf16 eager path puts at the end of a rung's command.
+BF16_EAGER_TAIL = (
+    "--trainer.precision",
+    "bf16-mixed",
+    "--model.compile",
+    "false",
+    "--model.config.cpu_attention_fp32",
+    "true",
+)
 RUNGS = {"d64": Rung(64, 250, 2048), "d512": Rung(512, 250, 2048)}
 
 
@@ -57,14 +66,7 @@ def test_apply_changes_only_the_rungs_where_the_choice_differs_from_the_config()
     out, line = apply(specs, "auto", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]  # fp32 eager: as cpu-base says
     for spec in out[2:]:
-        assert spec.command[-6:] == (
-            "--trainer.precision",
-            "bf16-mixed",
-            "--model.compile",
-            "false",
-            "--model.config.cpu_attention_fp32",
-            "true",
-        )
+        assert spec.command[-6:] == BF16_EAGER_TAIL
         assert spec.overrides["trainer.precision"] == "bf16-mixed"  # and so in sweep-run.json's overrides
         assert spec.overrides["model.config.cpu_attention_fp32"] is True
     assert line.startswith("speed: fp32 (d_model 64 < 256") and "for d64 pre, d64 post;" in line
@@ -159,14 +161,7 @@ def test_without_the_parser_auto_keeps_the_configs_and_a_forced_path_is_put_in_e
     unchanged, line = speed_path.for_sweep(specs, "auto", parse=False)
     assert unchanged == specs and line == "speed: as the configs say (--no-check: no rule)"
     forced, _ = speed_path.for_sweep(specs, "bf16", parse=False)
-    assert forced[0].command[-6:] == (
-        "--trainer.precision",
-        "bf16-mixed",
-        "--model.compile",
-        "false",
-        "--model.config.cpu_attention_fp32",
-        "true",
-    )
+    assert forced[0].command[-6:] == BF16_EAGER_TAIL
 
 
 def test_a_command_that_does_not_parse_keeps_its_config(monkeypatch):
