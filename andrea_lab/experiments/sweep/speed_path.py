@@ -7,6 +7,8 @@ the CPU's matrix units" and "A compile paid once per shape"):
   Detected from /proc/cpuinfo (andrea_lab.runs.machine), never assumed.
 * **Width.** With the units, a ``bf16-mixed`` step was 1.26-1.49x an fp32 one at d256, 1.58-1.93x at d512, and
   slower at d64 and d128 (0.89x, 0.95x): below :data:`BF16_FROM_WIDTH` the casts cost more than the matmuls gain.
+  Those were measured with the bf16 attention below; with it in fp32 bf16 ran 1.27-1.59x fp32 at d64-d128, and
+  the threshold stays until that path's loss equivalence is shown there (docs/performance.md).
 * **The attention.** PyTorch's CPU flash-attention kernel runs its bf16 backward ~3x slower than its fp32 one, so
   every bf16 path the sweep chooses or is forced to computes the attention in float32
   (``model.config.cpu_attention_fp32``: a d512 step 1.94x fp32's instead of 1.64x, benchmarks/cpu_attention.py).
