@@ -34,6 +34,9 @@ from andrea_lab.model.transformer import Andrea  # noqa: E402
 from benchmarks.cpu_precision import median_seconds  # noqa: E402
 from benchmarks.sweep_rungs import matmul_ratio  # noqa: E402
 
+#: Each training step's arithmetic: fp32, bf16-mixed, and bf16-mixed with AndreaConfig.cpu_attention_fp32.
+ARMS = ("fp32", "bf16", "bf16+fp32-attention")
+
 
 def attention_seconds(width: int, batch: int, dtype: torch.dtype, reps: int) -> float:
     """Median seconds of one causal attention forward + backward at the rung's shape, in ``dtype``."""
@@ -123,8 +126,6 @@ def main() -> None:
             speedup = steps["fp32"] / seconds
             print(f"{'d' + str(width):>6} {arm:>22} {seconds:8.3f} {speedup:7.2f}x {speedup / matmul:16.2f}")
 
-
-ARMS = ("fp32", "bf16", "bf16+fp32-attention")
 
 if __name__ == "__main__":
     main()

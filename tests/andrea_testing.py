@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning as L
+import torch
+import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from andrea_lab.experiments.sweep.executors import Ended
 from andrea_lab.fit.module import AndreaLM
+from andrea_lab.model import transformer
 from andrea_lab.model.config import preset
 
 #: Overrides that turn experiments/quickstart.yaml into a seconds-long CPU run on a small corpus.
@@ -187,3 +190,18 @@ def finished_scaled_run(suite: str, variant: str, variant_index: int, lr: float,
         "scale_index": scale_index,
         **columns,
     }
+
+
+def attention_input_dtypes(monkeypatch) -> list:
+    """The dtype every call of the model's scaled_dot_product_attention computes in from now on (a list it appends
+    to): q's, or the CPU autocast's where autocast is on (it casts q down inside the call), so AndreaConfig.
+    cpu_attention_fp32's upcast only counts where autocast is off for it."""
+    seen: list = []
+    real = F.scaled_dot_product_attention
+
+    def recording(q, k, v, **kwargs):
+        seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype)
+        return real(q, k, v, **kwargs)
+
+    monkeypatch.setattr(transformer.F, "scaled_dot_product_attention", recording)
+    return seen

@@ -2,27 +2,20 @@
 float32, the profile names the attention. No timing is asserted."""
 
 import torch
-import torch.nn.functional as F
+from andrea_testing import attention_input_dtypes
 
-from andrea_lab.model import transformer
 from benchmarks import cpu_attention
 
 
 def test_every_arm_takes_a_step_and_only_the_fp32_attention_arm_upcasts(monkeypatch):
-    seen: dict[str, set] = {}
-    real = F.scaled_dot_product_attention
-    current = {"arm": ""}
-
-    def recording(q, k, v, **kwargs):
-        seen.setdefault(current["arm"], set()).add(q.dtype)
-        return real(q, k, v, **kwargs)
-
     steps = {name: cpu_attention.training_step(64, 2, name) for name in cpu_attention.ARMS}  # built: a model's
-    monkeypatch.setattr(transformer.F, "scaled_dot_product_attention", recording)  # construction checks run fp32
+    seen = attention_input_dtypes(monkeypatch)  # construction checks run fp32, so record only the steps
+    dtypes = {}
     for arm, step in steps.items():
-        current["arm"] = arm
+        seen.clear()
         step()
-    assert seen == {"fp32": {torch.float32}, "bf16": {torch.bfloat16}, "bf16+fp32-attention": {torch.float32}}
+        dtypes[arm] = set(seen)
+    assert dtypes == {"fp32": {torch.float32}, "bf16": {torch.bfloat16}, "bf16+fp32-attention": {torch.float32}}
 
 
 def test_the_profile_lists_the_costliest_ops(capsys):

@@ -2,28 +2,15 @@
 
 import pytest
 import torch
-import torch.nn.functional as F
+from andrea_testing import attention_input_dtypes
 
 from andrea_lab import Andrea, preset
-from andrea_lab.model import transformer
 from andrea_lab.model.config import ConfigError
 
 
 def _model(**overrides) -> Andrea:
     torch.manual_seed(0)
     return Andrea(preset("andrea-micro", **overrides))
-
-
-def _attention_dtypes(monkeypatch) -> list[torch.dtype]:
-    seen: list[torch.dtype] = []
-    real = F.scaled_dot_product_attention
-
-    def recording(q, k, v, **kwargs):
-        seen.append(q.dtype)
-        return real(q, k, v, **kwargs)
-
-    monkeypatch.setattr(transformer.F, "scaled_dot_product_attention", recording)
-    return seen
 
 
 def _loss(model: Andrea, tokens: torch.Tensor, autocast: bool) -> torch.Tensor:
@@ -34,7 +21,7 @@ def _loss(model: Andrea, tokens: torch.Tensor, autocast: bool) -> torch.Tensor:
 def test_under_bf16_autocast_the_attention_runs_in_float32_and_trains_alike(monkeypatch):
     tokens = torch.randint(0, 257, (2, 17))
     plain, upcast = _model(vocab_size=257), _model(vocab_size=257, cpu_attention_fp32=True)
-    seen = _attention_dtypes(monkeypatch)
+    seen = attention_input_dtypes(monkeypatch)
     bf16_loss = _loss(plain, tokens, autocast=True)
     assert seen and set(seen) == {torch.bfloat16}  # the default: autocast casts the attention down
     seen.clear()
