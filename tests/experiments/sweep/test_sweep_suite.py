@@ -236,6 +236,7 @@ CPU_ONLY = {
     "placements_reordered_qk.yaml": "the follow-up of that check: the reordered placement with QK-norm, CPU scale",
     "ladder.yaml": "the CPU ladder (d64 to d256) of issue 54; a GPU top rung is optional, nothing waits for it",
     "speed_equivalence.yaml": "bf16-mixed (eager, compiled) against fp32 at the CPU ladder's d256 rung: the CPU path",
+    "speed_equivalence_d64.yaml": "bf16-mixed with fp32 attention against fp32 at cpu-base (d64): the CPU path",
     "english_activation.yaml": "the CPU activation verdict rerun on the English corpus (issue 57), CPU proxy",
     "english_norm_placement.yaml": "the CPU norm placement verdict rerun on the English corpus (issue 57), CPU proxy",
     "english_precision.yaml": "the CPU precision verdict rerun on the English corpus (issue 57), CPU proxy",
