@@ -1,10 +1,11 @@
 """How the held-out evaluation's batch size moves its time on this machine, beside the batch fit.eval_batch derives.
 
-    python benchmarks/heldout_batch.py                                   # d64 fp32 and d256 bf16, batches 8..1024
+    python benchmarks/heldout_batch.py                                   # d64 and d256, batches 8..1024
     python benchmarks/heldout_batch.py --widths 512 --batches 4,8,16,64 --windows 256
 
 Per width (cpu-base's shape otherwise: vocab 257, 64 tokens, 6 blocks, heads of 16 at d64 and 32 above; the
-precision as ``--speed auto`` picks it: fp32 under d256, bf16 autocast from d256), it scores ``--windows`` random
+precision as ``--speed auto`` picks it on a CPU with bf16 units: bf16 autocast with the attention in fp32 from
+speed_path.BF16_FROM_WIDTH (d64; d256 before 2026-12-06), fp32 below), it scores ``--windows`` random
 windows forward with the loss, as heldout.py does (inference mode, float32 cross-entropy), at each batch size,
 the sizes interleaved within each of ``--rounds`` passes so that a burst of load hits them alike, and prints the
 best pass per size (wall and this process's CPU seconds) and the batch fit.eval_batch derives for this
@@ -21,6 +22,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH
 from andrea_lab.fit import eval_batch
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.model.transformer import Andrea
@@ -39,9 +41,10 @@ def score_seconds(model: Andrea, windows: torch.Tensor, batch: int, bf16: bool) 
 
 
 def measure_width(width: int, args: argparse.Namespace) -> None:
-    config = AndreaConfig(vocab_size=257, block_size=64, d_model=width, n_layer=6, n_head=max(4, width // 32))
+    bf16 = width >= BF16_FROM_WIDTH
+    heads = max(4, width // 32)
+    config = AndreaConfig(257, 64, d_model=width, n_layer=6, n_head=heads, cpu_attention_fp32=bf16)
     model = Andrea(config).eval()
-    bf16 = width >= 256
     windows = torch.randint(0, 257, (args.windows, 65))
     best = {batch: (float("inf"), float("inf")) for batch in args.batches}
     for _ in range(args.rounds):

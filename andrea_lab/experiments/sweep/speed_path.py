@@ -5,14 +5,20 @@ the CPU's matrix units" and "A compile paid once per shape"):
 
 * **bf16 units.** ``bf16-mixed`` runs its matmuls on AMX or AVX512-BF16; without them bf16 is a slow emulation.
   Detected from /proc/cpuinfo (andrea_lab.runs.machine), never assumed.
-* **Width.** With the units, a ``bf16-mixed`` step was 1.26-1.49x an fp32 one at d256, 1.58-1.93x at d512, and
-  slower at d64 and d128 (0.89x, 0.95x): below :data:`BF16_FROM_WIDTH` the casts cost more than the matmuls gain.
-  Those were measured with the bf16 attention below; with it in fp32 bf16 ran 1.27-1.59x fp32 at d64-d128, and
-  the threshold stays until that path's loss equivalence is shown there (docs/performance.md).
+* **Width.** With the units and the attention in float32 (below), a ``bf16-mixed`` step ran 1.27x an fp32 one at
+  d64, 1.42x at d96, 1.59x at d128, 1.71x at d256 and 1.94x at d512 (benchmarks/cpu_attention.py); with the bf16
+  attention it was slower at d64-d128. :data:`BF16_FROM_WIDTH` is the narrowest width where it was measured faster
+  *and* its held-out loss shown within 0.03 nat of fp32's (speed_equivalence_d64, docs/results.md); below it,
+  fp32.
+* **One arithmetic a rung.** The variants of one rung (a scale, or the whole suite without scales) are compared
+  with each other, so under ``auto`` they all train in one arithmetic: where the rule's choices differ between
+  them (mlp_ratio's matched variants sit at d48 and d76) every variant takes the slowest (fp32 if any is, eager if
+  any is), and a variant added to a rung whose runs were already made follows them.
 * **The attention.** PyTorch's CPU flash-attention kernel runs its bf16 backward ~3x slower than its fp32 one, so
   every bf16 path the sweep chooses or is forced to computes the attention in float32
   (``model.config.cpu_attention_fp32``: a d512 step 1.94x fp32's instead of 1.64x, benchmarks/cpu_attention.py).
-* **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token at d256-d512, against a
+* **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token at d256-d512 (not measured
+  below :data:`COMPILE_FROM_WIDTH`, where the rule never compiles), against a
   compile of :data:`COLD_COMPILE_S` the first time a shape is compiled on a machine and
   :data:`WARM_COMPILE_S` once its cache entry exists (andrea_lab.fit.compile_cache). A sweep's fits of one
   shape share the cold compile; it is chosen where the steps save more than a fit's share of it.
@@ -39,8 +45,11 @@ from andrea_lab.files import read_json
 from andrea_lab.runs import machine
 from andrea_lab.runs.directory import START_MARKER
 
-#: The narrowest model for which bf16-mixed was measured faster than fp32 (with bf16 units).
-BF16_FROM_WIDTH = 256
+#: The narrowest model for which bf16-mixed (attention in fp32) was measured faster than fp32 with bf16 units and its
+#: loss shown equivalent (experiments/suites/speed_equivalence_d64.yaml; 256 while the bf16 attention was used).
+BF16_FROM_WIDTH = 64
+#: The narrowest model at which a compiled bf16 step's saving was measured (d256 and d512).
+COMPILE_FROM_WIDTH = 256
 #: Seconds a compiled bf16-mixed step saved per token over an eager one (AVX512-BF16 EPYC, 2 threads, batch
 #: 16 x 128: 97 ms a step at d256, 66 ms at d512; the smaller of the two, per token).
 COMPILE_SAVING_S_PER_TOKEN = 0.066 / (16 * 128)
@@ -89,11 +98,16 @@ class SpeedPath:
 
 def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
     """The fastest measured path for ``rung`` on a CPU with (or without) bf16 units. Its loss equivalence to fp32
-    eager is shown at d64 (precision_confirm, docs/results.md "Precision"); at d256 and up it rests on that."""
+    eager is shown at d64 (speed_equivalence_d64, eager) and is to be shown at d256 (speed_equivalence)."""
     if not bf16_units:
         return SpeedPath("32-true", False, "this CPU has no bf16 units (AMX, AVX512-BF16): bf16 would be emulated")
     if rung.d_model < BF16_FROM_WIDTH:
-        return SpeedPath("32-true", False, f"d_model {rung.d_model} < {BF16_FROM_WIDTH}: bf16 measured slower there")
+        why = f"d_model {rung.d_model} < {BF16_FROM_WIDTH}: bf16 not measured faster there"
+        return SpeedPath("32-true", False, why)
+    if rung.d_model < COMPILE_FROM_WIDTH:
+        units = f"d_model {rung.d_model} >= {BF16_FROM_WIDTH} with bf16 units"
+        why = f"{units}; eager: a compile's saving was measured from d{COMPILE_FROM_WIDTH}"
+        return SpeedPath("bf16-mixed", False, why, cpu_attention_fp32=True)
     saving = rung.steps * rung.tokens_per_step * COMPILE_SAVING_S_PER_TOKEN
     cost = WARM_COMPILE_S + (0.0 if rung.cache_warm else COLD_COMPILE_S / max(1, rung.fits))
     why = (
@@ -124,18 +138,63 @@ def apply(
         return list(specs), None
     fits = Counter(_shape(spec) for spec in specs)
     chosen: dict[Any, tuple[SpeedPath, bool]] = {}  # shape -> (its path, whether that changes its command)
-    out: list[RunSpec] = []
+    rungs: dict[Any, Optional[Rung]] = {}  # the shapes whose path the rule chose under auto, and their rungs
+    made: list[Any] = []  # the shapes with runs already started
     for spec in specs:
         key = _shape(spec)
+        if key in chosen:
+            continue
         if any(name in spec.overrides for name in (*OWN_KEYS, ATTENTION_KEY)):
-            chosen.setdefault(key, (SpeedPath("", False, "set by the suite or --set"), False))
-        elif key not in chosen and speed == "auto" and (made := _made(specs, key, recorded)) is not None:
-            chosen[key] = made
-        elif key not in chosen:
-            chosen[key] = _choice(speed, rung_of(spec), fits[key], bf16_units)
-        path, changes = chosen[key]
-        out.append(_with_path(spec, path) if changes else spec)  # as its config says: its command unchanged
+            chosen[key] = (SpeedPath("", False, "set by the suite or --set"), False)
+        elif speed == "auto" and (earlier := _made(specs, key, recorded)) is not None:
+            chosen[key] = earlier
+            made.append(key)
+        else:
+            rung = rung_of(spec)
+            chosen[key] = _choice(speed, rung, fits[key], bf16_units)
+            if speed == "auto":
+                rungs[key] = rung
+    _one_arithmetic_a_rung(chosen, rungs, made)
+    out = [_with_path(spec, path) if changes else spec for spec in specs for path, changes in [chosen[_shape(spec)]]]
     return out, "speed: " + "; ".join(_grouped(chosen))
+
+
+def _one_arithmetic_a_rung(
+    chosen: dict[Any, tuple[SpeedPath, bool]], rungs: dict[Any, Optional[Rung]], made: Sequence[Any]
+) -> None:
+    """Make every variant of one rung (scale) that the rule chose for train as the rung's others do, in place:
+    as the runs already made there, else on the slowest path chosen for any of them (fp32 before bf16, eager
+    before compiled), so that a comparison between variants is never also one between arithmetics."""
+    for scale in {key[0] for key in rungs}:
+        free = [key for key in rungs if key[0] == scale]
+        before = [key for key in made if key[0] == scale]
+        if before:
+            lead = before[0]
+            path = dataclasses.replace(chosen[lead][0], reason=f"as {_label(lead)}'s runs were made, one path a rung")
+        else:
+            lead = min(free, key=lambda key: (chosen[key][0].precision.startswith("bf16"), chosen[key][0].compile))
+            path = chosen[lead][0]
+            if all(_same(chosen[key][0], path) for key in free):
+                continue
+            path = dataclasses.replace(path, reason=f"{path.reason}: {_label(lead)}'s, one path a rung")
+        for key in free:
+            rung = rungs[key]
+            changes = bool(path.precision) and (rung is None or not _same(path, rung))
+            chosen[key] = (path, changes)
+
+
+def _same(path: SpeedPath, other: Any) -> bool:
+    """Whether a path and another path or a rung's config train in one arithmetic."""
+    return (
+        _precision_word(path.precision) == _precision_word(other.precision)
+        and path.compile == other.compile
+        and path.cpu_attention_fp32 == other.cpu_attention_fp32
+    )
+
+
+def _label(key: Any) -> str:
+    scale, variant = key
+    return f"{scale} {variant}" if scale is not None else variant
 
 
 def _marker_overrides(spec: RunSpec) -> Optional[dict]:
@@ -172,12 +231,7 @@ def _choice(speed: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tu
         path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
     if rung is None:
         return path, True
-    same = (
-        _precision_word(path.precision) == _precision_word(rung.precision)
-        and path.compile == rung.compile
-        and path.cpu_attention_fp32 == rung.cpu_attention_fp32
-    )
-    return path, not same
+    return path, not _same(path, rung)
 
 
 def _shape(spec: RunSpec) -> tuple[Optional[str], str]:
@@ -202,7 +256,7 @@ def _grouped(chosen: dict[Any, tuple[SpeedPath, bool]]) -> list[str]:
     groups: dict[str, list[str]] = {}
     for (scale, variant), (path, _) in chosen.items():
         text = f"{path.name} ({path.reason})" if path.precision else f"as the config says ({path.reason})"
-        groups.setdefault(text, []).append(f"{scale} {variant}" if scale is not None else variant)
+        groups.setdefault(text, []).append(_label((scale, variant)))
     return [f"{text} for {', '.join(where)}" for text, where in groups.items()]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from andrea_lab.experiments.sweep import speed_path
 from andrea_lab.experiments.sweep.plan import RunSpec
-from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH, Rung, apply, choose
+from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH, COMPILE_FROM_WIDTH, Rung, apply, choose
 
 WIDE = Rung(d_model=512, steps=250, tokens_per_step=16 * 128, fits=12)
 
@@ -16,10 +16,20 @@ def test_no_bf16_units_means_fp32_eager_at_any_width():
     assert (path.precision, path.compile) == ("32-true", False) and "no bf16 units" in path.reason
 
 
-@pytest.mark.parametrize("width", [64, 128, BF16_FROM_WIDTH - 1])
+@pytest.mark.parametrize("width", [16, 48, BF16_FROM_WIDTH - 1])
 def test_narrow_models_stay_fp32(width):
     path = choose(True, Rung(d_model=width, steps=100_000, tokens_per_step=4096))
     assert (path.precision, path.compile) == ("32-true", False) and f"d_model {width}" in path.reason
+
+
+@pytest.mark.parametrize("width", [BF16_FROM_WIDTH, 128, COMPILE_FROM_WIDTH - 1])
+def test_from_cpu_base_width_bf16_with_fp32_attention_and_eager_below_where_compiling_was_measured(width):
+    # speed_equivalence_d64 showed this path's loss at d64; a compile's saving was measured from d256 only, so
+    # neither many steps, many fits nor a warm cache make the rule compile below it.
+    rung = Rung(d_model=width, steps=100_000, tokens_per_step=4096, fits=500, cache_warm=True)
+    path = choose(True, rung)
+    assert (path.precision, path.compile, path.cpu_attention_fp32) == ("bf16-mixed", False, True)
+    assert f"d_model {width} >= {BF16_FROM_WIDTH}" in path.reason
 
 
 def test_wide_models_take_bf16_and_compile_only_where_the_steps_pay_for_it():
@@ -39,8 +49,9 @@ def test_a_compile_shared_by_many_fits_or_already_cached_pays_sooner():
 
 def _spec(index: int, scale: str, variant: str, overrides=None, root: Path = Path("/nonexistent")) -> RunSpec:
     command = ("python", "-m", "andrea_lab.cli", "fit", "--config", "base.yaml")
+    run_dir = root / (scale or "") / variant / str(index)
     return RunSpec(
-        index, 4, "s", variant, 1e-3, index, root / scale / variant / str(index), command, dict(overrides or {}),
+        index, 4, "s", variant, 1e-3, index, run_dir, command, dict(overrides or {}),
         scale=scale,
     )  # fmt: skip
 
@@ -54,7 +65,7 @@ BF16_EAGER_TAIL = (
     "--model.config.cpu_attention_fp32",
     "true",
 )
-RUNGS = {"d64": Rung(64, 250, 2048), "d512": Rung(512, 250, 2048)}
+RUNGS = {"d32": Rung(32, 250, 2048), "d512": Rung(512, 250, 2048)}
 
 
 def _rung_of(spec: RunSpec) -> Rung:
@@ -62,15 +73,64 @@ def _rung_of(spec: RunSpec) -> Rung:
 
 
 def test_apply_changes_only_the_rungs_where_the_choice_differs_from_the_config():
-    specs = [_spec(1, "d64", "pre"), _spec(2, "d64", "post"), _spec(3, "d512", "pre"), _spec(4, "d512", "post")]
+    specs = [_spec(1, "d32", "pre"), _spec(2, "d32", "post"), _spec(3, "d512", "pre"), _spec(4, "d512", "post")]
     out, line = apply(specs, "auto", _rung_of, bf16_units=True, recorded=lambda spec: None)
     assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]  # fp32 eager: as cpu-base says
     for spec in out[2:]:
         assert spec.command[-6:] == BF16_EAGER_TAIL
         assert spec.overrides["trainer.precision"] == "bf16-mixed"  # and so in sweep-run.json's overrides
         assert spec.overrides["model.config.cpu_attention_fp32"] is True
-    assert line.startswith("speed: fp32 (d_model 64 < 256") and "for d64 pre, d64 post;" in line
-    assert "bf16-mixed, fp32 attention (d_model 512 >= 256" in line and line.endswith("for d512 pre, d512 post")
+    assert line.startswith("speed: fp32 (d_model 32 < 64") and "for d32 pre, d32 post;" in line
+    assert "bf16-mixed, fp32 attention (d_model 512 >= 64" in line and line.endswith("for d512 pre, d512 post")
+
+
+def _widths(**width_of):
+    """A rung reader for variants of one rung at their own widths (250 steps of 2,048 tokens)."""
+    return lambda spec: Rung(width_of[spec.variant], 250, 2048)
+
+
+def test_variants_of_one_rung_train_in_one_arithmetic_the_slowest_any_of_them_gets():
+    # mlp_ratio's matched variants: d48 (below the threshold) and d76 (above it), in a suite without scales.
+    specs = [_spec(1, None, "ratio8"), _spec(2, None, "ratio2")]
+    out, line = apply(specs, "auto", _widths(ratio8=48, ratio2=76), bf16_units=True, recorded=lambda spec: None)
+    assert [s.command for s in out] == [s.command for s in specs]  # both fp32, as the config says
+    assert "d_model 48 < 64" in line and "ratio8's, one path a rung) for ratio8, ratio2" in line
+    # Across scales each rung is its own: a d512 rung beside a d32 one keeps its bf16.
+    scaled = [_spec(1, "d32", "pre"), _spec(2, "d512", "pre")]
+    out, _ = apply(scaled, "auto", _rung_of, bf16_units=True, recorded=lambda spec: None)
+    assert out[0].command == scaled[0].command and out[1].command[-6:] == BF16_EAGER_TAIL
+
+
+def test_within_a_rung_eager_wins_over_compiled():
+    specs = [_spec(1, "d512", "short"), _spec(2, "d512", "long")]
+    steps = {"short": 50, "long": 50_000}
+    read = lambda spec: Rung(512, steps[spec.variant], 2048)  # noqa: E731 - one line
+    out, line = apply(specs, "auto", read, bf16_units=True, recorded=lambda spec: None)
+    assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out) and "d512 short's, one path a rung" in line
+
+
+@pytest.mark.parametrize("made_in", ["config", "bf16"])
+def test_a_variant_added_to_a_rung_follows_the_runs_made_there(made_in):
+    # The ladder's gpt2_init joined d64 and d96 after their other variants had run in fp32.
+    specs = [_spec(1, "d64", "pre"), _spec(2, "d64", "gpt2_init")]
+    bf16 = {"trainer.precision": "bf16-mixed", "model.compile": False, "model.config.cpu_attention_fp32": True}
+    earlier = {} if made_in == "config" else bf16  # {}: made as the config says, before the rule chose
+    read = lambda spec: Rung(64, 250, 2048)  # noqa: E731 - the rule alone would take bf16 here
+    out, line = apply(specs, "auto", read, bf16_units=True, recorded=lambda s: earlier if s.variant == "pre" else None)
+    if made_in == "config":
+        assert [s.command for s in out] == [s.command for s in specs]
+        assert "as d64 pre's runs were made, one path a rung" in line
+    else:
+        assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out)
+
+
+def test_variants_that_set_their_precision_are_not_made_one():
+    specs = [
+        _spec(1, None, "fp32", {"trainer.precision": "32-true"}),
+        _spec(2, None, "bf16", {"trainer.precision": "bf16-mixed"}),
+    ]
+    out, _ = apply(specs, "auto", _widths(fp32=64, bf16=64), bf16_units=True, recorded=lambda spec: None)
+    assert out == specs
 
 
 def test_runs_made_before_the_attention_key_keep_their_attention_and_a_suite_that_sets_it_is_left_alone():
@@ -92,7 +152,7 @@ def test_a_suite_or_set_that_names_the_precision_is_never_overridden():
 
 
 def test_the_user_forces_either_way():
-    specs = [_spec(1, "d64", "pre"), _spec(2, "d512", "pre")]
+    specs = [_spec(1, "d32", "pre"), _spec(2, "d512", "pre")]
     forced, line = apply(specs, "bf16-compiled", _rung_of, bf16_units=False, recorded=lambda spec: None)
     assert all(
         s.command[-6:]
