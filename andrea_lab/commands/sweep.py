@@ -289,7 +289,9 @@ def plan(args: argparse.Namespace) -> tuple:
     scales = [v.strip() for v in args.scales.split(",") if v.strip()] if args.scales else None
     specs = plan_sweep(suite, args.runs_dir, lrs=lrs, seeds=seeds, variants=variants, scales=scales)
     specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
-    specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check)
+    # One speed path a rung: the runs a filter leaves out (--variants, --lrs, --seeds) count for it too.
+    siblings = grid_extension.with_recorded(suite, args.runs_dir, plan_sweep(suite, args.runs_dir, scales=scales))
+    specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check, siblings=siblings)
     speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
     searcher = search_runs.SearchRuns(suite, args.runs_dir, specs) if suite.searches else None
     specs = searcher.initial(specs) if searcher else specs  # a search's cells: their next step (search_runs)

@@ -128,25 +128,29 @@ def apply(
     rung_of: Callable[[RunSpec], Optional[Rung]],
     bf16_units: bool,
     recorded: Callable[[RunSpec], Optional[dict]] = lambda spec: _marker_overrides(spec),
+    siblings: Sequence[RunSpec] = (),
 ) -> tuple[list[RunSpec], Optional[str]]:
     """The specs with each rung's path in its command, and the line that says what was chosen and why (None
     for ``config``). ``rung_of`` reads a spec's model and steps (the preflight's parser, once per rung). Under
     ``auto`` a rung with a run already started (``recorded``: its marker's overrides) keeps the path its runs were
     made with, as the config says or as an earlier sweep chose: the sweep neither counts as done nor overwrites
-    runs made with other settings."""
+    runs made with other settings. ``siblings`` are the suite's other runs of the same rungs, not planned this
+    time (``--variants``, ``--lrs``, ``--seeds``): their runs made count, and their variants share the path."""
     if speed == "config":
         return list(specs), None
-    fits = Counter(_shape(spec) for spec in specs)
+    planned = {spec.run_dir for spec in specs}
+    every = [*specs, *(spec for spec in siblings if spec.run_dir not in planned)]
+    fits = Counter(_shape(spec) for spec in every)  # a shape's fits share its cold compile, over the suite's life
     chosen: dict[Any, tuple[SpeedPath, bool]] = {}  # shape -> (its path, whether that changes its command)
     rungs: dict[Any, Optional[Rung]] = {}  # the shapes whose path the rule chose under auto, and their rungs
     made: list[Any] = []  # the shapes with runs already started
-    for spec in specs:
+    for spec in every:
         key = _shape(spec)
         if key in chosen:
             continue
         if any(name in spec.overrides for name in (*OWN_KEYS, ATTENTION_KEY)):
             chosen[key] = (SpeedPath("", False, "set by the suite or --set"), False)
-        elif speed == "auto" and (earlier := _made(specs, key, recorded)) is not None:
+        elif speed == "auto" and (earlier := _made(every, key, recorded)) is not None:
             chosen[key] = earlier
             made.append(key)
         else:
@@ -156,7 +160,8 @@ def apply(
                 rungs[key] = rung
     _one_arithmetic_a_rung(chosen, rungs, made)
     out = [_with_path(spec, path) if changes else spec for spec in specs for path, changes in [chosen[_shape(spec)]]]
-    return out, "speed: " + "; ".join(_grouped(chosen))
+    shown = {_shape(spec) for spec in specs}
+    return out, "speed: " + "; ".join(_grouped({key: path for key, path in chosen.items() if key in shown}))
 
 
 def _one_arithmetic_a_rung(
@@ -281,10 +286,13 @@ def rung_of(spec: RunSpec) -> Rung:
     )
 
 
-def for_sweep(specs: Sequence[RunSpec], speed: str, parse: bool = True) -> tuple[list[RunSpec], Optional[str]]:
+def for_sweep(
+    specs: Sequence[RunSpec], speed: str, parse: bool = True, siblings: Sequence[RunSpec] = ()
+) -> tuple[list[RunSpec], Optional[str]]:
     """:func:`apply` with this machine's CPU and the preflight's parser: what ``andrea sweep --speed`` does.
     Without ``parse`` (``--no-check``) ``auto`` keeps the configs' paths and a forced path is put in every
-    command; a command that does not parse keeps its config's path (the preflight then says what is wrong)."""
+    command; a command that does not parse keeps its config's path (the preflight then says what is wrong).
+    ``siblings``: the suite's whole plan of the same rungs (:func:`apply`)."""
     if speed == "config" or (speed == "auto" and not parse):
         return list(specs), None if speed == "config" else "speed: as the configs say (--no-check: no rule)"
 
@@ -296,7 +304,7 @@ def for_sweep(specs: Sequence[RunSpec], speed: str, parse: bool = True) -> tuple
         except (SuiteError, KeyError, TypeError, ValueError):
             return None
 
-    return apply(specs, speed, read, this_cpu_has_bf16_units())
+    return apply(specs, speed, read, this_cpu_has_bf16_units(), siblings=siblings)
 
 
 def this_cpu_has_bf16_units() -> bool:

@@ -124,6 +124,51 @@ def test_a_variant_added_to_a_rung_follows_the_runs_made_there(made_in):
         assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out)
 
 
+def test_runs_a_filter_leaves_out_count_for_the_rung(tmp_path):
+    # andrea sweep --variants gpt2_init (or --seeds 605): pre's runs, made at d64 as the config says, are not
+    # planned this time, but the rung's path is theirs; the line names only what this sweep runs.
+    read = lambda spec: Rung(64, 250, 2048)  # noqa: E731 - the rule alone would take bf16 here
+    made = {"pre"}
+    added = [_spec(2, "d64", "gpt2_init")]
+    out, line = apply(
+        added,
+        "auto",
+        read,
+        True,
+        recorded=lambda s: {} if s.variant in made else None,
+        siblings=[_spec(1, "d64", "pre")],
+    )
+    assert (
+        out == added
+        and line == "speed: as the config says (as d64 pre's runs were made, one path a rung) for d64 gpt2_init"
+    )
+    alone, _ = apply(added, "auto", read, True, recorded=lambda s: None)
+    assert alone[0].command[-6:] == BF16_EAGER_TAIL  # without the sibling: the rule's own choice
+    # A new seed of a variant whose other seeds were made keeps their path too.
+    new_seed = [_spec(9, "d64", "pre")]
+    out, line = apply(
+        new_seed, "auto", read, True, recorded=lambda s: {} if s.index == 1 else None, siblings=[_spec(1, "d64", "pre")]
+    )
+    assert out == new_seed and "runs already made as the config says" in line
+
+
+def test_andrea_sweep_takes_the_rungs_path_from_variants_it_was_not_asked_to_run(tmp_path, monkeypatch, capsys):
+    from andrea_lab.commands import sweep
+
+    monkeypatch.setattr(speed_path, "this_cpu_has_bf16_units", lambda: True)
+    suite = Path(__file__).resolve().parents[3] / "experiments/suites/stability_width.yaml"
+    marker = tmp_path / "stability_width" / "d64" / "baseline" / "lr1e-3-seed500" / "sweep-run.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"overrides": {}}))  # made as the config says (fp32), before the rule's d64
+    args = ["--lrs", "1e-3", "--seeds", "500", "--scales", "d64", "--runs-dir", str(tmp_path), "--dry-run"]
+    assert sweep.main([str(suite), *args, "--variants", "qk_norm"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "speed: as the config says (as d64 baseline's runs were made, one path a rung) for d64 qk_norm"
+    marker.unlink()  # nothing made at d64: the rule's own choice
+    assert sweep.main([str(suite), *args, "--variants", "qk_norm"]) == 0
+    assert capsys.readouterr().out.startswith("speed: bf16-mixed, fp32 attention (d_model 64 >= 64")
+
+
 def test_variants_that_set_their_precision_are_not_made_one():
     specs = [
         _spec(1, None, "fp32", {"trainer.precision": "32-true"}),
