@@ -22,7 +22,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH
+from andrea_lab.experiments.sweep import speed_path
 from andrea_lab.fit import eval_batch
 from andrea_lab.model.config import AndreaConfig
 from andrea_lab.model.transformer import Andrea
@@ -41,9 +41,10 @@ def score_seconds(model: Andrea, windows: torch.Tensor, batch: int, bf16: bool) 
 
 
 def measure_width(width: int, args: argparse.Namespace) -> None:
-    bf16 = width >= BF16_FROM_WIDTH
+    path = speed_path.choose(True, speed_path.Rung(d_model=width, steps=1, tokens_per_step=64))  # the sweep's rule
+    bf16 = path.precision == "bf16-mixed"
     heads = max(4, width // 32)
-    config = AndreaConfig(257, 64, d_model=width, n_layer=6, n_head=heads, cpu_attention_fp32=bf16)
+    config = AndreaConfig(257, 64, d_model=width, n_layer=6, n_head=heads, cpu_attention_fp32=path.cpu_attention_fp32)
     model = Andrea(config).eval()
     windows = torch.randint(0, 257, (args.windows, 65))
     best = {batch: (float("inf"), float("inf")) for batch in args.batches}

@@ -183,9 +183,13 @@ def _one_arithmetic_a_rung(
                 continue
             path = dataclasses.replace(path, reason=f"{path.reason}: {_label(lead)}'s, one path a rung")
         for key in free:
-            rung = rungs[key]
-            changes = bool(path.precision) and (rung is None or not _same(path, rung))
-            chosen[key] = (path, changes)
+            chosen[key] = (path, _changes(path, rungs[key]))
+
+
+def _changes(path: SpeedPath, rung: Optional[Rung]) -> bool:
+    """Whether ``path`` changes the rung's command: not where it is "as the config says" (no precision) or the
+    same arithmetic as the config; always where the config was not read."""
+    return bool(path.precision) and (rung is None or not _same(path, rung))
 
 
 def _same(path: SpeedPath, other: Any) -> bool:
@@ -234,9 +238,7 @@ def _choice(speed: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tu
         return SpeedPath("", False, "not a CPU fit: the rule is measured on CPUs"), False
     else:
         path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
-    if rung is None:
-        return path, True
-    return path, not _same(path, rung)
+    return path, _changes(path, rung)
 
 
 def _shape(spec: RunSpec) -> tuple[Optional[str], str]:
