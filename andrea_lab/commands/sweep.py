@@ -291,14 +291,16 @@ def plan(args: argparse.Namespace) -> tuple:
     specs = grid_extension.with_recorded(suite, args.runs_dir, specs)  # LRs earlier sweeps added (extend_grid)
     # One speed path a rung: the runs a filter leaves out (--variants, --lrs, --seeds) count for it too.
     siblings = grid_extension.with_recorded(suite, args.runs_dir, plan_sweep(suite, args.runs_dir, scales=scales))
-    specs, speed_line = speed_path.for_sweep(specs, args.speed, parse=not args.no_check, siblings=siblings)
+    table = None
+    if args.from_table is not None:  # the planned runs a committed table holds are read from it (from_table)
+        from_table.check_suite(suite)
+        table = from_table.read_table(args.from_table, suite)
+    tabled = from_table.precision_of(table) if table is not None else (lambda spec: None)  # its rungs keep its path
+    specs, speed_line = speed_path.for_sweep(specs, args.speed, not args.no_check, siblings, tabled)
     speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
     searcher = search_runs.SearchRuns(suite, args.runs_dir, specs) if suite.searches else None
     specs = searcher.initial(specs) if searcher else specs  # a search's cells: their next step (search_runs)
-    table_plan = None
-    if args.from_table is not None:  # the planned runs a committed table holds are read from it (from_table)
-        from_table.check_suite(suite)
-        specs, table_plan = from_table.split(specs, from_table.read_table(args.from_table, suite), args.from_table)
+    specs, table_plan = from_table.split(specs, table, args.from_table) if table is not None else (specs, None)
     return suite, specs, speed_line, searcher, table_plan
 
 

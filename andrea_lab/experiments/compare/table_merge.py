@@ -5,9 +5,11 @@ judged as one suite.
 lacks, plus one *witness* a scale: a run the table holds, rerun. The merge rests on those reruns being
 bit-identical, so it is checked here again from the runs themselves, not from anything the sweep wrote: every run
 that is also in the table must equal its row to the bit (loss at init, final in-training loss, held-out loss),
-and every scale with new runs must have such a witness. Then the table's rows stand for the runs it holds (they
-keep their own record: machine, wall time, start) and the new runs are added, with what the table never measured
-blanked (:func:`header`). The report is the statistics only, as from a runs.csv: the table's runs have no curves here.
+and every scale with new runs must have such a witness: one the table holds runs of, its own; one it holds none of
+(a ladder's next rung, made across sessions), one at another scale, which shows this machine reruns the table.
+Then the table's rows stand for the runs it holds (they keep their own record: machine, wall time, start) and the
+new runs are added, with what the table never measured blanked (:func:`header`). The report is the statistics
+only, as from a runs.csv: the table's runs have no curves here.
 """
 
 from __future__ import annotations
@@ -61,7 +63,10 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
                     "be judged with them; rerun the whole suite"
                 )
         witnessed.add(key[0])
-    unwitnessed = sorted({str(run.get("scale")) for run in new if _scale(run) not in witnessed})
+    held = {key[0] for key in rows}  # a scale the table holds no run of (a ladder's next rung) is compared within
+    unwitnessed = sorted({str(run.get("scale")) for run in new if _scale(run) in held and _scale(run) not in witnessed})
+    if new and not witnessed:
+        unwitnessed = unwitnessed or ["any"]  # then one witness anywhere shows this machine reruns the table
     if unwitnessed:
         raise ValueError(
             f"--from-table {table_path}: no run here reruns one of the table's at scale(s) {', '.join(unwitnessed)}, "

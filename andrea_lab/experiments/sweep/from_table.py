@@ -38,6 +38,7 @@ class TableRun:
     state: str
     numbers: tuple[Optional[float], ...]  # WITNESSED, in order
     loss: float
+    precision: Optional[str] = None  # the trainer precision the table recorded (older tables did not)
 
 
 def _float(value) -> Optional[float]:
@@ -76,9 +77,21 @@ def read_table(path: str | Path, suite: Suite) -> Table:
         numbers = tuple(_float(row.get(column)) for column in WITNESSED)
         headline = numbers[2] if numbers[2] is not None else numbers[1]
         loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
-        runs[key] = TableRun(row["status"], numbers, loss)
+        precision = None if is_missing(row.get("precision")) else str(row["precision"])
+        runs[key] = TableRun(row["status"], numbers, loss, precision)
     kinds = frozenset(str(kind) for kind in table.get("machine", []) if not is_missing(kind))
     return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))
+
+
+def precision_of(table: Table) -> Callable[[RunSpec], Optional[str]]:
+    """The precision the table recorded for a planned run (None where it holds no such run or recorded none): the
+    speed rule keeps a rung the table holds on the table's arithmetic, or its witness could not reproduce it."""
+
+    def precision(spec: RunSpec) -> Optional[str]:
+        row = table.runs.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        return None if row is None else row.precision
+
+    return precision
 
 
 @dataclass

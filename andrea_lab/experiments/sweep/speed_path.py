@@ -129,13 +129,15 @@ def apply(
     bf16_units: bool,
     recorded: Callable[[RunSpec], Optional[dict]] = lambda spec: _marker_overrides(spec),
     siblings: Sequence[RunSpec] = (),
+    tabled: Callable[[RunSpec], Optional[str]] = lambda spec: None,
 ) -> tuple[list[RunSpec], Optional[str]]:
     """The specs with each rung's path in its command, and the line that says what was chosen and why (None
     for ``config``). ``rung_of`` reads a spec's model and steps (the preflight's parser, once per rung). Under
     ``auto`` a rung with a run already started (``recorded``: its marker's overrides) keeps the path its runs were
     made with, as the config says or as an earlier sweep chose: the sweep neither counts as done nor overwrites
     runs made with other settings. ``siblings`` are the suite's other runs of the same rungs, not planned this
-    time (``--variants``, ``--lrs``, ``--seeds``): their runs made count, and their variants share the path."""
+    time (``--variants``, ``--lrs``, ``--seeds``): their runs made count, and their variants share the path.
+    ``tabled``: the precision a committed table (``--from-table``) recorded for a run; its rows count as runs made."""
     if speed == "config":
         return list(specs), None
     planned = {spec.run_dir for spec in specs}
@@ -152,6 +154,9 @@ def apply(
             chosen[key] = (SpeedPath("", False, "set by the suite or --set"), False)
         elif speed == "auto" and (earlier := _made(every, key, recorded)) is not None:
             chosen[key] = earlier
+            made.append(key)
+        elif speed == "auto" and (precision := _tabled(every, key, tabled)) is not None:
+            chosen[key] = _as_table(precision, rung_of(spec), bf16_units)
             made.append(key)
         else:
             rung = rung_of(spec)
@@ -228,6 +233,25 @@ def _made(
     return None
 
 
+def _tabled(specs: Sequence[RunSpec], key: Any, tabled: Callable[[RunSpec], Optional[str]]) -> Optional[str]:
+    """The precision a committed table recorded for one of the shape's runs (None: it holds none of them)."""
+    return next((found for spec in specs if _shape(spec) == key and (found := tabled(spec)) is not None), None)
+
+
+def _as_table(precision: str, rung: Optional[Rung], bf16_units: bool) -> tuple[SpeedPath, bool]:
+    """The path of a shape whose runs a committed table holds: its recorded precision. The table does not record
+    compile or the attention's arithmetic: the config's where the precision is the config's, else the rule's for
+    that precision. Either way the sweep's witness run checks the guess to the bit before anything else runs."""
+    why = f"as the committed table's runs were made ({'bf16-mixed' if precision.startswith('bf16') else 'fp32'})"
+    if rung is None or _precision_word(precision) == _precision_word(rung.precision):
+        return SpeedPath("", False, why), False
+    path = choose(bf16_units, rung)
+    if _precision_word(path.precision) != _precision_word(precision):
+        path = SpeedPath(precision, False, why, cpu_attention_fp32=precision.startswith("bf16"))
+    path = dataclasses.replace(path, reason=why)
+    return path, _changes(path, rung)
+
+
 def _choice(speed: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tuple[SpeedPath, bool]:
     """One rung's path, and whether it changes the rung's command (not where it is what the config says)."""
     if speed != "auto":
@@ -289,12 +313,17 @@ def rung_of(spec: RunSpec) -> Rung:
 
 
 def for_sweep(
-    specs: Sequence[RunSpec], speed: str, parse: bool = True, siblings: Sequence[RunSpec] = ()
+    specs: Sequence[RunSpec],
+    speed: str,
+    parse: bool = True,
+    siblings: Sequence[RunSpec] = (),
+    tabled: Callable[[RunSpec], Optional[str]] = lambda spec: None,
 ) -> tuple[list[RunSpec], Optional[str]]:
     """:func:`apply` with this machine's CPU and the preflight's parser: what ``andrea sweep --speed`` does.
     Without ``parse`` (``--no-check``) ``auto`` keeps the configs' paths and a forced path is put in every
     command; a command that does not parse keeps its config's path (the preflight then says what is wrong).
-    ``siblings``: the suite's whole plan of the same rungs (:func:`apply`)."""
+    ``siblings``: the suite's whole plan of the same rungs; ``tabled``: a committed table's precisions
+    (:func:`apply`)."""
     if speed == "config" or (speed == "auto" and not parse):
         return list(specs), None if speed == "config" else "speed: as the configs say (--no-check: no rule)"
 
@@ -306,7 +335,7 @@ def for_sweep(
         except (SuiteError, KeyError, TypeError, ValueError):
             return None
 
-    return apply(specs, speed, read, this_cpu_has_bf16_units(), siblings=siblings)
+    return apply(specs, speed, read, this_cpu_has_bf16_units(), siblings=siblings, tabled=tabled)
 
 
 def this_cpu_has_bf16_units() -> bool:

@@ -43,6 +43,22 @@ def test_new_runs_at_a_scale_without_a_witness_are_refused(table):
         merged(pd.DataFrame([run(2e-3, 0, 1.8)]), table)
 
 
+def higher_rung(lr: float, seed: int, loss: float) -> dict:
+    return finished_scaled_run("s", "pre", 0, lr, seed, loss, "d128", 1)
+
+
+def test_a_scale_the_table_never_held_joins_on_a_witness_at_another_scale(table):
+    """A ladder's next rung made across sessions: the table has none of its runs to rerun, so the witness at the
+    table's scale shows this machine reruns it, and the new rung's runs are compared among themselves."""
+    result = merged(pd.DataFrame([run(1e-3, 0, 2.0), higher_rung(1e-3, 0, 1.5)]), table)
+    assert sorted(result["scale"]) == ["d128", "d64", "d64", "d64"]
+
+
+def test_a_scale_the_table_never_held_still_needs_one_witness(table):
+    with pytest.raises(ValueError, match=r"no run here reruns one of the table's at scale\(s\) any"):
+        merged(pd.DataFrame([higher_rung(1e-3, 0, 1.5)]), table)
+
+
 def test_another_suites_runs_are_refused(table, tmp_path):
     other = pd.DataFrame([finished_scaled_run("other", "pre", 0, 2e-3, 0, 1.8, "d64", 0)])
     with pytest.raises(ValueError, match=r"of several suites \(other, s\)"):

@@ -2,6 +2,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from andrea_lab.experiments.sweep import speed_path
@@ -167,6 +168,42 @@ def test_andrea_sweep_takes_the_rungs_path_from_variants_it_was_not_asked_to_run
     marker.unlink()  # nothing made at d64: the rule's own choice
     assert sweep.main([str(suite), *args, "--variants", "qk_norm"]) == 0
     assert capsys.readouterr().out.startswith("speed: bf16-mixed, fp32 attention (d_model 64 >= 64")
+
+
+@pytest.mark.parametrize("table_precision", ["32-true", "bf16-mixed"])
+def test_a_rung_a_committed_table_holds_keeps_the_tables_arithmetic(table_precision):
+    # andrea sweep --from-table: the table's rows are runs made (their witness must rerun them to the bit), and a
+    # rung the table holds none of (the ladder's next one) takes the rule's own path.
+    specs = [_spec(1, "d64", "pre"), _spec(2, "d64", "gpt2_init"), _spec(3, "d128", "pre")]
+    read = lambda spec: Rung(int(spec.scale[1:]), 250, 2048)  # noqa: E731 - the rule alone would take bf16 at both
+    tabled = lambda spec: table_precision if spec.index == 1 else None  # noqa: E731 - the table holds d64 pre's run
+    out, line = apply(specs, "auto", read, True, recorded=lambda s: None, tabled=tabled)
+    assert out[2].command[-6:] == BF16_EAGER_TAIL
+    if table_precision == "32-true":
+        assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]
+        assert line.startswith("speed: as the config says (as the committed table's runs were made (fp32)")
+    else:
+        assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out[:2])
+        assert "bf16-mixed, fp32 attention (as the committed table's runs were made (bf16-mixed)) for d64 pre;" in line
+    assert "(as d64 pre's runs were made, one path a rung) for d64 gpt2_init" in line
+
+
+def test_andrea_sweep_from_table_keeps_the_tables_path_for_its_witness(tmp_path, monkeypatch, capsys):
+    from andrea_testing import finished_scaled_run
+
+    from andrea_lab.commands import sweep
+    from andrea_lab.experiments.compare.runs_table import write_runs_csv
+
+    monkeypatch.setattr(speed_path, "this_cpu_has_bf16_units", lambda: True)
+    suite = Path(__file__).resolve().parents[3] / "experiments/suites/stability_width.yaml"
+    row = finished_scaled_run("stability_width", "baseline", 0, 1e-3, 500, 2.0, "d64", 0, precision="32-true")
+    write_runs_csv(pd.DataFrame([row]), tmp_path / "runs.csv")
+    args = ["--lrs", "1e-3", "--seeds", "500", "--scales", "d64", "--variants", "baseline,qk_norm"]
+    table = ["--from-table", str(tmp_path / "runs.csv"), "--runs-dir", str(tmp_path / "runs"), "--dry-run"]
+    assert sweep.main([str(suite), *args, *table]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("speed: as the config says (as the committed table's runs were made (fp32)")
+    assert "d64 baseline lr=1e-3 seed=500" in out and "--trainer.precision bf16-mixed" not in out
 
 
 def test_variants_that_set_their_precision_are_not_made_one():
