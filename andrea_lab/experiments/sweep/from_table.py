@@ -102,6 +102,7 @@ class TablePlan:
     table: Path
     kinds: frozenset[str] = frozenset()
     threads: frozenset[int] = frozenset()
+    rows: dict[Key, TableRun] = field(default_factory=dict)  # every ended run the table holds, planned or not
     witnesses: list[tuple[RunSpec, TableRun]] = field(default_factory=list)
     pending: list[RunSpec] = field(default_factory=list)
     recorded: dict[Path, Recorded] = field(default_factory=dict)
@@ -126,7 +127,7 @@ class TablePlan:
 
 def split(specs: Sequence[RunSpec], table: Table, path: Path) -> tuple[list[RunSpec], TablePlan]:
     """The witnesses to run first and the plan of the rest; SuiteError when the table holds no planned run."""
-    plan, witnessed = TablePlan(Path(path), table.kinds, table.threads), set()
+    plan, witnessed = TablePlan(Path(path), table.kinds, table.threads, table.runs), set()
     for spec in specs:
         row = table.runs.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
         if row is None:
@@ -209,8 +210,21 @@ class TableExtension:
                 return self.plan.pending
         if self.refusal is not None or self.grid is None:
             return []
-        added = self.grid([*self.plan.recorded_specs, *specs], say)
-        return renumbered(added, len(specs) + 1, len(specs) + len(added))
+        while added := self.grid([*self.plan.recorded_specs, *specs], say):
+            fresh = [spec for spec in added if not self._read_from_table(spec)]
+            if fresh:  # else every added run is the table's (an earlier session extended the cell): check again
+                return renumbered(fresh, len(specs) + 1, len(specs) + len(fresh))
+        return []
+
+    def _read_from_table(self, spec: RunSpec) -> bool:
+        """Whether the table holds the added run ``spec`` (an LR an earlier sweep added, whose record went with
+        its runs directory): then its outcome is read from the table, as a planned run's is, not rerun."""
+        row = self.plan.rows.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        if row is None:
+            return False
+        self.plan.recorded[spec.run_dir] = self.grid.recorded[spec.run_dir] = Recorded(row.state, row.loss)
+        self.plan.recorded_specs.append(spec)
+        return True
 
 
 def check_suite(suite: Suite) -> None:

@@ -185,7 +185,7 @@ class GridExtension:
         assert suite.extend_grid is not None
         self.suite, self.runs_dir, self.option = suite, runs_dir, suite.extend_grid
         #: Planned runs not run here, whose state and capped loss a committed table holds (sweep.from_table).
-        self.recorded: Mapping[Path, Recorded] = recorded or {}
+        self.recorded: dict[Path, Recorded] = dict(recorded or {})  # grows as --from-table reads added LRs
         self.directory = suite_runs_dir(runs_dir, suite)
         self.extensions = read_extensions(self.directory, suite.extend_grid.max_extensions)
         self.settled: set[Cell] = set()

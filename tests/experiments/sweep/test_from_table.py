@@ -122,6 +122,25 @@ def test_compare_refuses_new_runs_without_a_witness(tmp_path, committed, monkeyp
     assert "no run here reruns one of the table's" in capsys.readouterr().err
 
 
+def test_a_suite_longer_than_a_session_resumes_from_its_last_table_rerunning_only_the_witness(
+    tmp_path, committed, monkeypatch, capsys
+):
+    """runs/ goes with a session: the first extends rising's grid and commits the merged table; the next starts
+    from that table alone, without the first's grid-extensions.json, and reads the added LRs' runs from it."""
+    suite_file = write_suite(tmp_path, extend=True)
+    assert sweep(suite_file, tmp_path / "first", StandInFits(), monkeypatch, "--from-table", str(committed)) == 0
+    argv = [str(tmp_path / "first" / "ext"), "--from-table", str(committed), "--suite", str(suite_file)]
+    assert compare_command.main([*argv, "--out", str(tmp_path / "session1"), "--no-tensorboard"]) == 0
+    capsys.readouterr()
+    fits, table = StandInFits(), str(tmp_path / "session1" / "runs.csv")
+    assert sweep(suite_file, tmp_path / "second", fits, monkeypatch, "--from-table", table) == 0
+    assert fits.started == [("rising", 1e-3, 0)], "the witness alone: the LRs the first session added are the table's"
+    inside = "extend_grid: rising: optimum inside its grid (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)"
+    assert inside in capsys.readouterr().out
+    record = json.loads((tmp_path / "second" / "ext" / RECORD).read_text())["extensions"]
+    assert [(e["lr"], e["number"]) for e in record] == [(8e-3, 1), (1.6e-2, 2), (3.2e-2, 3)], "the ceiling counts them"
+
+
 def test_a_widened_grid_runs_only_its_new_lr_after_the_witness(tmp_path, committed, monkeypatch, capsys):
     suite_file = write_suite(tmp_path, extend=False)
     document = yaml.safe_load(suite_file.read_text())
