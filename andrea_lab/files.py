@@ -133,12 +133,13 @@ def read_regular_bytes(path: str | os.PathLike, what: str, limit: int) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise HandedFileError(f"{what} {os.fspath(path)} cannot be read: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory with its own error
+        os.close(fd)
+        raise HandedFileError(
+            f"{what} {os.fspath(path)} is not a regular file (a FIFO, a device or a directory); pass a file"
+        )
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise HandedFileError(
-                f"{what} {os.fspath(path)} is not a regular file (a FIFO, a device or a directory); pass a file"
-            )
         if info.st_size > limit:
             raise HandedFileError(
                 f"{what} {os.fspath(path)} is {info.st_size:,} bytes; such a file has at most {limit:,}"

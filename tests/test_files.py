@@ -81,3 +81,14 @@ def test_atomic_write_keeps_the_files_mode_and_gives_a_new_file_opens_mode(tmp_p
     finally:
         os.umask(umask)
     assert ((tmp_path / "fresh.json").stat().st_mode & 0o777) == 0o644
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_directory_or_fifo_handed_as_a_file_is_one_line_not_a_traceback(tmp_path, kind):
+    from andrea_lab.files import HandedFileError, load_json
+
+    path = tmp_path / "record.json"
+    path.mkdir() if kind == "directory" else os.mkfifo(path)
+    refused = r"record\.json is not a regular file \(a FIFO, a device or a directory\)"
+    with pytest.raises(HandedFileError, match=refused):
+        load_json(path, "search record")

@@ -25,7 +25,15 @@ import yaml
 
 from andrea_lab.errors import UsageError
 from andrea_lab.experiments.compare.floors import unconfirmable_claims
-from andrea_lab.experiments.sweep import fit_parser, from_table, grid_extension, ladder_compute, search_runs, speed_path
+from andrea_lab.experiments.sweep import (
+    fit_parser,
+    from_table,
+    grid_extension,
+    ladder_compute,
+    search_ledger,
+    search_runs,
+    speed_path,
+)
 from andrea_lab.experiments.sweep.executors import LocalExecutor, shared_threads
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.preflight import preflight
@@ -84,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         "outcomes come from this runs.csv (e.g. docs/results/<suite>/runs.csv), one run a scale is rerun and "
         "must reproduce it to the bit, and only the runs it lacks and the added LRs run; then "
         "andrea compare runs/<suite> --from-table RUNS_CSV",
+    )
+    parser.add_argument(
+        "--search-record",
+        metavar="SEARCH_JSON",
+        help="carry on a suite's search from an earlier session's committed <suite>/search.json: its points' "
+        "losses stand for their tuning runs (one is rerun first and must reproduce its loss to the bit); the "
+        "judged runs are made here",
     )
     add_launcher_arguments(parser)
     parser.add_argument(
@@ -298,7 +313,8 @@ def plan(args: argparse.Namespace) -> tuple:
     tabled = from_table.precision_of(table) if table is not None else (lambda spec: None)  # its rungs keep its path
     specs, speed_line = speed_path.for_sweep(specs, args.speed, not args.no_check, siblings, tabled)
     speed_line = "\n".join(filter(None, [speed_line, *ladder_compute.for_sweep(suite, specs)]))  # ladder: 6·N·D
-    searcher = search_runs.SearchRuns(suite, args.runs_dir, specs) if suite.searches else None
+    ledger = search_ledger.read_ledger(args.search_record, suite) if args.search_record is not None else None
+    searcher = search_runs.SearchRuns(suite, args.runs_dir, specs, ledger=ledger) if suite.searches else None
     specs = searcher.initial(specs) if searcher else specs  # a search's cells: their next step (search_runs)
     specs, table_plan = from_table.split(specs, table, args.from_table) if table is not None else (specs, None)
     return suite, specs, speed_line, searcher, table_plan
@@ -381,6 +397,9 @@ def main(argv: list[str]) -> int:
         return EXIT_STOPPED
     if table_plan is not None and extension.refusal:  # --from-table: a witness did not reproduce the table
         print(f"andrea sweep: error: {extension.refusal}", file=sys.stderr)
+        return EXIT_FAILED_RUNS
+    if searcher is not None and searcher.refusal:  # --search-record: its witness did not reproduce the record
+        print(f"andrea sweep: error: {searcher.refusal}", file=sys.stderr)
         return EXIT_FAILED_RUNS
     if any(outcome.failed for outcome in outcomes):
         return EXIT_FAILED_RUNS

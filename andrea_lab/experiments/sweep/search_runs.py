@@ -23,6 +23,11 @@ descent is replayed from the finished runs' losses, so a rerun after a kill cont
 the current point, keys in the suite's order). A point's loss is the mean over its tuning seeds of the loss
 compare scores (the held-out score, a diverged run at its loss at init: ``grid_extension.capped_loss``). A
 step whose run failed stops that cell's search for this sweep (said once); the next sweep retries it.
+
+A cell still searching has its record too (``reason`` "in progress": its path so far, each finished point's
+loss), written whenever the sweep plans its next runs, and by ``andrea sweep --dry-run`` where the suite's
+directory exists. Committed, it carries the search to a later session whose runs directory is gone
+(``--search-record``, :mod:`andrea_lab.experiments.sweep.search_ledger`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Callable, Optional, Sequence
 from andrea_lab.experiments.sweep.grid_extension import capped_loss, cells, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
 from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
+from andrea_lab.experiments.sweep.search_ledger import SearchLedger
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, cli_value, run_version
 from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, run_state, settings_difference
@@ -42,6 +48,8 @@ from andrea_lab.runs.directory import DONE_STATES, run_state, settings_differenc
 RECORD = "search.json"
 TUNING_SUFFIX = "@tuning"  # '@' is not allowed in a suite's name: no suite's directory can be another's tuning
 JUDGED = "judged at the search's best point"
+#: A cell's ``reason`` in search.json while its descent goes on (a sweep stopped, or a session's end).
+IN_PROGRESS = "in progress"
 Cell = tuple[Optional[str], str]
 
 
@@ -98,8 +106,9 @@ class SearchRuns:
         runs_dir: str | Path,
         planned: Sequence[RunSpec],
         then: Optional[Callable[[list[RunSpec], Callable[[str], None]], list[RunSpec]]] = None,
+        ledger: Optional[SearchLedger] = None,
     ):
-        self.suite, self.then = suite, then
+        self.suite, self.then, self.ledger = suite, then, ledger
         self.directory = suite_runs_dir(runs_dir, suite)
         self.tuning = tuning_root(runs_dir, suite).resolve()
         #: One planned run per searching cell: its command is the template of the cell's runs.
@@ -128,12 +137,22 @@ class SearchRuns:
             return renumbered(added, len(specs) + 1, len(specs) + len(added))
         return renumbered(added, len(specs) + 1, len(specs) + len(added))
 
+    @property
+    def refusal(self) -> Optional[str]:
+        """Why the search stopped before its end: an earlier session's record this machine does not rerun."""
+        return self.ledger.refusal if self.ledger is not None else None
+
     def _advance_all(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
         tried = {spec.run_dir for spec in specs}
         added: list[RunSpec] = []
         for cell in self.templates:
+            if self.refusal is not None:
+                return []
             if cell not in self.settled:
-                added += self._advance(cell, tried, say)
+                more = self._advance(cell, tried, say)
+                if self.ledger is not None and self.ledger.waiting:  # the record's witness runs alone, first
+                    return more
+                added += more
         return added
 
     def _advance(self, cell: Cell, tried: set[Path], say: Callable[[str], None]) -> list[RunSpec]:
@@ -147,7 +166,9 @@ class SearchRuns:
                 for point in step.points
             }
             for point, point_runs in runs.items():
-                if all(run_state(run.run_dir) in DONE_STATES for run in point_runs):
+                if self.ledger is not None and (recorded := self.ledger.loss(cell, point)) is not None:
+                    losses[point] = recorded  # an earlier session's point (search_ledger): its runs went with it
+                elif all(run_state(run.run_dir) in DONE_STATES for run in point_runs):
                     if (stale := _made_otherwise(point_runs)) is not None:
                         if self.planning:  # before any run: one line and exit 2, as for the grid's runs
                             raise SuiteError(
@@ -161,9 +182,18 @@ class SearchRuns:
                         )
                         return []
                     losses[point] = _mean_loss(point_runs)
+                    if self.ledger is not None:
+                        self.ledger.check(cell, point, losses[point])
+                        if self.ledger.refusal is not None:
+                            return []
             path.append({"step": step.label(), "points": [_described(p, losses.get(p)) for p in step.points]})
             pending = [run for point, point_runs in runs.items() if point not in losses for run in point_runs]
+            if self.ledger is not None and self.ledger.waiting:  # the record's witness alone, before anything else
+                pending = [run for point, point_runs in runs.items() if self.ledger.witness == (cell, point)
+                           for run in point_runs] or pending  # fmt: skip
             if pending:
+                if not self.planning or self.directory.is_dir():  # a --dry-run refreshes a record, never starts one
+                    self._record(cell, _in_progress(step, losses), path)  # the search so far, for a later session
                 return self._pending(cell, pending, tried, say)
         self.settled.add(cell)
         self._record(cell, step, path)
@@ -234,9 +264,18 @@ class SearchRuns:
             "tuning_seeds": list(search.tuning_seeds),
             "path": path,
         }
+        if self.ledger is not None:  # where the losses of points not run here came from
+            entry["from_record"] = {"record": str(self.ledger.path), "points": len(self.ledger.read.get(cell, ()))}
         others = [e for e in self._recorded() if (e.get("scale"), e.get("variant")) != cell]
         self.directory.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.directory / RECORD, {"schema": 1, "searches": [*others, entry]})
+
+
+def _in_progress(step: Step, losses: dict[Point, float]) -> Outcome:
+    """A searching cell's record so far: the best point yet (the step's key still being swept)."""
+    finite = {point: loss for point, loss in losses.items() if math.isfinite(loss)}
+    best = min(finite, key=finite.__getitem__) if finite else step.points[0]
+    return Outcome(best, finite.get(best, math.nan), len(losses), IN_PROGRESS)
 
 
 def _made_otherwise(runs: Sequence[RunSpec]) -> Optional[str]:

@@ -1,0 +1,96 @@
+"""andrea sweep --search-record carries a search over from an earlier session whose runs directory is gone: the
+record's points stand for their tuning runs, one (the witness) is rerun first and alone and must reproduce its
+loss to the bit, and the search then goes on along the path it would have taken in one sweep. A record that
+does not rerun, or is of another suite's search, is refused. With the stand-in fits of test_search_runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from test_search_runs import StandInFits, loss, record, sweep, write_suite
+
+from andrea_lab.commands import sweep as sweep_command
+from andrea_lab.experiments.sweep import search_runs
+
+
+def stopped_session(tmp_path, monkeypatch, capsys, stop_after: int = 9):
+    """A first session: the search stopped after ``stop_after`` fits; its record copied out (committed), its runs
+    directory then gone. Returns the suite file, the committed record and the fits it made."""
+    suite_file, runs = write_suite(tmp_path / "first"), tmp_path / "first" / "runs"
+    killed = StandInFits(stop_after=stop_after)
+    assert sweep(monkeypatch, suite_file, runs, killed) == sweep_command.EXIT_FAILED_RUNS
+    committed = tmp_path / "committed" / "search.json"
+    committed.parent.mkdir()
+    shutil.copy(runs / "tuned" / search_runs.RECORD, committed)
+    shutil.rmtree(runs)
+    capsys.readouterr()
+    return suite_file, committed, killed.started
+
+
+def test_a_search_carried_over_reruns_only_its_witness_and_ends_where_one_sweep_would(tmp_path, monkeypatch, capsys):
+    whole = StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path / "whole"), tmp_path / "whole" / "runs", whole) == 0
+    suite_file, committed, first = stopped_session(tmp_path, monkeypatch, capsys)
+    entries = {e["variant"]: e for e in json.loads(committed.read_text())["searches"]}
+    assert entries["adamw"]["reason"] == search_runs.IN_PROGRESS, "a stopped search leaves its record so far"
+
+    later = StandInFits()
+    runs = tmp_path / "second" / "runs"
+    assert sweep(monkeypatch, suite_file, runs, later, "--search-record", str(committed)) == 0
+    witness = later.started[:2]
+    assert witness == [("adamw", 2.5e-4, 0.1, 900), ("adamw", 2.5e-4, 0.1, 901)], "the first recorded point, alone"
+    tuning = [key for key in later.started[2:] if key[3] >= 900]
+    assert set(tuning) & set(first) == {("adamw", 4e-3, 0.1, 900)}, "only a point half run (1 of 2 seeds) again"
+    assert set(first) | set(later.started) == set(whole.started), "together: the one sweep's runs"
+    assert record(runs) == {
+        variant: {**entry, "from_record": record(runs)[variant]["from_record"]}
+        for variant, entry in record(tmp_path / "whole" / "runs").items()
+    }, "the same path, best point and spending as one sweep"
+    assert record(runs)["adamw"]["from_record"] == {"record": str(committed), "points": 3}
+
+
+class Drifted(StandInFits):
+    """Fits on another machine: every loss 1e-12 off."""
+
+    def launch(self, run_dir, command, marker, slot):
+        code = super().launch(run_dir, command, marker, slot)
+        key = self.started[-1]
+        self.finish(run_dir, loss(*key) + 1e-12)
+        return code
+
+
+def test_a_witness_that_does_not_reproduce_the_record_stops_the_search_before_any_other_run(
+    tmp_path, monkeypatch, capsys
+):
+    suite_file, committed, _ = stopped_session(tmp_path, monkeypatch, capsys)
+    fits = Drifted()
+    runs = tmp_path / "second" / "runs"
+    assert sweep(monkeypatch, suite_file, runs, fits, "--search-record", str(committed)) == 1
+    assert fits.started == [("adamw", 2.5e-4, 0.1, 900), ("adamw", 2.5e-4, 0.1, 901)]
+    err = capsys.readouterr().err.strip()
+    assert "the witness adamw {'model.lr': 0.00025, 'model.weight_decay': 0.1} reran to a loss of" in err
+    assert "run the search without --search-record" in err
+
+
+def test_a_record_of_another_search_is_one_line_before_any_run(tmp_path, monkeypatch, capsys):
+    suite_file, committed, _ = stopped_session(tmp_path, monkeypatch, capsys)
+    document = json.loads(committed.read_text())
+    document["searches"][0]["tuning_seeds"] = [7]
+    committed.write_text(json.dumps(document))
+    fits = StandInFits()
+    assert sweep(monkeypatch, suite_file, tmp_path / "r", fits, "--search-record", str(committed)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a search record of tuned" not in err and "tuning seeds [7] are not the suite's" in err
+    assert len(err.splitlines()) == 1 and fits.started == []
+
+
+def test_a_dry_run_refreshes_a_stopped_searchs_record_and_never_starts_one(tmp_path, monkeypatch, capsys):
+    suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
+    assert sweep(monkeypatch, suite_file, runs, StandInFits(), "--dry-run") == 0
+    assert not (runs / "tuned").exists(), "a dry run on nothing writes nothing"
+    assert sweep(monkeypatch, suite_file, runs, StandInFits(stop_after=9)) == sweep_command.EXIT_FAILED_RUNS
+    path = runs / "tuned" / search_runs.RECORD
+    path.unlink()  # as if the sweep was stopped before its record was written
+    assert sweep(monkeypatch, suite_file, runs, StandInFits(), "--dry-run") == 0
+    assert {e["reason"] for e in json.loads(path.read_text())["searches"]} == {search_runs.IN_PROGRESS}
