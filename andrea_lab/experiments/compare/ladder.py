@@ -243,14 +243,15 @@ def _cell(row: pd.Series) -> str:
 
 def accuracy_markdown(table: pd.DataFrame) -> str:
     """The table as one Markdown table: rung × compute × ratio to the top × accuracy per kind × status, and
-    each rung's CPU-minutes per decision where the table carries them (compare.ladder_summary)."""
-    costs = "minutes_per_decision" in table
+    each rung's CPU-minutes per decision and arithmetic where the table carries them (compare.ladder_summary)."""
+    costs, arithmetic = "minutes_per_decision" in table, "arithmetic" in table
     lines = [
         "| rung | 6·N·D (FLOPs) | × top | "
         + " | ".join(f"{kind} accuracy [95 %] of n" for kind in KINDS)
         + (" | CPU-minutes per decision" if costs else "")
+        + (" | arithmetic" if arithmetic else "")
         + " | status |",
-        "|---|---|---|" + "---|" * (len(KINDS) + costs) + "---|",
+        "|---|---|---|" + "---|" * (len(KINDS) + costs + arithmetic) + "---|",
     ]
     for rung, rows in table.groupby("rung", sort=False):
         first = rows.iloc[0]
@@ -258,6 +259,8 @@ def accuracy_markdown(table: pd.DataFrame) -> str:
         if costs:
             minutes = first["minutes_per_decision"]
             cells.append("—" if minutes is None or math.isnan(minutes) else f"{minutes:.0f}")
+        if arithmetic:
+            cells.append(str(first["arithmetic"]))
         lines.append(
             f"| {rung} | {first['compute']:.3g} | {first['compute_ratio']:.3g} | "
             + " | ".join(cells)

@@ -113,6 +113,7 @@ def report_blocks(
     table = ladder.decision_accuracy(runs, rungs, decisions, compute, planned, compare.scored_loss_column(runs))
     costs = ladder_summary.minutes_per_decision(runs, rungs, decisions)
     table["minutes_per_decision"] = table["rung"].map(costs)
+    table["arithmetic"] = table["rung"].map(ladder_summary.arithmetic(runs, rungs))
     out.mkdir(parents=True, exist_ok=True)
     csv_cells.write_csv(table, out / "decision_accuracy.csv")
     # matplotlib (~1 s): only when the report is written
@@ -125,7 +126,8 @@ def report_blocks(
         f"{len(decisions)} decisions: {', '.join(d.name for d in decisions)}. Each rung's sign per decision "
         "against the top rung's, 95 % bootstrap interval over seeds (compare.ladder); a rung not finished is "
         "missing. A decision's cost: the CPU time (wall time x threads) of both variants' runs at the rung, "
-        "averaged over the decisions (compare.ladder_summary).",
+        "averaged over the decisions (compare.ladder_summary). Arithmetic: the precision the rung's runs trained "
+        "in, as the sweep's speed rule chose it for the rung (docs/performance.md).",
         "",
         ladder.accuracy_markdown(table),
         "",

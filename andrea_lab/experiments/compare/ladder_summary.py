@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare.ladder import Decision, finished_in
-from andrea_lab.experiments.compare.runs_table import SCALE, THREADS, WALL_TIME
+from andrea_lab.experiments.compare.runs_table import PRECISION, SCALE, THREADS, WALL_TIME
 
 #: The share of decisions a rung must get right to stand in for the top rung (issue 54's 90 %).
 AGREEMENT = 0.9
@@ -43,6 +43,20 @@ def minutes_per_decision(runs: pd.DataFrame, rungs: Sequence[str], decisions: Se
         each = [decision_minutes(runs, rung, decision) for decision in decisions]
         costs[rung] = math.nan if not each or any(math.isnan(c) for c in each) else sum(each) / len(each)
     return costs
+
+
+def arithmetic(runs: pd.DataFrame, rungs: Sequence[str]) -> dict[str, str]:
+    """Per rung, the precision its runs trained in (``fp32``, ``bf16-mixed``; both, comma-separated, where its
+    runs differ; ``—`` where none recorded it). Why beside the accuracy: the sweep's speed rule chooses a rung's
+    arithmetic (docs/performance.md), so rungs of one ladder may differ in it, and a reader of a trend across
+    rungs should see where."""
+    found = {}
+    for rung in rungs:
+        rows = runs[runs[SCALE] == rung] if SCALE in runs else runs.iloc[0:0]
+        values = rows[PRECISION].dropna().astype(str) if PRECISION in rows else pd.Series([], dtype=str)
+        words = sorted({"bf16-mixed" if value.startswith("bf16") else "fp32" for value in values})
+        found[rung] = ", ".join(words) or "—"
+    return found
 
 
 def _minutes(value: float) -> str:

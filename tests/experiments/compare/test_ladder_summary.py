@@ -48,3 +48,15 @@ def test_no_agreeing_rung_names_the_closest_and_a_missing_top_names_what_is_miss
     assert "top rung (top) has not finished" in text and "finished: r0, r1; missing: top" in text
     assert "r0 30 CPU-minutes, r1 30 CPU-minutes" in text
     assert "agrees with the top" not in text
+
+
+def test_each_rungs_arithmetic_is_read_from_its_runs_and_shown_beside_its_accuracy():
+    runs = _ladder({"r0": (0.1,) * 4, "r1": (-0.1,) * 4, "top": (-0.2,) * 4})
+    runs["precision"] = runs["scale"].map({"r0": "32-true", "r1": "bf16-mixed", "top": "bf16-mixed"})
+    runs.loc[runs.index[-1], "precision"] = "32-true"  # one top-rung run in fp32: the rung says both
+    found = ladder_summary.arithmetic(runs, [*COMPUTE, "absent"])
+    assert found == {"r0": "fp32", "r1": "bf16-mixed", "top": "bf16-mixed, fp32", "absent": "—"}
+    table = ladder.decision_accuracy(runs, list(COMPUTE), DECISIONS, COMPUTE)
+    table["arithmetic"] = table["rung"].map(found)
+    lines = ladder.accuracy_markdown(table).splitlines()
+    assert lines[0].endswith("| arithmetic | status |") and lines[3].endswith("| bf16-mixed | finished |")
