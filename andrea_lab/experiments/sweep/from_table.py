@@ -84,12 +84,13 @@ def read_table(path: str | Path, suite: Suite) -> Table:
 
 
 def precision_of(table: Table) -> Callable[[RunSpec], Optional[str]]:
-    """The precision the table recorded for a planned run (None where it holds no such run or recorded none): the
-    speed rule keeps a rung the table holds on the table's arithmetic, or its witness could not reproduce it."""
+    """The precision the table recorded for a planned run (None where it holds no such run; "" where it holds one
+    but recorded no precision, as tables made before the sweep chose one: made as the config said): the speed
+    rule keeps a rung the table holds on the table's arithmetic, or its witness could not reproduce it."""
 
     def precision(spec: RunSpec) -> Optional[str]:
         row = table.runs.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
-        return None if row is None else row.precision
+        return None if row is None else (row.precision or "")
 
     return precision
 

@@ -242,6 +242,8 @@ def _as_table(precision: str, rung: Optional[Rung], bf16_units: bool) -> tuple[S
     """The path of a shape whose runs a committed table holds: its recorded precision. The table does not record
     compile or the attention's arithmetic: the config's where the precision is the config's, else the rule's for
     that precision. Either way the sweep's witness run checks the guess to the bit before anything else runs."""
+    if not precision:  # a table from before runs recorded their precision: they were made as the config said
+        return SpeedPath("", False, "as the committed table's runs were made (as the config says)"), False
     why = f"as the committed table's runs were made ({'bf16-mixed' if precision.startswith('bf16') else 'fp32'})"
     if rung is None or _precision_word(precision) == _precision_word(rung.precision):
         return SpeedPath("", False, why), False

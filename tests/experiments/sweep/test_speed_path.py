@@ -170,7 +170,7 @@ def test_andrea_sweep_takes_the_rungs_path_from_variants_it_was_not_asked_to_run
     assert capsys.readouterr().out.startswith("speed: bf16-mixed, fp32 attention (d_model 64 >= 64")
 
 
-@pytest.mark.parametrize("table_precision", ["32-true", "bf16-mixed"])
+@pytest.mark.parametrize("table_precision", ["32-true", "bf16-mixed", ""])
 def test_a_rung_a_committed_table_holds_keeps_the_tables_arithmetic(table_precision):
     # andrea sweep --from-table: the table's rows are runs made (their witness must rerun them to the bit), and a
     # rung the table holds none of (the ladder's next one) takes the rule's own path.
@@ -182,6 +182,9 @@ def test_a_rung_a_committed_table_holds_keeps_the_tables_arithmetic(table_precis
     if table_precision == "32-true":
         assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]
         assert line.startswith("speed: as the config says (as the committed table's runs were made (fp32)")
+    elif not table_precision:  # a table from before runs recorded their precision: made as the config said
+        assert [s.command for s in out[:2]] == [s.command for s in specs[:2]]
+        assert line.startswith("speed: as the config says (as the committed table's runs were made (as the config")
     else:
         assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out[:2])
         assert "bf16-mixed, fp32 attention (as the committed table's runs were made (bf16-mixed)) for d64 pre;" in line
