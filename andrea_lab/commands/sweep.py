@@ -56,6 +56,25 @@ EXIT_USAGE = 2
 EXIT_STOPPED = 130
 
 
+def add_record_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that carry a suite on from what an earlier sweep committed (its table, its search record)."""
+    parser.add_argument(
+        "--from-table",
+        metavar="RUNS_CSV",
+        help="extend a committed suite's LR grids (its extend_grid) without rerunning it: the planned runs' "
+        "outcomes come from this runs.csv (e.g. docs/results/<suite>/runs.csv), one run a scale is rerun and "
+        "must reproduce it to the bit, and only the runs it lacks and the added LRs run; then "
+        "andrea compare runs/<suite> --from-table RUNS_CSV",
+    )
+    parser.add_argument(
+        "--search-record",
+        metavar="SEARCH_JSON",
+        help="carry on a suite's search from an earlier session's committed <suite>/search.json: its points' "
+        "losses stand for their tuning runs (one is rerun first and must reproduce its loss to the bit); the "
+        "judged runs are made here",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="andrea sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -85,21 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="runs",
         help="where suites' runs go: <runs-dir>/<suite>/<variant>/lr<lr>-seed<seed>/ (default: runs)",
     )
-    parser.add_argument(
-        "--from-table",
-        metavar="RUNS_CSV",
-        help="extend a committed suite's LR grids (its extend_grid) without rerunning it: the planned runs' "
-        "outcomes come from this runs.csv (e.g. docs/results/<suite>/runs.csv), one run a scale is rerun and "
-        "must reproduce it to the bit, and only the runs it lacks and the added LRs run; then "
-        "andrea compare runs/<suite> --from-table RUNS_CSV",
-    )
-    parser.add_argument(
-        "--search-record",
-        metavar="SEARCH_JSON",
-        help="carry on a suite's search from an earlier session's committed <suite>/search.json: its points' "
-        "losses stand for their tuning runs (one is rerun first and must reproduce its loss to the bit); the "
-        "judged runs are made here",
-    )
+    add_record_arguments(parser)
     add_launcher_arguments(parser)
     parser.add_argument(
         "--dry-run",
@@ -344,6 +349,14 @@ def make_extension(suite, args: argparse.Namespace, searcher, table_plan):
     return extension
 
 
+def witness_refusal(table_plan, extension, searcher) -> Optional[str]:
+    """Why the sweep stopped before its end: a witness that did not reproduce the committed table
+    (``--from-table``) or search record (``--search-record``); None when none did."""
+    if table_plan is not None and extension.refusal:
+        return extension.refusal
+    return searcher.refusal if searcher is not None else None
+
+
 @fit_parser.shared()  # the speed rule, the ladder's compute and the preflight share one parser
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
@@ -395,11 +408,8 @@ def main(argv: list[str]) -> int:
     report(outcomes)
     if runner.stopping:
         return EXIT_STOPPED
-    if table_plan is not None and extension.refusal:  # --from-table: a witness did not reproduce the table
-        print(f"andrea sweep: error: {extension.refusal}", file=sys.stderr)
-        return EXIT_FAILED_RUNS
-    if searcher is not None and searcher.refusal:  # --search-record: its witness did not reproduce the record
-        print(f"andrea sweep: error: {searcher.refusal}", file=sys.stderr)
+    if (refusal := witness_refusal(table_plan, extension, searcher)) is not None:
+        print(f"andrea sweep: error: {refusal}", file=sys.stderr)
         return EXIT_FAILED_RUNS
     if any(outcome.failed for outcome in outcomes):
         return EXIT_FAILED_RUNS
