@@ -32,14 +32,19 @@ Cell = tuple[Optional[str], str]
 
 @dataclass
 class SearchLedger:
-    """The recorded points' losses per cell, and the witness that must reproduce one of them first."""
+    """The recorded points' losses per cell, and the witness that must reproduce one of them first (``path``
+    None: no record was given, and the ledger stands for nothing)."""
 
-    path: Path
+    path: Optional[Path]
     losses: dict[Cell, dict[Point, float]]
     witness: Optional[tuple[Cell, Point]] = None
     checked: bool = False
     refusal: Optional[str] = None
     read: dict[Cell, set[Point]] = field(default_factory=dict)  # the points each cell took from the record
+
+    def holds(self, cell: Cell) -> bool:
+        """Whether the record holds any finished point of ``cell``."""
+        return cell in self.losses
 
     def loss(self, cell: Cell, point: Point) -> Optional[float]:
         """The recorded loss that stands for the point's runs; None where they must run (not recorded, or the

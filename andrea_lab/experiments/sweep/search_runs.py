@@ -108,7 +108,9 @@ class SearchRuns:
         then: Optional[Callable[[list[RunSpec], Callable[[str], None]], list[RunSpec]]] = None,
         ledger: Optional[SearchLedger] = None,
     ):
-        self.suite, self.then, self.ledger = suite, then, ledger
+        self.suite, self.then = suite, then
+        #: An earlier session's record (--search-record); without one, an empty ledger that stands for nothing.
+        self.ledger = ledger if ledger is not None else SearchLedger(None, {})
         self.directory = suite_runs_dir(runs_dir, suite)
         self.tuning = tuning_root(runs_dir, suite).resolve()
         #: One planned run per searching cell: its command is the template of the cell's runs.
@@ -140,17 +142,19 @@ class SearchRuns:
     @property
     def refusal(self) -> Optional[str]:
         """Why the search stopped before its end: an earlier session's record this machine does not rerun."""
-        return self.ledger.refusal if self.ledger is not None else None
+        return self.ledger.refusal
 
     def _advance_all(self, specs: Sequence[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
         tried = {spec.run_dir for spec in specs}
         added: list[RunSpec] = []
-        for cell in self.templates:
+        # The record's cells first: its witness is met before any other cell advances (or settles, and its judged
+        # runs are planned and then held back for the witness); the order among them stays the suite's.
+        for cell in sorted(self.templates, key=lambda cell: not self.ledger.holds(cell)):
             if self.refusal is not None:
                 return []
             if cell not in self.settled:
                 more = self._advance(cell, tried, say)
-                if self.ledger is not None and self.ledger.waiting:  # the record's witness runs alone, first
+                if self.ledger.waiting:  # the record's witness runs alone, first
                     return more
                 added += more
         return added
@@ -166,7 +170,7 @@ class SearchRuns:
                 for point in step.points
             }
             for point, point_runs in runs.items():
-                if self.ledger is not None and (recorded := self.ledger.loss(cell, point)) is not None:
+                if (recorded := self.ledger.loss(cell, point)) is not None:
                     losses[point] = recorded  # an earlier session's point (search_ledger): its runs went with it
                 elif all(run_state(run.run_dir) in DONE_STATES for run in point_runs):
                     if (stale := _made_otherwise(point_runs)) is not None:
@@ -182,13 +186,12 @@ class SearchRuns:
                         )
                         return []
                     losses[point] = _mean_loss(point_runs)
-                    if self.ledger is not None:
-                        self.ledger.check(cell, point, losses[point])
-                        if self.ledger.refusal is not None:
-                            return []
+                    self.ledger.check(cell, point, losses[point])
+                    if self.ledger.refusal is not None:
+                        return []
             path.append({"step": step.label(), "points": [_described(p, losses.get(p)) for p in step.points]})
             pending = [run for point, point_runs in runs.items() if point not in losses for run in point_runs]
-            if self.ledger is not None and self.ledger.waiting:  # the record's witness alone, before anything else
+            if self.ledger.waiting:  # the record's witness alone, before anything else
                 pending = [run for point, point_runs in runs.items() if self.ledger.witness == (cell, point)
                            for run in point_runs] or pending  # fmt: skip
             if pending:
@@ -264,7 +267,7 @@ class SearchRuns:
             "tuning_seeds": list(search.tuning_seeds),
             "path": path,
         }
-        if self.ledger is not None:  # where the losses of points not run here came from
+        if self.ledger.path is not None:  # where the losses of points not run here came from
             entry["from_record"] = {"record": str(self.ledger.path), "points": len(self.ledger.read.get(cell, ()))}
         others = [e for e in self._recorded() if (e.get("scale"), e.get("variant")) != cell]
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -94,3 +94,21 @@ def test_a_dry_run_refreshes_a_stopped_searchs_record_and_never_starts_one(tmp_p
     path.unlink()  # as if the sweep was stopped before its record was written
     assert sweep(monkeypatch, suite_file, runs, StandInFits(), "--dry-run") == 0
     assert {e["reason"] for e in json.loads(path.read_text())["searches"]} == {search_runs.IN_PROGRESS}
+
+
+def test_the_witness_runs_before_a_cell_the_record_does_not_hold_settles_and_its_judged_runs_still_run(
+    tmp_path, monkeypatch, capsys
+):
+    # adamw's descent ended in this directory (its judged runs not yet made); the record holds only lion's points.
+    suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
+    assert sweep(monkeypatch, suite_file, runs, StandInFits()) == 0
+    entries = json.loads((runs / "tuned" / search_runs.RECORD).read_text())["searches"]
+    committed = tmp_path / "search.json"
+    committed.write_text(json.dumps({"schema": 1, "searches": [e for e in entries if e["variant"] == "lion"]}))
+    for gone in (runs / "tuned", runs / "tuned@tuning" / "lion"):
+        shutil.rmtree(gone)
+    capsys.readouterr()
+    fits = StandInFits()
+    assert sweep(monkeypatch, suite_file, runs, fits, "--search-record", str(committed)) == 0
+    assert {key[0] for key in fits.started[:2]} == {"lion"}, "the record's witness first"
+    assert [key[3] for key in fits.started if key[0] == "adamw"] == [100, 101, 102], "its judged runs, in this sweep"
