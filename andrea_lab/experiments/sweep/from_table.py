@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded, capped, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec
@@ -83,13 +83,18 @@ def read_table(path: str | Path, suite: Suite) -> Table:
     return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))
 
 
+def row_of(rows: Mapping[Key, TableRun], spec: RunSpec) -> Optional[TableRun]:
+    """The table's row of the planned run ``spec`` (None: the table holds no such run)."""
+    return rows.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+
+
 def precision_of(table: Table) -> Callable[[RunSpec], Optional[str]]:
     """The precision the table recorded for a planned run (None where it holds no such run; "" where it holds one
     but recorded no precision, as tables made before the sweep chose one: made as the config said): the speed
     rule keeps a rung the table holds on the table's arithmetic, or its witness could not reproduce it."""
 
     def precision(spec: RunSpec) -> Optional[str]:
-        row = table.runs.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        row = row_of(table.runs, spec)
         return None if row is None else (row.precision or "")
 
     return precision
@@ -130,7 +135,7 @@ def split(specs: Sequence[RunSpec], table: Table, path: Path) -> tuple[list[RunS
     """The witnesses to run first and the plan of the rest; SuiteError when the table holds no planned run."""
     plan, witnessed = TablePlan(Path(path), table.kinds, table.threads, table.runs), set()
     for spec in specs:
-        row = table.runs.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        row = row_of(table.runs, spec)
         if row is None:
             plan.pending.append(spec)
         elif spec.scale not in witnessed:
@@ -220,7 +225,7 @@ class TableExtension:
     def _read_from_table(self, spec: RunSpec) -> bool:
         """Whether the table holds the added run ``spec`` (an LR an earlier sweep added, whose record went with
         its runs directory): then its outcome is read from the table, as a planned run's is, not rerun."""
-        row = self.plan.rows.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
+        row = row_of(self.plan.rows, spec)
         if row is None:
             return False
         self.plan.recorded[spec.run_dir] = self.grid.recorded[spec.run_dir] = Recorded(row.state, row.loss)

@@ -91,9 +91,14 @@ class SpeedPath:
 
     @property
     def name(self) -> str:
-        precision = "bf16-mixed" if self.precision.startswith("bf16") else "fp32"
+        precision = precision_name(self.precision)
         compiled = ", compiled" if self.compile else ""
         return f"{precision}{compiled}{', fp32 attention' if self.cpu_attention_fp32 else ''}"
+
+
+def precision_name(precision: str) -> str:
+    """A precision as the sweep's first line says it: ``bf16-mixed`` or ``fp32``."""
+    return "bf16-mixed" if precision.startswith("bf16") else "fp32"
 
 
 def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
@@ -244,7 +249,7 @@ def _as_table(precision: str, rung: Optional[Rung], bf16_units: bool) -> tuple[S
     that precision. Either way the sweep's witness run checks the guess to the bit before anything else runs."""
     if not precision:  # a table from before runs recorded their precision: they were made as the config said
         return SpeedPath("", False, "as the committed table's runs were made (as the config says)"), False
-    why = f"as the committed table's runs were made ({'bf16-mixed' if precision.startswith('bf16') else 'fp32'})"
+    why = f"as the committed table's runs were made ({precision_name(precision)})"
     if rung is None or _precision_word(precision) == _precision_word(rung.precision):
         return SpeedPath("", False, why), False
     path = choose(bf16_units, rung)
