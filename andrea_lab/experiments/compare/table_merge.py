@@ -8,8 +8,9 @@ that is also in the table must equal its row to the bit (loss at init, final in-
 and every scale with new runs must have such a witness: one the table holds runs of, its own; one it holds none of
 (a ladder's next rung, made across sessions), one at another scale, which shows this machine reruns the table.
 Then the table's rows stand for the runs it holds (they keep their own record: machine, wall time, start) and the
-new runs are added, with what the table never measured blanked (:func:`header`). The report is the statistics
-only, as from a runs.csv: the table's runs have no curves here.
+new runs are added, with what the table never measured blanked (:func:`header`). A run the table holds as
+stopped (interrupted at a session's end) and that ended here is not a witness but the run itself: it replaces the
+row. The report is the statistics only, as from a runs.csv: the table's runs have no curves here.
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
     rows = dict(zip(_keys(table), table.to_dict("records")))
     if len(rows) < len(table):
         raise ValueError(f"--from-table {table_path}: holds one run twice (the same scale, variant, LR and seed)")
-    witnessed, new = set(), []
+    witnessed, new, superseded = set(), [], set()
     for key, run in zip(_keys(runs), runs.to_dict("records")):
         row = rows.get(key)
+        if row is not None and row.get("status") not in DONE_STATES and run["status"] in DONE_STATES:
+            superseded.add(key)  # the table's run was stopped (a session's end); this one ended: it stands
+            row = None
         if row is None:
             new.append(run)
             continue
@@ -75,7 +79,8 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
     added = pd.DataFrame(new, columns=runs.columns).drop(columns=list(CURVE_COLUMNS), errors="ignore")
     for column in set(added.columns) - header(table_path):  # measured by the new runs only: scored as the table was
         added[column] = None
-    return pd.concat([table, added], ignore_index=True) if new else table
+    kept = table[[key not in superseded for key in _keys(table)]]
+    return pd.concat([kept, added], ignore_index=True) if new else table
 
 
 def header(path: str | Path) -> set[str]:

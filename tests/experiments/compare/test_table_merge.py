@@ -71,3 +71,17 @@ def test_a_table_holding_one_run_twice_is_refused(table):
     write_runs_csv(pd.concat([twice, twice.iloc[:1]]), table)
     with pytest.raises(ValueError, match="holds one run twice"):
         merged(pd.DataFrame([run(1e-3, 0, 2.0), run(2e-3, 0, 1.8)]), table)
+
+
+def test_a_run_the_table_holds_as_stopped_is_replaced_by_the_one_that_ended_here(table):
+    """A session's end leaves interrupted rows in the committed table (their loss is mid-run); the next session
+    resumes them, and the ended run stands for them: not a witness that failed to reproduce a mid-run loss."""
+    stopped = read_runs_csv(table)
+    stopped.loc[stopped["seed"] == 2, "status"] = "interrupted"
+    write_runs_csv(stopped, table)
+    result = merged(pd.DataFrame([run(1e-3, 0, 2.0), run(1e-3, 2, 1.7)]), table)
+    assert sorted(zip(result["seed"], result["status"], result["final_val_loss"])) == [
+        (0, "finished", 2.0),
+        (1, "finished", 2.1),
+        (2, "finished", 1.7),
+    ]
