@@ -53,22 +53,46 @@ def main(argv: list[str] | None = None) -> int:
     digest = ladder_predictions.write_prediction(args.out, prediction)
     print(f"wrote {args.out} (sha256 {digest}); add to {args.suite.name} and commit both before the top rung runs:")
     print(f"  prediction: {{file: {args.out.name}, sha256: {digest}}}")
+    print_brackets(prediction, suite, decisions, rungs[-1])
+    return 0
+
+
+def print_brackets(prediction: dict, suite, decisions: list, top: str) -> None:
+    """Each variant's bracket at the top rung, then the same with every variant whose extrapolated optimum lies
+    inside the reference's bracket moved onto it, and the decisions left with fewer than two LRs in common.
+    Why the second: LR sensitivity and the highest LR that trains are compared on the LRs both variants ran
+    (compare.ladder), and brackets 1.25-2x apart share none, so the top rung would have no stability decision."""
     fitted = top_bracket(prediction["log10_best_lrs"])
     bracket = {v.name: fitted[v.name] for v in suite.variants if v.name in fitted}  # in the suite's order
-    if bracket:
-        print(f"each variant's best LR extrapolated to {rungs[-1]}, as a bracket 2x either side (ladder.grids lrs):")
-        print(
-            "  lrs: {"
-            + ", ".join(f"{name}: [{', '.join(f'{lr:.1e}' for lr in lrs)}]" for name, lrs in bracket.items())
-            + "}"
-        )
-        trends = prediction["log10_best_lrs"]
-        spread = ", ".join(
-            f"{name} ± {trends[name]['se']:.2f}" if trends[name].get("se") is not None else f"{name} ± n/a"
-            for name in bracket
-        )
-        print(f"  the trend's standard error in decades of LR (a bracket narrower than it may miss): {spread}")
-    return 0
+    if not bracket:
+        return
+    print(f"each variant's best LR extrapolated to {top}, as a bracket 2x either side (ladder.grids lrs):")
+    print(f"  lrs: {_yaml(bracket)}")
+    trends = prediction["log10_best_lrs"]
+    spread = ", ".join(
+        f"{name} ± {trends[name]['se']:.2f}" if trends[name].get("se") is not None else f"{name} ± n/a"
+        for name in bracket
+    )
+    print(f"  the trend's standard error in decades of LR (a bracket narrower than it may miss): {spread}")
+    shared = shared_brackets(bracket, suite.reference)
+    print(f"with every optimum inside {suite.reference}'s bracket on that bracket, so decisions keep common LRs:")
+    print(f"  lrs: {_yaml(shared)}")
+    apart = [d.name for d in decisions if len(set(shared.get(d.a, ())) & set(shared.get(d.b, ()))) < 2]
+    if apart:
+        print(f"  compared on loss only at {top} (fewer than 2 LRs in common): {', '.join(apart)}")
+
+
+def _yaml(bracket: dict[str, list[float]]) -> str:
+    return "{" + ", ".join(f"{name}: [{', '.join(f'{lr:.1e}' for lr in lrs)}]" for name, lrs in bracket.items()) + "}"
+
+
+def shared_brackets(bracket: dict[str, list[float]], reference: str | None) -> dict[str, list[float]]:
+    """``bracket`` with each variant whose own optimum (its bracket's middle) lies within the reference's
+    bracket given the reference's: the optimum is still bracketed, and the pair shares every LR."""
+    if reference not in bracket:
+        return dict(bracket)
+    low, high = bracket[reference][0], bracket[reference][-1]
+    return {name: bracket[reference] if low <= lrs[1] <= high else lrs for name, lrs in bracket.items()}
 
 
 def top_bracket(log10_best_lrs: dict) -> dict[str, list[float]]:

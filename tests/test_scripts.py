@@ -124,6 +124,23 @@ def test_ladder_predict_end_to_end_extrapolates_each_decision_from_a_committed_r
     assert (
         "standard error in decades of LR (a bracket narrower than it may miss): gelu ± n/a, relu ± n/a" in result.stdout
     )
+    assert "so decisions keep common LRs:\n  lrs: {gelu: [1.1e-03, 2.3e-03, 4.6e-03], relu: [1.1e-03" in result.stdout
+    assert "compared on loss only" not in result.stdout, "one bracket for both: the decision keeps every kind"
     again = subprocess.run([*command, str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert again.returncode == 2 and "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
     assert hashlib.sha256(out.read_bytes()).hexdigest() == digest
+
+
+def test_ladder_predict_moves_onto_the_reference_bracket_only_the_optima_inside_it():
+    """The top rung's LR sensitivity is compared on the LRs both variants ran: brackets 1.25x apart share none.
+    A variant whose own optimum lies inside the reference's bracket gets that bracket (still bracketed); one
+    whose optimum lies outside keeps its own, and its decision is then compared on loss only."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ladder_predict", REPO / "scripts" / "ladder_predict.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    own = {"pre": [6e-4, 1.2e-3, 2.4e-3], "post": [7.5e-4, 1.5e-3, 3e-3], "deepnorm": [9e-5, 1.8e-4, 3.6e-4]}
+    shared = script.shared_brackets(own, "pre")
+    assert shared == {"pre": own["pre"], "post": own["pre"], "deepnorm": own["deepnorm"]}
+    assert script.shared_brackets(own, "absent") == own
