@@ -161,7 +161,7 @@ def apply(
             chosen[key] = earlier
             made.append(key)
         elif speed == "auto" and (precision := _tabled(every, key, tabled)) is not None:
-            chosen[key] = _as_table(precision, rung_of(spec), bf16_units)
+            chosen[key] = _as_table(precision, rung_of(spec), fits[key], bf16_units)
             made.append(key)
         else:
             rung = rung_of(spec)
@@ -243,16 +243,18 @@ def _tabled(specs: Sequence[RunSpec], key: Any, tabled: Callable[[RunSpec], Opti
     return next((found for spec in specs if _shape(spec) == key and (found := tabled(spec)) is not None), None)
 
 
-def _as_table(precision: str, rung: Optional[Rung], bf16_units: bool) -> tuple[SpeedPath, bool]:
+def _as_table(precision: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tuple[SpeedPath, bool]:
     """The path of a shape whose runs a committed table holds: its recorded precision. The table does not record
     compile or the attention's arithmetic: the config's where the precision is the config's, else the rule's for
-    that precision. Either way the sweep's witness run checks the guess to the bit before anything else runs."""
+    that precision, asked as the sweep that made them asked it (``fits``: the shape's fits over the suite, which
+    share its cold compile; asked for one fit, the rule would not compile a rung it compiled). Either way the
+    sweep's witness run checks the guess to the bit before anything else runs."""
     if not precision:  # a table from before runs recorded their precision: they were made as the config said
         return SpeedPath("", False, "as the committed table's runs were made (as the config says)"), False
     why = f"as the committed table's runs were made ({precision_name(precision)})"
     if rung is None or _precision_word(precision) == _precision_word(rung.precision):
         return SpeedPath("", False, why), False
-    path = choose(bf16_units, rung)
+    path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
     if _precision_word(path.precision) != _precision_word(precision):
         path = SpeedPath(precision, False, why, cpu_attention_fp32=precision.startswith("bf16"))
     path = dataclasses.replace(path, reason=why)

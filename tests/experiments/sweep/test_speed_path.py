@@ -191,6 +191,17 @@ def test_a_rung_a_committed_table_holds_keeps_the_tables_arithmetic(table_precis
     assert "(as d64 pre's runs were made, one path a rung) for d64 gpt2_init" in line
 
 
+def test_a_tabled_bf16_rung_the_rule_compiled_for_its_many_fits_is_compiled_again():
+    """The ladder's d256, carried across sessions: made bf16-compiled because its 81 fits share one cold compile.
+    Asked for one fit, the rule would not compile, so the witness would rerun eager and never reproduce the table."""
+    specs = [_spec(index, "d256", "pre") for index in range(1, 41)]
+    read = lambda spec: Rung(256, 500, 64 * 64)  # noqa: E731 - fits=1 as rung_of reads it
+    assert not choose(True, read(specs[0])).compile, "the premise: one fit alone does not pay for the compile"
+    out, line = apply(specs, "auto", read, True, recorded=lambda s: None, tabled=lambda spec: "bf16-mixed")
+    assert all(s.command[s.command.index("--model.compile") + 1] == "true" for s in out)
+    assert line.startswith("speed: bf16-mixed, compiled, fp32 attention (as the committed table's runs were made")
+
+
 def test_andrea_sweep_from_table_keeps_the_tables_path_for_its_witness(tmp_path, monkeypatch, capsys):
     from andrea_testing import finished_scaled_run
 
