@@ -13,6 +13,11 @@ from typing import Any, Optional
 BF16_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f")
 
 
+def precision_name(precision: str) -> str:
+    """A recorded precision as reports say it: ``bf16-mixed`` (``bf16``, ``bf16-true`` too) or ``fp32``."""
+    return "bf16-mixed" if str(precision).startswith("bf16") else "fp32"
+
+
 def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     """The CPU model and which of :data:`BF16_FLAGS` it lists (``unknown`` and none where it cannot be read)."""
     model, flags = "unknown", set()

@@ -22,6 +22,7 @@ import pandas as pd
 
 from andrea_lab.experiments.compare.ladder import Decision, finished_in
 from andrea_lab.experiments.compare.runs_table import PRECISION, SCALE, THREADS, WALL_TIME
+from andrea_lab.runs.machine import precision_name
 
 #: The share of decisions a rung must get right to stand in for the top rung (issue 54's 90 %).
 AGREEMENT = 0.9
@@ -54,7 +55,7 @@ def arithmetic(runs: pd.DataFrame, rungs: Sequence[str]) -> dict[str, str]:
     for rung in rungs:
         rows = runs[runs[SCALE] == rung] if SCALE in runs else runs.iloc[0:0]
         values = rows[PRECISION].dropna().astype(str) if PRECISION in rows else pd.Series([], dtype=str)
-        words = sorted({"bf16-mixed" if value.startswith("bf16") else "fp32" for value in values})
+        words = sorted({precision_name(value) for value in values})
         found[rung] = ", ".join(words) or "—"
     return found
 

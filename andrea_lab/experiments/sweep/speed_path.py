@@ -91,14 +91,9 @@ class SpeedPath:
 
     @property
     def name(self) -> str:
-        precision = precision_name(self.precision)
+        precision = machine.precision_name(self.precision)
         compiled = ", compiled" if self.compile else ""
         return f"{precision}{compiled}{', fp32 attention' if self.cpu_attention_fp32 else ''}"
-
-
-def precision_name(precision: str) -> str:
-    """A precision as the sweep's first line says it: ``bf16-mixed`` or ``fp32``."""
-    return "bf16-mixed" if precision.startswith("bf16") else "fp32"
 
 
 def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
@@ -251,7 +246,7 @@ def _as_table(precision: str, rung: Optional[Rung], fits: int, bf16_units: bool)
     sweep's witness run checks the guess to the bit before anything else runs."""
     if not precision:  # a table from before runs recorded their precision: they were made as the config said
         return SpeedPath("", False, "as the committed table's runs were made (as the config says)"), False
-    why = f"as the committed table's runs were made ({precision_name(precision)})"
+    why = f"as the committed table's runs were made ({machine.precision_name(precision)})"
     if rung is None or _precision_word(precision) == _precision_word(rung.precision):
         return SpeedPath("", False, why), False
     path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
