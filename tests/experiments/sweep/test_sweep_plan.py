@@ -246,8 +246,8 @@ def test_the_sweep_header_names_each_variants_own_grid(tmp_path, capsys):
 
 
 def test_the_sweep_header_lists_each_rung_where_the_rungs_grids_differ(tmp_path, capsys):
-    """The committed ladder narrows its top rung (ladder.grids: 2 LRs, 3 seeds): the header's union of LRs and
-    seeds is followed by each rung's own, and its run count is what will run."""
+    """The committed ladder puts its top rung on its own brackets (ladder.grids: 3 LRs a variant, 3 seeds): the
+    header's union of LRs and seeds is followed by each rung's own, and its run count is what will run."""
     from andrea_lab.commands.sweep import print_header
 
     ladder = load_suite(Path(__file__).resolve().parents[3] / "experiments" / "suites" / "ladder.yaml")
@@ -256,8 +256,9 @@ def test_the_sweep_header_lists_each_rung_where_the_rungs_grids_differ(tmp_path,
     out = capsys.readouterr().out
     assert f"= {len(specs)} runs in runs/ladder" in out
     assert "  d64: 180 runs, LRs 2e-3, 4e-3, 8e-3, 1.6e-2, seeds 600, 601, 602, 603, 604\n" in out  # 9 x 4 x 5
-    assert "  d256: 54 runs, LRs 4e-3, 8e-3, seeds 600, 601, 602\n" in out
-    assert len(specs) == 3 * 180 + 54
+    top = "  d256: 81 runs, LRs 9e-5, 1.8e-4, 3.6e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3, 9.6e-3, seeds 600, 601, 602\n"
+    assert top in out
+    assert len(specs) == 3 * 180 + 81  # 9 variants x 3 LRs x 3 seeds at d256
 
 
 def test_the_sweep_header_adds_no_rung_lines_where_every_rung_runs_the_same_grid(suite, tmp_path, capsys):
