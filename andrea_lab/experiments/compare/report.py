@@ -143,6 +143,12 @@ def verdict_lines(variants: Sequence[compare.Variant]) -> list[str]:
         difference = variant.comparison.cross_fitted if variant.comparison else None
         if variant.is_reference or difference is None:
             continue
+        if difference.n == 0:  # a rung still running: one seed each, nothing cross-fitted yet (no NaN printed)
+            lines.append(
+                f"- **{variant.name}** vs {reference}: no paired seed yet (each seed is judged at the best LRs of "
+                f"the other seeds, so both need at least 2 seeds finished)"
+            )
+            continue
         # fewer than 3 seeds: not bold, not a verdict (a bold word is read as one whatever follows it)
         verdict = too_few.lead_only(difference.n) if difference.too_few_seeds else f"**{difference.verdict}**"
         lines.append(

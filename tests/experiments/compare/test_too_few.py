@@ -73,3 +73,11 @@ def test_the_verdict_line_is_not_bold_below_three_seeds(seeds):
         assert "**better**" in line and "too few" not in line
     versus = compare.variant_table(variants).set_index("variant").loc["a", "vs_reference"]
     assert versus.startswith("too few seeds (n=2) — lead only:" if seeds == 2 else "better:")
+
+
+def test_the_verdict_line_says_no_seed_is_paired_yet_where_there_is_one_seed_and_prints_no_nan():
+    """A rung still running (one seed of each variant): the cross-fit has nothing to pair, and the line says so
+    instead of ``difference nan [nan, nan], n=0``."""
+    variants = compare.build_variants(runs(1), "b", "final_val_loss")
+    (line,) = report.verdict_lines(variants)
+    assert "no paired seed yet" in line and "nan" not in line and "**better**" not in line
