@@ -26,6 +26,7 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 from andrea_lab.experiments.sweep.extend_grid import ExtendGrid
 from andrea_lab.experiments.sweep.grid import parse_lr
 from andrea_lab.experiments.sweep.plan import RunSpec, plan_sweep, suite_runs_dir
+from andrea_lab.experiments.sweep.speed_path import as_sibling
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state, settings_difference
@@ -223,7 +224,7 @@ class GridExtension:
                 f"{number} extension(s), the suite's ceiling; compare will not judge claims on it"
             )
             return []
-        more = runs_at(self.suite, self.runs_dir, cell_specs, lr)
+        more = [as_sibling(spec, cell_specs[0]) for spec in runs_at(self.suite, self.runs_dir, cell_specs, lr)]
         stale = next((spec for spec in more if settings_difference(spec.run_dir, list(spec.command))), None)
         if stale is not None:
             say(f"extend_grid: {label}: {stale.run_dir} holds a run made with other settings; not extended")

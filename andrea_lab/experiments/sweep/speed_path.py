@@ -286,6 +286,18 @@ def _with_path(spec: RunSpec, path: SpeedPath) -> RunSpec:
     return dataclasses.replace(spec, command=(*spec.command, *override_args(own)), overrides={**spec.overrides, **own})
 
 
+def as_sibling(spec: RunSpec, sibling: RunSpec) -> RunSpec:
+    """``spec`` on the speed path the sweep gave ``sibling``, a run of the same rung and variant. Why: a run planned
+    after the rule was applied (an LR ``extend_grid`` adds) must train in its cell's arithmetic, or the cell's
+    grid mixes bf16 and fp32 and its best LR is chosen across arithmetics. Keys the spec already sets (a variant
+    naming its own precision) stay as they are."""
+    own = {key: sibling.overrides[key] for key in (*OWN_KEYS, ATTENTION_KEY) if key in sibling.overrides}
+    own = {key: value for key, value in own.items() if key not in spec.overrides}
+    if not own:
+        return spec
+    return dataclasses.replace(spec, command=(*spec.command, *override_args(own)), overrides={**spec.overrides, **own})
+
+
 def _grouped(chosen: dict[Any, tuple[SpeedPath, bool]]) -> list[str]:
     """One phrase per distinct choice, naming the rungs (scale and variant) it applies to."""
     groups: dict[str, list[str]] = {}

@@ -20,6 +20,7 @@ from andrea_lab.experiments.sweep.executors import write_start_marker
 from andrea_lab.experiments.sweep.grid_extension import RECORD, GridExtension, next_lr, plan_lines, with_recorded
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.runner import Runner
+from andrea_lab.experiments.sweep.speed_path import apply
 from andrea_lab.experiments.sweep.suite import SuiteError, load_suite
 
 #: Each variant's true optimum: above the suite's grid (1e-3..4e-3), below it, and inside it.
@@ -171,3 +172,26 @@ def test_a_handed_record_cannot_plan_past_the_ceiling_or_add_a_bad_lr(tmp_path, 
     suite = load_suite(suite_file)
     with pytest.raises(SuiteError, match=f"{RECORD}: .*{named}"):
         with_recorded(suite, tmp_path / "runs", plan_sweep(suite, tmp_path / "runs"))
+
+
+def test_an_added_lr_trains_on_its_cells_speed_path(tmp_path):
+    """The sweep applies its speed rule to the runs it plans; the runs extend_grid adds later must train in the
+    same arithmetic, or a cell's grid mixes bf16 and fp32 (as d128's and d256's first extensions of the ladder did)."""
+    suite_file, runs = write_suite(tmp_path, max_extensions=1, variants=("rising", "bracketed")), tmp_path / "runs"
+    suite = load_suite(suite_file)
+    specs, _ = apply(plan_sweep(suite, runs), "bf16-compiled", lambda spec: None, bf16_units=True)
+    commands: dict[tuple, tuple] = {}
+
+    class Recording(StandInFits):
+        def launch(self, run_dir, command, marker, slot):
+            commands[(marker["variant"], marker["lr"])] = tuple(command)
+            return super().launch(run_dir, command, marker, slot)
+
+    Runner(specs, out=io.StringIO(), poll_s=0.0, executor=Recording(), extension=GridExtension(suite, runs)).run()
+    added = commands[("rising", 8e-3)]
+    for flag, value in (("--trainer.precision", "bf16-mixed"), ("--model.compile", "true")):
+        assert added[added.index(flag) + 1] == value, f"{flag} of the added run: {added}"
+    assert added.count("--trainer.precision") == 1
+    assert "--model.config.cpu_attention_fp32" in added
+    record = json.loads((runs / "ext" / "rising" / "lr8e-3-seed0" / "sweep-run.json").read_text())
+    assert record["overrides"]["trainer.precision"] == "bf16-mixed"
