@@ -283,6 +283,11 @@ def _with_path(spec: RunSpec, path: SpeedPath) -> RunSpec:
     own: dict[str, Any] = {"trainer.precision": path.precision, "model.compile": path.compile}
     if path.cpu_attention_fp32:  # only then: an fp32 path's command is as it was
         own[ATTENTION_KEY] = True
+    return _with_overrides(spec, own)
+
+
+def _with_overrides(spec: RunSpec, own: dict[str, Any]) -> RunSpec:
+    """``spec`` with ``own`` added to its command and to the overrides its run records."""
     return dataclasses.replace(spec, command=(*spec.command, *override_args(own)), overrides={**spec.overrides, **own})
 
 
@@ -293,9 +298,7 @@ def as_sibling(spec: RunSpec, sibling: RunSpec) -> RunSpec:
     naming its own precision) stay as they are."""
     own = {key: sibling.overrides[key] for key in (*OWN_KEYS, ATTENTION_KEY) if key in sibling.overrides}
     own = {key: value for key, value in own.items() if key not in spec.overrides}
-    if not own:
-        return spec
-    return dataclasses.replace(spec, command=(*spec.command, *override_args(own)), overrides={**spec.overrides, **own})
+    return _with_overrides(spec, own) if own else spec
 
 
 def _grouped(chosen: dict[Any, tuple[SpeedPath, bool]]) -> list[str]:
