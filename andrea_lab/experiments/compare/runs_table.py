@@ -362,6 +362,8 @@ def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
     present += curve_columns(runs)
     order = ([SCALE_INDEX] if SCALE_INDEX in present else []) + ["variant", "lr", "seed"]
     table = runs.reindex(columns=RUN_COLUMNS + present).sort_values(order, na_position="last")
+    for column in set(INTEGER_COLUMNS) & set(table.columns):  # "40", never "40.0", whichever path built the frame
+        table[column] = whole_numbers(table[column])
     csv_cells.write_csv(table, path, (*_STRING_COLUMNS, *csv_cells.HANDED_TEXT_COLUMNS))
 
 

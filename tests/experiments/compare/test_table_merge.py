@@ -85,3 +85,15 @@ def test_a_run_the_table_holds_as_stopped_is_replaced_by_the_one_that_ended_here
         (1, "finished", 2.1),
         (2, "finished", 1.7),
     ]
+
+
+def test_a_merged_table_writes_its_whole_number_columns_as_whole_numbers(table, tmp_path):
+    """The table's rows (nullable integers) and the new runs' records (plain objects, or floats where a new
+    run lacks a value) once concatenated held floats, and a regenerated runs.csv read "65536.0" and "63.0" where
+    the committed one read "65536" and "63": a diff of every row for no change of a number."""
+    new = pd.DataFrame([run(1e-3, 0, 2.0), higher_rung(1e-3, 0, 1.5)])
+    new["divergence_step"] = [float("nan"), 63.0]
+    written = tmp_path / "merged.csv"
+    write_runs_csv(merged(new, table), written)
+    rows = pd.read_csv(written, dtype=str, keep_default_na=False)
+    assert list(rows["divergence_step"]) == ["", "", "", "63"] and list(rows["seed"]) == ["0", "1", "2", "0"]
