@@ -57,6 +57,13 @@ class PowerLaw:
         return Prediction(self(compute), math.sqrt(variance) if variance >= 0 else math.nan)
 
 
+#: Where curve_fit may look for E and alpha (A: from 0 up; E's upper end, the highest loss fitted, is set by
+#: fit_power_law from its data). alpha at most 3, steeper than any loss exponent reported (Kaplan et al. 2020:
+#: 0.05 in compute; Hoffmann et al. 2022: 0.28-0.34 in parameters or tokens). A fit that ends on a bound was
+#: held there, not pinned by its points.
+POWER_LAW_BOUNDS = {"E": (0.0, math.inf), "alpha": (0.0, 3.0)}
+
+
 def _law(x: np.ndarray, e: float, a: float, alpha: float) -> np.ndarray:
     return e + a * x ** (-alpha)
 
@@ -71,7 +78,8 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float]) -> PowerLaw:
         raise ValueError(f"a power law with an irreducible term needs 3 computes or more, got {len(set(compute))}")
     c0 = float(compute.min())
     start = (float(loss.min()) * 0.9, float(loss.max() - loss.min()) + 1e-3, 0.3)
-    bounds = ([0.0, 0.0, 0.0], [float(loss.max()), np.inf, 3.0])
+    (e_low, _), (alpha_low, alpha_high) = POWER_LAW_BOUNDS["E"], POWER_LAW_BOUNDS["alpha"]
+    bounds = ([e_low, 0.0, alpha_low], [float(loss.max()), np.inf, alpha_high])
     params, covariance = optimize.curve_fit(_law, compute / c0, loss, p0=start, bounds=bounds, maxfev=20000)
     return PowerLaw(*map(float, params), c0, covariance)
 

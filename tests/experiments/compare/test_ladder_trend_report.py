@@ -50,3 +50,18 @@ def test_the_best_lr_is_interpolated_between_grid_points_and_kept_at_an_edge():
     star = x[2] + 0.25 * (x[3] - x[2])
     assert interpolated_log10_best_lr(table([(v - star) ** 2 for v in x])) == pytest.approx(star)
     assert interpolated_log10_best_lr(table([2.0, 2.1, 2.2, 2.3])) == pytest.approx(math.log10(1e-3))
+
+
+def test_a_parameter_the_fit_left_on_its_bound_is_said_to_be_there_not_given_an_error():
+    """Losses that fall as a plain power law (no floor) push E onto its lower bound 0: its covariance is then no
+    uncertainty, so the trend says the rungs did not pin it. A law with a floor keeps E inside, with its error."""
+    compute = [1e12, 1e12, 3e12, 3e12, 1e13, 1e13, 3e13, 3e13]
+    plain = [3.0 * (c / 1e12) ** -0.1 + jitter for c, jitter in zip(compute, [0.004, -0.004] * 4)]
+    floored = [1.2 + 2.0 * (c / 1e12) ** -0.5 + jitter for c, jitter in zip(compute, [0.004, -0.004] * 4)]
+    table = ladder_trend_report.trend_rows(
+        {"plain": (compute, plain), "floored": (compute, floored)}, {}, ["r0", "r1", "r2", "r3"], [], 1e14
+    ).set_index("name")
+    assert table.loc["plain", "trend"].startswith("E 0.000 (at its lower bound: not pinned by these rungs), alpha ")
+    assert "±" in table.loc["plain", "trend"].split("alpha")[1]
+    floored_trend = table.loc["floored", "trend"]
+    assert floored_trend.startswith("E 1.") and "bound" not in floored_trend and floored_trend.count("±") == 2
