@@ -31,19 +31,20 @@ def _row(kind: str, name: str, rungs: Sequence[str], fit, target: float, describ
 
 
 def _power_law(fit: ladder_trends.PowerLaw) -> str:
-    """E and alpha with their standard errors; a parameter the fit pushed onto a bound of its range is said to
-    be there instead: its covariance is not an uncertainty (the rungs did not pin it, the bound did)."""
+    """E and alpha with their standard errors; a parameter the fit left on a bound of its range is said to be
+    there instead (PowerLaw.at_bound): its covariance is no uncertainty (the bound held it, not the rungs)."""
     errors = np.sqrt(np.clip(np.diag(fit.covariance), 0.0, None))
-    return f"{_parameter('E', fit.e, errors[0])}, {_parameter('alpha', fit.alpha, errors[2])}"
+    return ", ".join(_parameter(fit, name, index, errors[index]) for name, index in (("E", 0), ("alpha", 2)))
 
 
-def _parameter(name: str, value: float, error: float) -> str:
-    """At a bound: within half the printed precision of it (scipy's bounded least squares stops just inside)."""
-    lower, upper = ladder_trends.POWER_LAW_BOUNDS[name]
-    for bound, side in ((lower, "lower"), (upper, "upper")):
-        if abs(value - bound) < 5e-4:
-            return f"{name} {value:.3f} (at its {side} bound: not pinned by these rungs)"
-    return f"{name} {value:.3f} ± {error:.3f}"
+def _parameter(fit: ladder_trends.PowerLaw, name: str, index: int, error: float) -> str:
+    value = fit.parameters[index]
+    side = fit.at_bound(index)
+    return (
+        f"{name} {value:.3f} ± {error:.3f}"
+        if side is None
+        else f"{name} {value:.3f} (at its {side} bound: not pinned by these rungs)"
+    )
 
 
 def _log_linear(fit: ladder_trends.LogLinear) -> str:

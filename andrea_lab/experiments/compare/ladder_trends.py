@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,13 +38,30 @@ class Prediction:
 
 @dataclass(frozen=True)
 class PowerLaw:
-    """``E + A · (C / c0) ** (-alpha)`` and the covariance of (E, A, alpha)."""
+    """``E + A · (C / c0) ** (-alpha)``, the covariance of (E, A, alpha) and the (lower, upper) bounds of
+    (E, A, alpha) the fit was held within."""
 
     e: float
     a: float
     alpha: float
     c0: float
     covariance: np.ndarray
+    bounds: tuple[tuple[float, float, float], tuple[float, float, float]]
+
+    @property
+    def parameters(self) -> tuple[float, float, float]:
+        """(E, A, alpha), in the order of ``covariance`` and ``bounds``."""
+        return self.e, self.a, self.alpha
+
+    def at_bound(self, index: int) -> Optional[str]:
+        """Which bound, "lower" or "upper", parameter ``index`` (0 E, 1 A, 2 alpha) ended on, if any,
+        within half the printed precision (scipy's bounded least squares stops just inside); else None. Such a
+        parameter was held there by the bound, not pinned by the points, so its covariance is no uncertainty."""
+        value = self.parameters[index]
+        for side, bound in zip(("lower", "upper"), (self.bounds[0][index], self.bounds[1][index])):
+            if abs(value - bound) < 5e-4:
+                return side
+        return None
 
     def __call__(self, compute: float) -> float:
         return self.e + self.a * (compute / self.c0) ** (-self.alpha)
@@ -57,11 +74,9 @@ class PowerLaw:
         return Prediction(self(compute), math.sqrt(variance) if variance >= 0 else math.nan)
 
 
-#: Where curve_fit may look for E and alpha (A: from 0 up; E's upper end, the highest loss fitted, is set by
-#: fit_power_law from its data). alpha at most 3, steeper than any loss exponent reported (Kaplan et al. 2020:
-#: 0.05 in compute; Hoffmann et al. 2022: 0.28-0.34 in parameters or tokens). A fit that ends on a bound was
-#: held there, not pinned by its points.
-POWER_LAW_BOUNDS = {"E": (0.0, math.inf), "alpha": (0.0, 3.0)}
+#: The steepest alpha a fit may take: steeper than any loss exponent reported (Kaplan et al. 2020: 0.05 in
+#: compute; Hoffmann et al. 2022: 0.28-0.34 in parameters or tokens).
+MAX_ALPHA = 3.0
 
 
 def _law(x: np.ndarray, e: float, a: float, alpha: float) -> np.ndarray:
@@ -78,10 +93,9 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float]) -> PowerLaw:
         raise ValueError(f"a power law with an irreducible term needs 3 computes or more, got {len(set(compute))}")
     c0 = float(compute.min())
     start = (float(loss.min()) * 0.9, float(loss.max() - loss.min()) + 1e-3, 0.3)
-    (e_low, _), (alpha_low, alpha_high) = POWER_LAW_BOUNDS["E"], POWER_LAW_BOUNDS["alpha"]
-    bounds = ([e_low, 0.0, alpha_low], [float(loss.max()), np.inf, alpha_high])
+    bounds = ((0.0, 0.0, 0.0), (float(loss.max()), math.inf, MAX_ALPHA))  # E no higher than any loss fitted
     params, covariance = optimize.curve_fit(_law, compute / c0, loss, p0=start, bounds=bounds, maxfev=20000)
-    return PowerLaw(*map(float, params), c0, covariance)
+    return PowerLaw(*map(float, params), c0, covariance, bounds)
 
 
 @dataclass(frozen=True)
