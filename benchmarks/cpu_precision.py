@@ -23,6 +23,9 @@ What it prints, every figure measured in this one run (never compare speeds acro
   what else PyTorch offers against the rest of the bf16 step: ``bf16-mixed+math-attention`` (SDPA's math
   path instead of the CPU flash kernel, whose backward was the largest non-matmul cost) and
   ``bf16-mixed+compile`` (``torch.compile`` of the model: fused elementwise work, norms and casts);
+  ``bf16-mixed+fp32-attention`` (``AndreaConfig.cpu_attention_fp32``: the attention kernel in fp32 under
+  autocast, the path ``andrea sweep --speed auto`` chooses) and ``bf16-mixed+fp32-attention+compile`` (that path
+  compiled: what the sweep's compile rule weighs against a compile's cost);
 * the share of a bf16-mixed step spent in matmul kernels (``torch.profiler``: self CPU time of ``aten::mm``,
   ``addmm``, ``bmm`` and the attention kernel, over all ops' self time), and at the widest width the ops that
   take most of it (``--top``), so what is left beside the matmuls shows;
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -55,7 +59,15 @@ from andrea_lab.model.transformer import Andrea  # noqa: E402
 from andrea_lab.runs.machine import cpu_description, has_bf16_units  # noqa: E402
 
 #: Every setting the benchmark knows; ``32-true`` (the reference) and ``bf16-mixed`` are always measured.
-ALL_SETTINGS = ("32-true", "bf16-mixed", "bf16-true", "bf16-mixed+math-attention", "bf16-mixed+compile")
+ALL_SETTINGS = (
+    "32-true",
+    "bf16-mixed",
+    "bf16-true",
+    "bf16-mixed+math-attention",
+    "bf16-mixed+compile",
+    "bf16-mixed+fp32-attention",
+    "bf16-mixed+fp32-attention+compile",
+)
 SETTINGS = ("32-true", "bf16-mixed", "bf16-true")  # the default
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu")
 
@@ -106,20 +118,26 @@ def shapes_seconds(shapes: list[tuple[int, int, int]], dtype: torch.dtype, reps:
     return median_seconds(run, reps, warmup=1)
 
 
+def setting_model(config: AndreaConfig, setting: str, seed: int = 0) -> Andrea:
+    """The model ``setting`` trains: bf16 weights for ``bf16-true``, the attention in fp32 for ``+fp32-attention``."""
+    precision, *modifiers = setting.split("+")
+    torch.manual_seed(seed)
+    model = Andrea(dataclasses.replace(config, cpu_attention_fp32="fp32-attention" in modifiers))
+    return model.to(torch.bfloat16) if precision == "bf16-true" else model
+
+
 def training_step(config: AndreaConfig, setting: str, batch: int, seed: int = 0) -> Callable[[], None]:
     """One optimizer step of ``setting`` on random tokens; returns the step as a closure."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    torch.manual_seed(seed)
-    model = Andrea(config)
-    if setting == "bf16-true":
-        model = model.to(torch.bfloat16)
+    precision, *modifiers = setting.split("+")
+    model = setting_model(config, setting, seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-    forward = torch.compile(model) if setting.endswith("+compile") else model
+    forward = torch.compile(model) if "compile" in modifiers else model
     idx = torch.randint(0, config.vocab_size, (batch, config.block_size))
     targets = torch.randint(0, config.vocab_size, (batch, config.block_size))
-    autocast = setting.startswith("bf16-mixed")
-    math_attention = setting.endswith("+math-attention")
+    autocast = precision == "bf16-mixed"
+    math_attention = "math-attention" in modifiers
 
     def step() -> None:
         # The backward runs inside too: it is the flash kernel's costly half.
