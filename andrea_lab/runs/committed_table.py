@@ -16,6 +16,8 @@ from andrea_lab.runs.directory import format_lr
 RECORD = "from-table.json"
 #: The numbers a rerun of a table's run must reproduce to the bit, in this order.
 WITNESSED = ("initial_val_loss", "final_val_loss", "heldout_loss")
+#: The table's column saying whether a run compiled (compare.run_columns): the sweep keeps a rung on it.
+COMPILED = "compiled"
 #: A run's place in a suite: (scale, variant, LR as format_lr writes it, seed).
 Key = tuple[Optional[str], str, str, int]
 

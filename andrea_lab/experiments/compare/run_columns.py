@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from andrea_lab.experiments.compare import heldout_columns as heldout_columns_module
 from andrea_lab.experiments.compare import outcomes
+from andrea_lab.runs import committed_table
 
 #: The columns of ``runs.csv``: one per field a comparison reads (the init columns are not written).
 RUN_COLUMNS = [
@@ -36,6 +37,7 @@ RUN_COLUMNS = [
 ]
 
 INTEGER_COLUMNS = (
+    "compiled",
     "gave_way_lead",
     "variant_index",
     "seed",
@@ -57,6 +59,10 @@ ATTN_LOGIT_MAX_FINAL, ATTN_ENTROPY_MIN_FINAL = "attn_logit_max_final", "attn_ent
 #: the suites set it have none, and their committed tables keep their columns).
 #: The precision setting and the machine kind of a run (None for runs recorded before they were kept).
 PRECISION, MACHINE = "precision", "machine"
+#: Whether the fit was compiled (its ``model.compile``, 1 or 0): the other half of the speed path beside the
+#: precision. A table carries it only where some run compiled (tables of eager suites keep their columns); ``andrea
+#: sweep --from-table`` keeps a rung on its runs' compile from it (compiled bf16 does not rerun eager to the bit).
+COMPILED = committed_table.COMPILED
 #: The train/held-out split rule's version the run's data was made with (andrea_lab.data.split; "1" for runs
 #: recorded before it was kept, all of which used version 1): scores on different splits do not compare.
 SPLIT = "split_version"
@@ -80,6 +86,7 @@ OPTIONAL_COLUMNS = (
     ATTN_LOGIT_MAX_FINAL,
     ATTN_ENTROPY_MIN_FINAL,
     PRECISION,
+    COMPILED,
     MACHINE,
     SPLIT,
     *heldout_columns_module.OPTIONAL,

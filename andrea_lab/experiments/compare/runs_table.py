@@ -33,6 +33,7 @@ from andrea_lab.experiments.compare.heldout_columns import curve_columns, heldou
 from andrea_lab.experiments.compare.run_columns import (  # noqa: F401  (the columns, imported from here too)
     ATTN_ENTROPY_MIN_FINAL,
     ATTN_LOGIT_MAX_FINAL,
+    COMPILED,
     DIVERGENCE_CAUSE,
     GAVE_WAY,
     GAVE_WAY_LEAD,
@@ -306,6 +307,8 @@ def load_run(run_dir: str | Path, root: str | Path | None = None, events: bool =
     machine = record.machine if record is not None else {}
     precision = config.get("trainer.precision") or machine.get("precision")
     row[PRECISION], row[MACHINE] = (None if precision is None else str(precision)), machine.get("kind")
+    compiled = config.get("model.compile")
+    row[COMPILED] = None if compiled is None else int(compiled is True or str(compiled).lower() == "true")
     row[THREADS] = machine.get("threads")
     row[SPLIT] = split_version(record)
     row.update(lens_columns(run_dir))  # `andrea lens`'s lens.json, when the run has one
@@ -359,6 +362,8 @@ def write_runs_csv(runs: pd.DataFrame, path: str | Path) -> None:
     """The per-run table, sorted, with the :data:`RUN_COLUMNS` that a later ``read_runs_csv`` needs (and those
     :data:`OPTIONAL_COLUMNS` some run has); its text cells safe in a spreadsheet (compare.csv_cells)."""
     present = [c for c in OPTIONAL_COLUMNS if c in runs and runs[c].notna().any()]
+    if COMPILED in present and not (runs[COMPILED] == 1).any():  # carried where some run compiled (run_columns)
+        present.remove(COMPILED)
     present += curve_columns(runs)
     order = ([SCALE_INDEX] if SCALE_INDEX in present else []) + ["variant", "lr", "seed"]
     table = runs.reindex(columns=RUN_COLUMNS + present).sort_values(order, na_position="last")

@@ -24,9 +24,10 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded, capped, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec
+from andrea_lab.experiments.sweep.speed_path import Tabled
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, write_json_atomic
-from andrea_lab.runs.committed_table import RECORD, WITNESSED, Key, is_missing, key_of, label
+from andrea_lab.runs.committed_table import COMPILED, RECORD, WITNESSED, Key, is_missing, key_of, label
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, read_record, run_state
 from andrea_lab.runs.machine import cpu_kind
 
@@ -39,6 +40,7 @@ class TableRun:
     numbers: tuple[Optional[float], ...]  # WITNESSED, in order
     loss: float
     precision: Optional[str] = None  # the trainer precision the table recorded (older tables did not)
+    compiled: Optional[bool] = None  # whether it compiled, where the table says (its ``compiled`` column)
 
 
 def _float(value) -> Optional[float]:
@@ -78,7 +80,8 @@ def read_table(path: str | Path, suite: Suite) -> Table:
         headline = numbers[2] if numbers[2] is not None else numbers[1]
         loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
         precision = None if is_missing(row.get("precision")) else str(row["precision"])
-        runs[key] = TableRun(row["status"], numbers, loss, precision)
+        compiled = None if is_missing(row.get(COMPILED)) else bool(int(row[COMPILED]))
+        runs[key] = TableRun(row["status"], numbers, loss, precision, compiled)
     kinds = frozenset(str(kind) for kind in table.get("machine", []) if not is_missing(kind))
     return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))
 
@@ -88,14 +91,15 @@ def row_of(rows: Mapping[Key, TableRun], spec: RunSpec) -> Optional[TableRun]:
     return rows.get(key_of(spec.scale, spec.variant, spec.lr, spec.seed))
 
 
-def precision_of(table: Table) -> Callable[[RunSpec], Optional[str]]:
-    """The precision the table recorded for a planned run (None where it holds no such run; "" where it holds one
-    but recorded no precision, as tables made before the sweep chose one: made as the config said): the speed
-    rule keeps a rung the table holds on the table's arithmetic, or its witness could not reproduce it."""
+def precision_of(table: Table) -> Callable[[RunSpec], Optional[Tabled]]:
+    """The precision and compile the table recorded for a planned run (None where it holds no such run; precision
+    "" where it holds one but recorded none, as tables made before the sweep chose one: made as the config said;
+    compiled None where the table does not say): the speed rule keeps a rung the table holds on the table's
+    arithmetic, or its witness could not reproduce it."""
 
-    def precision(spec: RunSpec) -> Optional[str]:
+    def precision(spec: RunSpec) -> Optional[Tabled]:
         row = row_of(table.runs, spec)
-        return None if row is None else (row.precision or "")
+        return None if row is None else Tabled(row.precision or "", row.compiled)
 
     return precision
 
@@ -189,10 +193,22 @@ def witness_problem(spec: RunSpec, row: TableRun) -> Optional[str]:
         if table_value != value:
             return (
                 f"the witness {spec.label} reran to {name} {value!r} where the table has {table_value!r}: this "
-                "machine, torch, thread count a fit (--jobs) or suite does not rerun the table's runs to the bit, so "
-                "runs added here would not be comparable with them; rerun the whole suite (without --from-table)"
+                "machine, torch, thread count a fit (--jobs), speed path or suite does not rerun the table's runs to "
+                "the bit, so runs added here would not be comparable with them; rerun the whole suite (without "
+                f"--from-table){_compile_hint(row)}"
             )
     return None
+
+
+def _compile_hint(row: TableRun) -> str:
+    """Where the table does not say whether a bf16 run compiled (tables before its ``compiled`` column), the speed
+    rule guessed for the witness; the user knows which: say how to set it."""
+    if row.compiled is not None or not (row.precision or "").startswith("bf16"):
+        return ""
+    return (
+        "; the table does not record whether its runs compiled, and the sweep's rule guessed: if they were, "
+        "try --speed bf16-compiled, else --speed bf16"
+    )
 
 
 class TableExtension:

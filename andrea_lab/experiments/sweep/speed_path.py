@@ -17,8 +17,9 @@ the CPU's matrix units" and "A compile paid once per shape"):
 * **The attention.** PyTorch's CPU flash-attention kernel runs its bf16 backward ~3x slower than its fp32 one, so
   every bf16 path the sweep chooses or is forced to computes the attention in float32
   (``model.config.cpu_attention_fp32``: a d512 step 1.94x fp32's instead of 1.64x, benchmarks/cpu_attention.py).
-* **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token at d256-d512 (not measured
-  below :data:`COMPILE_FROM_WIDTH`, where the rule never compiles), against a
+* **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token, measured at d256 and d512
+  (5 % and 8 % of the eager step; not measured below :data:`COMPILE_FROM_WIDTH`, where the rule never compiles),
+  against a
   compile of :data:`COLD_COMPILE_S` the first time a shape is compiled on a machine and
   :data:`WARM_COMPILE_S` once its cache entry exists (andrea_lab.fit.compile_cache). A sweep's fits of one
   shape share the cold compile; it is chosen where the steps save more than a fit's share of it.
@@ -48,15 +49,21 @@ from andrea_lab.runs.directory import START_MARKER
 #: The narrowest model for which bf16-mixed (attention in fp32) was measured faster than fp32 with bf16 units and its
 #: loss shown equivalent (experiments/suites/speed_equivalence_d64.yaml; 256 while the bf16 attention was used).
 BF16_FROM_WIDTH = 64
-#: The narrowest model at which a compiled bf16 step's saving was measured (d256 and d512).
-COMPILE_FROM_WIDTH = 256
-#: Seconds a compiled bf16-mixed step saved per token over an eager one (AVX512-BF16 EPYC, 2 threads, batch
-#: 16 x 128: 97 ms a step at d256, 66 ms at d512; the smaller of the two, per token).
-COMPILE_SAVING_S_PER_TOKEN = 0.066 / (16 * 128)
-#: A fit's compile with an empty cache (cpu-wide: 215.5 s compiled against 126.3 s eager over 250 steps).
-COLD_COMPILE_S = 115.0
-#: A fit's compile once the shape's entry exists (benchmarks/compile_cache.py: 13.5 s against 295.5 s cold at load 11).
-WARM_COMPILE_S = 15.0
+#: Seconds a compiled bf16-mixed step (its attention in fp32, as the sweep's bf16 path) saved per token over the
+#: eager one, by the width it was measured at: benchmarks/cpu_precision.py at the ladder's shape (6 blocks, batch
+#: 64 x 64, vocab 257), 1 thread as each job of a -j 2 sweep has, with a -j 2 sweep beside it (AVX512-BF16 EPYC,
+#: 2026-12-07; docs/performance.md): 953.3 against 901.9 ms a step at d256, 3188.6 against 2948.3 ms at d512. (The
+#: 97 ms a step measured before was against the bf16 attention kernel, which the sweep no longer runs.) A rung
+#: takes the saving of the widest width measured at or below its own.
+COMPILE_SAVING_S_PER_TOKEN = {256: 0.0514 / (64 * 64), 512: 0.2403 / (64 * 64)}
+#: The narrowest model at which a compiled bf16 step's saving was measured; the rule never compiles below it.
+COMPILE_FROM_WIDTH = min(COMPILE_SAVING_S_PER_TOKEN)
+#: A fit's compile with an empty cache: speed_equivalence's first compiled d256 fit (summary.json's
+#: ``machine.compile.compile_s``: 129.7 s, 2026-12-07).
+COLD_COMPILE_S = 130.0
+#: A fit's compile once the shape's entry exists: the median of speed_equivalence's six warm compiled d256 fits
+#: (25.0-35.4 s; benchmarks/compile_cache.py's 13.5 s times the model alone, without the fit's other graphs).
+WARM_COMPILE_S = 29.0
 SPEEDS = ("auto", "config", "fp32", "bf16", "bf16-compiled")
 #: What each forced speed sets.
 FORCED = {"fp32": ("32-true", False), "bf16": ("bf16-mixed", False), "bf16-compiled": ("bf16-mixed", True)}
@@ -78,6 +85,14 @@ class Rung:
     cpu_attention_fp32: bool = False
     on_cpu: bool = True  # the rule is measured on CPUs: a rung trained elsewhere keeps what its config says
     cache_warm: bool = False  # this user's compile cache already holds the shape at bf16-mixed
+
+
+@dataclass(frozen=True)
+class Tabled:
+    """What a committed table (``--from-table``) recorded of one of its runs' paths."""
+
+    precision: str  # "": a table from before runs recorded their precision (made as the config said)
+    compiled: Optional[bool] = None  # None: the table does not say (tables before runs.csv's ``compiled``)
 
 
 @dataclass(frozen=True)
@@ -108,7 +123,8 @@ def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
         units = f"d_model {rung.d_model} >= {BF16_FROM_WIDTH} with bf16 units"
         why = f"{units}; eager: a compile's saving was measured from d{COMPILE_FROM_WIDTH}"
         return SpeedPath("bf16-mixed", False, why, cpu_attention_fp32=True)
-    saving = rung.steps * rung.tokens_per_step * COMPILE_SAVING_S_PER_TOKEN
+    measured_at = max(width for width in COMPILE_SAVING_S_PER_TOKEN if width <= rung.d_model)
+    saving = rung.steps * rung.tokens_per_step * COMPILE_SAVING_S_PER_TOKEN[measured_at]
     cost = WARM_COMPILE_S + (0.0 if rung.cache_warm else COLD_COMPILE_S / max(1, rung.fits))
     why = (
         f"d_model {rung.d_model} >= {BF16_FROM_WIDTH} with bf16 units; compiling saves ~{saving:.0f} s a fit "
@@ -129,7 +145,7 @@ def apply(
     bf16_units: bool,
     recorded: Callable[[RunSpec], Optional[dict]] = lambda spec: _marker_overrides(spec),
     siblings: Sequence[RunSpec] = (),
-    tabled: Callable[[RunSpec], Optional[str]] = lambda spec: None,
+    tabled: Callable[[RunSpec], Optional[Tabled]] = lambda spec: None,
 ) -> tuple[list[RunSpec], Optional[str]]:
     """The specs with each rung's path in its command, and the line that says what was chosen and why (None
     for ``config``). ``rung_of`` reads a spec's model and steps (the preflight's parser, once per rung). Under
@@ -137,7 +153,7 @@ def apply(
     made with, as the config says or as an earlier sweep chose: the sweep neither counts as done nor overwrites
     runs made with other settings. ``siblings`` are the suite's other runs of the same rungs, not planned this
     time (``--variants``, ``--lrs``, ``--seeds``): their runs made count, and their variants share the path.
-    ``tabled``: the precision a committed table (``--from-table``) recorded for a run; its rows count as runs made."""
+    ``tabled``: the path a committed table (``--from-table``) recorded for a run; its rows count as runs made."""
     if speed == "config":
         return list(specs), None
     planned = {spec.run_dir for spec in specs}
@@ -155,8 +171,8 @@ def apply(
         elif speed == "auto" and (earlier := _made(every, key, recorded)) is not None:
             chosen[key] = earlier
             made.append(key)
-        elif speed == "auto" and (precision := _tabled(every, key, tabled)) is not None:
-            chosen[key] = _as_table(precision, rung_of(spec), fits[key], bf16_units)
+        elif speed == "auto" and (found := _tabled(every, key, tabled)) is not None:
+            chosen[key] = _as_table(found, rung_of(spec), fits[key], bf16_units)
             made.append(key)
         else:
             rung = rung_of(spec)
@@ -233,25 +249,32 @@ def _made(
     return None
 
 
-def _tabled(specs: Sequence[RunSpec], key: Any, tabled: Callable[[RunSpec], Optional[str]]) -> Optional[str]:
-    """The precision a committed table recorded for one of the shape's runs (None: it holds none of them)."""
+def _tabled(specs: Sequence[RunSpec], key: Any, tabled: Callable[[RunSpec], Optional[Tabled]]) -> Optional[Tabled]:
+    """The path a committed table recorded for one of the shape's runs (None: it holds none of them)."""
     return next((found for spec in specs if _shape(spec) == key and (found := tabled(spec)) is not None), None)
 
 
-def _as_table(precision: str, rung: Optional[Rung], fits: int, bf16_units: bool) -> tuple[SpeedPath, bool]:
-    """The path of a shape whose runs a committed table holds: its recorded precision. The table does not record
-    compile or the attention's arithmetic: the config's where the precision is the config's, else the rule's for
-    that precision, asked as the sweep that made them asked it (``fits``: the shape's fits over the suite, which
-    share its cold compile; asked for one fit, the rule would not compile a rung it compiled). Either way the
-    sweep's witness run checks the guess to the bit before anything else runs."""
+def _as_table(found: Tabled, rung: Optional[Rung], fits: int, bf16_units: bool) -> tuple[SpeedPath, bool]:
+    """The path of a shape whose runs a committed table holds: its recorded precision, and its recorded compile
+    where the table says (its ``compiled`` column). A table that does not say leaves the compile to the rule,
+    asked as the sweep that made them asked it (``fits``: the shape's fits over the suite, which share its cold
+    compile); the attention's arithmetic is the config's where the precision is, else the sweep's bf16 path's.
+    Either way the sweep's witness run checks the path to the bit before anything else runs."""
+    precision = found.precision
     if not precision:  # a table from before runs recorded their precision: they were made as the config said
         return SpeedPath("", False, "as the committed table's runs were made (as the config says)"), False
-    why = f"as the committed table's runs were made ({machine.precision_name(precision)})"
-    if rung is None or _precision_word(precision) == _precision_word(rung.precision):
+    why = f"as the committed table's runs were made ({machine.precision_name(precision)}"
+    why += ")" if found.compiled is None else f", {'compiled' if found.compiled else 'eager'})"
+    same_precision = rung is not None and _precision_word(precision) == _precision_word(rung.precision)
+    if rung is None or (same_precision and found.compiled in (None, rung.compile)):
         return SpeedPath("", False, why), False
+    attention = precision.startswith("bf16") and (not same_precision or rung.cpu_attention_fp32)
+    if found.compiled is not None:
+        path = SpeedPath(precision, found.compiled, why, cpu_attention_fp32=attention)
+        return path, _changes(path, rung)
     path = choose(bf16_units, dataclasses.replace(rung, fits=fits))
     if _precision_word(path.precision) != _precision_word(precision):
-        path = SpeedPath(precision, False, why, cpu_attention_fp32=precision.startswith("bf16"))
+        path = SpeedPath(precision, False, why, cpu_attention_fp32=attention)
     path = dataclasses.replace(path, reason=why)
     return path, _changes(path, rung)
 
@@ -336,7 +359,7 @@ def for_sweep(
     speed: str,
     parse: bool = True,
     siblings: Sequence[RunSpec] = (),
-    tabled: Callable[[RunSpec], Optional[str]] = lambda spec: None,
+    tabled: Callable[[RunSpec], Optional[Tabled]] = lambda spec: None,
 ) -> tuple[list[RunSpec], Optional[str]]:
     """:func:`apply` with this machine's CPU and the preflight's parser: what ``andrea sweep --speed`` does.
     Without ``parse`` (``--no-check``) ``auto`` keeps the configs' paths and a forced path is put in every

@@ -293,6 +293,29 @@ def test_each_run_carries_its_precision_and_machine_into_runs_csv(tmp_path):
     assert again.loc[0, "precision"] == "bf16-mixed" and again.loc[0, "machine"] == "Xeon +bf16"
 
 
+def test_runs_csv_says_which_runs_compiled_where_some_did_and_the_sweep_reads_it(tmp_path):
+    """A compiled bf16 step does not rerun an eager one to the bit, so a committed table must say which its runs
+    were: andrea sweep --from-table keeps the rung on it (speed_path.Tabled). Eager suites keep their columns."""
+    from andrea_lab.experiments.sweep.from_table import read_table
+
+    root = tmp_path / "runs"
+    for seed, compiled in ((0, False), (1, True)):
+        run_dir = write_run(root, "a", 1e-3, seed, 2.0 + seed / 10)
+        (run_dir / "config.yaml").write_text(f"model:\n  compile: {str(compiled).lower()}\n")
+    runs = load_runs(root)
+    assert sorted(zip(runs["seed"], runs["compiled"])) == [(0, 0), (1, 1)]
+    write_runs_csv(runs, tmp_path / "runs.csv")
+    assert read_runs_csv(tmp_path / "runs.csv")["compiled"].tolist() == [0, 1]
+    suite_file = tmp_path / "toy.yaml"
+    suite_file.write_text("base: base.yaml\nlrs: [1e-3]\nseeds: [0, 1]\nvariants:\n  - name: a\n")
+    (tmp_path / "base.yaml").write_text("trainer: {max_steps: 1}\n")
+    table = read_table(tmp_path / "runs.csv", load_suite(suite_file))
+    assert sorted(run.compiled for run in table.runs.values()) == [False, True]
+    eager = runs[runs["compiled"] == 0]
+    write_runs_csv(eager, tmp_path / "eager.csv")
+    assert "compiled" not in read_runs_csv(tmp_path / "eager.csv").columns
+
+
 def test_numbers_written_two_ways_are_one_setting_when_naming_variants():
     from andrea_lab.experiments.compare.config_variants import name_by_differences
 

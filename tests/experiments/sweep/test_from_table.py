@@ -198,3 +198,12 @@ def test_a_table_from_another_cpu_kind_or_thread_count_is_refused_before_the_wit
     )
     assert code == 2 and fits.started == []
     assert expected in capsys.readouterr().err
+
+
+def test_a_drifted_bf16_witness_from_a_table_that_does_not_say_whether_it_compiled_says_how_to_choose():
+    from andrea_lab.experiments.sweep.from_table import TableRun, _compile_hint
+
+    numbers = (5.5, 2.0, 2.1)
+    assert "--speed bf16-compiled, else --speed bf16" in _compile_hint(TableRun("finished", numbers, 2.1, "bf16-mixed"))
+    for said in (TableRun("finished", numbers, 2.1, "bf16-mixed", True), TableRun("finished", numbers, 2.1, "32-true")):
+        assert _compile_hint(said) == "", "the table says, or the run was fp32 (the rule never compiles fp32)"

@@ -7,7 +7,7 @@ import pytest
 
 from andrea_lab.experiments.sweep import speed_path
 from andrea_lab.experiments.sweep.plan import RunSpec
-from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH, COMPILE_FROM_WIDTH, Rung, apply, choose
+from andrea_lab.experiments.sweep.speed_path import BF16_FROM_WIDTH, COMPILE_FROM_WIDTH, Rung, Tabled, apply, choose
 
 WIDE = Rung(d_model=512, steps=250, tokens_per_step=16 * 128, fits=12)
 
@@ -35,9 +35,21 @@ def test_from_cpu_base_width_bf16_with_fp32_attention_and_eager_below_where_comp
 
 def test_wide_models_take_bf16_and_compile_only_where_the_steps_pay_for_it():
     short = choose(True, Rung(d_model=256, steps=50, tokens_per_step=2048, fits=1))
-    long = choose(True, Rung(d_model=256, steps=5000, tokens_per_step=2048, fits=1))
+    long = choose(True, Rung(d_model=256, steps=50_000, tokens_per_step=2048, fits=1))
     assert short.precision == long.precision == "bf16-mixed"
     assert (short.compile, long.compile) == (False, True)
+
+
+def test_the_ladders_d256_rung_trains_eager_and_a_d512_rung_of_its_length_compiled():
+    # Measured in the sweep's own fits (speed_equivalence, d256 x 500 steps of 64 x 64 tokens): a warm compile cost
+    # ~29 s a fit and the compiled steps saved ~26 s, and the compiled fits took longer. At d512 the saving is
+    # ~4.7x larger per token and pays.
+    d256 = Rung(d_model=256, steps=500, tokens_per_step=64 * 64, fits=100, cache_warm=True)
+    assert not choose(True, d256).compile and "saves ~26 s a fit (500 steps) against ~29 s" in choose(True, d256).reason
+    assert choose(True, dataclasses.replace(d256, d_model=512)).compile
+    assert choose(True, dataclasses.replace(d256, d_model=384)).reason == choose(True, d256).reason.replace(
+        "d_model 256", "d_model 384"
+    )  # between measured widths: the narrower one's saving
 
 
 def test_a_compile_shared_by_many_fits_or_already_cached_pays_sooner():
@@ -176,7 +188,7 @@ def test_a_rung_a_committed_table_holds_keeps_the_tables_arithmetic(table_precis
     # rung the table holds none of (the ladder's next one) takes the rule's own path.
     specs = [_spec(1, "d64", "pre"), _spec(2, "d64", "gpt2_init"), _spec(3, "d128", "pre")]
     read = lambda spec: Rung(int(spec.scale[1:]), 250, 2048)  # noqa: E731 - the rule alone would take bf16 at both
-    tabled = lambda spec: table_precision if spec.index == 1 else None  # noqa: E731 - the table holds d64 pre's run
+    tabled = lambda spec: Tabled(table_precision) if spec.index == 1 else None  # noqa: E731 - the table holds d64 pre's
     out, line = apply(specs, "auto", read, True, recorded=lambda s: None, tabled=tabled)
     assert out[2].command[-6:] == BF16_EAGER_TAIL
     if table_precision == "32-true":
@@ -191,15 +203,31 @@ def test_a_rung_a_committed_table_holds_keeps_the_tables_arithmetic(table_precis
     assert "(as d64 pre's runs were made, one path a rung) for d64 gpt2_init" in line
 
 
-def test_a_tabled_bf16_rung_the_rule_compiled_for_its_many_fits_is_compiled_again():
-    """The ladder's d256, carried across sessions: made bf16-compiled because its 81 fits share one cold compile.
-    Asked for one fit, the rule would not compile, so the witness would rerun eager and never reproduce the table."""
+def test_a_tabled_rung_keeps_the_compile_its_table_recorded_whatever_the_rule_says_now():
+    """The ladder's d256, carried across sessions: made bf16-compiled, which the rule no longer chooses there. A
+    table that records it (its ``compiled`` column) keeps the rung compiled, or the witness would rerun eager and
+    never reproduce the table; an eager table's rung stays eager where the rule would compile."""
     specs = [_spec(index, "d256", "pre") for index in range(1, 41)]
     read = lambda spec: Rung(256, 500, 64 * 64)  # noqa: E731 - fits=1 as rung_of reads it
-    assert not choose(True, read(specs[0])).compile, "the premise: one fit alone does not pay for the compile"
-    out, line = apply(specs, "auto", read, True, recorded=lambda s: None, tabled=lambda spec: "bf16-mixed")
-    assert all(s.command[s.command.index("--model.compile") + 1] == "true" for s in out)
-    assert line.startswith("speed: bf16-mixed, compiled, fp32 attention (as the committed table's runs were made")
+    assert not choose(True, dataclasses.replace(read(specs[0]), fits=40)).compile, "the premise: the rule is eager"
+    out, line = apply(
+        specs, "auto", read, True, recorded=lambda s: None, tabled=lambda spec: Tabled("bf16-mixed", True)
+    )
+    assert all(
+        s.command[-6:] == ("--trainer.precision", "bf16-mixed", "--model.compile", "true", *BF16_EAGER_TAIL[-2:])
+        for s in out
+    )
+    assert line.startswith(
+        "speed: bf16-mixed, compiled, fp32 attention (as the committed table's runs were made (bf16-mixed, compiled))"
+    )
+    wide = lambda spec: Rung(512, 5000, 64 * 64)  # noqa: E731 - where the rule would compile
+    out, line = apply(
+        specs, "auto", wide, True, recorded=lambda s: None, tabled=lambda spec: Tabled("bf16-mixed", False)
+    )
+    assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out) and "(bf16-mixed, eager))" in line
+    # A table that does not say (before its compiled column): the rule's guess, which the witness then checks.
+    out, line = apply(specs, "auto", read, True, recorded=lambda s: None, tabled=lambda spec: Tabled("bf16-mixed"))
+    assert all(s.command[-6:] == BF16_EAGER_TAIL for s in out) and "runs were made (bf16-mixed)) for d256 pre" in line
 
 
 def test_andrea_sweep_from_table_keeps_the_tables_path_for_its_witness(tmp_path, monkeypatch, capsys):
