@@ -130,6 +130,10 @@ def gave_way_lines(runs: pd.DataFrame) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     recorded = runs[runs["gave_way_first"].notna()]
+    # In the suite's variant order, whichever way the frame came (run directories as found, or a sorted runs.csv):
+    # one comparison.md for the same runs.
+    order = [column for column in ("variant_index", "variant") if column in recorded]
+    recorded = recorded.sort_values(order, kind="stable", na_position="last")
     for variant, rows in recorded.groupby("variant", sort=False):
         event_signal = rows["gave_way_first"].astype(str).str.split(": ", n=1, expand=True)
         families = event_signal[1].str.split("/").str[0] + " (" + event_signal[0] + ")"

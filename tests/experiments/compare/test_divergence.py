@@ -170,3 +170,9 @@ def test_what_gave_way_first_reaches_runs_csv_and_a_per_variant_table(tmp_path):
     assert "| a | attn_logit_max_head (divergence) | 1 | 50 [50, 50] |" in lines
     assert "| a | none (spike) | 1 | n/a |" in lines
     assert gave_way_lines(runs[runs["variant"] == "b"]) == []
+    # The suite's order (a is variant 1), whatever order the frame's rows came in: one report for the same runs.
+    two = runs.assign(variant=runs["variant"].where(runs["seed"] != 2, "c"))
+    two.loc[two["variant"] == "c", "variant_index"] = 0
+    named = lambda frame: [line.split(" | ")[0] for line in gave_way_lines(frame) if line[2:4] in ("a ", "c ")]  # noqa: E731
+    orders = [named(two), named(two.iloc[::-1])]
+    assert orders[0] == orders[1] == ["| c", "| a", "| a"]
