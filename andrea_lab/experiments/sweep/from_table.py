@@ -47,6 +47,14 @@ def _float(value) -> Optional[float]:
     return None if is_missing(value) else float(value)
 
 
+def _compiled(value) -> Optional[bool]:
+    """A ``compiled`` cell: 1 or 0, else (empty, or a handed table's other text) not said."""
+    try:
+        return {0: False, 1: True}.get(value) if not is_missing(value) else None
+    except TypeError:  # unhashable, or pandas' NA
+        return None
+
+
 @dataclass(frozen=True)
 class Table:
     """A committed table's ended runs, and what they ran on where it recorded it (older tables did not)."""
@@ -80,7 +88,7 @@ def read_table(path: str | Path, suite: Suite) -> Table:
         headline = numbers[2] if numbers[2] is not None else numbers[1]
         loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
         precision = None if is_missing(row.get("precision")) else str(row["precision"])
-        compiled = None if is_missing(row.get(COMPILED)) else bool(int(row[COMPILED]))
+        compiled = _compiled(row.get(COMPILED))
         runs[key] = TableRun(row["status"], numbers, loss, precision, compiled)
     kinds = frozenset(str(kind) for kind in table.get("machine", []) if not is_missing(kind))
     return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))

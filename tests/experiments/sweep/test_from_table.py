@@ -207,3 +207,13 @@ def test_a_drifted_bf16_witness_from_a_table_that_does_not_say_whether_it_compil
     assert "--speed bf16-compiled, else --speed bf16" in _compile_hint(TableRun("finished", numbers, 2.1, "bf16-mixed"))
     for said in (TableRun("finished", numbers, 2.1, "bf16-mixed", True), TableRun("finished", numbers, 2.1, "32-true")):
         assert _compile_hint(said) == "", "the table says, or the run was fp32 (the rule never compiles fp32)"
+
+
+def test_a_tables_compiled_cell_is_read_as_said_only_when_it_is_0_or_1():
+    import pandas as pd
+
+    from andrea_lab.experiments.sweep.from_table import _compiled
+
+    assert [_compiled(value) for value in (1, 0, 1.0)] == [True, False, True]
+    # Anything else in a handed table is "not said": the rule guesses and the witness checks, never a crash.
+    assert {_compiled(value) for value in (-1, 2.5, float("nan"), None, pd.NA, "yes", [1])} == {None}
