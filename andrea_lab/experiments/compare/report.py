@@ -20,8 +20,9 @@ from andrea_lab.experiments.compare.attention_columns import attention_legend
 from andrea_lab.experiments.compare.claims import parse_claims
 from andrea_lab.experiments.compare.compare import Column
 from andrea_lab.experiments.compare.config_variants import SUPERSEDED
+from andrea_lab.experiments.compare.costs import cost_notes
 from andrea_lab.experiments.compare.divergence import gave_way_lines, stuck_window_note
-from andrea_lab.experiments.compare.runs_table import INIT, WALL_TIME, write_runs_csv
+from andrea_lab.experiments.compare.runs_table import INIT, write_runs_csv
 from andrea_lab.experiments.compare.scored import judged_on, legend, scored_name  # noqa: F401 (report.* callers)
 from andrea_lab.experiments.compare.stats import COUNTED_STATUSES
 from andrea_lab.experiments.compare.steps import has_curves, steps_lines
@@ -291,19 +292,6 @@ def plan_suite(
         "notes": left_out_notes(suite_runs) + cost_notes(suite_runs),
         "calibration": calibration_text(suite_runs, aa_pair),
     }
-
-
-def cost_notes(runs: pd.DataFrame) -> list[str]:
-    """What the suite's fits cost here (summary.json's wall time, summed): the figure a suite file's comment
-    quotes, measured rather than estimated. None for runs recorded without it."""
-    if WALL_TIME not in runs or runs[WALL_TIME].notna().sum() == 0:
-        return []
-    seconds = runs[WALL_TIME].dropna().astype(float)
-    return [
-        f"cost here: {len(seconds)} fits took {seconds.sum() / 60:,.1f} min of wall time in all "
-        f"({seconds.mean():.0f} s per fit on average, {seconds.max():.0f} s the longest); a sweep at -j N "
-        "takes about that divided by N, plus each run's start-up"
-    ]
 
 
 def calibration_text(runs: pd.DataFrame, aa_pair: Optional[tuple[str, str]]) -> Optional[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from andrea_lab.experiments.compare.runs_table import CURVE_COLUMNS, MAX_RUNS_CSV_BYTES, read_runs_csv
+from andrea_lab.experiments.compare.runs_table import COMPILED, CURVE_COLUMNS, MAX_RUNS_CSV_BYTES, read_runs_csv
 from andrea_lab.files import HandedFileError, load_json, read_regular_bytes
 from andrea_lab.runs.committed_table import RECORD, WITNESSED, Key, is_missing, key_of, label
 from andrea_lab.runs.directory import DONE_STATES
@@ -77,8 +77,8 @@ def merged(runs: pd.DataFrame, table_path: str | Path) -> pd.DataFrame:
             "so nothing shows the new runs are comparable with it (andrea sweep --from-table reruns one a scale)"
         )
     added = pd.DataFrame(new, columns=runs.columns).drop(columns=list(CURVE_COLUMNS), errors="ignore")
-    for column in set(added.columns) - header(table_path):  # measured by the new runs only: scored as the table was
-        added[column] = None
+    for column in set(added.columns) - header(table_path) - {COMPILED}:  # measured by the new runs only: scored as
+        added[column] = None  # the table was (how a run was made, which scores nothing, is kept)
     kept = table[[key not in superseded for key in _keys(table)]]
     return pd.concat([kept, added], ignore_index=True) if new else table
 

@@ -32,6 +32,15 @@ def test_the_new_runs_join_the_table_and_what_it_never_measured_is_blanked(table
     assert result.loc[result["lr"] == 2e-3, "heldout_loss"].tolist() == [1.8]
 
 
+def test_how_the_new_runs_were_made_is_kept_where_the_table_did_not_record_it(table):
+    """compiled scores nothing: the new runs keep it (the table's rows stay unsaid), so the path costs and a later
+    --from-table know which were compiled."""
+    new = pd.DataFrame([run(1e-3, 0, 2.0, compiled=1), run(2e-3, 0, 1.8, compiled=1)])
+    result = merged(new, table)
+    assert result.loc[result["lr"] == 2e-3, "compiled"].tolist() == [1]
+    assert result.loc[result["seed"] != 0, "compiled"].isna().all()
+
+
 def test_a_rerun_off_by_one_ulp_is_refused_naming_both_values(table):
     drifted = 2.0 + 4.440892098500626e-16
     with pytest.raises(ValueError, match=r"the rerun d64 pre lr=1e-3 seed=0 has final_val_loss 2.0000000000000004"):
