@@ -173,7 +173,7 @@ VARIANT_COLUMNS = [
         "sensitivity − reference [95 % CI]",
         lambda v: _versus(v.comparison and v.comparison.sensitivity),
     ),
-    Column("diverged_per_lr", "diverged per LR", lambda v: v.diverged_per_lr()),
+    Column("diverged_per_lr", "failed per LR", lambda v: v.diverged_per_lr()),
     Column("grad_norm_median", "grad norm median", lambda v: v.rows["grad_norm_median"].median(), _grad),
     Column(
         "grad_norm_max_after_warmup",
@@ -244,7 +244,7 @@ PER_LR_COLUMNS = [
         "− reference, same LR [95 % CI, unadjusted]",
         lambda c: "reference" if c.variant.is_reference else ("n/a" if c.paired is None else _versus(c.paired)),
     ),
-    Column("diverged", "diverged [exact 95 %]", lambda c: describe_rate(int(c.rows["diverged"].sum()), len(c.rows))),
+    Column("diverged", "failed [exact 95 %]", lambda c: describe_rate(int(c.rows["diverged"].sum()), len(c.rows))),
     Column("trained_loss", "loss of the runs that trained", lambda c: _trained(c.rows["trained"])),
     Column(
         "divergence_p",
@@ -315,7 +315,7 @@ def per_lr_columns(variants: Sequence[Variant]) -> list[Column]:
     (:mod:`andrea_lab.experiments.compare.attention_columns`)."""
 
     kinds = (
-        [Column("divergence_kinds", "how they ended (diverged = stuck, blew up or regressed)", describe_cell)]
+        [Column("divergence_kinds", "how they ended (failed = stuck, blew up or regressed)", describe_cell)]
         if any(any_outcome_to_tell(v.rows) for v in variants)
         else []
     )

@@ -221,7 +221,7 @@ SCALE_VARIANT_COLUMNS = [  # over (scale, compare.Variant) pairs
     Column("best_lr", "best LR", lambda sv: sv[1].best_lr, format_lr),
     Column("loss_at_best_mean", "loss at best LR", lambda sv: float(sv[1].at_best.mean()), compare.fmt),
     Column("lr_sensitivity", "LR sensitivity", lambda sv: compare.mean_sd(sv[1].sensitivity)),
-    Column("diverged", "diverged", lambda sv: f"{int(sv[1].rows['diverged'].sum())}/{len(sv[1].rows)}"),
+    Column("diverged", "failed", lambda sv: f"{int(sv[1].rows['diverged'].sum())}/{len(sv[1].rows)}"),
 ]
 
 

@@ -68,7 +68,7 @@ How to read these tables (docs/experiments.md):
 - **loss**: {scored}. **capped loss**: min(loss, loss at init): a run stopped as stuck counts at the loss it
   was stopped at (the unigram plateau), a run that blew up (non-finite) at its loss at init,
   which mixes how often a variant gets stuck with how well it trains; **loss of the runs that trained**
-  and **diverged** keep the two apart.
+  and **failed** keep the two apart.
 - **LRs tried**: the variant's tuning budget, the LRs of its grid (a suite may give a variant its own); a claim
   between variants of different budgets is refused unless the suite says `unequal_budgets: true`.
 - **best LR (all seeds)**: the LR with the lowest mean capped loss over all seeds (a description).
@@ -85,8 +85,10 @@ How to read these tables (docs/experiments.md):
   those marked exploratory (raw p). Intervals everywhere are 95 % and unadjusted.
 - **LR sensitivity** (Wortsman et al. 2023): per seed, the mean over the LR grid of the capped loss minus
   its best value; mean ± sd over seeds, and paired against the reference like the loss.
-- **diverged [exact 95 %]**: diverged / counted runs with the Clopper–Pearson interval; **Fisher p**:
-  two-sided exact test of the divergence counts against the reference at that LR (unadjusted).
+- **failed [exact 95 %]**: failed / counted runs with the Clopper–Pearson interval, a run failing that got
+  stuck (never left the unigram plateau), regressed (trained, then rose and stayed above its best) or blew up
+  (non-finite, or far above its initial loss); a rise that came back is a spike, not a failure. **Fisher p**:
+  two-sided exact test of the failure counts against the reference at that LR (unadjusted).
 - **grad norm**: the median of each run's median, and the largest norm after warmup (step 0 excluded: the
   gradients at init are in the initialisation table). **spikes**: summed over the variant's runs.
 - **flags**: an optimum at the edge of the LR grid is not bracketed (the true optimum may lie beyond it).
