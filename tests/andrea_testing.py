@@ -193,9 +193,9 @@ def finished_scaled_run(suite: str, variant: str, variant_index: int, lr: float,
 
 
 def attention_input_dtypes(monkeypatch) -> list:
-    """The dtype every call of the model's scaled_dot_product_attention computes in from now on (a list it appends
-    to): q's, or the CPU autocast's where autocast is on (it casts q down inside the call), so AndreaConfig.
-    cpu_attention_fp32's upcast only counts where autocast is off for it."""
+    """The dtype every call of the model's attention computes in from now on (a list it appends to): for
+    scaled_dot_product_attention q's, or the CPU autocast's where autocast is on (it casts q down inside the call);
+    for the CPU flash kernel's own op (AndreaConfig.cpu_attention_fp32's path) q's, which autocast leaves alone."""
     seen: list = []
     real = F.scaled_dot_product_attention
 
@@ -203,5 +203,11 @@ def attention_input_dtypes(monkeypatch) -> list:
         seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype)
         return real(q, k, v, **kwargs)
 
+    def recording_flash(q, k, v):  # autocast leaves this op's inputs as they are
+        seen.append(q.dtype)
+        return real_flash(q, k, v)
+
+    real_flash = transformer.cpu_flash_attention
     monkeypatch.setattr(transformer.F, "scaled_dot_product_attention", recording)
+    monkeypatch.setattr(transformer, "cpu_flash_attention", recording_flash)
     return seen

@@ -92,10 +92,7 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.project(x)  # (B, nh, T, hs)
         if self.cpu_attention_fp32 and q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-            # the CPU's bf16 attention kernel is the slow one (AndreaConfig.cpu_attention_fp32); autocast would
-            # cast float32 inputs back down, so it is off for the attention alone
-            with torch.autocast("cpu", enabled=False):
-                y = self.attend(q.float(), k.float(), v.float())
+            y = self.attend_in_fp32(q, k, v)  # the CPU's bf16 attention kernel is the slow one
         else:
             y = self.attend(q, k, v)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
@@ -108,6 +105,18 @@ class CausalSelfAttention(nn.Module):
                 q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
             )
         return softcapped_attention(q, k, v, self.softcap)  # the config refuses attention dropout with a cap
+
+    def attend_in_fp32(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The attention in float32 under CPU autocast (AndreaConfig.cpu_attention_fp32). Autocast casts
+        ``scaled_dot_product_attention``'s inputs down to bf16, but not those of the CPU flash kernel's own op, which
+        that function calls for these inputs: called directly with float32 inputs it runs in float32, bit for bit
+        as the function would with autocast off (tested), and a compiled model's graph then holds no autocast
+        context, which would make AOTAutograd's cache bypass it (every warm compile re-traced the joint graph).
+        Dropout and the soft cap, which that kernel does not do, keep autocast off around :meth:`attend`."""
+        if self.softcap is None and not (self.training and self.dropout > 0):
+            return cpu_flash_attention(q.float(), k.float(), v.float())
+        with torch.autocast("cpu", enabled=False):
+            return self.attend(q.float(), k.float(), v.float())
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v (B, nh, T, hs) of the stream x (B, T, C): the qkv projection, split into heads, q and k
@@ -129,6 +138,11 @@ class CausalSelfAttention(nn.Module):
         a value passes through, as opposed to q and k, which only shape the attention pattern."""
         C = self.proj.weight.shape[0]
         return [self.qkv.weight[2 * C :], self.proj.weight]
+
+
+def cpu_flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention through the CPU flash kernel's own op, in the inputs' dtype whatever autocast says."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)[0]
 
 
 class MLP(nn.Module):

@@ -76,7 +76,7 @@ def test_an_unknown_setting_is_refused_naming_it_and_the_valid_ones(capsys):
 def test_the_fp32_attention_settings_time_the_sweeps_bf16_path(tmp_path, capsys, monkeypatch):
     """The sweep's bf16 path keeps the attention in fp32 (AndreaConfig.cpu_attention_fp32); its compile rule weighs
     a compile's saving against that path, so the benchmark times it, eager and compiled."""
-    from andrea_lab.model.transformer import CausalSelfAttention
+    from andrea_testing import attention_input_dtypes
 
     out = tmp_path / "precision.json"
     args = ["--widths", "64", "--layers", "1", "--batch", "2", "--block", "16", "--vocab", "300", "--steps", "1"]
@@ -86,11 +86,7 @@ def test_the_fp32_attention_settings_time_the_sweeps_bf16_path(tmp_path, capsys,
     assert "| bf16-mixed+fp32-attention ms/step |" in capsys.readouterr().out
     (row,) = json.loads(out.read_text())["rows"]
     assert row["ms_bf16-mixed+fp32-attention"] > 0
-    seen: list[torch.dtype] = []
-    original = CausalSelfAttention.attend
-    monkeypatch.setattr(
-        CausalSelfAttention, "attend", lambda self, q, k, v: seen.append(q.dtype) or original(self, q, k, v)
-    )
+    seen = attention_input_dtypes(monkeypatch)
     config = AndreaConfig(vocab_size=300, block_size=16, d_model=64, n_layer=1, n_head=1)
     for setting, dtype in (("bf16-mixed", torch.bfloat16), ("bf16-mixed+fp32-attention", torch.float32)):
         step = cpu_precision.training_step(config, setting, batch=2)

@@ -42,3 +42,52 @@ def test_outside_autocast_it_changes_nothing_to_the_bit():
 def test_it_must_be_a_boolean():
     with pytest.raises(ConfigError, match="cpu_attention_fp32 must be true or false, got 'yes'"):
         preset("andrea-micro", cpu_attention_fp32="yes")
+
+
+def test_its_float32_attention_is_the_autocast_off_attention_to_the_bit_forward_and_backward():
+    # Runs made with the autocast-off path (speed_equivalence_d64, the ladder's bf16 rungs) rerun to the bit.
+    import torch.nn.functional as F
+
+    from andrea_lab.model.transformer import CausalSelfAttention
+
+    attention = _model(vocab_size=257, cpu_attention_fp32=True).blocks[0].attn.sublayer
+    assert isinstance(attention, CausalSelfAttention)
+    torch.manual_seed(1)
+    qkv = torch.randn(2, 17, 3, 2, 32, dtype=torch.bfloat16)  # (B, T, q/k/v, heads, hs): as heads() views them
+    results = []
+    for compute in ("ours", "autocast off"):
+        q, k, v = (qkv[:, :, i].transpose(1, 2).detach().requires_grad_() for i in range(3))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if compute == "ours":
+                y = attention.attend_in_fp32(q, k, v)
+            else:
+                with torch.autocast("cpu", enabled=False):
+                    y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        results.append((y.detach(), q.grad, k.grad, v.grad))
+    assert results[0][0].dtype == torch.float32
+    assert all(torch.equal(ours, other) for ours, other in zip(*results))
+
+
+def test_attention_dropout_keeps_the_autocast_off_path_in_float32(monkeypatch):
+    model = _model(vocab_size=257, cpu_attention_fp32=True, dropout=0.1).train()
+    seen = attention_input_dtypes(monkeypatch)
+    _loss(model, torch.randint(0, 257, (2, 17)), autocast=True).backward()
+    assert seen and set(seen) == {torch.float32}
+
+
+def test_compiled_its_graph_holds_no_autocast_context_so_aotautograds_cache_keeps_it(tmp_path, monkeypatch):
+    """An autocast context inside a compiled graph makes AOTAutograd's cache bypass it: every warm compile of
+    the sweep's bf16 path re-traced the joint graph (~29 s a d256 fit). A bypass would show in Dynamo's counters."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = Andrea(preset("andrea-micro", vocab_size=257, n_layer=1, cpu_attention_fp32=True))
+    compiled = torch.compile(model)
+    _loss(compiled, torch.randint(0, 257, (2, 17)), autocast=True).backward()
+    assert counters["aot_autograd"]["ok"] == 1
+    assert counters["aot_autograd"]["autograd_cache_bypass"] == 0, dict(counters["aot_autograd"])
+    torch._dynamo.reset()

@@ -58,12 +58,14 @@ BF16_FROM_WIDTH = 64
 COMPILE_SAVING_S_PER_TOKEN = {256: 0.0514 / (64 * 64), 512: 0.2403 / (64 * 64)}
 #: The narrowest model at which a compiled bf16 step's saving was measured; the rule never compiles below it.
 COMPILE_FROM_WIDTH = min(COMPILE_SAVING_S_PER_TOKEN)
-#: A fit's compile with an empty cache: speed_equivalence's first compiled d256 fit (summary.json's
-#: ``machine.compile.compile_s``: 129.7 s, 2026-12-07).
-COLD_COMPILE_S = 130.0
-#: A fit's compile once the shape's entry exists: the median of speed_equivalence's six warm compiled d256 fits
-#: (25.0-35.4 s; benchmarks/compile_cache.py's 13.5 s times the model alone, without the fit's other graphs).
-WARM_COMPILE_S = 29.0
+#: A fit's compile with an empty cache: the median of three cold compiled d256 fits (summary.json's
+#: ``machine.compile.compile_s``: 129.7 s in speed_equivalence, 132.4 s and 135.6 s on 2026-12-07).
+COLD_COMPILE_S = 132.0
+#: A fit's compile once the shape's entry exists: the median of three warm compiled d256 fits (8.3-8.6 s, 2026-12-07,
+#: beside a -j 2 sweep), each loading its graphs from the FX-graph and AOTAutograd caches. Before the fp32
+#: attention left autocast contexts out of the graph, AOTAutograd's cache bypassed it and a warm compile took
+#: 25-35 s (docs/performance.md, "The compile rule, measured again").
+WARM_COMPILE_S = 8.6
 SPEEDS = ("auto", "config", "fp32", "bf16", "bf16-compiled")
 #: What each forced speed sets.
 FORCED = {"fp32": ("32-true", False), "bf16": ("bf16-mixed", False), "bf16-compiled": ("bf16-mixed", True)}
