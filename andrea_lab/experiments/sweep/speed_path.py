@@ -19,8 +19,7 @@ the CPU's matrix units" and "A compile paid once per shape"):
   (``model.config.cpu_attention_fp32``: a d512 step 1.94x fp32's instead of 1.64x, benchmarks/cpu_attention.py).
 * **Steps.** Compiling a bf16 step saved :data:`COMPILE_SAVING_S_PER_TOKEN` per token, measured at d256 and d512
   (5 % and 8 % of the eager step; not measured below :data:`COMPILE_FROM_WIDTH`, where the rule never compiles),
-  against a
-  compile of :data:`COLD_COMPILE_S` the first time a shape is compiled on a machine and
+  against a compile of :data:`COLD_COMPILE_S` the first time a shape is compiled on a machine and
   :data:`WARM_COMPILE_S` once its cache entry exists (andrea_lab.fit.compile_cache). A sweep's fits of one
   shape share the cold compile; it is chosen where the steps save more than a fit's share of it.
 
