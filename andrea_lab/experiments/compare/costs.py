@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from andrea_lab.experiments.compare.outcomes import DONE
 from andrea_lab.experiments.compare.run_columns import COMPILED, PRECISION, WALL_TIME
 from andrea_lab.runs.machine import precision_name
 
@@ -31,10 +32,12 @@ def cost_notes(runs: pd.DataFrame) -> list[str]:
 
 def path_cost_notes(runs: pd.DataFrame) -> list[str]:
     """``cost by speed path ...: fp32 1009 s a fit (n=8); bf16-mixed 543 s (n=8, 1.86x the fits per hour)``,
-    slowest first; empty where every timed run took one path (or none recorded its precision)."""
+    slowest first, over the runs that ended (finished or diverged); empty where every timed run took one path (or
+    none recorded its precision)."""
     if PRECISION not in runs:
         return []
-    timed = runs[runs[WALL_TIME].notna() & runs[PRECISION].notna()]
+    ended = runs["status"].isin(DONE) if "status" in runs else True  # a stopped run's time is part of a fit
+    timed = runs[runs[WALL_TIME].notna() & runs[PRECISION].notna() & ended]
     compiled = _compiled(timed)
     said = {1: ", compiled", 0: ""}
     path = timed[PRECISION].map(precision_name) + compiled.map(lambda flag: said.get(flag, ", compile not recorded"))

@@ -28,6 +28,13 @@ def test_each_speed_path_gets_its_mean_fit_time_and_fits_per_hour_against_the_sl
     assert cost_notes(runs)[1] == note and cost_notes(runs)[0].startswith("cost here: 5 fits took")
 
 
+def test_a_stopped_runs_time_is_not_a_fits():
+    runs = _runs([("a", "32-true", 0, 100.0), ("b", "bf16-mixed", 0, 50.0), ("b", "bf16-mixed", 0, 10.0)])
+    runs["status"] = ["finished", "finished", "interrupted"]
+    (note,) = path_cost_notes(runs)
+    assert note.endswith("fp32 100 s a fit (n=1); bf16-mixed 50 s a fit (n=1, 2.00x the fits per hour)")
+
+
 def test_one_path_or_no_recorded_precision_adds_no_path_note():
     one = _runs([("a", "32-true", None, 10.0), ("b", "32", None, 12.0)])  # "32" and "32-true" are one precision
     assert path_cost_notes(one) == [] and len(cost_notes(one)) == 1
