@@ -27,6 +27,14 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def compiled_of(value: Any) -> Optional[bool]:
+    """A :data:`COMPILED` cell: 1 or 0; anything else (empty, or a handed table's other text) does not say."""
+    try:
+        return None if is_missing(value) else {0: False, 1: True}.get(value)
+    except TypeError:  # unhashable, or pandas' NA
+        return None
+
+
 def key_of(scale: Any, variant: str, lr: float, seed: Any) -> Key:
     """The run's key, from a planned run or a table's row (an empty scale cell: a suite without scales)."""
     return (None if is_missing(scale) else scale, variant, format_lr(lr), int(seed))

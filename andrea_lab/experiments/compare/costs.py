@@ -13,6 +13,7 @@ import pandas as pd
 
 from andrea_lab.experiments.compare.outcomes import DONE
 from andrea_lab.experiments.compare.run_columns import COMPILED, PRECISION, WALL_TIME
+from andrea_lab.runs.committed_table import compiled_of
 from andrea_lab.runs.machine import precision_name
 
 
@@ -39,7 +40,7 @@ def path_cost_notes(runs: pd.DataFrame) -> list[str]:
     ended = runs["status"].isin(DONE) if "status" in runs else True  # a stopped run's time is part of a fit
     timed = runs[runs[WALL_TIME].notna() & runs[PRECISION].notna() & ended]
     compiled = _compiled(timed)
-    said = {1: ", compiled", 0: ""}
+    said = {True: ", compiled", False: ""}
     path = timed[PRECISION].map(precision_name) + compiled.map(lambda flag: said.get(flag, ", compile not recorded"))
     by_path = timed.groupby(path)[WALL_TIME].agg(["mean", "size"]).sort_values("mean", ascending=False)
     if len(by_path) < 2:
@@ -58,13 +59,13 @@ def path_cost_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def _compiled(runs: pd.DataFrame) -> pd.Series:
-    """Each run's compile (1 or 0). Where a row does not say (a committed table from before its ``compiled``
+    """Each run's compile (True or False). Where a row does not say (a committed table from before its ``compiled``
     column, merged with new runs that do), it takes what the rest of its variant's runs of its precision and scale
     say when they agree: the sweep trains a rung's variant on one path. Unknown stays unknown (NaN)."""
     if COMPILED not in runs:
-        return pd.Series(0, index=runs.index)
+        return pd.Series(False, index=runs.index)
     keys = [column for column in ("scale", "variant", PRECISION) if column in runs]
-    said = runs[COMPILED].where(runs[COMPILED].isin([0, 1]))
+    said = runs[COMPILED].map(compiled_of)  # as andrea sweep --from-table reads the cell
     agreed = said.groupby([runs[key].fillna("") for key in keys]).transform(
         lambda values: values.dropna().iloc[0] if values.dropna().nunique() == 1 else float("nan")
     )

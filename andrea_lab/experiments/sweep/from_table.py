@@ -27,7 +27,7 @@ from andrea_lab.experiments.sweep.plan import RunSpec
 from andrea_lab.experiments.sweep.speed_path import Tabled
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, write_json_atomic
-from andrea_lab.runs.committed_table import COMPILED, RECORD, WITNESSED, Key, is_missing, key_of, label
+from andrea_lab.runs.committed_table import COMPILED, RECORD, WITNESSED, Key, compiled_of, is_missing, key_of, label
 from andrea_lab.runs.directory import DONE_STATES, NONFINITE, read_record, run_state
 from andrea_lab.runs.machine import cpu_kind
 
@@ -45,14 +45,6 @@ class TableRun:
 
 def _float(value) -> Optional[float]:
     return None if is_missing(value) else float(value)
-
-
-def _compiled(value) -> Optional[bool]:
-    """A ``compiled`` cell: 1 or 0, else (empty, or a handed table's other text) not said."""
-    try:
-        return {0: False, 1: True}.get(value) if not is_missing(value) else None
-    except TypeError:  # unhashable, or pandas' NA
-        return None
 
 
 @dataclass(frozen=True)
@@ -88,8 +80,7 @@ def read_table(path: str | Path, suite: Suite) -> Table:
         headline = numbers[2] if numbers[2] is not None else numbers[1]
         loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
         precision = None if is_missing(row.get("precision")) else str(row["precision"])
-        compiled = _compiled(row.get(COMPILED))
-        runs[key] = TableRun(row["status"], numbers, loss, precision, compiled)
+        runs[key] = TableRun(row["status"], numbers, loss, precision, compiled_of(row.get(COMPILED)))
     kinds = frozenset(str(kind) for kind in table.get("machine", []) if not is_missing(kind))
     return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))
 

@@ -212,8 +212,8 @@ def test_a_drifted_bf16_witness_from_a_table_that_does_not_say_whether_it_compil
 def test_a_tables_compiled_cell_is_read_as_said_only_when_it_is_0_or_1():
     import pandas as pd
 
-    from andrea_lab.experiments.sweep.from_table import _compiled
+    from andrea_lab.runs.committed_table import compiled_of
 
-    assert [_compiled(value) for value in (1, 0, 1.0)] == [True, False, True]
+    assert [compiled_of(value) for value in (1, 0, 1.0)] == [True, False, True]
     # Anything else in a handed table is "not said": the rule guesses and the witness checks, never a crash.
-    assert {_compiled(value) for value in (-1, 2.5, float("nan"), None, pd.NA, "yes", [1])} == {None}
+    assert {compiled_of(value) for value in (-1, 2.5, float("nan"), None, pd.NA, "yes", [1])} == {None}
