@@ -114,7 +114,7 @@ class SpeedPath:
 
 def choose(bf16_units: bool, rung: Rung) -> SpeedPath:
     """The fastest measured path for ``rung`` on a CPU with (or without) bf16 units. Its loss equivalence to fp32
-    eager is shown at d64 (speed_equivalence_d64, eager) and is to be shown at d256 (speed_equivalence)."""
+    eager is shown at d64 (speed_equivalence_d64, eager) and at d256 (speed_equivalence, eager and compiled)."""
     if not bf16_units:
         return SpeedPath("32-true", False, "this CPU has no bf16 units (AMX, AVX512-BF16): bf16 would be emulated")
     if rung.d_model < BF16_FROM_WIDTH:
