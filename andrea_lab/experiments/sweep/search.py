@@ -24,12 +24,16 @@ through :mod:`andrea_lab.experiments.sweep.search_runs`, and ``andrea compare`` 
 
 An optimum at the edge of a key's values gets one value beyond it by ``extend_grid``'s rule (the edge
 times or divided by its factor, up to its ceiling), for keys whose values are all positive; a key
-containing 0 or a negative value (warmup 0) is not extended.
+containing 0 or a negative value (warmup 0) is not extended. A key bounded above (a momentum, below 1) is
+declared in ``upper_bounds`` and extended in its distance to the bound instead, the way its papers sweep it
+(1 - beta: 0.1, 0.05, 0.02): beyond 0.98 comes 0.99, below 0.9 comes 0.8, so no extension reaches a value the
+fit refuses, which would stop that cell's search mid-sweep.
 
 What is refused here, one line each before any run: an empty space, a key without values or with a
 non-finite value (unbounded), a budget missing or below the number of keys (not every key could be swept
 once), a key the fit does not have (``fit_keys``: the fit's parser, as the preflight checks it), a base
-outside its key's values, and tuning seeds that are also judged seeds (the judged seeds must be fresh).
+outside its key's values, an upper bound on a key not tuned or not above all its values, and tuning seeds
+that are also judged seeds (the judged seeds must be fresh).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 from andrea_lab.experiments.sweep import fit_parser
 from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_section, unknown_key_message
 
-SEARCH_KEYS = ("base", "keys", "budget", "tuning_seeds", "judged_seeds")
+SEARCH_KEYS = ("base", "keys", "budget", "tuning_seeds", "judged_seeds", "upper_bounds")
 EXAMPLE = "e.g. search: {base: {lr: 1.0e-3}, keys: {lr: [5.0e-4, 1.0e-3, 2.0e-3]}, budget: 4, ...}"
 
 #: A point: each tuned key's value, sorted by key, so that equal points compare and hash equal.
@@ -59,6 +63,8 @@ class Search:
     judged_seeds: tuple[int, ...]
     factor: float = 2.0
     max_extensions: int = 0
+    #: Keys bounded above (exclusive): extended in their distance to the bound (:func:`_beyond_edge`).
+    upper_bounds: Mapping[str, float] = field(default_factory=dict)
 
     def point(self, values: Mapping[str, float]) -> Point:
         return tuple(sorted((key, float(values[key])) for key in self.keys))
@@ -131,18 +137,42 @@ def parse_search(
     if shared:
         raise SuiteError(f"{where}: seeds {shared} are both tuning and judged seeds; judged seeds must be fresh")
     base_point = {key: float(base[key]) for key in keys}
-    return Search(base_point, keys, budget, tuning, judged, factor, max_extensions)
+    bounds = _require_upper_bounds(where, value.get("upper_bounds"), keys)
+    return Search(base_point, keys, budget, tuning, judged, factor, max_extensions, bounds)
 
 
-def _beyond_edge(search: Search, values: list[float], best: float, extensions: int) -> Optional[float]:
+def _require_upper_bounds(where: str, declared: Any, keys: Mapping[str, tuple[float, ...]]) -> dict[str, float]:
+    if declared is None:
+        return {}
+    if not isinstance(declared, dict):
+        raise SuiteError(f"{where}: upper_bounds {declared!r} is not a mapping of tuned keys to bounds")
+    bounds = {}
+    for key, bound in declared.items():
+        if key not in keys:
+            raise SuiteError(f"{where}: upper_bounds names {key!r}, which is not tuned here (tuned: {list(keys)})")
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise SuiteError(f"{where}: upper_bounds {key} {bound!r} is not a finite number")
+        if max(keys[key]) >= bound:
+            raise SuiteError(
+                f"{where}: upper_bounds {key} {bound!r} is not above every value of it {list(keys[key])} "
+                "(the bound is exclusive)"
+            )
+        bounds[key] = float(bound)
+    return bounds
+
+
+def _beyond_edge(search: Search, key: str, values: list[float], best: float, extensions: int) -> Optional[float]:
     """The value beyond the edge ``best`` sits at, or None (inside, ceiling reached, or not extendable)."""
     if extensions >= search.max_extensions or len(values) < 2 or min(values) <= 0:
         return None
-    if best == values[-1]:
-        return best * search.factor
-    if best == values[0]:
-        return best / search.factor
-    return None
+    if best not in (values[0], values[-1]):
+        return None
+    outward = search.factor if best == values[-1] else 1 / search.factor
+    bound = search.upper_bounds.get(key)
+    if bound is None:
+        return best * outward
+    beyond = bound - (bound - best) / outward  # the distance to the bound shrinks upward, grows downward
+    return float(f"{beyond:.12g}") if beyond > 0 else None  # 0.99, not 0.9899999999999999: it names runs
 
 
 def next_step(search: Search, losses: Mapping[Point, float]) -> Step | Outcome:
@@ -166,7 +196,7 @@ def next_step(search: Search, losses: Mapping[Point, float]) -> Step | Outcome:
                     return Step(key, round_, tuple(missing[:room]))
                 here = search.point(current)
                 best = min(candidates, key=lambda point: (losses[point], point != here))
-                beyond = _beyond_edge(search, values[key], dict(best)[key], extensions[key])
+                beyond = _beyond_edge(search, key, values[key], dict(best)[key], extensions[key])
                 if beyond is None:
                     break
                 values[key] = sorted(values[key] + [beyond])

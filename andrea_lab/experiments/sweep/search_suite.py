@@ -14,8 +14,9 @@
         search:                   # its own keys added to the suite's (and its own base values)
           keys: {model.muon_momentum: [0.9, 0.95, 0.98]}
           base: {model.muon_momentum: 0.95}
+          upper_bounds: {model.muon_momentum: 1.0}   # extended in 1 - momentum: 0.99 beyond 0.98, 0.8 below 0.9
 
-A variant's ``search:`` merges into the suite's (its keys and base values added or replaced), so the
+A variant's ``search:`` merges into the suite's (its keys, base values and upper bounds added or replaced), so the
 shared hyperparameters are declared once and an optimizer's own ones beside it. Why the budget is the
 suite's unless a variant restates it: equal effort is what makes two tuned variants comparable (Wen et al.
 2025), and ``andrea compare`` refuses to rank variants whose budgets differ unless the suite says
@@ -28,8 +29,9 @@ key at its base value) with the fit's own parser before any run. A key's last co
 directories, so two tuned keys may not share it. ``max_extensions`` and ``factor`` (checked as ``extend_grid:``'s)
 let a key whose best value sits at an edge of its values gain values beyond it, within the budget
 (:func:`andrea_lab.experiments.sweep.search.next_step`); a key with 0 or a negative value is not extended.
-The rule knows no key's bounds: a key bounded above (Muon's momentum, below 1) extended past its bound gets a
-run the fit refuses, and that cell's search stops there; such a suite leaves ``max_extensions`` out.
+A key bounded above (Muon's momentum, below 1) names its bound in ``upper_bounds`` and is extended in its
+distance to it, never past it: without the bound, 0.98 doubled is a run the fit refuses, and that cell's
+search would stop there.
 Each message is one line naming the suite and the value.
 """
 
@@ -45,7 +47,7 @@ from andrea_lab.experiments.sweep.suite_keys import SuiteError, check_section
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 #: Keys the sweep owns that a search may not tune (the LR, ``model.lr``, it may: the search sets it per point).
 _NOT_TUNABLE = ("seed_everything", "data.seed", "trainer.logger", "config", "ckpt_path")
-MERGED_KEYS = ("keys", "base")
+MERGED_KEYS = ("keys", "base", "upper_bounds")
 OWN_KEYS = (*MERGED_KEYS, "budget", "tuning_seeds", *EXTEND_GRID_KEYS)
 
 

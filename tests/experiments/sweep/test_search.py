@@ -83,6 +83,29 @@ def test_without_extensions_an_edge_optimum_stays_at_the_edge():
     assert dict(outcome.best)["model.lr"] == 4e-3 and outcome.extended == {}
 
 
+def momentum_declared(**changes):
+    momentum = {
+        "base": {"model.lr": 2e-3, "model.weight_decay": 0.05, "model.momentum": 0.95},
+        "keys": {**declared()["keys"], "model.momentum": [0.9, 0.95, 0.98]},
+        "upper_bounds": {"model.momentum": 1.0},
+    }
+    return declared(**{**momentum, **changes})
+
+
+@pytest.mark.parametrize(
+    "best_momentum, extended",
+    [(0.995, (0.9, 0.95, 0.98, 0.99, 0.995)), (0.55, (0.6, 0.8, 0.9, 0.95, 0.98))],
+)
+def test_a_key_bounded_above_is_extended_in_its_distance_to_the_bound_and_never_reaches_it(best_momentum, extended):
+    keys = FIT_KEYS | {"model.momentum"}
+    search = parse_search(momentum_declared(), "search", keys, factor=2.0, max_extensions=2)
+    outcome, losses, _ = run_search(search, loss=lambda p: bowl(p) + abs(dict(p)["model.momentum"] - best_momentum))
+    assert outcome.extended["model.momentum"] == extended  # 1 - momentum halved (0.99, 0.995) or doubled (0.8, 0.6)
+    assert all(0 < dict(point)["model.momentum"] < 1 for point in losses)
+    unbounded = parse_search(momentum_declared(upper_bounds=None), "search", keys, factor=2.0, max_extensions=2)
+    assert max(dict(p)["model.momentum"] for p in run_search(unbounded, lambda p: -dict(p)["model.momentum"])[1]) > 1
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
@@ -95,6 +118,10 @@ def test_without_extensions_an_edge_optimum_stays_at_the_edge():
         ({"base": {"model.lr": 3e-3, "model.weight_decay": 0.1}}, "base model.lr 0.003 is not one of"),
         ({"judged_seeds": [1, 100]}, r"seeds \[1\] are both tuning and judged"),
         ({"steps": 3}, "steps"),
+        ({"upper_bounds": {"model.beta2": 1.0}}, "upper_bounds names 'model.beta2', which is not tuned here"),
+        ({"upper_bounds": {"model.weight_decay": 0.2}}, r"upper_bounds model.weight_decay 0.2 is not above every"),
+        ({"upper_bounds": {"model.weight_decay": float("nan")}}, "upper_bounds model.weight_decay nan is not a fin"),
+        ({"upper_bounds": [1.0]}, "upper_bounds .1.0. is not a mapping"),
     ],
 )
 def test_bad_declarations_are_one_line_naming_the_value(changes, message):

@@ -35,11 +35,17 @@ def write(tmp_path: Path, search=None, variants=None, **extra) -> Path:
 
 
 def test_a_variants_own_keys_join_the_suites_and_the_suites_seeds_are_judged(tmp_path):
-    own = {"keys": {"model.muon_momentum": [0.9, 0.95]}, "base": {"model.muon_momentum": 0.95}}
+    own = {
+        "keys": {"model.muon_momentum": [0.9, 0.95]},
+        "base": {"model.muon_momentum": 0.95},
+        "upper_bounds": {"model.muon_momentum": 1.0},
+    }
     suite = load_suite(write(tmp_path, variants=[{"name": "adamw"}, {"name": "muon", "search": own}]))
     assert set(suite.searches["adamw"].keys) == {"model.lr", "model.weight_decay"}
     assert set(suite.searches["muon"].keys) == {"model.lr", "model.weight_decay", "model.muon_momentum"}
     assert suite.searches["muon"].base["model.muon_momentum"] == 0.95
+    assert suite.searches["muon"].upper_bounds == {"model.muon_momentum": 1.0}
+    assert suite.searches["adamw"].upper_bounds == {}
     assert suite.searches["muon"].judged_seeds == (100, 101, 102) and suite.searches["muon"].budget == 6
     assert suite.unequal_budgets_ok is False
 
