@@ -93,8 +93,7 @@ def momentum_declared(**changes):
 
 
 @pytest.mark.parametrize(
-    "best_momentum, extended",
-    [(0.995, (0.9, 0.95, 0.98, 0.99, 0.995)), (0.55, (0.6, 0.8, 0.9, 0.95, 0.98))],
+    "best_momentum, extended", [(0.995, (0.9, 0.95, 0.98, 0.99, 0.995)), (0.55, (0.6, 0.8, 0.9, 0.95, 0.98))]
 )
 def test_a_key_bounded_above_is_extended_in_its_distance_to_the_bound_and_never_reaches_it(best_momentum, extended):
     keys = FIT_KEYS | {"model.momentum"}
