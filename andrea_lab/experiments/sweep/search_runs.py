@@ -317,6 +317,18 @@ def plan_lines(suite: Suite, specs: Sequence[RunSpec]) -> list[str]:
     keys = "; ".join(f"{name} {', '.join(s.keys)}" for name, s in suite.searches.items())
     return [
         f"search: coordinate descent in {len(searching)} (scale, variant) cells, a budget of "
-        f"{'/'.join(map(str, budgets))} points each at every tuning seed ({keys}): at most {most} runs in all, "
-        "tuning and judged (the runs listed are each cell's next step)"
+        f"{'/'.join(map(str, budgets))} points each at every tuning seed ({keys}){_beyond_edges(suite)}: at most "
+        f"{most} runs in all, tuning and judged (the runs listed are each cell's next step)"
     ]
+
+
+def _beyond_edges(suite: Suite) -> str:
+    """How far the searches may extend a key whose best value is at an edge (nothing where none may)."""
+    extending = [search for search in suite.searches.values() if search.max_extensions]
+    if not extending:
+        return ""
+    most = "/".join(str(n) for n in sorted({search.max_extensions for search in extending}))
+    factors = "/".join(f"{f:g}" for f in sorted({search.factor for search in extending}))
+    bounds = sorted({f"{key} < {bound:g}" for search in extending for key, bound in search.upper_bounds.items()})
+    bounded = f"; in the distance to the bound for {', '.join(bounds)}" if bounds else ""
+    return f"; a best value at an edge gains up to {most} values beyond it per key (factor {factors}{bounded})"

@@ -126,6 +126,11 @@ def test_the_dry_run_lists_the_first_step_and_the_most_runs_it_may_add(tmp_path,
     assert "at most 62 runs in all" in out  # 2 variants x (14 points x 2 tuning seeds + 3 judged seeds)
     assert "adamw lr=2.5e-4 seed=900 (search round 1, model.lr): run" in out
     assert not (tmp_path / "runs" / "tuned@tuning").exists()
+    assert "beyond it" not in out
+    bounded = {**SEARCH, "max_extensions": 2, "upper_bounds": {"model.weight_decay": 1.0}}
+    assert sweep(monkeypatch, write_suite(tmp_path, bounded), tmp_path / "runs", StandInFits(), "--dry-run") == 0
+    said = "a best value at an edge gains up to 2 values beyond it per key (factor 2; in the distance to the bound "
+    assert said + "for model.weight_decay < 1): at most 62 runs" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
