@@ -27,7 +27,8 @@ times or divided by its factor, up to its ceiling), for keys whose values are al
 containing 0 or a negative value (warmup 0) is not extended. A key bounded above (a momentum, below 1) is
 declared in ``upper_bounds`` and extended in its distance to the bound instead, the way its papers sweep it
 (1 - beta: 0.1, 0.05, 0.02): beyond 0.98 comes 0.99, below 0.9 comes 0.8, so no extension reaches a value the
-fit refuses, which would stop that cell's search mid-sweep.
+fit refuses, which would stop that cell's search mid-sweep. A key declared with whole numbers only (warmup
+steps: ``[20, 40, 80]``, not ``[20.0, ...]``) stays whole: 5 halved is 2 (``round``), 1 halved is not extended.
 
 What is refused here, one line each before any run: an empty space, a key without values or with a
 non-finite value (unbounded), a budget missing or below the number of keys (not every key could be swept
@@ -65,6 +66,8 @@ class Search:
     max_extensions: int = 0
     #: Keys bounded above (exclusive): extended in their distance to the bound (:func:`_beyond_edge`).
     upper_bounds: Mapping[str, float] = field(default_factory=dict)
+    #: Keys declared with whole numbers only (warmup steps): their extensions stay whole.
+    whole_keys: frozenset[str] = frozenset()
 
     def point(self, values: Mapping[str, float]) -> Point:
         return tuple(sorted((key, float(values[key])) for key in self.keys))
@@ -138,7 +141,8 @@ def parse_search(
         raise SuiteError(f"{where}: seeds {shared} are both tuning and judged seeds; judged seeds must be fresh")
     base_point = {key: float(base[key]) for key in keys}
     bounds = _require_upper_bounds(where, value.get("upper_bounds"), keys)
-    return Search(base_point, keys, budget, tuning, judged, factor, max_extensions, bounds)
+    whole = frozenset(key for key, values in declared.items() if all(type(v) is int for v in values))
+    return Search(base_point, keys, budget, tuning, judged, factor, max_extensions, bounds, whole)
 
 
 def _require_upper_bounds(where: str, declared: Any, keys: Mapping[str, tuple[float, ...]]) -> dict[str, float]:
@@ -170,9 +174,12 @@ def _beyond_edge(search: Search, key: str, values: list[float], best: float, ext
     outward = search.factor if best == values[-1] else 1 / search.factor
     bound = search.upper_bounds.get(key)
     if bound is None:
-        return best * outward
-    beyond = bound - (bound - best) / outward  # the distance to the bound shrinks upward, grows downward
-    return float(f"{beyond:.12g}") if beyond > 0 else None  # 0.99, not 0.9899999999999999: it names runs
+        beyond = best * outward
+    else:  # in 1 - momentum; 0.99, not 0.9899999999999999 (it names runs)
+        beyond = float(f"{bound - (bound - best) / outward:.12g}")
+    if key in search.whole_keys:
+        beyond = float(round(beyond))
+    return beyond if beyond > 0 and beyond not in values else None  # a whole key halved from 1 ends there
 
 
 def next_step(search: Search, losses: Mapping[Point, float]) -> Step | Outcome:

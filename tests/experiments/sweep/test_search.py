@@ -105,6 +105,22 @@ def test_a_key_bounded_above_is_extended_in_its_distance_to_the_bound_and_never_
     assert max(dict(p)["model.momentum"] for p in run_search(unbounded, lambda p: -dict(p)["model.momentum"])[1]) > 1
 
 
+def test_a_key_declared_in_whole_numbers_is_extended_in_whole_numbers_and_stops_at_one():
+    keys = {"model.lr": [1e-3, 2e-3], "model.warmup_steps": [5, 10]}
+    search = parse_search(
+        declared(keys=keys, base={"model.lr": 1e-3, "model.warmup_steps": 10}), "search", FIT_KEYS, max_extensions=3
+    )
+    outcome, losses, _ = run_search(search, loss=lambda p: dict(p)["model.warmup_steps"] - dict(p)["model.lr"])
+    assert outcome.extended["model.warmup_steps"] == (1.0, 2.0, 5.0, 10.0)  # 2.5 would be a run the fit refuses
+    floats = declared(
+        keys={**keys, "model.warmup_steps": [5.0, 10.0]}, base={"model.lr": 1e-3, "model.warmup_steps": 10}
+    )
+    as_written = run_search(
+        parse_search(floats, "search", FIT_KEYS, max_extensions=3), loss=lambda p: sum(dict(p).values())
+    )
+    assert as_written[0].extended["model.warmup_steps"] == (0.625, 1.25, 2.5, 5.0, 10.0)
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
