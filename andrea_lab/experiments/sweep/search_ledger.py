@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from andrea_lab.experiments.sweep.search import Point
+from andrea_lab.experiments.sweep.search import Point, Search
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, load_json
 
 Cell = tuple[Optional[str], str]
+#: A cell entry's finished points that are not on its path (yet): kept so that a later session need not rerun them.
+EARLIER = "earlier_points"
 
 
 @dataclass
@@ -97,14 +99,22 @@ def _points(entry: dict[str, Any], suite: Suite) -> dict[Point, float]:
     search = suite.searches.get(entry["variant"])
     if search is None:
         raise ValueError(f"variant {entry['variant']!r} does not search in this suite")
+    return recorded_points(entry, search)
+
+
+def recorded_points(entry: dict[str, Any], search: Search) -> dict[Point, float]:
+    """Every finished point of a record's cell entry with its loss: those on its path and those run earlier off
+    it (``earlier_points``: a search whose rule changed, an amended budget or extension, leaves its earlier
+    path's points behind, and the record keeps them so that no finished run has to be made again). ValueError
+    when the entry is not one of ``search``'s (other tuning seeds, other keys)."""
     if [int(seed) for seed in entry["tuning_seeds"]] != list(search.tuning_seeds):
         raise ValueError(f"{entry['variant']}: tuning seeds {entry['tuning_seeds']} are not the suite's")
+    described = [point for step in entry["path"] for point in step["points"]] + list(entry.get(EARLIER, []))
     points: dict[Point, float] = {}
-    for step in entry["path"]:
-        for described in step["points"]:
-            values, loss = described["point"], described["loss"]
-            if set(values) != set(search.keys):
-                raise ValueError(f"{entry['variant']}: a point of keys {sorted(values)}, not {sorted(search.keys)}")
-            if loss is not None and math.isfinite(float(loss)):  # None: not run yet, or no score (run again)
-                points[search.point(values)] = float(loss)
+    for each in described:
+        values, loss = each["point"], each["loss"]
+        if set(values) != set(search.keys):
+            raise ValueError(f"{entry['variant']}: a point of keys {sorted(values)}, not {sorted(search.keys)}")
+        if loss is not None and math.isfinite(float(loss)):  # None: not run yet, or no score (run again)
+            points[search.point(values)] = float(loss)
     return points

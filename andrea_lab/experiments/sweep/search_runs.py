@@ -27,7 +27,10 @@ step whose run failed stops that cell's search for this sweep (said once); the n
 A cell still searching has its record too (``reason`` "in progress": its path so far, each finished point's
 loss), written whenever the sweep plans its next runs, and by ``andrea sweep --dry-run`` where the suite's
 directory exists. Committed, it carries the search to a later session whose runs directory is gone
-(``--search-record``, :mod:`andrea_lab.experiments.sweep.search_ledger`).
+(``--search-record``, :mod:`andrea_lab.experiments.sweep.search_ledger`). A cell's entry keeps every finished
+point it knew, from its earlier entry and from --search-record's, that its path does not hold
+(``earlier_points``): a suite amended between sessions (extensions, a budget) walks another path, and the old
+path's points may be met again later.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Callable, Optional, Sequence
 from andrea_lab.experiments.sweep.grid_extension import capped_loss, cells, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
 from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
-from andrea_lab.experiments.sweep.search_ledger import SearchLedger
+from andrea_lab.experiments.sweep.search_ledger import EARLIER, SearchLedger, recorded_points
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, cli_value, run_version
 from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, run_state, settings_difference
@@ -269,9 +272,27 @@ class SearchRuns:
         }
         if self.ledger.path is not None:  # where the losses of points not run here came from
             entry["from_record"] = {"record": str(self.ledger.path), "points": len(self.ledger.read.get(cell, ()))}
-        others = [e for e in self._recorded() if (e.get("scale"), e.get("variant")) != cell]
+        entries = self._recorded()
+        others = [e for e in entries if (e.get("scale"), e.get("variant")) != cell]
+        previous = [e for e in entries if (e.get("scale"), e.get("variant")) == cell]
+        if earlier := self._earlier(cell, path, previous):
+            entry[EARLIER] = earlier
         self.directory.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.directory / RECORD, {"schema": 1, "searches": [*others, entry]})
+
+    def _earlier(self, cell: Cell, path: list[dict], previous: list[dict]) -> list[dict]:
+        """The cell's finished points that its path (so far) does not hold, from the record this file held before
+        and from --search-record's: a rule amended since (extensions, a budget) walks another path, and a
+        record that dropped the old path's points would make a later session rerun them."""
+        search = self.suite.searches[cell[1]]
+        known = dict(self.ledger.losses.get(cell, {}))
+        for entry in previous:
+            try:
+                known.update(recorded_points(entry, search))
+            except (KeyError, TypeError, ValueError):  # not this search's entry: it holds nothing to keep
+                continue
+        on_path = {search.point(each["point"]) for step in path for each in step["points"] if each["loss"] is not None}
+        return [_described(point, loss) for point, loss in sorted(known.items()) if point not in on_path]
 
 
 def _in_progress(step: Step, losses: dict[Point, float]) -> Outcome:

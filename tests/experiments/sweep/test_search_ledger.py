@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import test_search_runs as search_runs_test
 from test_search_runs import StandInFits, loss, record, sweep, write_suite
 
 from andrea_lab.commands import sweep as sweep_command
@@ -112,3 +113,42 @@ def test_the_witness_runs_before_a_cell_the_record_does_not_hold_settles_and_its
     assert sweep(monkeypatch, suite_file, runs, fits, "--search-record", str(committed)) == 0
     assert {key[0] for key in fits.started[:2]} == {"lion"}, "the record's witness first"
     assert [key[3] for key in fits.started if key[0] == "adamw"] == [100, 101, 102], "its judged runs, in this sweep"
+
+
+def recorded(path) -> dict[str, set]:
+    """Each variant's finished points in a record, on its path or earlier ones, as (lr, weight decay) pairs."""
+    out: dict[str, set] = {}
+    for entry in json.loads(path.read_text())["searches"]:
+        described = [p for step in entry["path"] for p in step["points"]] + entry.get("earlier_points", [])
+        finished = {(p["point"]["model.lr"], p["point"]["model.weight_decay"]) for p in described if p["loss"]}
+        out[entry["variant"]] = finished
+    return out
+
+
+def test_a_search_amended_between_sessions_keeps_its_earlier_paths_points_so_none_is_run_again(
+    tmp_path, monkeypatch, capsys
+):
+    # Lion's weight decay optimum (0.8) lies beyond the values: the first session ends at the edge (0.4); the
+    # suite is then amended (extensions, a larger budget), and the descent leaves the first session's path.
+    monkeypatch.setitem(search_runs_test.MINIMA, "lion", (5.0e-4, 0.8))
+    first_suite, first_runs = write_suite(tmp_path / "first"), tmp_path / "first" / "runs"
+    first = StandInFits()
+    assert sweep(monkeypatch, first_suite, first_runs, first) == 0
+    committed = tmp_path / "first.json"
+    shutil.copy(first_runs / "tuned" / search_runs.RECORD, committed)
+    amended = write_suite(tmp_path / "amended", {**search_runs_test.SEARCH, "budget": 20, "max_extensions": 2})
+
+    second_runs = tmp_path / "second" / "runs"  # a fresh clone: the first runs directory is gone
+    stopped = StandInFits(stop_after=4)
+    assert sweep(monkeypatch, amended, second_runs, stopped, "--search-record", str(committed)) != 0
+    refreshed = second_runs / "tuned" / search_runs.RECORD
+    lion = json.loads(refreshed.read_text())["searches"]
+    assert any(e.get("earlier_points") for e in lion), "the first path's points beyond the new path's are kept"
+    kept, before = recorded(refreshed), recorded(committed)
+    assert all(kept[variant] >= points for variant, points in before.items()), "no finished point forgotten"
+
+    third = StandInFits()
+    assert sweep(monkeypatch, amended, tmp_path / "third" / "runs", third, "--search-record", str(refreshed)) == 0
+    tuning = lambda fits: {key for key in fits.started if key[3] >= 900}  # noqa: E731
+    assert len(tuning(third) & (tuning(first) | tuning(stopped))) == 2, "only the witness point (2 seeds) again"
+    assert record(tmp_path / "third" / "runs")["lion"]["best"]["model.weight_decay"] == 0.8
