@@ -77,12 +77,23 @@ def read_table(path: str | Path, suite: Suite) -> Table:
         if key in runs:
             raise SuiteError(f"--from-table {path}: holds the run {label(key)} twice")
         numbers = tuple(_float(row.get(column)) for column in WITNESSED)
-        headline = numbers[2] if numbers[2] is not None else numbers[1]
-        loss = capped(numbers[0], headline, row.get("divergence_kind") == NONFINITE)
+        loss = capped(numbers[0], _choosing(row, numbers), row.get("divergence_kind") == NONFINITE)
         precision = None if is_missing(row.get("precision")) else str(row["precision"])
         runs[key] = TableRun(row["status"], numbers, loss, precision, compiled_of(row.get(COMPILED)))
     kinds = frozenset(str(kind) for kind in table.get("machine", []) if not is_missing(kind))
     return Table(runs, kinds, frozenset(int(n) for n in table.get("threads", []) if not is_missing(n)))
+
+
+def _choosing(row: Mapping, numbers: tuple[Optional[float], ...]) -> Optional[float]:
+    """The row's score a choice is made on, as :func:`~andrea_lab.experiments.sweep.grid_extension.choosing_loss`
+    reads a run's record: the selection part, else the document-weighted held-out score, the token-weighted one
+    (``numbers[2]``), the last in-training loss (``numbers[1]``)."""
+    from andrea_lab.experiments.compare.heldout_columns import HELDOUT_BY_DOCUMENT, SELECTION_LOSS  # pandas, as above
+
+    if numbers[2] is None:
+        return numbers[1]
+    scores = (_float(row.get(SELECTION_LOSS)), _float(row.get(HELDOUT_BY_DOCUMENT)), numbers[2])
+    return next(score for score in scores if score is not None)
 
 
 def row_of(rows: Mapping[Key, TableRun], spec: RunSpec) -> Optional[TableRun]:

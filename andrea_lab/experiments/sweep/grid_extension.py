@@ -5,8 +5,9 @@ When the runner has no run left (:class:`andrea_lab.experiments.sweep.runner.Run
 (scale, variant) whose runs all ended is checked by the rule ``andrea compare`` judges claims by
 (:func:`andrea_lab.experiments.compare.optimum_edges.optimum_edge`: the in-sample best LR, or any seed's
 LR chosen on the other seeds, at the grid's lowest or highest LR), on the capped loss (a diverged run at its
-loss at init) of the held-out score where the run has one. One LR beyond that edge is planned at every seed
-of the cell, the runner runs them, and the check repeats, up to the suite's ceiling per (scale, variant).
+loss at init) of the score compare chooses by (:func:`choosing_loss`: the held-out selection part). One LR
+beyond that edge is planned at every seed of the cell, the runner runs them, and the check repeats, up to the
+suite's ceiling per (scale, variant).
 
 The record: every LR added is written to ``<runs-dir>/<suite>/grid-extensions.json`` (scale, variant, LR,
 edge, which extension) before its runs start, and every later plan of the suite (a resumed sweep, ``--dry-run``)
@@ -23,13 +24,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
+from andrea_lab.data.judging_split import SELECTION
 from andrea_lab.experiments.sweep.extend_grid import ExtendGrid
 from andrea_lab.experiments.sweep.grid import parse_lr
 from andrea_lab.experiments.sweep.plan import RunSpec, plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.speed_path import as_sibling
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
 from andrea_lab.files import HandedFileError, load_json, write_json_atomic
-from andrea_lab.runs.directory import DONE_STATES, NONFINITE, format_lr, read_record, run_state, settings_difference
+from andrea_lab.runs.directory import (
+    DONE_STATES,
+    NONFINITE,
+    RunRecord,
+    format_lr,
+    read_record,
+    run_state,
+    settings_difference,
+)
 
 RECORD = "grid-extensions.json"
 #: The edges a grid is extended beyond.
@@ -144,12 +154,25 @@ def plan_lines(suite: Suite, specs: Sequence[RunSpec]) -> list[str]:
 
 
 def capped_loss(run_dir: Path) -> float:
-    """The run's loss as compare scores it: the held-out loss, else the last in-training one, at most the
-    loss at init (a diverged or non-finite run counts as its loss at init)."""
+    """The run's loss as compare chooses by it (:func:`choosing_loss`), at most the loss at init (a diverged or
+    non-finite run counts as its loss at init)."""
     record = read_record(run_dir)
     if record is None:
         return math.nan
-    return capped(record.initial_val_loss, record.headline_loss, record.divergence.get("kind") == NONFINITE)
+    return capped(record.initial_val_loss, choosing_loss(record), record.divergence.get("kind") == NONFINITE)
+
+
+def choosing_loss(record: RunRecord) -> Optional[float]:
+    """The score a choice (a best LR, a tuned point) is made on, as ``andrea compare`` makes it
+    (:func:`andrea_lab.experiments.compare.compare.scored_loss_column`): the held-out documents' selection part,
+    so that the test part, on which verdicts are judged, never chooses what they compare; in records from before
+    the split, the document-weighted held-out score, else the token-weighted one, else the last in-training
+    loss. Choosing on the whole held-out set (as the sweep did until 2026-12-07) chose on the test documents too."""
+    heldout = record.heldout
+    if heldout is None or heldout.loss is None:
+        return record.final_val_loss
+    selection = ((heldout.parts or {}).get(SELECTION) or {}).get("loss")
+    return next(score for score in (selection, heldout.document_loss, heldout.loss) if score is not None)
 
 
 def capped(initial: Optional[float], headline: Optional[float], nonfinite: bool) -> float:

@@ -30,6 +30,11 @@ from andrea_lab.files import HandedFileError, load_json
 Cell = tuple[Optional[str], str]
 #: A cell entry's finished points that are not on its path (yet): kept so that a later session need not rerun them.
 EARLIER = "earlier_points"
+#: The score a record's losses are (its ``score``): what the search chooses on, compare's choosing score
+#: (:func:`andrea_lab.experiments.sweep.grid_extension.choosing_loss`). Records before it say none: theirs was
+#: :data:`OLD_SCORE`, which held the test documents too, so their paths cannot be replayed on today's score.
+SCORE = "the held-out selection part's loss, capped at the loss at init"
+OLD_SCORE = "the whole held-out set's loss (records before 2026-12-07, which chose on the test documents too)"
 
 
 @dataclass
@@ -88,10 +93,16 @@ def read_ledger(path: str | Path, suite: Suite) -> SearchLedger:
     if not suite.searches:
         raise SuiteError(f"--search-record {path}: {suite.path} has no search:, so there is no search to carry on")
     try:
-        entries = load_json(path, "search record")["searches"]
+        document = load_json(path, "search record")
+        entries = document["searches"]
         losses = {(entry.get("scale"), entry["variant"]): _points(entry, suite) for entry in entries}
     except (HandedFileError, KeyError, TypeError, ValueError) as problem:
         raise SuiteError(f"--search-record {path}: not a search record of {suite.name} ({problem})") from None
+    if document.get("score") != SCORE:
+        raise SuiteError(
+            f"--search-record {path}: its losses are {document.get('score') or OLD_SCORE}, not {SCORE} that this "
+            "sweep chooses on, so its path is not this sweep's; run without --search-record (runs on disk are reused)"
+        )
     return SearchLedger(path, {cell: points for cell, points in losses.items() if points})
 
 

@@ -21,7 +21,8 @@ Each run's ``sweep-run.json`` carries its step (``search_step``: "search round 2
 at the search's best point"), and so does the line the sweep prints for it. Resuming needs no state file: the
 descent is replayed from the finished runs' losses, so a rerun after a kill continues the same path (ties keep
 the current point, keys in the suite's order). A point's loss is the mean over its tuning seeds of the loss
-compare scores (the held-out score, a diverged run at its loss at init: ``grid_extension.capped_loss``). A
+compare chooses by (the held-out selection part, never the test part the verdicts are judged on; a diverged run
+at its loss at init: ``grid_extension.capped_loss``), which the record names (``score``). A
 step whose run failed stops that cell's search for this sweep (said once); the next sweep retries it.
 
 A cell still searching has its record too (``reason`` "in progress": its path so far, each finished point's
@@ -43,7 +44,7 @@ from typing import Callable, Optional, Sequence
 from andrea_lab.experiments.sweep.grid_extension import capped_loss, cells, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
 from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
-from andrea_lab.experiments.sweep.search_ledger import EARLIER, SearchLedger, recorded_points
+from andrea_lab.experiments.sweep.search_ledger import EARLIER, SCORE, SearchLedger, recorded_points
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, cli_value, run_version
 from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 from andrea_lab.runs.directory import DONE_STATES, run_state, settings_difference
@@ -242,18 +243,20 @@ class SearchRuns:
         )
 
     def _recorded(self) -> list[dict]:
-        """The entries of ``<suite>/search.json`` (none without it); SuiteError, one line, if it is not a record
-        (the runs directory may be a handed one)."""
+        """The entries of ``<suite>/search.json`` (none without it, or where its losses are another score than
+        :data:`SCORE`: each cell rewrites its entry from its runs as it advances); SuiteError, one line, if it is not
+        a record (the runs directory may be a handed one)."""
         record = self.directory / RECORD
         if not record.is_file():
             return []
         try:
-            entries = load_json(record, "search record")["searches"]
+            document = load_json(record, "search record")
+            entries = document["searches"]
             if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
                 raise TypeError("searches is not a list of entries")
         except (HandedFileError, KeyError, TypeError) as problem:
             raise SuiteError(f"{record}: not a search record ({problem}); move it away to run the search") from None
-        return entries
+        return entries if document.get("score") == SCORE else []
 
     def _record(self, cell: Cell, outcome: Outcome, path: list[dict]) -> None:
         """The cell's outcome into ``<suite>/search.json`` (other cells' entries kept)."""
@@ -278,7 +281,7 @@ class SearchRuns:
         if earlier := self._earlier(cell, path, previous):
             entry[EARLIER] = earlier
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.directory / RECORD, {"schema": 1, "searches": [*others, entry]})
+        write_json_atomic(self.directory / RECORD, {"schema": 1, "score": SCORE, "searches": [*others, entry]})
 
     def _earlier(self, cell: Cell, path: list[dict], previous: list[dict]) -> list[dict]:
         """The cell's finished points that its path (so far) does not hold, from the record this file held before

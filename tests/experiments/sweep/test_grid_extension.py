@@ -17,7 +17,15 @@ from andrea_testing import StandInExecutor
 
 from andrea_lab.commands import sweep as sweep_command
 from andrea_lab.experiments.sweep.executors import write_start_marker
-from andrea_lab.experiments.sweep.grid_extension import RECORD, GridExtension, next_lr, plan_lines, with_recorded
+from andrea_lab.experiments.sweep.from_table import _choosing
+from andrea_lab.experiments.sweep.grid_extension import (
+    RECORD,
+    GridExtension,
+    capped_loss,
+    next_lr,
+    plan_lines,
+    with_recorded,
+)
 from andrea_lab.experiments.sweep.plan import plan_sweep, suite_runs_dir
 from andrea_lab.experiments.sweep.runner import Runner
 from andrea_lab.experiments.sweep.speed_path import apply
@@ -195,3 +203,29 @@ def test_an_added_lr_trains_on_its_cells_speed_path(tmp_path):
     assert "--model.config.cpu_attention_fp32" in added
     record = json.loads((runs / "ext" / "rising" / "lr8e-3-seed0" / "sweep-run.json").read_text())
     assert record["overrides"]["trainer.precision"] == "bf16-mixed"
+
+
+def heldout_summary(run_dir: Path, whole: float, document: float | None, selection: float | None) -> None:
+    """A finished run's summary.json whose held-out record has the scores given (None: a record from before it)."""
+    heldout = {"loss": whole, "se": 0.01, "tokens": 1000, "documents": 26, "windows": 8, "split_tokens": 1000,
+               "sampled": False, "se_unit": "document", "seed": 0, "document_loss": document}  # fmt: skip
+    if selection is not None:
+        heldout["parts"] = {"selection": {"loss": selection}, "test": {"loss": whole + 1.0}}
+    summary = {"schema": 1, "status": "finished", "initial_val_loss": 5.0, "final_val_loss": 4.0, "heldout": heldout}
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize(
+    "whole, document, selection, chosen",
+    [(3.0, 3.2, 3.4, 3.4), (3.0, 3.2, None, 3.2), (3.0, None, None, 3.0), (6.0, None, 5.5, 5.0)],
+)
+def test_choices_are_made_on_the_held_out_selection_part_as_compare_makes_them(
+    tmp_path, whole, document, selection, chosen
+):
+    # The test part judges; a choice made on the whole held-out set (as until 2026-12-07) saw the test documents.
+    heldout_summary(tmp_path / "run", whole, document, selection)
+    assert capped_loss(tmp_path / "run") == chosen  # capped at the loss at init (5.0)
+    row = {"heldout_selection_loss": selection, "heldout_document_loss": document}
+    assert min(_choosing(row, (5.0, 4.0, whole)), 5.0) == chosen, "a committed table's row chooses alike"
+    assert _choosing(row, (5.0, 4.0, None)) == 4.0, "a run without the held-out evaluation: its last loss"

@@ -12,7 +12,7 @@ import test_search_runs as search_runs_test
 from test_search_runs import StandInFits, loss, record, sweep, write_suite
 
 from andrea_lab.commands import sweep as sweep_command
-from andrea_lab.experiments.sweep import search_runs
+from andrea_lab.experiments.sweep import search_ledger, search_runs
 
 
 def stopped_session(tmp_path, monkeypatch, capsys, stop_after: int = 9):
@@ -103,9 +103,11 @@ def test_the_witness_runs_before_a_cell_the_record_does_not_hold_settles_and_its
     # adamw's descent ended in this directory (its judged runs not yet made); the record holds only lion's points.
     suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
     assert sweep(monkeypatch, suite_file, runs, StandInFits()) == 0
-    entries = json.loads((runs / "tuned" / search_runs.RECORD).read_text())["searches"]
+    document = json.loads((runs / "tuned" / search_runs.RECORD).read_text())
     committed = tmp_path / "search.json"
-    committed.write_text(json.dumps({"schema": 1, "searches": [e for e in entries if e["variant"] == "lion"]}))
+    committed.write_text(
+        json.dumps({**document, "searches": [e for e in document["searches"] if e["variant"] == "lion"]})
+    )
     for gone in (runs / "tuned", runs / "tuned@tuning" / "lion"):
         shutil.rmtree(gone)
     capsys.readouterr()
@@ -152,3 +154,16 @@ def test_a_search_amended_between_sessions_keeps_its_earlier_paths_points_so_non
     tuning = lambda fits: {key for key in fits.started if key[3] >= 900}  # noqa: E731
     assert len(tuning(third) & (tuning(first) | tuning(stopped))) == 2, "only the witness point (2 seeds) again"
     assert record(tmp_path / "third" / "runs")["lion"]["best"]["model.weight_decay"] == 0.8
+
+
+def test_a_record_whose_losses_are_another_score_is_one_line_before_any_run(tmp_path, monkeypatch, capsys):
+    # Records before 2026-12-07 chose on the whole held-out set (test documents included): not replayable today.
+    suite_file, committed, _ = stopped_session(tmp_path, monkeypatch, capsys)
+    document = json.loads(committed.read_text())
+    assert document.pop("score") == search_ledger.SCORE
+    committed.write_text(json.dumps(document))
+    fits = StandInFits()
+    assert sweep(monkeypatch, suite_file, tmp_path / "again", fits, "--search-record", str(committed)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "its losses are the whole held-out set's loss" in err and "run without --search-record" in err
+    assert len(err.splitlines()) == 1 and fits.started == []
