@@ -29,9 +29,9 @@ A cell still searching has its record too (``reason`` "in progress": its path so
 loss), written whenever the sweep plans its next runs, and by ``andrea sweep --dry-run`` where the suite's
 directory exists. Committed, it carries the search to a later session whose runs directory is gone
 (``--search-record``, :mod:`andrea_lab.experiments.sweep.search_ledger`). A cell's entry keeps every finished
-point it knew, from its earlier entry and from --search-record's, that its path does not hold
-(``earlier_points``): a suite amended between sessions (extensions, a budget) walks another path, and the old
-path's points may be met again later.
+point it knew (its earlier entry, --search-record's, the finished runs in its tuning directory) that its path
+does not hold (``earlier_points``): a suite amended between sessions (extensions, a budget) walks another path,
+and the old path's points may be met again later.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from andrea_lab.experiments.sweep.plan import RunSpec, suite_runs_dir
 from andrea_lab.experiments.sweep.search import Outcome, Point, Search, Step, next_step
 from andrea_lab.experiments.sweep.search_ledger import EARLIER, SCORE, SearchLedger, recorded_points
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError, cli_value, run_version
-from andrea_lab.files import HandedFileError, load_json, write_json_atomic
-from andrea_lab.runs.directory import DONE_STATES, run_state, settings_difference
+from andrea_lab.files import HandedFileError, load_json, read_json, write_json_atomic
+from andrea_lab.runs.directory import DONE_STATES, START_MARKER, run_state, settings_difference
 
 RECORD = "search.json"
 TUNING_SUFFIX = "@tuning"  # '@' is not allowed in a suite's name: no suite's directory can be another's tuning
@@ -121,6 +121,7 @@ class SearchRuns:
         self.templates = {cell: specs[0] for cell, specs in cells(planned).items() if cell[1] in suite.searches}
         self.settled: set[Cell] = set()
         self.planning = False  # within initial(): a run made with other settings is refused, not skipped
+        self._disk: dict[Cell, dict[Point, float]] = {}  # each cell's finished tuning points on disk (_on_disk)
         self._recorded()  # a record that is not one is refused before any run, not mid-sweep
 
     def searching(self, spec: RunSpec) -> bool:
@@ -288,7 +289,7 @@ class SearchRuns:
         and from --search-record's: a rule amended since (extensions, a budget) walks another path, and a
         record that dropped the old path's points would make a later session rerun them."""
         search = self.suite.searches[cell[1]]
-        known = dict(self.ledger.losses.get(cell, {}))
+        known = {**self.ledger.losses.get(cell, {}), **self._on_disk(cell)}
         for entry in previous:
             try:
                 known.update(recorded_points(entry, search))
@@ -296,6 +297,33 @@ class SearchRuns:
                 continue
         on_path = {search.point(each["point"]) for step in path for each in step["points"] if each["loss"] is not None}
         return [_described(point, loss) for point, loss in sorted(known.items()) if point not in on_path]
+
+    def _on_disk(self, cell: Cell) -> dict[Point, float]:
+        """The cell's finished tuning points in its tuning directory, whichever path ran them (read once a sweep:
+        the runs it makes itself are on its path): a runs directory kept across an amendment, or a record of
+        another score set aside, still holds the old path's runs, and the record should name them."""
+        if cell in self._disk:
+            return self._disk[cell]
+        search, found = self.suite.searches[cell[1]], {}
+        root = (self.tuning if cell[0] is None else self.tuning / cell[0]) / cell[1]
+        for marker in sorted(root.glob(f"*-seed{search.tuning_seeds[0]}/{START_MARKER}")) if root.is_dir() else []:
+            recorded = read_json(marker) or {}
+            try:
+                values = {**recorded["overrides"], "model.lr": recorded["lr"]}
+                point = search.point({key: float(values[key]) for key in search.keys})
+            except (KeyError, TypeError, ValueError):  # not a run of this search
+                continue
+            runs = [self._tuning_run(cell, ON_DISK, point, seed) for seed in search.tuning_seeds]
+            if runs[0].run_dir != marker.parent.resolve() or not all(run_state(r.run_dir) in DONE_STATES for r in runs):
+                continue
+            if _made_otherwise(runs) is None:
+                found[point] = _mean_loss(runs)
+        self._disk[cell] = {point: loss for point, loss in found.items() if math.isfinite(loss)}
+        return self._disk[cell]
+
+
+#: The step a finished run found on disk is labelled with (never run: only its loss is read).
+ON_DISK = Step("runs found on disk", 0, ())
 
 
 def _in_progress(step: Step, losses: dict[Point, float]) -> Outcome:

@@ -167,3 +167,23 @@ def test_a_record_whose_losses_are_another_score_is_one_line_before_any_run(tmp_
     err = capsys.readouterr().err.strip()
     assert "its losses are the whole held-out set's loss" in err and "run without --search-record" in err
     assert len(err.splitlines()) == 1 and fits.started == []
+
+
+def test_the_record_names_the_finished_runs_on_disk_that_its_path_left_behind(tmp_path, monkeypatch, capsys):
+    # A runs directory kept across an amendment, its record set aside (as one of another score is): the new record
+    # lists the old path's finished runs too, so a fresh clone given it reruns none of them.
+    monkeypatch.setitem(search_runs_test.MINIMA, "lion", (5.0e-4, 0.8))
+    runs, first = tmp_path / "runs", StandInFits()
+    assert sweep(monkeypatch, write_suite(tmp_path / "first"), runs, first) == 0
+    (runs / "tuned" / search_runs.RECORD).rename(tmp_path / "set-aside.json")
+    (runs / "tuned" / "lion").rename(tmp_path / "lion-judged-at-the-old-best")  # as the amendment's note says
+    amended = write_suite(tmp_path / "first", {**search_runs_test.SEARCH, "budget": 20, "max_extensions": 2})
+    assert sweep(monkeypatch, amended, runs, StandInFits(stop_after=2)) != 0
+    refreshed = runs / "tuned" / search_runs.RECORD
+    tuning = lambda fits: {key for key in fits.started if key[3] >= 900}  # noqa: E731
+    old_points = {(lr, wd) for variant, lr, wd, _ in tuning(first) if variant == "lion"}
+    assert recorded(refreshed)["lion"] >= old_points, "every finished point on disk is in the record"
+
+    fresh = StandInFits()
+    assert sweep(monkeypatch, amended, tmp_path / "fresh", fresh, "--search-record", str(refreshed)) == 0
+    assert len(tuning(fresh) & tuning(first)) == 2, "only the witness point (2 seeds) again"
