@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded, capped, renumbered
+from andrea_lab.experiments.sweep.grid_extension import GridExtension, Recorded, capped, choosing_score, renumbered
 from andrea_lab.experiments.sweep.plan import RunSpec
 from andrea_lab.experiments.sweep.speed_path import Tabled
 from andrea_lab.experiments.sweep.suite import Suite, SuiteError
@@ -85,15 +85,12 @@ def read_table(path: str | Path, suite: Suite) -> Table:
 
 
 def _choosing(row: Mapping, numbers: tuple[Optional[float], ...]) -> Optional[float]:
-    """The row's score a choice is made on, as :func:`~andrea_lab.experiments.sweep.grid_extension.choosing_loss`
-    reads a run's record: the selection part, else the document-weighted held-out score, the token-weighted one
-    (``numbers[2]``), the last in-training loss (``numbers[1]``)."""
+    """The row's score a choice is made on, in the order a run's record is read
+    (:func:`~andrea_lab.experiments.sweep.grid_extension.choosing_score`; ``numbers``: WITNESSED's)."""
     from andrea_lab.experiments.compare.heldout_columns import HELDOUT_BY_DOCUMENT, SELECTION_LOSS  # pandas, as above
 
-    if numbers[2] is None:
-        return numbers[1]
-    scores = (_float(row.get(SELECTION_LOSS)), _float(row.get(HELDOUT_BY_DOCUMENT)), numbers[2])
-    return next(score for score in scores if score is not None)
+    by_part, by_document = _float(row.get(SELECTION_LOSS)), _float(row.get(HELDOUT_BY_DOCUMENT))
+    return choosing_score(by_part, by_document, whole=numbers[2], last=numbers[1])
 
 
 def row_of(rows: Mapping[Key, TableRun], spec: RunSpec) -> Optional[TableRun]:

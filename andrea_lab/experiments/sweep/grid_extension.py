@@ -169,10 +169,21 @@ def choosing_loss(record: RunRecord) -> Optional[float]:
     the split, the document-weighted held-out score, else the token-weighted one, else the last in-training
     loss. Choosing on the whole held-out set (as the sweep did until 2026-12-07) chose on the test documents too."""
     heldout = record.heldout
-    if heldout is None or heldout.loss is None:
+    if heldout is None:
         return record.final_val_loss
     selection = ((heldout.parts or {}).get(SELECTION) or {}).get("loss")
-    return next(score for score in (selection, heldout.document_loss, heldout.loss) if score is not None)
+    return choosing_score(selection, heldout.document_loss, heldout.loss, record.final_val_loss)
+
+
+def choosing_score(
+    selection: Optional[float], by_document: Optional[float], whole: Optional[float], last: Optional[float]
+) -> Optional[float]:
+    """:func:`choosing_loss`'s order, from the numbers themselves (a run's record, or a committed runs.csv row's in
+    :mod:`andrea_lab.experiments.sweep.from_table`): without a held-out score (``whole``), the last in-training
+    loss; else the selection part, the document-weighted score, the token-weighted one, the first there is."""
+    if whole is None:
+        return last
+    return next(score for score in (selection, by_document, whole) if score is not None)
 
 
 def capped(initial: Optional[float], headline: Optional[float], nonfinite: bool) -> float:
