@@ -143,6 +143,8 @@ def _committed_suite(runs_csv: Path, suites: Path) -> list[CommittedSuite]:
     top = suite.scales[-1].name if suite.ladder is not None and suite.scales else None
     corpora = domains.domain_axis(suite.scales)
     runs = read_runs_csv(runs_csv)
+    if searches := search_budgets.read_searches(runs_csv):  # a tuned value at an edge: no claim judged on it
+        runs = search_budgets.with_edges(runs, search_budgets.budgets(searches, runs))
     return [CommittedSuite(suite.name, runs, tuple(suite.claims), aa, scaled, setups, top, corpora)]
 
 
@@ -172,7 +174,7 @@ def search_budget_check(source: Path, runs, suite: Optional[Suite]) -> tuple[Any
     and the exit status when the budgets differ and the suite does not say ``unequal_budgets_ok: true`` (None: go
     on)."""
     try:
-        searches = search_budgets.read_searches(source) if source.is_dir() else []
+        searches = search_budgets.read_searches(source) if source.exists() else []
     except ValueError as exc:
         return runs, None, _error(str(exc))
     if not searches:
@@ -264,6 +266,8 @@ def main(argv: list[str]) -> int:
     if args.tensorboard and curves:
         for suite_name, result in written.items():
             result["files"]["tensorboard"] = write_tensorboard_run(runs[runs["suite"] == suite_name], result, source)
+    if budgets is not None and len(written) == 1:  # the record beside the table, so that its edges stay known
+        search_budgets.keep_record(source, out)
     print_results(written)
     domain_table = domains.print_domain_report(suite, written)  # scales that are corpora: verdict x domain
     speedup_table = speedups.print_speedup_report(suite, runs, written, scale_parameters(suite))  # sizes x budgets

@@ -292,7 +292,7 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
         f"in advance), Holm-adjusted as one project-wide family: {len(decided)} verdicts; "
         f"{len(table) - len(confirmatory)} exploratory, with BH q-values: {len(leads)} leads at q < 0.05 (a lead "
         f"is a reason for a confirmatory rerun, not a verdict); {len(unjudged)} not judged (a variant's optimum at "
-        "the edge of its LR grid, so never found)"
+        "the edge of its LR grid, or a value its search tuned at the edge of those it tried: never found)"
         + (f"; {few} from fewer than 3 paired seeds (neither verdict nor lead)" if few else "")
         + ". A/A suites are left out (they check the statistics); a scaled suite's claims are judged at each scale "
         "(suite @ scale) and across scales, each one claim of the project's families. " + provenance_sentence(suites)

@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from andrea_lab.experiments.compare.optimum_edges import SEARCH_EDGE, edge_of
-from andrea_lab.files import HandedFileError, load_json
+from andrea_lab.files import HandedFileError, load_json, write_json_atomic
 
 RECORD = "search.json"
 FIELDS = ("variant", "budget", "spent", "reason", "best", "values")
@@ -35,10 +35,31 @@ SEARCH, GRID = "search", "LR grid"
 COLUMNS = ("scale", "variant", "tuned", "budget", "spent", "reason", "best", "optimum_not_found")
 
 
+def record_path(source: Path) -> Path:
+    """Where the search record of ``source`` lies: in a suite's runs directory, or beside a committed table's
+    ``runs.csv`` (compare's ``--out`` keeps it there: :func:`keep_record`), since the tuned values that decide
+    whether an optimum was found are not columns of the table."""
+    source = Path(source)
+    return (source.parent if source.is_file() else source) / RECORD
+
+
+def keep_record(source: Path, out: Path) -> Optional[Path]:
+    """Copy the search record of ``source`` beside the runs.csv written in ``out`` (None where there is none):
+    without it, a comparison of the committed table (the project's, or ``andrea compare runs.csv``) would judge
+    a claim whose tuned value sits at an edge of what its search tried."""
+    record = record_path(source)
+    if not record.is_file():
+        return None
+    kept = Path(out) / RECORD
+    if kept.resolve() != record.resolve():
+        write_json_atomic(kept, load_json(record, "search record"))
+    return kept
+
+
 def read_searches(source: Path) -> list[dict[str, Any]]:
-    """The searches recorded under ``source`` (a suite's directory); none without ``search.json``. A record
-    that is not one (a handed file) is a ValueError naming it."""
-    path = Path(source) / RECORD
+    """The searches recorded for ``source`` (a suite's directory, or a committed runs.csv: :func:`record_path`);
+    none without ``search.json``. A record that is not one (a handed file) is a ValueError naming it."""
+    path = record_path(source)
     if not path.is_file():
         return []
     try:

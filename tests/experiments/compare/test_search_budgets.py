@@ -191,3 +191,47 @@ def test_a_variant_tuned_over_the_lr_grid_is_a_row_with_its_lrs_as_its_budget():
     table = search_budgets.budgets([entry("adamw", 3)], frame)
     rows = [line for line in "\n".join(report.budget_lines(table)).splitlines() if line.startswith("| pre")]
     assert rows == ["| pre | LR grid | 3 | 3 |  |  |  |"]
+
+
+def test_the_record_goes_beside_the_table_and_a_comparison_of_the_table_keeps_its_edges(tmp_path, capsys):
+    """The tuned values are not columns of runs.csv: without the record beside it, a comparison of the committed
+    table (``andrea compare runs.csv``, the project's) would judge a claim on an optimum its search never found."""
+    suite = write_suite_dir(tmp_path / "tuned")
+    write_record(suite, [entry("adamw"), entry("lion", best_wd=0.2)])
+    out = tmp_path / "cmp"
+    assert compare_command.main([str(suite), "--out", str(out), "--no-tensorboard"]) == 0
+    kept, recorded = out / search_budgets.RECORD, suite / search_budgets.RECORD
+    assert json.loads(kept.read_text()) == json.loads(recorded.read_text())
+    capsys.readouterr()
+    again = tmp_path / "again"
+    assert compare_command.main([str(out / "runs.csv"), "--out", str(again), "--no-tensorboard"]) == 0
+    assert "optimum not found: lion: model.weight_decay 0.2 at the highest" in capsys.readouterr().out
+    assert "extend above" in budget_section((again / "comparison.md").read_text(encoding="utf-8"))
+
+
+def test_a_grid_suites_table_gets_no_record(tmp_path):
+    out = tmp_path / "cmp"
+    assert compare_command.main([str(write_suite_dir(tmp_path / "grid")), "--out", str(out), "--no-tensorboard"]) == 0
+    assert (out / "runs.csv").is_file() and not (out / search_budgets.RECORD).exists()
+
+
+def test_the_project_judges_no_claim_on_a_committed_tables_tuned_value_at_an_edge(tmp_path):
+    from andrea_lab.experiments.compare import optimum_edges, project
+
+    suite = write_suite_dir(tmp_path / "tuned")
+    write_record(suite, [entry("adamw"), entry("lion", best_wd=0.2)])
+    results, suites = tmp_path / "results", tmp_path / "suites"
+    assert compare_command.main([str(suite), "--out", str(results / "tuned"), "--no-tensorboard"]) == 0
+    suites.mkdir()
+    base = Path(__file__).resolve().parents[3] / "experiments" / "cpu-base.yaml"
+    (suites / "tuned.yaml").write_text(
+        f"base: {base}\nlrs: [2.0e-3]\nseeds: [100, 101, 102]\n"
+        "variants:\n  - name: adamw\n  - name: lion\n    overrides: {model.optimizer: andrea-lab:lion}\n"
+        "reference: adamw\nclaims:\n  - lower_loss: [lion, adamw]\n    text: Lion reaches a lower loss\n"
+    )
+    table = project.project_table(compare_command.committed_suites(results, suites))
+    (outcome,) = table["outcome"]
+    assert optimum_edges.is_not_judged(outcome) and "model.weight_decay 0.2 at the highest" in outcome
+    (results / "tuned" / search_budgets.RECORD).unlink()  # without it, the same table is judged
+    (judged,) = project.project_table(compare_command.committed_suites(results, suites))["outcome"]
+    assert not optimum_edges.is_not_judged(judged)
