@@ -125,8 +125,15 @@ def _side(mean: float) -> Optional[bool]:
     return None if math.isnan(mean) or mean == 0 else mean < 0
 
 
+#: Said where every paired difference is exactly 0 (optimizers_tuned's adamw_indep and adamw at d96: two
+#: parametrisations of one update, tuned to the same point): its interval [0, 0] and p = 0 describe no noise.
+IDENTICAL = "every pair equal to the bit: both variants ran one computation here, an identity, not a measurement"
+
+
 def _seeds_note(difference: stats.PairedDifference) -> str:
-    return f" ({stats.TOO_FEW_SEEDS})" if 0 < difference.n < stats.MIN_SEEDS else ""
+    few = f" ({stats.TOO_FEW_SEEDS})" if 0 < difference.n < stats.MIN_SEEDS else ""
+    identical = difference.n > 0 and all(value == 0 for value in difference.differences)
+    return few + (f" ({IDENTICAL})" if identical else "")
 
 
 def _fixed_where(claim: Claim) -> str:

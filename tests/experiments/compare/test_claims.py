@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from andrea_lab.experiments.compare import claims as claims_module
 from andrea_lab.experiments.compare.claims import Claim, evaluate_claim, evaluate_claims, parse_claims
 from andrea_lab.experiments.compare.multiplicity import holm
 from andrea_lab.experiments.compare.runs_table import read_runs_csv
@@ -297,6 +298,19 @@ def test_equivalence_within_a_declared_margin_by_two_one_sided_tests():
     assert evaluate_claim(Claim("equivalent_loss", "a", "b", lrs=(LOW, LOW), margin=0.01), far).outcome == (
         "not detected"
     ), "a clear difference is not equivalence (and is no verdict of this claim either)"
+
+
+def test_pairs_equal_to_the_bit_are_said_to_be_an_identity_not_a_measurement():
+    """Two parametrisations of one update tuned to the same point run the same computation: their interval is
+    [0, 0] and TOST's p is 0, which describe no noise; the evidence says so. One pair that differs: not said."""
+    base = [2.50, 2.55, 2.45, 2.52, 2.48, 2.51]
+    same = _runs({"a": {LOW: list(base)}, "b": {LOW: list(base)}})
+    for kind, margin in (("equivalent_loss", 0.03), ("lower_loss", None)):
+        judged = evaluate_claim(Claim(kind, "a", "b", lrs=(LOW, LOW), margin=margin), same)
+        assert judged.evidence.endswith(f"({claims_module.IDENTICAL})"), judged.evidence
+    nearly = _runs({"a": {LOW: [*base[:-1], base[-1] + 1e-4]}, "b": {LOW: list(base)}})
+    judged = evaluate_claim(Claim("equivalent_loss", "a", "b", lrs=(LOW, LOW), margin=0.03), nearly)
+    assert claims_module.IDENTICAL not in judged.evidence
 
 
 def test_an_equivalence_claim_needs_its_margin_and_others_take_none():
