@@ -80,7 +80,7 @@ def test_the_command_prints_the_project_table_and_refuses_a_directory_without_su
         text=True,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("184 claims in 29 suites: 55 confirmatory")
+    assert ran.stdout.startswith("200 claims in 30 suites: 55 confirmatory")
     bad = subprocess.run(
         [sys.executable, "-m", "andrea_lab.cli", "compare", str(tmp_path), "--project"], capture_output=True, text=True
     )
