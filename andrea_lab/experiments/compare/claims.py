@@ -131,9 +131,14 @@ IDENTICAL = "every pair equal to the bit: both variants ran one computation here
 
 
 def _seeds_note(difference: stats.PairedDifference) -> str:
-    few = f" ({stats.TOO_FEW_SEEDS})" if 0 < difference.n < stats.MIN_SEEDS else ""
+    return f" ({stats.TOO_FEW_SEEDS})" if 0 < difference.n < stats.MIN_SEEDS else ""
+
+
+def _loss_note(difference: stats.PairedDifference) -> str:
+    """The seeds note, and :data:`IDENTICAL` where every pair's loss is equal: only a loss, a float of a whole
+    run, is equal to the bit by one computation (two LR ceilings are equal octaves of a grid by coarseness)."""
     identical = difference.n > 0 and all(value == 0 for value in difference.differences)
-    return few + (f" ({IDENTICAL})" if identical else "")
+    return _seeds_note(difference) + (f" ({IDENTICAL})" if identical else "")
 
 
 def _fixed_where(claim: Claim) -> str:
@@ -202,7 +207,7 @@ def _loss_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats.Compar
     return _Evidence(
         _side(difference.mean),
         difference.p_value,
-        text + _seeds_note(difference),
+        text + _loss_note(difference),
         in_sample,
         p_in_sample,
         difference.differences,
@@ -226,7 +231,7 @@ def _equivalence_evidence(claim: Claim, counted: pd.DataFrame, comparison: stats
         f"n={difference.n}, against the margin ±{claim.margin:g} (TOST) {where}"
     )
     inside = not math.isnan(difference.mean) and abs(difference.mean) < claim.margin
-    return _Evidence(True if inside else None, p, text + _seeds_note(difference), seeds=difference.n)
+    return _Evidence(True if inside else None, p, text + _loss_note(difference), seeds=difference.n)
 
 
 def _signed3(value: float) -> str:

@@ -279,6 +279,8 @@ class SearchRuns:
         entries = self._recorded()
         others = [e for e in entries if (e.get("scale"), e.get("variant")) != cell]
         previous = [e for e in entries if (e.get("scale"), e.get("variant")) == cell]
+        if outcome.reason == IN_PROGRESS and any(_further(e, outcome.spent) for e in previous):
+            return  # a replay that knows less than the record (its runs gone, no --search-record) never rewinds it
         if earlier := self._earlier(cell, path, previous):
             entry[EARLIER] = earlier
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -324,6 +326,16 @@ class SearchRuns:
 
 #: The step a finished run found on disk is labelled with (never run: only its loss is read).
 ON_DISK = Step("runs found on disk", 0, ())
+
+
+def _further(entry: dict, spent: int) -> bool:
+    """Whether a recorded entry spent more points than a replay still searching at ``spent``. A dry run (or a
+    sweep's planning) in a runs directory whose tuning runs are gone replays only what is on disk, and would
+    otherwise overwrite a finished record with its first step; the entry stays until the replay passes it (a real
+    sweep reruns those points, to the same losses). A suite amended to a larger budget passes it once it spends
+    more than the old entry did."""
+    spent_before = entry.get("spent")
+    return isinstance(spent_before, int) and spent_before > spent
 
 
 def _in_progress(step: Step, losses: dict[Point, float]) -> Outcome:

@@ -272,6 +272,7 @@ def test_the_lr_ceiling_claim_pairs_each_seeds_highest_lr_without_a_divergence()
     assert evaluate_claim(Claim("higher_ceiling", "b", "a"), _runs(losses, diverged)).outcome == "contradicted"
     none = evaluate_claim(Claim("higher_ceiling", "a", "b"), _runs(losses))
     assert none.outcome == "not detected" and none.evidence.startswith("a − b = +0.00")
+    assert claims_module.IDENTICAL not in none.evidence, "equal ceilings are octaves of one grid, not one computation"
 
 
 def test_the_lr_ceiling_claim_takes_no_lr_and_needs_one_grid():

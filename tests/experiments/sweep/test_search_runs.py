@@ -120,6 +120,24 @@ def test_a_search_stopped_half_way_resumes_along_the_same_path(tmp_path, monkeyp
     assert sweep(monkeypatch, suite_file, runs, again) == 0 and again.started == [], "a finished search reruns nothing"
 
 
+def test_a_dry_run_without_the_tuning_runs_leaves_a_finished_record_as_it_was(tmp_path, monkeypatch):
+    """The tuning runs gone (another session, or moved away) and no --search-record: the replay knows only its
+    first step. Its dry run wrote that over the finished record (optimizers_tuned's, 2026-12-07, which compare
+    then copied beside the committed table); a record never goes back to fewer points than it spent."""
+    import shutil
+
+    suite_file, runs = write_suite(tmp_path), tmp_path / "runs"
+    assert sweep(monkeypatch, suite_file, runs, StandInFits()) == 0
+    finished = (runs / "tuned" / search_runs.RECORD).read_text()
+    shutil.rmtree(runs / "tuned@tuning")
+    assert sweep(monkeypatch, suite_file, runs, StandInFits(), "--dry-run") == 0
+    assert (runs / "tuned" / search_runs.RECORD).read_text() == finished
+    rerun = StandInFits()  # a real sweep reruns the gone points, to the same losses and the same record
+    assert sweep(monkeypatch, suite_file, runs, rerun) == 0 and rerun.started
+    assert record(runs) == {entry["variant"]: entry for entry in json.loads(finished)["searches"]}
+    assert all(k[3] >= 900 for k in rerun.started), "the judged runs are still there"
+
+
 def test_the_dry_run_lists_the_first_step_and_the_most_runs_it_may_add(tmp_path, monkeypatch, capsys):
     assert sweep(monkeypatch, write_suite(tmp_path), tmp_path / "runs", StandInFits(), "--dry-run") == 0
     out = capsys.readouterr().out
