@@ -142,9 +142,7 @@ def _committed_suite(runs_csv: Path, suites: Path) -> list[CommittedSuite]:
     setups = variant_setups(suite, cited_variants(suite.claims))  # what a cited paper is held against
     top = suite.scales[-1].name if suite.ladder is not None and suite.scales else None
     corpora = domains.domain_axis(suite.scales)
-    runs = read_runs_csv(runs_csv)
-    if searches := search_budgets.read_searches(runs_csv):  # a tuned value at an edge: no claim judged on it
-        runs = search_budgets.with_edges(runs, search_budgets.budgets(searches, runs))
+    runs = search_budgets.with_recorded_edges(read_runs_csv(runs_csv), runs_csv)  # no claim judged on an edge
     return [CommittedSuite(suite.name, runs, tuple(suite.claims), aa, scaled, setups, top, corpora)]
 
 

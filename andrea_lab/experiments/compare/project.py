@@ -306,10 +306,24 @@ def project_block(suites: Iterable[CommittedSuite]) -> str:
             "**Exploratory leads** (BH q < 0.05; each LR chosen on the runs it is judged on, or marked "
             "exploratory: reasons for a confirmatory rerun, not verdicts):",
             _markdown(leads, LEAD_COLUMNS),
+            cited_sentence(decided, leads),
             "**Every claim**, confirmatory and exploratory, decided or not:",
             _markdown(table, PROJECT_COLUMNS),
         ]
     )
+
+
+def cited_sentence(decided: pd.DataFrame, leads: pd.DataFrame) -> str:
+    """How the verdicts and leads that cite a paper compare with it (the ``agrees`` column: agrees, disagrees,
+    or a different quantity), counted here so that the prose around the block need not retype counts."""
+
+    def counted(rows: pd.DataFrame, what: str) -> str:
+        kinds = [str(value).split(" (")[0] for value in rows.get("agrees", pd.Series(dtype=str)) if value]
+        said = {"agrees": "agree", "disagrees": "disagree", "different quantity": "compare different quantities"}
+        tally = ", ".join(f"{kinds.count(kind)} {words}" for kind, words in said.items())
+        return f"of the {len(kinds)} {what} that cite a paper, {tally}"
+
+    return f"Against the papers: {counted(decided, 'verdicts')}; {counted(leads, 'leads')}."
 
 
 def _markdown(rows: pd.DataFrame, columns: tuple) -> str:

@@ -127,6 +127,13 @@ def with_edges(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_recorded_edges(runs: pd.DataFrame, source: Path) -> pd.DataFrame:
+    """``runs`` of a committed table (or a suite's directory) marked by the edges of its search record
+    (:func:`record_path`), as compare judged them; unchanged where the suite did not search."""
+    searches = read_searches(source)
+    return with_edges(runs, budgets(searches, runs)) if searches else runs
+
+
 def refusal(table: pd.DataFrame, unequal_ok: bool) -> Optional[str]:
     """The one line refusing to rank the variants of a scale whose budgets differ (None: equal, or the suite
     says ``unequal_budgets_ok: true``)."""

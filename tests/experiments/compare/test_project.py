@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
+from andrea_lab.experiments.compare import project
 from andrea_lab.experiments.compare.claim_spec import parse_claims
 from andrea_lab.experiments.compare.claims import Claim
 from andrea_lab.experiments.compare.measured import Setup
@@ -199,3 +200,12 @@ def test_the_verdict_table_says_agrees_only_when_the_claim_counted_what_the_pape
         "| counted | effect (95 % CI, unadjusted), seeds | project Holm p | published result (what the paper measured)"
     )
     assert header in block and f"| {agrees} |" in block
+
+
+def test_the_sentence_against_the_papers_counts_the_agrees_column_of_verdicts_and_leads():
+    verdicts = pd.DataFrame({"agrees": ["agrees", "", "different quantity (paper: loss; ours: loss vs plateau)"]})
+    leads = pd.DataFrame({"agrees": ["disagrees", "agrees", "agrees", ""]})
+    assert project.cited_sentence(verdicts, leads) == (
+        "Against the papers: of the 2 verdicts that cite a paper, 1 agree, 0 disagree, 1 compare different "
+        "quantities; of the 3 leads that cite a paper, 2 agree, 1 disagree, 0 compare different quantities."
+    )

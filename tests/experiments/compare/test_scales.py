@@ -12,7 +12,15 @@ import pytest
 import yaml
 
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.experiments.compare import compare, doc_blocks, plots_scales, report, scales, scales_report
+from andrea_lab.experiments.compare import (
+    compare,
+    doc_blocks,
+    plots_scales,
+    report,
+    scales,
+    scales_report,
+    search_budgets,
+)
 from andrea_lab.experiments.compare.runs_table import (
     ATTN_ENTROPY_TAG,
     ATTN_LOGIT_MAX_TAG,
@@ -264,6 +272,7 @@ def test_the_committed_reports_of_suites_without_scales_regenerate_unchanged(sui
     write_runs_csv(runs, tmp_path / "runs.csv")
     assert (tmp_path / "runs.csv").read_bytes() == (committed / "runs.csv").read_bytes()
     definition = load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml")
+    runs = search_budgets.with_recorded_edges(runs, committed / "runs.csv")  # as compare judged a search's runs
     plan = report.plan_suite(runs, definition.reference, definition.claims)
     sections = dict(report.suite_sections(suite, plan["variants"], runs, plan["claims"], [], plan["loss_column"]))
     _each_once_in(sections, (committed / "comparison.md").read_text(encoding="utf-8"), suite)
@@ -288,7 +297,7 @@ def test_the_committed_reports_of_scaled_suites_regenerate_unchanged(suite):
     """A committed scaled suite (docs/results/<suite>/): from its runs.csv alone, the claims-at-each-scale table
     of its trend report and each scale's per-LR and claims sections, exactly as committed."""
     committed = REPO / "docs" / "results" / suite
-    runs = read_runs_csv(committed / "runs.csv")
+    runs = search_budgets.with_recorded_edges(read_runs_csv(committed / "runs.csv"), committed / "runs.csv")
     definition = load_suite(REPO / "experiments" / "suites" / f"{suite}.yaml")
     plan = scales.plan_scaled_suite(runs, definition.reference, definition.claims)
     trend = dict(scales_report.scaled_sections(suite, plan))
