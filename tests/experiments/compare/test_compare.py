@@ -15,7 +15,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from andrea_lab.commands.compare import ladder_blocks, scale_parameters
 from andrea_lab.commands.compare import main as compare_main
-from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report, speedups
+from andrea_lab.experiments.compare import compare, doc_blocks, domains, outputs, report, search_budgets, speedups
 from andrea_lab.experiments.compare.project import PROJECT, project_block
 from andrea_lab.experiments.compare.runs_table import find_runs, load_run, load_runs, read_runs_csv, write_runs_csv
 from andrea_lab.experiments.sweep.suite import load_suite, run_version
@@ -355,7 +355,7 @@ def test_every_generated_block_in_results_md_is_regenerated_from_the_committed_r
     expected = {}
     for runs_csv in sorted((REPO / "docs" / "results").glob("*/runs.csv")):
         suite = load_suite(REPO / "experiments" / "suites" / f"{runs_csv.parent.name}.yaml")
-        runs = read_runs_csv(runs_csv)
+        runs = search_budgets.with_recorded_edges(read_runs_csv(runs_csv), runs_csv)  # a search's edges: not judged
         for what, content in outputs.doc_blocks(runs, suite.claims, suite.identical_variants()).items():
             expected[(runs_csv.parent.name, what)] = content
         if (table := domains.domain_block(suite, runs)) is not None:  # a suite on two corpora: verdict x domain
